@@ -1,0 +1,51 @@
+// The host services every plugin receives (mlpt_host_services): logging into spdlog, metrics into a
+// sink the run installs, the monotonic clock, and the run-wide cancellation flag.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "mlpt/mlpt.h"
+
+namespace mlpt::plugin {
+
+class HostServices {
+ public:
+  HostServices();
+  HostServices(const HostServices&) = delete;
+  HostServices& operator=(const HostServices&) = delete;
+
+  // The table to pass to plugins; lives as long as this object.
+  const mlpt_host_services* table() const { return &table_; }
+
+  // Where plugin metrics go (the run's metrics file); default: dropped after a debug log.
+  void set_metric_sink(std::function<void(const std::string&, double)> sink);
+
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+  // While capturing, error-level plugin log messages are also kept, so that a plugin's reason for
+  // refusing to load can be put into the loader's error message.
+  void begin_capture();
+  std::string end_capture();
+
+  // Creates an error object owned by the host (destroyed by table()->errors).
+  static mlpt_error* make_error(mlpt_error_code code, std::string message);
+
+ private:
+  static void log_fn(void* ctx, mlpt_log_level level, mlpt_string source, mlpt_string message);
+  static void metric_fn(void* ctx, mlpt_string name, double value);
+  static uint64_t now_ns_fn(void* ctx);
+  static int is_cancelled_fn(void* ctx);
+
+  mlpt_host_services table_{};
+  std::atomic<bool> cancelled_{false};
+  std::mutex mutex_;
+  std::function<void(const std::string&, double)> metric_sink_;
+  bool capturing_ = false;
+  std::string captured_;
+};
+
+}  // namespace mlpt::plugin

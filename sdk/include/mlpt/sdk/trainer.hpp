@@ -1,0 +1,91 @@
+// C++ adapter for the trainer component (mlpt/trainer.h): derive from mlpt::sdk::Trainer, give the
+// class a constructor taking the config JSON, list trainer_component<YourTrainer>(...).
+#pragma once
+
+#include "mlpt/sdk/plugin.hpp"
+#include "mlpt/trainer.h"
+
+namespace mlpt::sdk {
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  virtual void train_step(mlpt_train_step_args& args) = 0;
+  virtual void compute_logprobs(mlpt_compute_logprobs_args& args) = 0;
+  virtual void export_weights(mlpt_export_weights_args& args) = 0;
+  virtual void save_state(std::string_view path) = 0;
+  virtual void load_state(std::string_view path) = 0;
+};
+
+namespace detail {
+inline Trainer* as_trainer(mlpt_trainer* t) {
+  if (!t) throw Error(MLPT_INVALID_ARGUMENT, "trainer handle is NULL");
+  return reinterpret_cast<Trainer*>(t);
+}
+inline void require_batch(const mlpt_train_batch* b) {
+  require_struct(b, MLPT_TRAIN_BATCH_STRUCT_SIZE, "mlpt_train_batch");
+  if (!b->offsets || (!b->tokens && b->num_sequences > 0))
+    throw Error(MLPT_INVALID_ARGUMENT, "mlpt_train_batch: offsets and tokens are required");
+  if (b->offsets[0] != 0) throw Error(MLPT_INVALID_ARGUMENT, "mlpt_train_batch: offsets[0] != 0");
+  for (size_t i = 0; i < b->num_sequences; ++i)
+    if (b->offsets[i + 1] < b->offsets[i])
+      throw Error(MLPT_INVALID_ARGUMENT,
+                  "mlpt_train_batch: offsets decrease at sequence " + std::to_string(i));
+}
+}  // namespace detail
+
+template <class T>
+const mlpt_trainer_api* trainer_api() {
+  using detail::as_trainer;
+  static const mlpt_trainer_api api = {
+      MLPT_TRAINER_API_STRUCT_SIZE,
+      [](mlpt_trainer_create_args* a) {
+        return guard("trainer.create", [&] {
+          require_struct(a, MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, "mlpt_trainer_create_args");
+          a->trainer = reinterpret_cast<mlpt_trainer*>(static_cast<Trainer*>(new T(view(a->config_json))));
+        });
+      },
+      [](mlpt_trainer* t) { delete reinterpret_cast<Trainer*>(t); },
+      [](mlpt_train_step_args* a) {
+        return guard("trainer.train_step", [&] {
+          require_struct(a, MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE, "mlpt_train_step_args");
+          detail::require_batch(a->batch);
+          as_trainer(a->trainer)->train_step(*a);
+        });
+      },
+      [](mlpt_compute_logprobs_args* a) {
+        return guard("trainer.compute_logprobs", [&] {
+          require_struct(a, MLPT_COMPUTE_LOGPROBS_ARGS_STRUCT_SIZE, "mlpt_compute_logprobs_args");
+          detail::require_batch(a->batch);
+          as_trainer(a->trainer)->compute_logprobs(*a);
+        });
+      },
+      [](mlpt_export_weights_args* a) {
+        return guard("trainer.export_weights", [&] {
+          require_struct(a, MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE, "mlpt_export_weights_args");
+          as_trainer(a->trainer)->export_weights(*a);
+        });
+      },
+      [](mlpt_trainer_state_args* a) {
+        return guard("trainer.save_state", [&] {
+          require_struct(a, MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE, "mlpt_trainer_state_args");
+          as_trainer(a->trainer)->save_state(view(a->path));
+        });
+      },
+      [](mlpt_trainer_state_args* a) {
+        return guard("trainer.load_state", [&] {
+          require_struct(a, MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE, "mlpt_trainer_state_args");
+          as_trainer(a->trainer)->load_state(view(a->path));
+        });
+      },
+  };
+  return &api;
+}
+
+template <class T>
+mlpt_component trainer_component(std::string_view name, std::string_view description,
+                                 const mlpt_trainer_capabilities* caps) {
+  return detail::component(MLPT_COMPONENT_TRAINER, name, description, trainer_api<T>(), caps);
+}
+
+}  // namespace mlpt::sdk
