@@ -20,7 +20,8 @@ bool json_string_field(std::string_view json, std::string_view key, std::string&
   out.clear();
   for (size_t i = at + 1; i < json.size(); ++i) {
     if (json[i] == '\\' && i + 1 < json.size()) {
-      out += json[++i];
+      char c = json[++i];
+      out += c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;  // \uXXXX is left as is
     } else if (json[i] == '"') {
       return true;
     } else {

@@ -1,0 +1,57 @@
+// A C++ plugin built with the SDK whose engine behaves in known ways, so the adapter's translation of
+// C++ behaviour into the C ABI (errors from exceptions, struct-size checks, out fields) can be
+// checked from the host side. Config: {"fail": "create"} makes creation throw.
+#include <mlpt/sdk.hpp>
+
+#include <new>
+
+namespace {
+
+class ProbeEngine final : public mlpt::sdk::Engine {
+ public:
+  explicit ProbeEngine(std::string_view config) {
+    if (config.find("\"create\"") != std::string_view::npos)
+      throw mlpt::sdk::Error(MLPT_FAILED_PRECONDITION, "asked to fail in create");
+  }
+  void model_info(mlpt_engine_model_info& info) override {
+    info.vocab_size = 7;
+    info.num_moe_layers = 0;
+    info.experts_per_token = 0;
+    info.max_sequence_length = 32;
+    info.weight_version = version_;
+  }
+  // Echoes the prompt back, one token per step, with logprob -1 per token; a prompt starting with
+  // token 666 throws std::out_of_range, 777 throws bad_alloc, 888 throws a non-std exception.
+  void generate(mlpt_generate_args& a) override {
+    if (a.tokens[0] == 666) throw std::out_of_range("token 666 is out of range");
+    if (a.tokens[0] == 777) throw std::bad_alloc();
+    if (a.tokens[0] == 888) throw 42;
+    size_t n = std::min<size_t>(a.num_tokens, static_cast<size_t>(a.max_new_tokens));
+    for (size_t i = 0; i < n; ++i) {
+      a.out_tokens[i] = a.tokens[i];
+      if (a.out_logprobs) a.out_logprobs[i] = -1.0f;
+    }
+    a.out_num_tokens = n;
+    a.out_finish_reason = MLPT_FINISH_LENGTH;
+    a.out_weight_version = version_;
+  }
+  void cancel(uint64_t) override {}
+  void session_release(uint64_t) override {}
+  void pause() override {}
+  void resume() override {}
+  void load_weights(const mlpt_load_weights_args& a) override {
+    if (a.version <= version_)
+      throw mlpt::sdk::Error(MLPT_INVALID_ARGUMENT, "version " + std::to_string(a.version) + " is not newer than " + std::to_string(version_));
+    version_ = a.version;
+  }
+
+ private:
+  uint64_t version_ = 0;
+};
+
+const mlpt_engine_capabilities kCaps = {MLPT_ENGINE_CAPABILITIES_STRUCT_SIZE, 1, 0, 0, 0, 1};
+
+}  // namespace
+
+MLPT_SDK_PLUGIN("sdk-probe", "0.0.1",
+                mlpt::sdk::engine_component<ProbeEngine>("probe", "echoes its prompt", &kCaps))
