@@ -17,5 +17,6 @@ echo "$out" | grep -q "file: $work/prefix/lib/mlpt/plugins/libmlpt_example.so" |
 for f in include/mlpt/mlpt.h include/mlpt/engine.h include/mlpt/sdk.hpp lib/cmake/mlpt/mlptConfig.cmake; do
   [ -f "$work/prefix/$f" ] || { echo "FAIL: $f missing from the package"; exit 1; }
 done
-dpkg-deb --contents "$deb" | grep -q "./usr/bin/mlpt" || { echo "FAIL: .deb lacks usr/bin/mlpt"; exit 1; }
+contents=$(dpkg-deb --contents "$deb")
+grep -q "\./usr/bin/mlpt$" <<< "$contents" || { echo "FAIL: .deb lacks usr/bin/mlpt"; exit 1; }
 echo "PASS: $(basename "$tgz") and $(basename "$deb")"
