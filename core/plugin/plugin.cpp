@@ -144,7 +144,7 @@ void Plugin::validate() {
   if (d->num_components > 1024)
     throw Error(MLPT_INVALID_ARGUMENT, where + ": implausible num_components " + std::to_string(d->num_components));
 
-  std::set<std::string> names;
+  std::set<std::pair<int, std::string>> names;  // (kind, name): one name may serve several kinds
   for (size_t i = 0; i < d->num_components; ++i) {
     const mlpt_component& c = d->components[i];
     std::string cw = where + ": component #" + std::to_string(i);
@@ -153,8 +153,8 @@ void Plugin::validate() {
     std::string cname = str(c.name);
     if (cname.empty()) throw Error(MLPT_INVALID_ARGUMENT, cw + ": empty name");
     cw = where + ": component '" + cname + "'";
-    if (!names.insert(cname).second)
-      throw Error(MLPT_ALREADY_EXISTS, cw + ": two components have this name");
+    if (!names.insert({static_cast<int>(c.kind), cname}).second)
+      throw Error(MLPT_ALREADY_EXISTS, cw + ": two components of one kind have this name");
     bool known = false;
     for (auto k : all_kinds()) known |= (k == c.kind);
     if (!known) {

@@ -37,6 +37,12 @@ void RolloutScheduler::set_weight_version(uint64_t version) {
   changed_.notify_all();
 }
 
+void RolloutScheduler::skip_to(int64_t prompt_index) {
+  std::lock_guard lock(mutex_);
+  next_prompt_ = prompt_index;
+  next_sample_ = 0;
+}
+
 void RolloutScheduler::pause() {
   std::lock_guard lock(mutex_);
   paused_ = true;

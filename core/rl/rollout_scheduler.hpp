@@ -26,6 +26,8 @@ class RolloutScheduler {
   void done();
 
   void set_weight_version(uint64_t version);
+  // Starts handing out jobs at `prompt_index` (a resumed run); before the first next().
+  void skip_to(int64_t prompt_index);
   void pause();
   void resume();
   // Blocks until no job is in flight (call after pause to drain).

@@ -202,7 +202,7 @@ typedef struct mlpt_host_services {
 
 /* ---- Components -------------------------------------------------------------------------------
  *
- * A plugin provides one or more components. Each has a kind, a name unique within the plugin, a
+ * A plugin provides one or more components. Each has a kind, a name unique within its kind, a
  * function table of its kind (its `struct_size` first) and a capability record of its kind (its
  * `struct_size` first). Capabilities are data the host can check, not guesses: the conformance suite
  * (`mlpt check plugins`) verifies that behaviour matches them.
@@ -219,7 +219,7 @@ typedef enum mlpt_component_kind {
 typedef struct mlpt_component {
   size_t struct_size;
   mlpt_component_kind kind;
-  mlpt_string name;         /* e.g. "qwen35_cpu"; unique within the plugin */
+  mlpt_string name;         /* e.g. "qwen35_cpu"; unique among the plugin's components of `kind` */
   mlpt_string description;  /* one line, for `mlpt plugins inspect` */
   const void* api;          /* points to the table of `kind`, e.g. const mlpt_engine_api* */
   const void* capabilities; /* points to the capability record of `kind` */

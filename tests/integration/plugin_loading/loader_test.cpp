@@ -104,7 +104,7 @@ TEST_CASE("the loader names each defect of a broken plugin") {
                                            Catch::Contains("required function(s) not set: grade"));
   }
   SECTION("two components with one name") {
-    CHECK_THAT(load_error(variant(5), &code), Catch::Contains("component 'dup'") && Catch::Contains("two components have this name"));
+    CHECK_THAT(load_error(variant(5), &code), Catch::Contains("component 'dup'") && Catch::Contains("two components of one kind have this name"));
     CHECK(code == MLPT_ALREADY_EXISTS);
   }
   SECTION("the plugin refuses the host and says why") {

@@ -1,0 +1,310 @@
+#include "core/components/instances.hpp"
+
+#include <algorithm>
+
+namespace mlpt::components {
+namespace {
+
+mlpt_string borrow(const std::string& s) { return mlpt_string{s.data(), s.size()}; }
+
+// Collects a callee's output (mlpt_sink) into a string.
+class StringSink {
+ public:
+  StringSink() {
+    sink_.struct_size = MLPT_SINK_STRUCT_SIZE;
+    sink_.ctx = &text_;
+    sink_.write = [](void* ctx, const char* data, size_t size) { static_cast<std::string*>(ctx)->append(data, size); };
+  }
+  const mlpt_sink* sink() const { return &sink_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  mlpt_sink sink_{};
+};
+
+nlohmann::json parse_output(const plugin::Component& c, const std::string& call, const std::string& text) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(MLPT_INTERNAL, c.name + ": " + call + " wrote invalid JSON (" + e.what() + "): " + text.substr(0, 200));
+  }
+}
+
+}  // namespace
+
+// ---- Engine ----
+
+Engine::Engine(plugin::Component component, const nlohmann::json& settings)
+    : component_(std::move(component)), api_(component_.table<mlpt_engine_api>()) {
+  std::string config = settings.dump();
+  mlpt_engine_create_args a{MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  plugin::check(component_, api_->create(&a), "engine create");
+  engine_ = a.engine;
+}
+
+Engine::~Engine() { api_->destroy(engine_); }
+
+mlpt_engine_model_info Engine::model_info() const {
+  mlpt_engine_model_info info{};
+  info.struct_size = MLPT_ENGINE_MODEL_INFO_STRUCT_SIZE;
+  plugin::check(component_, api_->model_info(engine_, &info), "model_info");
+  return info;
+}
+
+Generation Engine::generate(const GenerateRequest& r) {
+  Generation g;
+  const size_t cap = static_cast<size_t>(std::max(r.max_new_tokens, 1));
+  g.tokens.resize(cap);
+  g.logprobs.resize(cap);
+  mlpt_generate_args a{};
+  a.struct_size = MLPT_GENERATE_ARGS_STRUCT_SIZE;
+  a.engine = engine_;
+  a.request_id = r.request_id;
+  a.session_id = r.session_id;
+  a.tokens = r.tokens->data();
+  a.num_tokens = r.tokens->size();
+  a.sampling = r.sampling;
+  a.max_new_tokens = r.max_new_tokens;
+  a.stop_tokens = r.stop_tokens.data();
+  a.num_stop_tokens = r.stop_tokens.size();
+  a.record_routed_experts = r.record_routed_experts ? 1 : 0;
+  a.routed_experts_from = r.routed_experts_from;
+  a.out_tokens = g.tokens.data();
+  a.out_logprobs = g.logprobs.data();
+  if (r.record_routed_experts) {
+    auto info = model_info();
+    g.routed_experts.resize((r.tokens->size() + cap - r.routed_experts_from) *
+                            static_cast<size_t>(info.num_moe_layers * info.experts_per_token));
+    a.out_routed_experts = g.routed_experts.data();
+  }
+  plugin::check(component_, api_->generate(&a), "generate");
+  if (a.out_num_tokens > cap)
+    throw Error(MLPT_INTERNAL, component_.name + ": generate reported " + std::to_string(a.out_num_tokens) +
+                                   " tokens, more than max_new_tokens " + std::to_string(cap));
+  g.tokens.resize(a.out_num_tokens);
+  g.logprobs.resize(a.out_num_tokens);
+  if (r.record_routed_experts) {
+    auto info = model_info();
+    g.routed_experts.resize((r.tokens->size() + a.out_num_tokens - r.routed_experts_from) *
+                            static_cast<size_t>(info.num_moe_layers * info.experts_per_token));
+  }
+  g.finish_reason = a.out_finish_reason;
+  g.weight_version = a.out_weight_version;
+  return g;
+}
+
+void Engine::cancel(uint64_t request_id) {
+  mlpt_cancel_args a{MLPT_CANCEL_ARGS_STRUCT_SIZE, engine_, request_id};
+  plugin::check(component_, api_->cancel(&a), "cancel");
+}
+
+void Engine::session_release(uint64_t session_id) {
+  mlpt_session_release_args a{MLPT_SESSION_RELEASE_ARGS_STRUCT_SIZE, engine_, session_id};
+  plugin::check(component_, api_->session_release(&a), "session_release");
+}
+
+void Engine::pause() { plugin::check(component_, api_->pause(engine_), "pause"); }
+void Engine::resume() { plugin::check(component_, api_->resume(engine_), "resume"); }
+
+void Engine::load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count) {
+  mlpt_load_weights_args a{MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE, engine_, version, tensors, count};
+  plugin::check(component_, api_->load_weights(&a), "load_weights");
+}
+
+// ---- Trainer ----
+
+Trainer::Trainer(plugin::Component component, const nlohmann::json& settings)
+    : component_(std::move(component)), api_(component_.table<mlpt_trainer_api>()) {
+  std::string config = settings.dump();
+  mlpt_trainer_create_args a{MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  plugin::check(component_, api_->create(&a), "trainer create");
+  trainer_ = a.trainer;
+}
+
+Trainer::~Trainer() { api_->destroy(trainer_); }
+
+std::vector<Metric> Trainer::train_step(const mlpt_train_batch& batch, uint64_t* new_version) {
+  mlpt_train_step_args a{};
+  a.struct_size = MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE;
+  a.trainer = trainer_;
+  a.batch = &batch;
+  plugin::check(component_, api_->train_step(&a), "train_step");
+  std::vector<Metric> out;
+  for (size_t i = 0; i < a.out_num_metrics; ++i) {
+    const auto& m = a.out_metrics[i];
+    out.push_back({std::string(m.name.data, m.name.size), m.value});
+  }
+  if (new_version) *new_version = a.out_weight_version;
+  return out;
+}
+
+std::vector<float> Trainer::compute_logprobs(const mlpt_train_batch& batch) {
+  std::vector<float> out(static_cast<size_t>(batch.offsets[batch.num_sequences]));
+  mlpt_compute_logprobs_args a{MLPT_COMPUTE_LOGPROBS_ARGS_STRUCT_SIZE, trainer_, &batch, out.data()};
+  plugin::check(component_, api_->compute_logprobs(&a), "compute_logprobs");
+  return out;
+}
+
+Trainer::Weights Trainer::export_weights() {
+  mlpt_export_weights_args a{};
+  a.struct_size = MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE;
+  a.trainer = trainer_;
+  plugin::check(component_, api_->export_weights(&a), "export_weights");
+  return Weights{a.out_tensors, a.out_num_tensors, a.out_weight_version};
+}
+
+bool Trainer::can_save_state() const {
+  return capabilities().supports_state_save && api_->save_state && api_->load_state;
+}
+
+void Trainer::save_state(const std::string& dir) {
+  if (!can_save_state()) throw Error(MLPT_UNIMPLEMENTED, component_.name + " cannot save its training state");
+  mlpt_trainer_state_args a{MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE, trainer_, borrow(dir)};
+  plugin::check(component_, api_->save_state(&a), "save_state " + dir);
+}
+
+void Trainer::load_state(const std::string& dir) {
+  if (!can_save_state()) throw Error(MLPT_UNIMPLEMENTED, component_.name + " cannot load a training state");
+  mlpt_trainer_state_args a{MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE, trainer_, borrow(dir)};
+  plugin::check(component_, api_->load_state(&a), "load_state " + dir);
+}
+
+// ---- Transport ----
+
+Transport::Transport(plugin::Component component, const nlohmann::json& settings, mlpt_transport_role role,
+                     const std::string& group)
+    : component_(std::move(component)), api_(component_.table<mlpt_transport_api>()) {
+  std::string config = settings.dump();
+  mlpt_transport_create_args a{MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE, borrow(config), role, borrow(group), nullptr};
+  plugin::check(component_, api_->create(&a), role == MLPT_TRANSPORT_SENDER ? "sender create" : "receiver create");
+  transport_ = a.transport;
+}
+
+Transport::~Transport() { api_->destroy(transport_); }
+
+void Transport::send(uint64_t version, const mlpt_named_tensor* tensors, size_t count, int64_t timeout_ms) {
+  mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE, transport_, version, tensors, count, timeout_ms};
+  plugin::check(component_, api_->send(&a), "send version " + std::to_string(version));
+}
+
+Transport::Received Transport::receive(uint64_t min_version, int64_t timeout_ms) {
+  mlpt_transport_receive_args a{};
+  a.struct_size = MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE;
+  a.transport = transport_;
+  a.min_version = min_version;
+  a.timeout_ms = timeout_ms;
+  plugin::check(component_, api_->receive(&a), "receive version >= " + std::to_string(min_version));
+  return Received{a.out_version, a.out_tensors, a.out_num_tensors};
+}
+
+void Transport::release(uint64_t version) {
+  plugin::check(component_, api_->release(transport_, version), "release version " + std::to_string(version));
+}
+
+// ---- Sandbox runtime ----
+
+SandboxRuntime::SandboxRuntime(plugin::Component component, const nlohmann::json& settings)
+    : component_(std::move(component)), api_(component_.table<mlpt_sandbox_api>()) {
+  std::string config = settings.dump();
+  mlpt_sandbox_runtime_create_args a{};
+  a.struct_size = MLPT_SANDBOX_RUNTIME_CREATE_ARGS_STRUCT_SIZE;
+  a.config_json = borrow(config);
+  plugin::check(component_, api_->runtime_create(&a), "runtime create");
+  runtime_ = a.runtime;
+  runtime_name_.assign(a.out_runtime_name.data ? a.out_runtime_name.data : "", a.out_runtime_name.size);
+  binding_ = mlpt_sandbox_binding{MLPT_SANDBOX_BINDING_STRUCT_SIZE, api_, &component_.errors(), runtime_};
+}
+
+SandboxRuntime::~SandboxRuntime() { api_->runtime_destroy(runtime_); }
+
+std::unique_ptr<SandboxRuntime::Sandbox> SandboxRuntime::create(const std::string& image, int64_t memory_limit_mb,
+                                                                int64_t max_processes) const {
+  mlpt_sandbox_create_args a{};
+  a.struct_size = MLPT_SANDBOX_CREATE_ARGS_STRUCT_SIZE;
+  a.runtime = runtime_;
+  a.image = borrow(image);
+  a.memory_limit_mb = memory_limit_mb;
+  a.max_processes = max_processes;
+  plugin::check(component_, api_->create(&a), "create sandbox from " + image);
+  return std::make_unique<Sandbox>(*this, a.sandbox);
+}
+
+SandboxRuntime::Sandbox::~Sandbox() { runtime_->api_->destroy(handle_); }
+
+// ---- Reward ----
+
+Reward::Reward(plugin::Component component, const nlohmann::json& settings)
+    : component_(std::move(component)), api_(component_.table<mlpt_reward_api>()) {
+  std::string config = settings.dump();
+  mlpt_reward_create_args a{MLPT_REWARD_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  plugin::check(component_, api_->create(&a), "reward create");
+  reward_ = a.reward;
+}
+
+Reward::~Reward() { api_->destroy(reward_); }
+
+Grade Reward::grade(const std::string& task_json, const std::string& result_json, mlpt_episode_end end,
+                    const mlpt_sandbox_binding* binding) {
+  StringSink details;
+  mlpt_grade_args a{};
+  a.struct_size = MLPT_GRADE_ARGS_STRUCT_SIZE;
+  a.reward = reward_;
+  a.task_json = borrow(task_json);
+  a.result_json = borrow(result_json);
+  a.episode_end = end;
+  a.binding = binding;
+  a.details = details.sink();
+  plugin::check(component_, api_->grade(&a), "grade");
+  Grade g{a.out_reward, a.out_flags, nullptr};
+  if (!details.text().empty()) g.details = nlohmann::json::parse(details.text(), nullptr, false);
+  if (g.details.is_discarded()) g.details = {{"reason", details.text()}};
+  return g;
+}
+
+// ---- Harness ----
+
+Harness::Harness(plugin::Component component, const nlohmann::json& settings)
+    : component_(std::move(component)), api_(component_.table<mlpt_harness_api>()) {
+  std::string config = settings.dump();
+  mlpt_harness_create_args a{MLPT_HARNESS_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  plugin::check(component_, api_->create(&a), "harness create");
+  harness_ = a.harness;
+}
+
+Harness::~Harness() { api_->destroy(harness_); }
+
+std::unique_ptr<Harness::Episode> Harness::start(const std::string& task_json, const mlpt_sandbox_binding* binding,
+                                                 mlpt_sandbox* sandbox) {
+  StringSink out;
+  mlpt_episode_start_args a{};
+  a.struct_size = MLPT_EPISODE_START_ARGS_STRUCT_SIZE;
+  a.harness = harness_;
+  a.task_json = borrow(task_json);
+  a.binding = binding;
+  a.sandbox = sandbox;
+  a.out = out.sink();
+  plugin::check(component_, api_->episode_start(&a), "episode_start");
+  std::unique_ptr<Episode> episode(new Episode(*this, a.episode, nlohmann::json()));
+  episode->start_ = parse_output(component_, "episode_start", out.text());
+  return episode;
+}
+
+Harness::Episode::~Episode() { harness_->api_->episode_destroy(episode_); }
+
+nlohmann::json Harness::Episode::step(const nlohmann::json& reply) {
+  StringSink out;
+  std::string text = reply.dump();
+  mlpt_episode_step_args a{MLPT_EPISODE_STEP_ARGS_STRUCT_SIZE, episode_, borrow(text), out.sink()};
+  plugin::check(harness_->component_, harness_->api_->episode_step(&a), "episode_step");
+  return parse_output(harness_->component_, "episode_step", out.text());
+}
+
+nlohmann::json Harness::Episode::finish(mlpt_episode_end end) {
+  StringSink out;
+  mlpt_episode_finish_args a{MLPT_EPISODE_FINISH_ARGS_STRUCT_SIZE, episode_, end, out.sink()};
+  plugin::check(harness_->component_, harness_->api_->episode_finish(&a), "episode_finish");
+  return parse_output(harness_->component_, "episode_finish", out.text());
+}
+
+}  // namespace mlpt::components

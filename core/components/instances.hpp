@@ -1,0 +1,223 @@
+// Host-side owners of component instances: each class creates one instance from a loaded component
+// and its settings, calls its C table with typed C++ methods (errors become mlpt::Error naming the
+// component and call), and destroys the instance when it goes. The loop uses only these.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/plugin/plugin.hpp"
+#include "mlpt/engine.h"
+#include "mlpt/harness.h"
+#include "mlpt/reward.h"
+#include "mlpt/sandbox.h"
+#include "mlpt/trainer.h"
+#include "mlpt/transport.h"
+
+namespace mlpt::components {
+
+// ---- Engine ----
+
+struct Generation {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<int16_t> routed_experts;  // from routed_experts_from to the end, when recorded
+  mlpt_finish_reason finish_reason = MLPT_FINISH_STOP;
+  uint64_t weight_version = 0;
+};
+
+struct GenerateRequest {
+  uint64_t request_id = 0, session_id = 0;
+  const std::vector<int32_t>* tokens = nullptr;
+  mlpt_sampling_params sampling{MLPT_SAMPLING_PARAMS_STRUCT_SIZE, 1.0f, 1.0f, 0, 0};
+  int32_t max_new_tokens = 1;
+  std::vector<int32_t> stop_tokens;
+  bool record_routed_experts = false;
+  size_t routed_experts_from = 0;
+};
+
+class Engine {
+ public:
+  Engine(plugin::Component component, const nlohmann::json& settings);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const mlpt_engine_capabilities& capabilities() const { return *component_.caps<mlpt_engine_capabilities>(); }
+  mlpt_engine_model_info model_info() const;
+  Generation generate(const GenerateRequest& request);  // thread-safe
+  void cancel(uint64_t request_id);
+  void session_release(uint64_t session_id);
+  void pause();
+  void resume();
+  void load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count);
+  const plugin::Component& component() const { return component_; }
+
+ private:
+  plugin::Component component_;
+  const mlpt_engine_api* api_;
+  mlpt_engine* engine_ = nullptr;
+};
+
+// ---- Trainer ----
+
+struct Metric {
+  std::string name;
+  double value;
+};
+
+class Trainer {
+ public:
+  Trainer(plugin::Component component, const nlohmann::json& settings);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  const mlpt_trainer_capabilities& capabilities() const { return *component_.caps<mlpt_trainer_capabilities>(); }
+  std::vector<Metric> train_step(const mlpt_train_batch& batch, uint64_t* new_version);
+  std::vector<float> compute_logprobs(const mlpt_train_batch& batch);
+  // Valid until the next train_step / load_state / destruction.
+  struct Weights {
+    const mlpt_named_tensor* tensors;
+    size_t count;
+    uint64_t version;
+  };
+  Weights export_weights();
+  bool can_save_state() const;
+  void save_state(const std::string& dir);
+  void load_state(const std::string& dir);
+
+ private:
+  plugin::Component component_;
+  const mlpt_trainer_api* api_;
+  mlpt_trainer* trainer_ = nullptr;
+};
+
+// ---- Transport ----
+
+class Transport {
+ public:
+  Transport(plugin::Component component, const nlohmann::json& settings, mlpt_transport_role role,
+            const std::string& group);
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  void send(uint64_t version, const mlpt_named_tensor* tensors, size_t count, int64_t timeout_ms);
+  struct Received {
+    uint64_t version;
+    const mlpt_named_tensor* tensors;
+    size_t count;
+  };
+  Received receive(uint64_t min_version, int64_t timeout_ms);
+  void release(uint64_t version);
+
+ private:
+  plugin::Component component_;
+  const mlpt_transport_api* api_;
+  mlpt_transport* transport_ = nullptr;
+};
+
+// ---- Sandbox runtime ----
+
+class SandboxRuntime {
+ public:
+  SandboxRuntime(plugin::Component component, const nlohmann::json& settings);
+  ~SandboxRuntime();
+  SandboxRuntime(const SandboxRuntime&) = delete;
+  SandboxRuntime& operator=(const SandboxRuntime&) = delete;
+
+  const std::string& runtime_name() const { return runtime_name_; }
+  const mlpt_sandbox_capabilities& capabilities() const { return *component_.caps<mlpt_sandbox_capabilities>(); }
+  // What harnesses and rewards are given; lives as long as this object.
+  const mlpt_sandbox_binding* binding() const { return &binding_; }
+
+  // One sandbox, destroyed with the returned object.
+  class Sandbox {
+   public:
+    Sandbox(const SandboxRuntime& runtime, mlpt_sandbox* handle) : runtime_(&runtime), handle_(handle) {}
+    ~Sandbox();
+    Sandbox(const Sandbox&) = delete;
+    Sandbox& operator=(const Sandbox&) = delete;
+    mlpt_sandbox* handle() const { return handle_; }
+
+   private:
+    const SandboxRuntime* runtime_;
+    mlpt_sandbox* handle_;
+  };
+  std::unique_ptr<Sandbox> create(const std::string& image, int64_t memory_limit_mb = 0, int64_t max_processes = 0) const;
+
+ private:
+  plugin::Component component_;
+  const mlpt_sandbox_api* api_;
+  mlpt_sandbox_runtime* runtime_ = nullptr;
+  std::string runtime_name_;
+  mlpt_sandbox_binding binding_{};
+};
+
+// ---- Reward ----
+
+struct Grade {
+  double reward = 0;
+  uint32_t flags = 0;
+  nlohmann::json details;  // {"reason": ..., ...} as the reward wrote it (null if not JSON)
+};
+
+class Reward {
+ public:
+  Reward(plugin::Component component, const nlohmann::json& settings);
+  ~Reward();
+  Reward(const Reward&) = delete;
+  Reward& operator=(const Reward&) = delete;
+
+  const mlpt_reward_capabilities& capabilities() const { return *component_.caps<mlpt_reward_capabilities>(); }
+  Grade grade(const std::string& task_json, const std::string& result_json, mlpt_episode_end end,
+              const mlpt_sandbox_binding* binding);  // thread-safe
+
+ private:
+  plugin::Component component_;
+  const mlpt_reward_api* api_;
+  mlpt_reward* reward_ = nullptr;
+};
+
+// ---- Harness ----
+
+class Harness {
+ public:
+  Harness(plugin::Component component, const nlohmann::json& settings);
+  ~Harness();
+  Harness(const Harness&) = delete;
+  Harness& operator=(const Harness&) = delete;
+
+  const mlpt_harness_capabilities& capabilities() const { return *component_.caps<mlpt_harness_capabilities>(); }
+
+  class Episode {
+   public:
+    ~Episode();
+    Episode(const Episode&) = delete;
+    Episode& operator=(const Episode&) = delete;
+    const nlohmann::json& start() const { return start_; }  // {"messages": [...], "tools": [...]}
+    nlohmann::json step(const nlohmann::json& reply);       // {"messages", "done", "finish_reason"}
+    nlohmann::json finish(mlpt_episode_end end);            // {"patch", "answer", ...}
+
+   private:
+    friend class Harness;
+    Episode(const Harness& h, mlpt_harness_episode* e, nlohmann::json start) : harness_(&h), episode_(e), start_(std::move(start)) {}
+    const Harness* harness_;
+    mlpt_harness_episode* episode_;
+    nlohmann::json start_;
+  };
+  std::unique_ptr<Episode> start(const std::string& task_json, const mlpt_sandbox_binding* binding,
+                                 mlpt_sandbox* sandbox);
+
+ private:
+  plugin::Component component_;
+  const mlpt_harness_api* api_;
+  mlpt_harness* harness_ = nullptr;
+};
+
+}  // namespace mlpt::components

@@ -1,0 +1,37 @@
+// The benchmark loop (`mlpt run`): async GRPO through the ABI only, so any plugin combination runs
+// it. Rollout workers generate groups continuously while the trainer trains the previous step;
+// staleness is bounded by the scheduler; every step's weights go trainer -> transport -> engine;
+// validation (pass@k) runs from the first eval point on; the MLPerf result log, a metrics JSONL, a
+// progress line and an HTML report record it all.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "core/run/run_config.hpp"
+
+namespace mlpt::run {
+
+struct RunOptions {
+  bool resume = false;                        // continue from the last checkpoint in output_dir
+  const std::atomic<bool>* interrupted = nullptr;  // set by a signal handler: stop cleanly
+  std::function<void(const std::string&)> progress;  // progress lines (default: stderr)
+  double progress_interval_s = 5.0;
+};
+
+struct RunSummary {
+  bool converged = false;
+  bool aborted = false;
+  std::string abort_reason;
+  int64_t steps = 0, samples = 0;
+  double time_to_train_minutes = 0;  // run_start to run_stop
+  double first_step_reward = 0, last_step_reward = 0;
+  double best_pass_at_k = 0;
+  std::filesystem::path result_log, metrics, report;
+};
+
+RunSummary run_benchmark(const RunConfig& config, const RunOptions& options);
+
+}  // namespace mlpt::run

@@ -1,0 +1,27 @@
+// Run checkpoints: after a step, the trainer's full state and the loop's position (step, samples,
+// history) in <dir>/step_<N>/, written to a temporary folder and renamed, so a crash never leaves a
+// half-written checkpoint that resume would trust.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "core/components/instances.hpp"
+#include "core/run/step_record.hpp"
+
+namespace mlpt::run {
+
+struct CheckpointState {
+  int64_t step = 0, samples = 0;
+  std::filesystem::path trainer_dir;
+  std::vector<StepRecord> steps;
+  std::vector<EvalRecord> evals;
+};
+
+void save_checkpoint(const std::filesystem::path& dir, int64_t step, int64_t samples, components::Trainer& trainer,
+                     const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals);
+// The checkpoint with the highest step whose loop_state.json is complete; nullopt if none.
+std::optional<CheckpointState> latest_checkpoint(const std::filesystem::path& dir);
+
+}  // namespace mlpt::run

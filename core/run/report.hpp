@@ -1,0 +1,28 @@
+// The end-of-run report: one self-contained HTML page (inline SVG, no scripts) with reward and
+// pass@k over samples, the time split between generation / environment / reward / training /
+// weight transfer / validation, throughput, and the step table.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/run/step_record.hpp"
+
+namespace mlpt::run {
+
+struct ReportInputs {
+  std::string name;
+  std::vector<StepRecord> steps;
+  std::vector<EvalRecord> evals;
+  std::vector<std::pair<std::string, double>> time_split;  // seconds, summed over threads
+  bool converged = false;
+  std::string abort_reason;
+  double time_to_train_minutes = 0;
+  int64_t rollouts = 0, generated_tokens = 0;
+};
+
+void write_report(const std::filesystem::path& file, const ReportInputs& in);
+
+}  // namespace mlpt::run

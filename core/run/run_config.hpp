@@ -1,0 +1,63 @@
+// The run config (`mlpt run CONFIG.toml`): one TOML file with the run, the benchmark block, the
+// dataset and the components. Read strictly: unknown keys and impossible values are errors naming
+// file, line and key. Relative paths are relative to the config file's folder; ${VAR} expands from
+// the environment (e.g. ${MLPT_CACHE_DIR}).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/config/components_config.hpp"
+
+namespace mlpt::run {
+
+struct BenchmarkSettings {
+  int64_t global_batch_size = 0;           // = num_prompts_per_step × num_generations_per_prompt
+  int64_t num_prompts_per_step = 0;
+  int64_t num_generations_per_prompt = 16;
+  int64_t max_turns = 30;
+  int64_t max_sequence_length = 65536;
+  int64_t max_new_tokens_per_turn = 8192;  // a cap per engine call (the context limit still rules)
+  int64_t max_trajectory_age_steps = 1;
+  double learning_rate = 0;                // default: the closed-division formula of the GBS
+  double gradient_clip_norm = 0;           // default: the formula
+  double target_accuracy = 0.69;
+  int64_t first_eval_samples = 0;          // default: GBS·ceil(2.5 + 3840/GBS)
+  int64_t eval_k = 4;
+  double training_temperature = 1.0, training_top_p = 1.0;
+  double validation_temperature = 0.1, validation_top_p = 0.95;
+  double command_timeout_s = 60, agent_timeout_s = 1800;
+  int64_t max_steps = 0;                   // 0: until the target is reached or the data runs out
+};
+
+struct DatasetSettings {
+  std::filesystem::path train, validation;
+  int64_t validation_tasks = 0;            // 0 = every row of the validation file
+  std::filesystem::path images;            // folder of <repo>_final_<commit>.sif
+  std::filesystem::path tokenizer;         // tokenizer.json
+  std::string chat_format = "qwen3";       // "qwen3" | "qwen3_5"
+};
+
+struct RunSettings {
+  std::string name;
+  std::filesystem::path output_dir;
+  int64_t seed = 0;
+  std::string division = "open";           // closed | open
+  std::string org = "mlpt", status = "onprem", platform = "unknown";
+  int64_t rollout_workers = 16;            // rollouts in flight
+  int64_t checkpoint_every_steps = 1;      // 0 = never
+  bool record_routed_experts = false;      // R3, when engine and trainer support it
+};
+
+struct RunConfig {
+  std::filesystem::path file;
+  RunSettings run;
+  BenchmarkSettings benchmark;
+  DatasetSettings dataset;
+  std::vector<config::ComponentConfig> components;
+};
+
+RunConfig read_run_config(const std::filesystem::path& file);
+
+}  // namespace mlpt::run

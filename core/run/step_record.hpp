@@ -1,0 +1,44 @@
+// What the run records per training step and per evaluation: the metrics JSONL rows, the report's
+// data and the checkpointed history are all these records.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/components/instances.hpp"
+#include "core/rl/replay_buffer.hpp"
+#include "core/rl/train_batch.hpp"
+
+namespace mlpt::run {
+
+struct StepRecord {
+  int64_t step = 0, samples = 0;
+  double reward_mean = 0;
+  uint64_t max_staleness = 0;
+  double mean_staleness = 0;
+  int64_t sequences = 0, tokens = 0, trainable_tokens = 0, truncated = 0, zero_advantage_groups = 0;
+  double mean_turns = 0;
+  std::map<std::string, double> trainer;  // the trainer's own metrics
+  double wait_s = 0, train_s = 0, transfer_s = 0, elapsed_s = 0;
+  bool evaluated = false;
+  double pass_at_k = 0, pass_at_1 = 0, pass_hat_k = 0;
+};
+
+struct EvalRecord {
+  int64_t samples = 0;
+  double pass_at_k = 0, pass_at_1 = 0, pass_hat_k = 0, seconds = 0;
+};
+
+StepRecord make_step_record(int64_t step, int64_t samples, const rl::StepStatistics& stats,
+                            const std::vector<rl::Group>& groups, const std::vector<components::Metric>& trainer,
+                            double wait_s, double train_s, double transfer_s, double elapsed_s);
+
+nlohmann::json step_record_json(const StepRecord& r);
+StepRecord step_record_from_json(const nlohmann::json& j);
+nlohmann::json eval_record_json(const EvalRecord& r);
+EvalRecord eval_record_from_json(const nlohmann::json& j);
+
+}  // namespace mlpt::run
