@@ -115,6 +115,7 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   b.agent_timeout_s = bench.get_or<double>("agent_timeout_s", rules::kAgentTimeoutSeconds);
   positive(bench, "agent_timeout_s", b.agent_timeout_s);
   b.max_steps = bench.get_or<int64_t>("max_steps", 0);
+  for (const auto& key : bench.keys()) b.stated.insert(key);
   if (b.max_steps < 0) bench.fail("max_steps", "must be >= 0");
   bench.finish();
 
@@ -126,6 +127,8 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   c.dataset.images = path_of(data, "images", base, false);
   c.dataset.tokenizer = path_of(data, "tokenizer", base);
   c.dataset.chat_format = data.get_or<std::string>("chat_format", c.dataset.chat_format);
+  c.dataset.train_sha256 = data.get_or<std::string>("train_sha256", "");
+  c.dataset.validation_sha256 = data.get_or<std::string>("validation_sha256", "");
   if (c.dataset.chat_format != "qwen3" && c.dataset.chat_format != "qwen3_5")
     data.fail("chat_format", "must be \"qwen3\" or \"qwen3_5\"");
   data.finish();

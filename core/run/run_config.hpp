@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct BenchmarkSettings {
   double validation_temperature = 0.1, validation_top_p = 0.95;
   double command_timeout_s = 60, agent_timeout_s = 1800;
   int64_t max_steps = 0;                   // 0: until the target is reached or the data runs out
+  // Which keys the file set explicitly (the compliance check requires some to be stated).
+  std::set<std::string> stated;
 };
 
 struct DatasetSettings {
@@ -37,6 +40,7 @@ struct DatasetSettings {
   std::filesystem::path images;            // folder of <repo>_final_<commit>.sif
   std::filesystem::path tokenizer;         // tokenizer.json
   std::string chat_format = "qwen3";       // "qwen3" | "qwen3_5"
+  std::string train_sha256, validation_sha256;  // the dataset's identity, when declared
 };
 
 struct RunSettings {

@@ -1,0 +1,144 @@
+#include "core/check/config_checker.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "core/rules/closed_division.hpp"
+#include "core/run/dataset.hpp"
+
+namespace mlpt::check {
+namespace {
+
+std::string num(double v) {
+  std::ostringstream o;
+  o.precision(12);
+  o << v;
+  return o.str();
+}
+
+class Rules {
+ public:
+  explicit Rules(const std::string& file) : file_(file) {}
+  // Adds a rule; `ok` false adds one violation with `message`.
+  void add(const std::string& id, const std::string& description, const std::string& evidence, bool ok,
+           const std::string& message = "") {
+    RuleResult r{id, description, evidence, {}};
+    if (!ok) r.violations.push_back(Violation{id, 0, file_ + ": " + (message.empty() ? evidence : message)});
+    rules.push_back(std::move(r));
+  }
+  std::vector<RuleResult> rules;
+
+ private:
+  std::string file_;
+};
+
+std::string file_sha256(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return "";
+  std::stringstream s;
+  s << in.rdbuf();
+  return run::sha256_hex(s.str());
+}
+
+}  // namespace
+
+bool ConfigReport::compliant() const {
+  for (const auto& r : rules)
+    if (!r.passed()) return false;
+  return true;
+}
+
+ConfigReport check_config(const run::RunConfig& c, std::optional<Division> division) {
+  ConfigReport report;
+  report.source = c.file.string();
+  report.division = division ? *division : (c.run.division == "open" ? Division::open : Division::closed);
+  const bool closed = report.division == Division::closed;
+  const auto& b = c.benchmark;
+  Rules r(c.file.string());
+
+  r.add("num_generations_per_prompt", "16 rollouts per prompt (a GRPO group)", "num_generations_per_prompt = " + std::to_string(b.num_generations_per_prompt),
+        b.num_generations_per_prompt == rules::kGenerationsPerPrompt, "num_generations_per_prompt must be 16");
+  r.add("global_batch_size", "GBS = num_prompts_per_step × 16",
+        "global_batch_size = " + std::to_string(b.global_batch_size) + ", num_prompts_per_step = " + std::to_string(b.num_prompts_per_step),
+        b.global_batch_size == rules::global_batch_size(b.num_prompts_per_step), "global_batch_size must equal num_prompts_per_step × 16");
+  if (closed)
+    r.add("global_batch_size_allowed", "closed division: GBS is 256, 512 or 1024", "global_batch_size = " + std::to_string(b.global_batch_size),
+          rules::is_allowed_global_batch_size(b.global_batch_size));
+  r.add("max_sequence_length", "context of 65536 tokens", "max_sequence_length = " + std::to_string(b.max_sequence_length),
+        b.max_sequence_length == rules::kMaxSequenceLength);
+  r.add("max_turns", "at most 30 agent turns", "max_turns = " + std::to_string(b.max_turns), b.max_turns == rules::kMaxTurns);
+  r.add("eval_k", "validation is pass@4", "eval_k = " + std::to_string(b.eval_k), b.eval_k == rules::kEvalPassK);
+  r.add("target_accuracy", "the quality target is pass@4 > 0.69", "target_accuracy = " + num(b.target_accuracy),
+        b.target_accuracy == rules::kTargetAccuracy);
+  r.add("max_trajectory_age_steps", "the max staleness is stated in the config (it is logged and enforced)",
+        b.stated.count("max_trajectory_age_steps") ? "max_trajectory_age_steps = " + std::to_string(b.max_trajectory_age_steps) : "not stated",
+        b.stated.count("max_trajectory_age_steps") != 0, "state [benchmark].max_trajectory_age_steps explicitly");
+  r.add("timeouts", "command/test timeout 60 s, agent timeout 1800 s",
+        "command_timeout_s = " + num(b.command_timeout_s) + ", agent_timeout_s = " + num(b.agent_timeout_s),
+        b.command_timeout_s == rules::kCommandTimeoutSeconds && b.agent_timeout_s == rules::kAgentTimeoutSeconds);
+  if (closed) {
+    const double lr = rules::learning_rate(b.global_batch_size), clip = rules::gradient_clip_norm(b.global_batch_size);
+    r.add("learning_rate", "LR = 1e-6·sqrt(GBS/256) within 1e-9", "learning_rate = " + num(b.learning_rate) + ", formula " + num(lr),
+          rules::within_tolerance(b.learning_rate, lr));
+    r.add("gradient_clip_norm", "grad clip = 0.125·sqrt(256/GBS) within 1e-9",
+          "gradient_clip_norm = " + num(b.gradient_clip_norm) + ", formula " + num(clip), rules::within_tolerance(b.gradient_clip_norm, clip));
+    r.add("sampling", "training temperature 1.0 / top-p 1.0, validation 0.1 / 0.95",
+          "training " + num(b.training_temperature) + "/" + num(b.training_top_p) + ", validation " + num(b.validation_temperature) + "/" +
+              num(b.validation_top_p),
+          b.training_temperature == rules::kTrainTemperature && b.training_top_p == rules::kTrainTopP &&
+              b.validation_temperature == rules::kValidationTemperature && b.validation_top_p == rules::kValidationTopP);
+    const int64_t first = rules::first_eval_samples(b.global_batch_size);
+    r.add("eval_schedule", "first evaluation at GBS·ceil(2.5 + 3840/GBS) samples, then every step",
+          "first_eval_samples = " + std::to_string(b.first_eval_samples) + ", formula " + std::to_string(first), b.first_eval_samples == first);
+  }
+  // Dataset identity: declared hashes must match the files; closed requires them to be declared.
+  for (auto [name, path, declared] : {std::tuple{"train", c.dataset.train, c.dataset.train_sha256},
+                                      std::tuple{"validation", c.dataset.validation, c.dataset.validation_sha256}}) {
+    const std::string actual = file_sha256(path);
+    std::string id = std::string("dataset_") + name;
+    if (actual.empty()) {
+      // The full benchmark dataset is not on every machine: identity is checked where it is.
+      r.add(id, "the task file matches its declared SHA-256",
+            "not verifiable here: " + path.string() + " is not present" + (declared.empty() ? "" : " (declared " + declared + ")"),
+            true);
+      report.unverified.push_back(id);
+    } else if (declared.empty()) {
+      r.add(id, "the task file's SHA-256 is declared ([dataset]." + std::string(name) + "_sha256)",
+            path.string() + " sha256 " + actual + " (not declared)", !closed,
+            "declare [dataset]." + std::string(name) + "_sha256 = \"" + actual + "\" (closed division fixes the dataset)");
+    } else {
+      r.add(id, "the task file matches its declared SHA-256", path.string() + " sha256 " + actual + ", declared " + declared,
+            actual == declared, path.string() + " does not match its declared sha256 (the dataset or its order changed)");
+    }
+  }
+  report.rules = std::move(r.rules);
+  return report;
+}
+
+nlohmann::json to_json(const ConfigReport& report) {
+  nlohmann::json j = {{"source", report.source}, {"division", std::string(to_string(report.division))},
+                      {"compliant", report.compliant()}, {"unverified", report.unverified}, {"rules", nlohmann::json::array()}};
+  for (const auto& r : report.rules) {
+    nlohmann::json v = nlohmann::json::array();
+    for (const auto& x : r.violations) v.push_back(x.message);
+    j["rules"].push_back({{"id", r.id}, {"description", r.description}, {"evidence", r.evidence}, {"passed", r.passed()}, {"violations", v}});
+  }
+  return j;
+}
+
+std::string format_report(const ConfigReport& report) {
+  std::ostringstream o;
+  o << "config " << report.source << " (" << to_string(report.division) << " division)\n";
+  for (const auto& r : report.rules) {
+    bool unverified = std::find(report.unverified.begin(), report.unverified.end(), r.id) != report.unverified.end();
+    o << (!r.passed() ? "  FAIL  " : unverified ? "  SKIP  " : "  PASS  ") << r.id << std::string(r.id.size() < 28 ? 28 - r.id.size() : 1, ' ') << r.evidence << "\n";
+    for (const auto& v : r.violations) o << "        -> " << v.message << "\n";
+  }
+  o << (report.compliant() ? "COMPLIANT" : "NOT COMPLIANT");
+  if (!report.unverified.empty()) o << " (" << report.unverified.size() << " rule(s) not verifiable on this machine)";
+  o << "\n";
+  return o.str();
+}
+
+}  // namespace mlpt::check

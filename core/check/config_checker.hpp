@@ -1,0 +1,30 @@
+// `mlpt check config`: the division rules applied to a run config before any GPU-hour is spent.
+// Closed division: the hyperparameters and their formulas (benchmark.md §2), 16 generations,
+// GBS = prompts × 16 and one of the table's values, context 65536, 30 turns, sampling settings,
+// the evaluation schedule (first point and k = 4), the dataset identity (declared SHA-256 of the
+// task files, checked against the files) and a stated max staleness. Open division: the same
+// structure (16 generations, GBS = prompts × 16, context, turns, evaluation k and target, stated
+// staleness, dataset identity) with the hyperparameters free.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "core/check/log_checker.hpp"
+#include "core/run/run_config.hpp"
+
+namespace mlpt::check {
+
+struct ConfigReport {
+  std::string source;
+  Division division = Division::closed;
+  std::vector<RuleResult> rules;
+  std::vector<std::string> unverified;  // rule ids whose evidence is not on this machine
+  bool compliant() const;
+};
+
+// `division`: nullopt = as the config's [run].division says.
+ConfigReport check_config(const run::RunConfig& config, std::optional<Division> division = std::nullopt);
+nlohmann::json to_json(const ConfigReport& report);
+std::string format_report(const ConfigReport& report);
+
+}  // namespace mlpt::check

@@ -1,0 +1,376 @@
+#include "core/check/conformance.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "core/components/instances.hpp"
+#include "core/plugin/component_set.hpp"
+#include "core/plugin/describe.hpp"
+#include "core/run/dataset.hpp"
+
+namespace mlpt::check {
+namespace {
+
+using Status = ConformanceCheck::Status;
+using nlohmann::json;
+
+// The tolerance between the engine's logprobs and a trainer forward on the same weights: fp32
+// arithmetic in two different orders (batched decode vs one packed forward) over a few layers.
+constexpr double kLogprobTolerance = 2e-3;
+
+class Suite {
+ public:
+  void record(const std::string& component, const std::string& id, bool ok, const std::string& evidence) {
+    report.checks.push_back({component, id, ok ? Status::pass : Status::fail, evidence});
+  }
+  void skip(const std::string& component, const std::string& id, const std::string& why) {
+    report.checks.push_back({component, id, Status::skipped, why});
+  }
+  // Runs `body`; an exception is a failed check with the message as evidence.
+  template <class F>
+  void check(const std::string& component, const std::string& id, F&& body) {
+    try {
+      std::string evidence;
+      bool ok = body(evidence);
+      record(component, id, ok, evidence);
+    } catch (const std::exception& e) {
+      record(component, id, false, std::string("threw: ") + e.what());
+    }
+  }
+  ConformanceReport report;
+};
+
+std::string join(const std::vector<int32_t>& v, size_t max = 12) {
+  std::ostringstream o;
+  for (size_t i = 0; i < v.size() && i < max; ++i) o << (i ? " " : "") << v[i];
+  if (v.size() > max) o << " …";
+  return o.str();
+}
+
+// Bytes of every exported tensor (CPU tensors), to compare weights before and after a step.
+std::vector<std::string> snapshot(const components::Trainer::Weights& w) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < w.count; ++i) {
+    const DLTensor& t = w.tensors[i].tensor;
+    if (t.device.device_type != kDLCPU) return {};
+    int64_t n = 1;
+    for (int d = 0; d < t.ndim; ++d) n *= t.shape[d];
+    size_t bytes = static_cast<size_t>(n) * ((t.dtype.bits * t.dtype.lanes + 7) / 8);
+    out.emplace_back(static_cast<const char*>(t.data) + t.byte_offset, bytes);
+  }
+  return out;
+}
+
+void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const run::RunConfig& c) {
+  const auto& ec = set.component(MLPT_COMPONENT_ENGINE);
+  const std::string en = "engine " + ec.name;
+  std::unique_ptr<components::Engine> engine;
+  s.check(en, "create", [&](std::string& ev) {
+    engine = std::make_unique<components::Engine>(ec, set.settings(MLPT_COMPONENT_ENGINE));
+    auto info = engine->model_info();
+    ev = "vocab " + std::to_string(info.vocab_size) + ", " + std::to_string(info.num_moe_layers) + " MoE layers, top-" +
+         std::to_string(info.experts_per_token) + ", weight version " + std::to_string(info.weight_version);
+    return info.vocab_size > 0;
+  });
+  if (!engine) return;
+  const auto info = engine->model_info();
+  const auto& caps = engine->capabilities();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 12; ++i) prompt.push_back(static_cast<int32_t>((37 * i + 11) % std::min<int64_t>(info.vocab_size, 256)));
+  auto request = [&](uint64_t id, uint64_t seed, const std::vector<int32_t>* tokens, int32_t max_new, uint64_t session = 0) {
+    components::GenerateRequest r;
+    r.request_id = id, r.session_id = session, r.tokens = tokens, r.max_new_tokens = max_new;
+    r.sampling = mlpt_sampling_params{MLPT_SAMPLING_PARAMS_STRUCT_SIZE, 1.0f, 1.0f, 0, seed};
+    return r;
+  };
+
+  components::Generation first;
+  s.check(en, "same_seed_same_tokens", [&](std::string& ev) {
+    first = engine->generate(request(1, 42, &prompt, 16));
+    auto again = engine->generate(request(2, 42, &prompt, 16));
+    ev = "seed 42 twice: [" + join(first.tokens) + "] vs [" + join(again.tokens) + "]";
+    return !caps.deterministic_seed || first.tokens == again.tokens;
+  });
+  s.check(en, "logprobs_returned", [&](std::string& ev) {
+    bool finite = true;
+    for (float lp : first.logprobs) finite &= std::isfinite(lp) && lp <= 0.0f;
+    ev = std::to_string(first.logprobs.size()) + " logprobs for " + std::to_string(first.tokens.size()) + " tokens, all finite and <= 0: " + (finite ? "yes" : "no");
+    return !caps.returns_logprobs || (finite && first.logprobs.size() == first.tokens.size());
+  });
+  if (caps.keeps_sessions) {
+    s.check(en, "session_reuse", [&](std::string& ev) {
+      // Turn 1 in a session, then turn 2 on the extended sequence; the session must give what a
+      // fresh request on the whole sequence gives (same seed).
+      auto t1 = engine->generate(request(3, 7, &prompt, 8, 1001));
+      std::vector<int32_t> extended = prompt;
+      extended.insert(extended.end(), t1.tokens.begin(), t1.tokens.end());
+      extended.push_back(prompt[0]);
+      auto in_session = engine->generate(request(4, 8, &extended, 8, 1001));
+      auto fresh = engine->generate(request(5, 8, &extended, 8));
+      engine->session_release(1001);
+      ev = "session turn 2 [" + join(in_session.tokens) + "], fresh [" + join(fresh.tokens) + "]";
+      return in_session.tokens == fresh.tokens;
+    });
+  } else {
+    s.skip(en, "session_reuse", "capability keeps_sessions = 0");
+  }
+  if (caps.supports_cancel) {
+    s.check(en, "cancel", [&](std::string& ev) {
+      auto long_prompt = prompt;
+      auto running = std::async(std::launch::async, [&] { return engine->generate(request(9, 3, &long_prompt, 100000)); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      engine->cancel(9);
+      if (running.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+        ev = "generate did not return within 30 s of cancel";
+        return false;
+      }
+      auto g = running.get();
+      ev = "returned after " + std::to_string(g.tokens.size()) + " tokens with finish reason " + std::to_string(g.finish_reason);
+      return g.finish_reason == MLPT_FINISH_CANCELLED || g.finish_reason == MLPT_FINISH_STOP ||
+             (g.finish_reason == MLPT_FINISH_LENGTH && g.tokens.size() < 100000);
+    });
+  } else {
+    s.skip(en, "cancel", "capability supports_cancel = 0");
+  }
+
+  const auto& tc = set.component(MLPT_COMPONENT_TRAINER);
+  const std::string tn = "trainer " + tc.name;
+  std::unique_ptr<components::Trainer> trainer;
+  s.check(tn, "create", [&](std::string& ev) {
+    json settings = set.settings(MLPT_COMPONENT_TRAINER);
+    settings["learning_rate"] = c.benchmark.learning_rate;
+    settings["gradient_clip_norm"] = c.benchmark.gradient_clip_norm;
+    settings["seed"] = c.run.seed;
+    trainer = std::make_unique<components::Trainer>(tc, settings);
+    ev = "created";
+    return true;
+  });
+  if (!trainer) return;
+
+  // The generated sequence as a one-sequence batch.
+  std::vector<int32_t> seq = prompt;
+  seq.insert(seq.end(), first.tokens.begin(), first.tokens.end());
+  std::vector<int64_t> offsets{0, static_cast<int64_t>(seq.size())};
+  std::vector<uint8_t> mask(seq.size(), 0), truncated{0};
+  std::vector<float> gen_lp(seq.size(), 0.0f), adv{0.0f};
+  for (size_t i = 0; i < first.tokens.size(); ++i) mask[prompt.size() + i] = 1, gen_lp[prompt.size() + i] = first.logprobs[i];
+  mlpt_train_batch batch{};
+  batch.struct_size = MLPT_TRAIN_BATCH_STRUCT_SIZE;
+  batch.num_sequences = 1;
+  batch.offsets = offsets.data();
+  batch.tokens = seq.data();
+  batch.loss_mask = mask.data();
+  batch.generation_logprobs = gen_lp.data();
+  batch.advantages = adv.data();
+  batch.truncated = truncated.data();
+
+  s.check(tn, "logprobs_match_engine", [&](std::string& ev) {
+    auto lp = trainer->compute_logprobs(batch);
+    double worst = 0;
+    for (size_t i = 0; i < first.tokens.size(); ++i) worst = std::max(worst, std::fabs(double(lp[prompt.size() + i]) - first.logprobs[i]));
+    ev = "max |trainer - engine| logprob over " + std::to_string(first.tokens.size()) + " sampled tokens = " + std::to_string(worst) +
+         " (tolerance " + std::to_string(kLogprobTolerance) + ", temperature 1)";
+    return worst <= kLogprobTolerance;
+  });
+  components::Trainer::Weights exported{};
+  s.check(tn, "weight_export_complete", [&](std::string& ev) {
+    exported = trainer->export_weights();
+    int64_t params = 0;
+    for (size_t i = 0; i < exported.count; ++i) {
+      int64_t n = 1;
+      for (int d = 0; d < exported.tensors[i].tensor.ndim; ++d) n *= exported.tensors[i].tensor.shape[d];
+      params += n;
+    }
+    // The engine must accept exactly this set (names, shapes, dtypes) as its weights.
+    engine->pause();
+    engine->load_weights(info.weight_version + 1, exported.tensors, exported.count);
+    engine->resume();
+    ev = std::to_string(exported.count) + " tensors, " + std::to_string(params) + " parameters, accepted by the engine's load_weights";
+    return exported.count > 0;
+  });
+  s.check(tn, "zero_advantage_step_keeps_weights", [&](std::string& ev) {
+    auto before = snapshot(trainer->export_weights());
+    uint64_t version = 0;
+    trainer->train_step(batch, &version);
+    auto after = snapshot(trainer->export_weights());
+    size_t changed = 0;
+    for (size_t i = 0; i < before.size() && i < after.size(); ++i) changed += before[i] != after[i];
+    ev = std::to_string(changed) + " of " + std::to_string(before.size()) + " tensors changed after a step with advantage 0; version -> " + std::to_string(version);
+    return !before.empty() && before.size() == after.size() && changed == 0;
+  });
+}
+
+void check_transport(Suite& s, const plugin::ComponentSet& set) {
+  const auto& c = set.component(MLPT_COMPONENT_TRANSPORT);
+  const std::string name = "transport " + c.name;
+  s.check(name, "round_trip_bitwise", [&](std::string& ev) {
+    components::Transport receiver(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance");
+    components::Transport sender(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, "mlpt-conformance");
+    std::vector<float> a(1000);
+    std::vector<uint16_t> b(333);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(double(i)) * 1e3f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint16_t>(i * 977);
+    int64_t sa[2] = {10, 100}, sb[1] = {333};
+    std::vector<mlpt_named_tensor> tensors(2);
+    tensors[0] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"a", 1}, DLTensor{a.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, sa, nullptr, 0}};
+    tensors[1] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"b", 1}, DLTensor{b.data(), {kDLCPU, 0}, 1, {kDLBfloat, 16, 1}, sb, nullptr, 0}};
+    auto got = std::async(std::launch::async, [&] {
+      auto r = receiver.receive(1, 30000);
+      bool same = r.count == 2 && std::memcmp(r.tensors[0].tensor.data, a.data(), a.size() * 4) == 0 &&
+                  std::memcmp(r.tensors[1].tensor.data, b.data(), b.size() * 2) == 0;
+      receiver.release(r.version);
+      return same;
+    });
+    sender.send(1, tensors.data(), tensors.size(), 30000);
+    bool same = got.get();
+    bool refused = false;
+    try {
+      sender.send(1, tensors.data(), tensors.size(), 1000);
+    } catch (const Error&) {
+      refused = true;
+    }
+    ev = std::string("2 tensors (fp32 [10,100], bf16 [333]) ") + (same ? "arrived bitwise equal" : "DIFFER") +
+         "; re-sending version 1 was " + (refused ? "refused" : "ACCEPTED");
+    return same && refused;
+  });
+}
+
+void check_sandbox(Suite& s, const plugin::ComponentSet& set, const run::RunConfig& c) {
+  const auto& comp = set.component(MLPT_COMPONENT_SANDBOX);
+  const std::string name = "sandbox " + comp.name;
+  std::unique_ptr<components::SandboxRuntime> runtime;
+  s.check(name, "runtime_create", [&](std::string& ev) {
+    runtime = std::make_unique<components::SandboxRuntime>(comp, set.settings(MLPT_COMPONENT_SANDBOX));
+    ev = "runtime " + runtime->runtime_name();
+    return true;
+  });
+  if (!runtime) return;
+  auto data = run::Dataset::load(c.dataset.train);
+  const std::string image = data.image(0, c.dataset.images);
+  if (image.empty()) {
+    s.skip(name, "isolation", "the first training task names no image");
+    return;
+  }
+  auto exec = [](const components::SandboxRuntime& rt, mlpt_sandbox* sb, const std::string& cmd, int64_t timeout_ms, std::string* out,
+                 bool* timed_out = nullptr) {
+    std::string text;
+    mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, &text, [](void* ctx, const char* d, size_t n) { static_cast<std::string*>(ctx)->append(d, n); }};
+    mlpt_sandbox_exec_args a{};
+    a.struct_size = MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE;
+    a.sandbox = sb;
+    a.command = {cmd.data(), cmd.size()};
+    a.timeout_ms = timeout_ms;
+    a.output = &sink;
+    plugin::check(*rt.binding()->errors, rt.binding()->api->exec(&a), "exec " + cmd);
+    if (out) *out = text;
+    if (timed_out) *timed_out = a.out_timed_out != 0;
+    return a.out_exit_code;
+  };
+  s.check(name, "no_network", [&](std::string& ev) {
+    auto sb = runtime->create(image);
+    std::string out;
+    exec(*runtime, sb->handle(), "cat /proc/net/dev", 10000, &out);
+    int interfaces = 0;
+    bool only_lo = true;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);)
+      if (line.find(':') != std::string::npos) ++interfaces, only_lo &= line.find("lo:") != std::string::npos;
+    ev = std::to_string(interfaces) + " interface(s) in /proc/net/dev" + (only_lo ? ", loopback only" : ", NOT only loopback");
+    return !runtime->capabilities().isolates_network || only_lo;
+  });
+  s.check(name, "writable_layer_discarded", [&](std::string& ev) {
+    {
+      auto sb = runtime->create(image);
+      exec(*runtime, sb->handle(), "echo conformance > /testbed/.mlpt_conformance_probe", 10000, nullptr);
+    }
+    auto sb = runtime->create(image);
+    int code = exec(*runtime, sb->handle(), "test -e /testbed/.mlpt_conformance_probe", 10000, nullptr);
+    ev = std::string("a file written in one sandbox is ") + (code != 0 ? "absent" : "PRESENT") + " in the next from the same image";
+    return code != 0;
+  });
+  s.check(name, "timeout_kills_tree", [&](std::string& ev) {
+    auto sb = runtime->create(image);
+    bool timed_out = false;
+    auto started = std::chrono::steady_clock::now();
+    exec(*runtime, sb->handle(), "sleep 300 & sleep 300 & sleep 300", 1000, nullptr, &timed_out);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::string left;
+    exec(*runtime, sb->handle(), "for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done | grep -c '^sleep$'", 10000, &left);
+    const bool none = std::atoi(left.c_str()) == 0;
+    ev = std::string("1 s timeout: ") + (timed_out ? "timed out" : "did NOT time out") + " after " + std::to_string(took) +
+         " s; sleep processes left in the sandbox: " + std::to_string(std::atoi(left.c_str()));
+    return timed_out && took < 20 && none;
+  });
+}
+
+void check_reward_and_harness(Suite& s, const plugin::ComponentSet& set) {
+  const auto& rc = set.component(MLPT_COMPONENT_REWARD);
+  s.check("reward " + rc.name, "create", [&](std::string& ev) {
+    components::Reward r(rc, set.settings(MLPT_COMPONENT_REWARD));
+    ev = std::string("binary = ") + (r.capabilities().binary ? "1" : "0") + ", needs_sandbox = " + (r.capabilities().needs_sandbox ? "1" : "0");
+    return true;
+  });
+  const auto& hc = set.component(MLPT_COMPONENT_HARNESS);
+  s.check("harness " + hc.name, "create", [&](std::string& ev) {
+    components::Harness h(hc, set.settings(MLPT_COMPONENT_HARNESS));
+    ev = std::string("needs_sandbox = ") + (h.capabilities().needs_sandbox ? "1" : "0");
+    return true;
+  });
+}
+
+}  // namespace
+
+bool ConformanceReport::passed() const {
+  for (const auto& c : checks)
+    if (c.status == Status::fail) return false;
+  return true;
+}
+
+ConformanceReport check_plugins(const run::RunConfig& config) {
+  Suite s;
+  s.report.source = config.file.string();
+  plugin::HostServices host;
+  std::unique_ptr<plugin::ComponentSet> set;
+  s.check("plugins", "load", [&](std::string& ev) {
+    set = std::make_unique<plugin::ComponentSet>(config.components, host);
+    for (const auto& p : set->plugins())
+      ev += (ev.empty() ? "" : "; ") + p->name() + " " + p->version() + " (ABI " + std::to_string(p->abi_version().major) + "." +
+            std::to_string(p->abi_version().minor) + ", struct sizes and required functions checked)";
+    return true;
+  });
+  if (!set) return s.report;
+  check_engine_and_trainer(s, *set, config);
+  check_transport(s, *set);
+  if (set->has(MLPT_COMPONENT_SANDBOX)) check_sandbox(s, *set, config);
+  check_reward_and_harness(s, *set);
+  return s.report;
+}
+
+nlohmann::json to_json(const ConformanceReport& report) {
+  json j = {{"source", report.source}, {"passed", report.passed()}, {"checks", json::array()}};
+  for (const auto& c : report.checks)
+    j["checks"].push_back({{"component", c.component}, {"id", c.id},
+                           {"status", c.status == Status::pass ? "pass" : c.status == Status::fail ? "fail" : "skipped"},
+                           {"evidence", c.evidence}});
+  return j;
+}
+
+std::string format_report(const ConformanceReport& report) {
+  std::ostringstream o;
+  o << "plugins of " << report.source << "\n";
+  int pass = 0, fail = 0, skipped = 0;
+  for (const auto& c : report.checks) {
+    const char* tag = c.status == Status::pass ? "PASS" : c.status == Status::fail ? "FAIL" : "SKIP";
+    (c.status == Status::pass ? pass : c.status == Status::fail ? fail : skipped)++;
+    std::string head = "  " + std::string(tag) + "  " + c.component + " / " + c.id;
+    o << head << std::string(head.size() < 56 ? 56 - head.size() : 1, ' ') << c.evidence << "\n";
+  }
+  o << pass << " passed, " << fail << " failed, " << skipped << " skipped: " << (report.passed() ? "CONFORMS" : "DOES NOT CONFORM") << "\n";
+  return o.str();
+}
+
+}  // namespace mlpt::check

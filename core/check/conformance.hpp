@@ -1,0 +1,31 @@
+// The conformance suite (`mlpt check plugins`): loads a plugin combination and checks, per
+// component, that behaviour matches the ABI's contract and the declared capabilities. The same
+// suite runs on the reference plugins in CI and on a submitter's own .so files. Every check records
+// pass/fail with its evidence; a component that cannot even be created fails its first check and
+// the rest of its checks are skipped (reported, not counted as passes).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "core/run/run_config.hpp"
+
+namespace mlpt::check {
+
+struct ConformanceCheck {
+  std::string component;  // e.g. "engine qwen35_cpu"
+  std::string id;         // e.g. "same_seed_same_tokens"
+  enum class Status { pass, fail, skipped } status = Status::pass;
+  std::string evidence;
+};
+
+struct ConformanceReport {
+  std::string source;
+  std::vector<ConformanceCheck> checks;
+  bool passed() const;
+};
+
+ConformanceReport check_plugins(const run::RunConfig& config);
+nlohmann::json to_json(const ConformanceReport& report);
+std::string format_report(const ConformanceReport& report);
+
+}  // namespace mlpt::check

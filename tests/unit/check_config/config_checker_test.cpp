@@ -1,0 +1,125 @@
+// `mlpt check config`: a compliant closed config passes; breaking each rule once fails that rule.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "core/check/config_checker.hpp"
+#include "core/run/dataset.hpp"
+
+using namespace mlpt;
+
+namespace {
+
+const std::string kTrain = MLPT_SOURCE_DIR "/tasks/letters/train.jsonl";
+const std::string kValidation = MLPT_SOURCE_DIR "/tasks/letters/validation.jsonl";
+
+std::string sha(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return run::sha256_hex(s.str());
+}
+
+std::string base_config() {
+  return R"([run]
+name = "t"
+output_dir = "/tmp/mlpt-check-config-out"
+seed = 3
+division = "closed"
+[benchmark]
+num_prompts_per_step = 16
+max_trajectory_age_steps = 1
+[dataset]
+train = ")" + kTrain + R"("
+validation = ")" + kValidation + R"("
+tokenizer = "/nonexistent/tokenizer.json"
+train_sha256 = ")" + sha(kTrain) + R"("
+validation_sha256 = ")" + sha(kValidation) + R"("
+[components.trainer]
+plugin = "x.so"
+[components.engine]
+plugin = "x.so"
+[components.transport]
+plugin = "x.so"
+[components.harness]
+plugin = "x.so"
+[components.reward]
+plugin = "x.so"
+)";
+}
+
+check::ConfigReport check_text(const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / "mlpt_check_config.toml";
+  std::ofstream(path) << text;
+  return check::check_config(run::read_run_config(path));
+}
+
+std::vector<std::string> failed(const check::ConfigReport& r) {
+  std::vector<std::string> ids;
+  for (const auto& rule : r.rules)
+    if (!rule.passed()) ids.push_back(rule.id);
+  return ids;
+}
+
+// Adds `line` to the [benchmark] table of the base config.
+std::string with_benchmark(const std::string& line) {
+  return std::regex_replace(base_config(), std::regex("\\[benchmark\\]\n"), "[benchmark]\n" + line + "\n");
+}
+
+}  // namespace
+
+TEST_CASE("a closed-division config with the formulas' values and declared hashes is compliant") {
+  auto r = check_text(base_config());
+  INFO(check::format_report(r));
+  CHECK(r.compliant());
+  CHECK(r.unverified.empty());
+}
+
+TEST_CASE("each closed-division rule fails alone when broken") {
+  using V = std::vector<std::string>;
+  CHECK(failed(check_text(with_benchmark("num_generations_per_prompt = 8"))) == V{"num_generations_per_prompt", "global_batch_size", "global_batch_size_allowed"});
+  CHECK(failed(check_text(with_benchmark("max_sequence_length = 32768"))) == V{"max_sequence_length"});
+  CHECK(failed(check_text(with_benchmark("max_turns = 50"))) == V{"max_turns"});
+  CHECK(failed(check_text(with_benchmark("eval_k = 8"))) == V{"eval_k"});
+  CHECK(failed(check_text(with_benchmark("target_accuracy = 0.5"))) == V{"target_accuracy"});
+  CHECK(failed(check_text(with_benchmark("learning_rate = 1.01e-6"))) == V{"learning_rate"});  // 1e-8 off
+  CHECK(failed(check_text(with_benchmark("learning_rate = 1.0000001e-6"))).empty());  // 1e-13 off: within 1e-9
+  CHECK(failed(check_text(with_benchmark("gradient_clip_norm = 0.2"))) == V{"gradient_clip_norm"});
+  CHECK(failed(check_text(with_benchmark("validation_temperature = 0.7"))) == V{"sampling"});
+  CHECK(failed(check_text(with_benchmark("first_eval_samples = 256"))) == V{"eval_schedule"});
+  CHECK(failed(check_text(with_benchmark("agent_timeout_s = 3600"))) == V{"timeouts"});
+  CHECK(failed(check_text(std::regex_replace(base_config(), std::regex("max_trajectory_age_steps = 1\n"), ""))) == V{"max_trajectory_age_steps"});
+  CHECK(failed(check_text(std::regex_replace(base_config(), std::regex("num_prompts_per_step = 16"), "num_prompts_per_step = 4"))) ==
+        V{"global_batch_size_allowed"});  // the formulas follow the GBS, so only the table rule fails
+  CHECK(failed(check_text(std::regex_replace(base_config(), std::regex("train_sha256 = \"[0-9a-f]+\""), "train_sha256 = \"00\""))) == V{"dataset_train"});
+  CHECK(failed(check_text(std::regex_replace(base_config(), std::regex("validation_sha256 = \"[0-9a-f]+\"\n"), ""))) == V{"dataset_validation"});
+}
+
+TEST_CASE("the open division frees the hyperparameters but keeps the structure") {
+  auto open = std::regex_replace(base_config(), std::regex("division = \"closed\""), "division = \"open\"");
+  auto with = [&](const std::string& line) { return std::regex_replace(open, std::regex("\\[benchmark\\]\n"), "[benchmark]\n" + line + "\n"); };
+  CHECK(failed(check_text(with("learning_rate = 3e-6"))).empty());
+  CHECK(failed(check_text(with("validation_temperature = 0.7"))).empty());
+  CHECK(failed(check_text(with("max_sequence_length = 32768"))) == std::vector<std::string>{"max_sequence_length"});
+}
+
+TEST_CASE("the shipped real-benchmark configs pass the closed rules") {
+  setenv("MLPT_RUN_DIR", "/tmp/mlpt-runs", 0);
+  setenv("MLPT_DATA_DIR", "/nonexistent-data", 0);
+  for (int gbs : {256, 512, 1024}) {
+    auto r = check::check_config(run::read_run_config(std::string(MLPT_SOURCE_DIR) + "/configs/qwen35-397b/gbs" + std::to_string(gbs) + ".toml"));
+    INFO(check::format_report(r));
+    CHECK(r.compliant());
+    CHECK(r.unverified.size() == 2);  // the dataset files are not on this machine
+  }
+}
+
+TEST_CASE("impossible run-config values are errors naming file, line and key") {
+  CHECK_THROWS_WITH(check_text(with_benchmark("global_batch_size = 100")), Catch::Contains(":") && Catch::Contains("'benchmark.global_batch_size'") && Catch::Contains("must equal"));
+  CHECK_THROWS_WITH(check_text(with_benchmark("max_turns = 0")), Catch::Contains("'benchmark.max_turns': must be > 0"));
+  CHECK_THROWS_WITH(check_text(with_benchmark("training_top_p = 1.5")), Catch::Contains("'benchmark.training_top_p': must be in (0, 1]"));
+  CHECK_THROWS_WITH(check_text(with_benchmark("max_turn = 30")), Catch::Contains("unknown key 'benchmark.max_turn'"));
+  CHECK_THROWS_WITH(check_text(with_benchmark("max_turns = \"30\"")), Catch::Contains("must be an integer"));
+}
