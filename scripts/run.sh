@@ -12,5 +12,6 @@ mlpt=${MLPT_BUILD_DIR:-build}/bin/mlpt
 if [ -f configs/tiny.toml ]; then
   [ -x scripts/fetch-npm-fixtures.sh ] && scripts/fetch-npm-fixtures.sh
   [ -x scripts/build-task-images.sh ] && scripts/build-task-images.sh
+scripts/prepare-tiny.sh
   "$mlpt" run configs/tiny.toml "$@"
 fi

@@ -8,6 +8,7 @@ scripts/setup.sh
 scripts/build.sh
 [ -x scripts/fetch-npm-fixtures.sh ] && scripts/fetch-npm-fixtures.sh
 [ -x scripts/build-task-images.sh ] && scripts/build-task-images.sh
+scripts/prepare-tiny.sh
 start=$(date +%s)
 ctest --test-dir "${MLPT_BUILD_DIR:-build}" --output-on-failure -j "${MLPT_TEST_JOBS:-2}" --timeout 600 "$@"
 echo "test: ctest finished in $(( $(date +%s) - start )) s"

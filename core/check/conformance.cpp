@@ -11,6 +11,7 @@
 #include "core/plugin/component_set.hpp"
 #include "core/plugin/describe.hpp"
 #include "core/run/dataset.hpp"
+#include "core/run/trainer_settings.hpp"
 
 namespace mlpt::check {
 namespace {
@@ -141,11 +142,7 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
   const std::string tn = "trainer " + tc.name;
   std::unique_ptr<components::Trainer> trainer;
   s.check(tn, "create", [&](std::string& ev) {
-    json settings = set.settings(MLPT_COMPONENT_TRAINER);
-    settings["learning_rate"] = c.benchmark.learning_rate;
-    settings["gradient_clip_norm"] = c.benchmark.gradient_clip_norm;
-    settings["seed"] = c.run.seed;
-    trainer = std::make_unique<components::Trainer>(tc, settings);
+    trainer = std::make_unique<components::Trainer>(tc, run::trainer_settings(c, set.settings(MLPT_COMPONENT_TRAINER)));
     ev = "created";
     return true;
   });

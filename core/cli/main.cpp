@@ -35,8 +35,8 @@ void print_help() {
             [](const Command& a, const Command& b) { return a.name < b.name; });
   for (const auto& c : commands) {
     std::string line = "  mlpt " + c.name + " " + c.usage;
-    std::cout << line << std::string(line.size() < 52 ? 52 - line.size() : 1, ' ') << c.summary
-              << "\n";
+    if (line.size() < 52) std::cout << line << std::string(52 - line.size(), ' ') << c.summary << "\n";
+    else std::cout << line << "\n" << std::string(52, ' ') << c.summary << "\n";
   }
   std::cout << "\nOther words run the tool mlpt-WORD beside this executable, if there is one.\n";
 }

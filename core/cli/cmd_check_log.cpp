@@ -1,0 +1,29 @@
+// `mlpt check log RESULT.txt [--division closed|open] [--eval-samples N] [--json]`: checks one
+// MLPerf result log against the rules of benchmark.md §6. Exit status: 0 compliant, 1 violations,
+// 2 usage or I/O error (the dispatcher turns mlpt::Error into 2).
+#include <iostream>
+
+#include "core/check/log_checker.hpp"
+#include "core/cli/args.hpp"
+#include "core/cli/command.hpp"
+
+namespace mlpt::cli {
+namespace {
+
+int check_log_command(const std::vector<std::string>& argv) {
+  Args args(argv, {"--json"}, {"--division", "--eval-samples"});
+  if (args.positionals().size() != 1)
+    throw Error("expected exactly one result log, got " + std::to_string(args.positionals().size()));
+  auto options = check::parse_check_options(args.option("--division"), args.option("--eval-samples"));
+  auto report = check::check_log(mllog::parse_log_file(args.positional(0, "RESULT.txt")), options);
+  if (args.flag("--json")) std::cout << check::to_json(report).dump(2) << "\n";
+  else std::cout << check::format_report(report);
+  return report.compliant() ? 0 : 1;
+}
+
+MLPT_COMMAND("check log", "RESULT.txt [--division closed|open] [--eval-samples N] [--json]",
+             "check a result log against the benchmark's compliance rules (0 ok, 1 violations)",
+             check_log_command);
+
+}  // namespace
+}  // namespace mlpt::cli
