@@ -1,0 +1,46 @@
+// `mlpt run CONFIG.toml [--resume]`: the benchmark loop. Ctrl-C / SIGTERM stop it cleanly: rollouts
+// are cancelled, sandboxes destroyed, and the result log is closed with status aborted.
+#include <csignal>
+#include <iostream>
+
+#include "core/cli/args.hpp"
+#include "core/cli/command.hpp"
+#include "core/run/benchmark_run.hpp"
+
+namespace mlpt::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_signal(int) { g_interrupted.store(true); }
+
+int run(const std::vector<std::string>& argv) {
+  Args args(argv, {"--resume"}, {});
+  auto config = run::read_run_config(args.positional(0, "CONFIG.toml"));
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  run::RunOptions options;
+  options.resume = args.flag("--resume");
+  options.interrupted = &g_interrupted;
+  std::cerr << "mlpt run: " << config.run.name << " -> " << config.run.output_dir.string() << "\n";
+  auto s = run::run_benchmark(config, options);
+  std::cout << "\n" << (s.converged ? "converged" : "not converged") << " after " << s.steps << " steps, "
+            << s.samples << " samples, " << s.time_to_train_minutes << " min"
+            << (s.abort_reason.empty() ? "" : " (" + s.abort_reason + ")") << "\n"
+            << "  reward: first step " << s.first_step_reward << ", last step " << s.last_step_reward
+            << "; best pass@k " << s.best_pass_at_k << "\n"
+            << "  result log: " << s.result_log.string() << "\n"
+            << "  metrics:    " << s.metrics.string() << "\n"
+            << "  report:     " << s.report.string() << "\n";
+  if (g_interrupted.load()) return 130;
+  return s.abort_reason.empty() || s.abort_reason == "did not reach the target within max_steps" ? 0 : 1;
+}
+
+}  // namespace
+
+MLPT_COMMAND("run", "CONFIG.toml [--resume]", "run the benchmark loop (async GRPO) with a run config", &run);
+
+}  // namespace mlpt::cli

@@ -1,0 +1,133 @@
+#include "core/rollout/episode.hpp"
+
+#include <chrono>
+
+namespace mlpt::rollout {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Appends non-trainable tokens (prompt, observations, template glue).
+void append_context(Trajectory& t, const std::vector<int32_t>& tokens) {
+  t.tokens.insert(t.tokens.end(), tokens.begin(), tokens.end());
+  t.loss_mask.insert(t.loss_mask.end(), tokens.size(), 0);
+  t.generation_logprobs.insert(t.generation_logprobs.end(), tokens.size(), 0.0f);
+}
+
+}  // namespace
+
+Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req) {
+  const auto started = Clock::now();
+  Trajectory t;
+  t.prompt_index = req.prompt_index;
+  t.sample_index = req.sample_index;
+  t.min_weight_version = UINT64_MAX;
+  const std::string task_json = req.task->dump();
+  const bool needs_sandbox = env.harness->capabilities().needs_sandbox != 0;
+
+  // The agent's sandbox lives until the harness has extracted its result.
+  std::unique_ptr<components::SandboxRuntime::Sandbox> sandbox;
+  auto env_started = Clock::now();
+  if (needs_sandbox) {
+    if (!env.sandboxes) throw Error(MLPT_FAILED_PRECONDITION, "the harness needs a sandbox but the config has no [components.sandbox]");
+    sandbox = env.sandboxes->create(req.image);
+  }
+  auto episode = env.harness->start(task_json, env.sandboxes ? env.sandboxes->binding() : nullptr,
+                                    sandbox ? sandbox->handle() : nullptr);
+  t.environment_s += seconds_since(env_started);
+
+  auto core_started = Clock::now();
+  const nlohmann::json tools = episode->start().value("tools", nlohmann::json::array());
+  append_context(t, env.chat->render_prompt(episode->start().at("messages"), tools));
+  t.core_s += seconds_since(core_started);
+
+  mlpt_episode_end end = MLPT_EPISODE_MAX_TURNS;
+  size_t routing_known = 0;  // tokens whose routing the trajectory holds
+  // Observation tokens wait here until the next generation: a sequence ends with the model's last
+  // turn (trailing context would train nothing and would have no routing for replay).
+  std::vector<int32_t> pending;
+  while (true) {
+    if (env.cancelled && env.cancelled->load()) throw Error(MLPT_CANCELLED, "rollout cancelled");
+    if (t.turns >= req.limits.max_turns) { end = MLPT_EPISODE_MAX_TURNS; break; }
+    if (seconds_since(started) > req.limits.agent_timeout_s) { end = MLPT_EPISODE_TIMEOUT; break; }
+    append_context(t, pending);
+    pending.clear();
+    const int64_t room = req.limits.max_sequence_length - static_cast<int64_t>(t.tokens.size());
+    if (room <= 0) { end = MLPT_EPISODE_MAX_CONTEXT; t.truncated = true; break; }
+
+    components::GenerateRequest g;
+    g.request_id = req.id;
+    g.session_id = req.id;
+    g.tokens = &t.tokens;
+    g.sampling = req.sampling;
+    g.max_new_tokens = static_cast<int32_t>(std::min(room, req.limits.max_new_tokens_per_turn));
+    g.stop_tokens = env.stop_tokens;
+    g.record_routed_experts = env.record_routed_experts;
+    g.routed_experts_from = routing_known;
+    auto gen_started = Clock::now();
+    auto out = env.engine->generate(g);
+    t.generation_s += seconds_since(gen_started);
+    ++t.turns;
+    if (out.finish_reason == MLPT_FINISH_CANCELLED) throw Error(MLPT_CANCELLED, "generation cancelled");
+
+    core_started = Clock::now();
+    t.min_weight_version = std::min(t.min_weight_version, out.weight_version);
+    t.max_weight_version = std::max(t.max_weight_version, out.weight_version);
+    t.tokens.insert(t.tokens.end(), out.tokens.begin(), out.tokens.end());
+    t.loss_mask.insert(t.loss_mask.end(), out.tokens.size(), 1);
+    t.generation_logprobs.insert(t.generation_logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+    if (env.record_routed_experts) {
+      t.routed_experts.insert(t.routed_experts.end(), out.routed_experts.begin(), out.routed_experts.end());
+      routing_known = t.tokens.size();
+    }
+    const bool stopped = !out.tokens.empty() && std::find(env.stop_tokens.begin(), env.stop_tokens.end(),
+                                                          out.tokens.back()) != env.stop_tokens.end();
+    if (!stopped && static_cast<int64_t>(t.tokens.size()) >= req.limits.max_sequence_length) {
+      end = MLPT_EPISODE_MAX_CONTEXT;
+      t.truncated = true;
+      t.core_s += seconds_since(core_started);
+      break;
+    }
+    std::span<const int32_t> reply_ids(out.tokens.data(), out.tokens.size() - (stopped ? 1 : 0));
+    nlohmann::json reply = env.chat->parse_reply(env.tokenizer->decode(reply_ids), tools);
+    t.core_s += seconds_since(core_started);
+
+    env_started = Clock::now();
+    nlohmann::json observation = episode->step(reply);
+    t.environment_s += seconds_since(env_started);
+    if (observation.value("done", false)) { end = MLPT_EPISODE_FINISHED; break; }
+
+    core_started = Clock::now();
+    // The assistant turn must be closed if the engine stopped on length; then the new messages and
+    // the next generation prompt, appended without re-tokenizing anything already in the sequence.
+    auto next = env.chat->append_turns(t.tokens, stopped, observation.value("messages", nlohmann::json::array()));
+    t.core_s += seconds_since(core_started);
+    if (static_cast<int64_t>(t.tokens.size() + next.size()) >= req.limits.max_sequence_length) {
+      end = MLPT_EPISODE_MAX_CONTEXT;
+      t.truncated = true;
+      break;
+    }
+    pending = std::move(next);
+  }
+  if (t.min_weight_version == UINT64_MAX) t.min_weight_version = t.max_weight_version;
+  t.end = end;
+
+  env_started = Clock::now();
+  nlohmann::json result = episode->finish(end);
+  episode.reset();
+  sandbox.reset();
+  t.environment_s += seconds_since(env_started);
+  if (env.engine->capabilities().keeps_sessions) env.engine->session_release(req.id);
+
+  auto reward_started = Clock::now();
+  auto grade = env.reward->grade(task_json, result.dump(), end, env.sandboxes ? env.sandboxes->binding() : nullptr);
+  t.reward_s = seconds_since(reward_started);
+  t.reward = grade.reward;
+  t.reward_flags = grade.flags;
+  if (grade.details.is_object() && grade.details.contains("reason") && grade.details["reason"].is_string())
+    t.reward_reason = grade.details["reason"].get<std::string>();
+  return t;
+}
+
+}  // namespace mlpt::rollout

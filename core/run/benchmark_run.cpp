@@ -1,0 +1,475 @@
+#include "core/run/benchmark_run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <unistd.h>
+
+#include "core/components/instances.hpp"
+#include "core/eval/pass_at_k.hpp"
+#include "core/mllog/init_block.hpp"
+#include "core/mllog/keys.hpp"
+#include "core/plugin/component_set.hpp"
+#include "core/rl/replay_buffer.hpp"
+#include "core/rl/rollout_scheduler.hpp"
+#include "core/rl/train_batch.hpp"
+#include "core/rollout/episode.hpp"
+#include "core/rules/closed_division.hpp"
+#include "core/run/checkpoint.hpp"
+#include "core/run/dataset.hpp"
+#include "core/run/report.hpp"
+#include "core/run/step_record.hpp"
+#include "core/run/trainer_settings.hpp"
+
+namespace mlpt::run {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A per-rollout sampling seed that depends only on the run seed and the rollout's place in the
+// data order, so a resumed run samples the same way.
+uint64_t rollout_seed(int64_t run_seed, int64_t prompt_index, int32_t sample, bool validation) {
+  uint64_t x = static_cast<uint64_t>(run_seed) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(prompt_index) * 0xBF58476D1CE4E5B9ull ^
+               static_cast<uint64_t>(sample) * 0x94D049BB133111EBull ^ (validation ? 0xD6E8FEB86659FD93ull : 0);
+  x ^= x >> 31;
+  x *= 0x7FB5D7ED6A4B3C29ull;
+  return x ^ (x >> 29);
+}
+
+// Tracks the engine requests in flight so an interrupt can cancel them.
+class InFlight {
+ public:
+  void add(uint64_t id) { std::lock_guard l(m_); ids_.insert(id); }
+  void remove(uint64_t id) { std::lock_guard l(m_); ids_.erase(id); }
+  std::vector<uint64_t> snapshot() { std::lock_guard l(m_); return {ids_.begin(), ids_.end()}; }
+
+ private:
+  std::mutex m_;
+  std::set<uint64_t> ids_;
+};
+
+// Time split and throughput, accumulated by workers and the trainer thread.
+struct Totals {
+  std::mutex m;
+  double generation_s = 0, environment_s = 0, reward_s = 0, core_s = 0;
+  double training_s = 0, weight_transfer_s = 0, validation_s = 0;
+  int64_t generated_tokens = 0, rollouts = 0;
+  void add(const rollout::Trajectory& t) {
+    std::lock_guard l(m);
+    generation_s += t.generation_s, environment_s += t.environment_s, reward_s += t.reward_s, core_s += t.core_s;
+    generated_tokens += t.generated_tokens();
+    ++rollouts;
+  }
+};
+
+class BenchmarkRun {
+ public:
+  BenchmarkRun(const RunConfig& c, const RunOptions& o) : config_(c), options_(o) {}
+  RunSummary run();
+
+ private:
+  void initialise();
+  void start_workers();
+  void stop_workers();
+  void worker_loop();
+  rollout::EpisodeRequest episode_request(const json& row, size_t row_index, const Dataset& data, int64_t prompt_index,
+                                          int32_t sample, bool validation);
+  void update_weights(uint64_t version);
+  std::optional<eval::PassAtK> validate(int64_t samples);
+  void progress_loop();
+  void fail(const std::string& reason);
+  bool stopping() const { return stop_.load() || (options_.interrupted && options_.interrupted->load()); }
+
+  const RunConfig& config_;
+  const RunOptions& options_;
+  std::filesystem::path out_;
+  plugin::HostServices host_;
+  std::unique_ptr<plugin::ComponentSet> set_;
+  std::unique_ptr<mllog::Logger> log_;
+  std::unique_ptr<components::Trainer> trainer_;
+  std::unique_ptr<components::Engine> engine_;
+  std::unique_ptr<components::Transport> sender_, receiver_;
+  std::unique_ptr<components::SandboxRuntime> sandboxes_;
+  std::unique_ptr<components::Reward> reward_;
+  std::unique_ptr<components::Harness> harness_;
+  std::optional<text::Tokenizer> tokenizer_;
+  std::unique_ptr<text::ChatFormat> chat_;
+  Dataset train_, validation_;
+  rollout::EpisodeEnvironment env_{};
+  std::unique_ptr<rl::RolloutScheduler> scheduler_;
+  std::unique_ptr<rl::ReplayBuffer> buffer_;
+  std::vector<std::thread> workers_;
+  std::thread progress_thread_;
+  InFlight in_flight_;
+  Totals totals_;
+  std::atomic<bool> stop_{false}, cancel_flag_{false};
+  std::atomic<uint64_t> next_request_id_{1};
+  std::atomic<int64_t> step_{0}, samples_{0};
+  std::atomic<uint64_t> version_{0};
+  std::mutex fail_mutex_;
+  std::string failure_;
+  std::vector<StepRecord> steps_;
+  std::vector<EvalRecord> evals_;
+  Clock::time_point run_start_;
+  int64_t max_steps_ = 0;
+};
+
+void BenchmarkRun::fail(const std::string& reason) {
+  {
+    std::lock_guard l(fail_mutex_);
+    if (failure_.empty()) failure_ = reason;
+  }
+  stop_ = true;
+  if (scheduler_) scheduler_->stop();
+  if (buffer_) buffer_->notify();
+}
+
+void BenchmarkRun::initialise() {
+  const auto& c = config_;
+  set_ = std::make_unique<plugin::ComponentSet>(c.components, host_);
+  tokenizer_.emplace(text::Tokenizer::load(c.dataset.tokenizer));
+  chat_ = text::make_chat_format(c.dataset.chat_format, *tokenizer_);
+
+  trainer_ = std::make_unique<components::Trainer>(set_->component(MLPT_COMPONENT_TRAINER),
+                                                   trainer_settings(c, set_->settings(MLPT_COMPONENT_TRAINER)));
+  engine_ = std::make_unique<components::Engine>(set_->component(MLPT_COMPONENT_ENGINE), set_->settings(MLPT_COMPONENT_ENGINE));
+  const std::string group = "mlpt-run-" + std::to_string(::getpid());
+  receiver_ = std::make_unique<components::Transport>(set_->component(MLPT_COMPONENT_TRANSPORT),
+                                                      set_->settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, group);
+  sender_ = std::make_unique<components::Transport>(set_->component(MLPT_COMPONENT_TRANSPORT),
+                                                    set_->settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, group);
+  if (set_->has(MLPT_COMPONENT_SANDBOX))
+    sandboxes_ = std::make_unique<components::SandboxRuntime>(set_->component(MLPT_COMPONENT_SANDBOX),
+                                                              set_->settings(MLPT_COMPONENT_SANDBOX));
+  reward_ = std::make_unique<components::Reward>(set_->component(MLPT_COMPONENT_REWARD), set_->settings(MLPT_COMPONENT_REWARD));
+  harness_ = std::make_unique<components::Harness>(set_->component(MLPT_COMPONENT_HARNESS), set_->settings(MLPT_COMPONENT_HARNESS));
+
+  const bool replay = c.run.record_routed_experts && engine_->capabilities().returns_routed_experts &&
+                      trainer_->capabilities().supports_routing_replay;
+  env_ = rollout::EpisodeEnvironment{engine_.get(), harness_.get(), reward_.get(), sandboxes_.get(), &*tokenizer_,
+                                     chat_.get(), chat_->stop_tokens(), replay, &cancel_flag_};
+}
+
+rollout::EpisodeRequest BenchmarkRun::episode_request(const json& row, size_t row_index, const Dataset& data,
+                                                      int64_t prompt_index, int32_t sample, bool validation) {
+  const auto& b = config_.benchmark;
+  rollout::EpisodeRequest r;
+  r.task = &row;
+  r.image = data.image(row_index, config_.dataset.images);
+  r.prompt_index = prompt_index;
+  r.sample_index = sample;
+  r.sampling = mlpt_sampling_params{MLPT_SAMPLING_PARAMS_STRUCT_SIZE,
+                                    static_cast<float>(validation ? b.validation_temperature : b.training_temperature),
+                                    static_cast<float>(validation ? b.validation_top_p : b.training_top_p), 0,
+                                    rollout_seed(config_.run.seed, prompt_index, sample, validation)};
+  r.id = next_request_id_++;
+  r.limits = rollout::EpisodeLimits{b.max_turns, b.max_sequence_length, b.max_new_tokens_per_turn, b.agent_timeout_s};
+  return r;
+}
+
+void BenchmarkRun::worker_loop() {
+  while (auto job = scheduler_->next()) {
+    const size_t row = static_cast<size_t>(job->prompt_index) % train_.rows.size();
+    auto request = episode_request(train_.rows[row], row, train_, job->prompt_index, job->sample_index, false);
+    in_flight_.add(request.id);
+    try {
+      auto t = rollout::run_episode(env_, request);
+      totals_.add(t);
+      buffer_->add(std::move(t));
+    } catch (const Error& e) {
+      if (e.code() != MLPT_CANCELLED || !stopping())
+        fail("rollout of prompt " + std::to_string(job->prompt_index) + " sample " + std::to_string(job->sample_index) + ": " + e.what());
+    } catch (const std::exception& e) {
+      fail(std::string("rollout failed: ") + e.what());
+    }
+    in_flight_.remove(request.id);
+    scheduler_->done();
+  }
+}
+
+void BenchmarkRun::start_workers() {
+  for (int64_t i = 0; i < config_.run.rollout_workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+void BenchmarkRun::stop_workers() {
+  cancel_flag_ = true;
+  if (scheduler_) scheduler_->stop();
+  for (auto id : in_flight_.snapshot()) {
+    try {
+      engine_->cancel(id);
+    } catch (const Error&) {
+    }
+  }
+  try {
+    engine_->resume();  // a worker blocked on a paused engine must see the cancellation
+  } catch (const Error&) {
+  }
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+}
+
+// Pause new generation, hand the trainer's weights through the transport, load them, resume.
+void BenchmarkRun::update_weights(uint64_t version) {
+  auto started = Clock::now();
+  scheduler_->pause();
+  engine_->pause();
+  auto weights = trainer_->export_weights();
+  // Receive on another thread: a transport may need both ends active at once.
+  auto received = std::async(std::launch::async, [&] { return receiver_->receive(version, 600000); });
+  sender_->send(version, weights.tensors, weights.count, 600000);
+  auto got = received.get();
+  engine_->load_weights(got.version, got.tensors, got.count);
+  receiver_->release(got.version);
+  version_ = got.version;
+  engine_->resume();
+  scheduler_->set_weight_version(got.version);
+  scheduler_->resume();
+  std::lock_guard l(totals_.m);
+  totals_.weight_transfer_s += seconds_since(started);
+}
+
+std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
+  auto started = Clock::now();
+  const int64_t k = config_.benchmark.eval_k;
+  log_->start(mllog::keys::kEvalStart, {{std::string(mllog::keys::kMetaSamplesCount), samples}});
+  // Pause and drain training rollouts; validation runs on an idle engine.
+  scheduler_->pause();
+  scheduler_->wait_idle();
+  const size_t tasks = validation_.rows.size();
+  std::vector<std::vector<double>> rewards(tasks, std::vector<double>(static_cast<size_t>(k), 0.0));
+  std::atomic<int64_t> next{0};
+  std::vector<std::thread> pool;
+  for (int64_t w = 0; w < std::min<int64_t>(config_.run.rollout_workers, static_cast<int64_t>(tasks) * k); ++w) {
+    pool.emplace_back([&] {
+      for (int64_t j; (j = next++) < static_cast<int64_t>(tasks) * k && !stopping();) {
+        const size_t task = static_cast<size_t>(j / k);
+        auto request = episode_request(validation_.rows[task], task, validation_, -1 - static_cast<int64_t>(task),
+                                       static_cast<int32_t>(j % k), true);
+        in_flight_.add(request.id);
+        try {
+          rewards[task][static_cast<size_t>(j % k)] = rollout::run_episode(env_, request).reward;
+        } catch (const Error& e) {
+          if (e.code() != MLPT_CANCELLED || !stopping()) fail(std::string("validation rollout: ") + e.what());
+        }
+        in_flight_.remove(request.id);
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  if (stopping()) return std::nullopt;
+  auto m = eval::pass_at_k(rewards);
+  log_->point(mllog::keys::kEvalAccuracy, m.pass_at_k, {{std::string(mllog::keys::kMetaSamplesCount), samples}});
+  log_->end(mllog::keys::kEvalStop, {{std::string(mllog::keys::kMetaSamplesCount), samples}});
+  scheduler_->resume();
+  double s = seconds_since(started);
+  {
+    std::lock_guard l(totals_.m);
+    totals_.validation_s += s;
+  }
+  evals_.push_back(EvalRecord{samples, m.pass_at_k, m.pass_at_1, m.pass_hat_k, s});
+  return m;
+}
+
+void BenchmarkRun::progress_loop() {
+  auto say = options_.progress ? options_.progress : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  auto last = Clock::now();
+  int64_t last_tokens = 0;
+  while (!stop_.load()) {
+    for (int i = 0; i < static_cast<int>(options_.progress_interval_s * 10) && !stop_.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stop_.load()) break;
+    int64_t tokens, rollouts;
+    double sandbox_s;
+    {
+      std::lock_guard l(totals_.m);
+      tokens = totals_.generated_tokens, rollouts = totals_.rollouts, sandbox_s = totals_.environment_s;
+    }
+    const double dt = seconds_since(last);
+    last = Clock::now();
+    const double tps = (tokens - last_tokens) / std::max(dt, 1e-9);
+    last_tokens = tokens;
+    double reward = steps_.empty() ? 0 : steps_.back().reward_mean;
+    uint64_t staleness = steps_.empty() ? 0 : steps_.back().max_staleness;
+    const double elapsed = seconds_since(run_start_);
+    const int64_t step = step_.load();
+    std::string eta = "?";
+    if (step > 0 && max_steps_ > 0) eta = std::to_string(static_cast<int64_t>(elapsed / step * (max_steps_ - step))) + "s";
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "[mlpt] step %lld/%lld  samples %lld  in flight %lld  rollouts %lld  %.0f tok/s  sandbox %.1fs  reward %.3f  staleness %llu  ETA %s",
+                  static_cast<long long>(step), static_cast<long long>(max_steps_), static_cast<long long>(samples_.load()),
+                  static_cast<long long>(scheduler_->in_flight()), static_cast<long long>(rollouts), tps, sandbox_s, reward,
+                  static_cast<unsigned long long>(staleness), eta.c_str());
+    say(line);
+  }
+}
+
+RunSummary BenchmarkRun::run() {
+  const auto& c = config_;
+  const auto& b = c.benchmark;
+  out_ = c.run.output_dir;
+  std::filesystem::create_directories(out_);
+  RunSummary summary;
+  summary.result_log = out_ / (options_.resume ? "result_resumed.txt" : "result.txt");
+  summary.metrics = out_ / "metrics.jsonl";
+  summary.report = out_ / "report.html";
+
+  log_ = std::make_unique<mllog::Logger>(mllog::Logger::Options{summary.result_log, false, nullptr, nullptr});
+  mllog::RunHyperparameters hp = mllog::closed_division_run(b.global_batch_size, c.run.seed, 0, 0, 0, 1, c.run.org, c.run.platform);
+  hp.division = c.run.division;
+  hp.status = c.run.status;
+  hp.max_sequence_length = b.max_sequence_length;
+  hp.num_prompts_per_step = b.num_prompts_per_step;
+  hp.num_generations_per_prompt = b.num_generations_per_prompt;
+  hp.base_learning_rate = hp.end_learning_rate = b.learning_rate;
+  hp.gradient_clip_norm = b.gradient_clip_norm;
+  hp.train_temperature = b.training_temperature;
+  hp.train_top_p = b.training_top_p;
+  hp.validation_temperature = b.validation_temperature;
+  hp.validation_top_p = b.validation_top_p;
+  hp.target_accuracy = b.target_accuracy;
+  hp.max_trajectory_age_steps = b.max_trajectory_age_steps;
+
+  std::ofstream metrics(summary.metrics, options_.resume ? std::ios::app : std::ios::trunc);
+  bool run_started = false;
+  try {
+    // The init block needs the dataset sizes: read them first (cheap), then load the components.
+    train_ = Dataset::load(c.dataset.train);
+    validation_ = Dataset::load(c.dataset.validation);
+    if (c.dataset.validation_tasks > 0 && c.dataset.validation_tasks < static_cast<int64_t>(validation_.rows.size()))
+      validation_.rows.resize(static_cast<size_t>(c.dataset.validation_tasks));
+    // Without max_steps, one pass over the training data in its fixed order.
+    max_steps_ = b.max_steps > 0 ? b.max_steps : std::max<int64_t>(1, static_cast<int64_t>(train_.rows.size()) / b.num_prompts_per_step);
+    hp.max_steps = max_steps_;
+    hp.train_samples = static_cast<int64_t>(train_.rows.size());
+    hp.eval_samples = static_cast<int64_t>(validation_.rows.size());
+    mllog::write_init_block(*log_, hp);
+    initialise();
+
+    int64_t first_step = 0;
+    if (options_.resume) {
+      auto state = latest_checkpoint(out_ / "checkpoints");
+      if (!state) throw Error(MLPT_NOT_FOUND, (out_ / "checkpoints").string() + ": no checkpoint to resume from");
+      trainer_->load_state(state->trainer_dir.string());
+      first_step = state->step;
+      auto w = trainer_->export_weights();
+      engine_->load_weights(w.version, w.tensors, w.count);
+      version_ = w.version;
+      samples_ = state->samples;
+      steps_ = state->steps;
+      evals_ = state->evals;
+    }
+    step_ = first_step;
+    scheduler_ = std::make_unique<rl::RolloutScheduler>(b.num_prompts_per_step, static_cast<int32_t>(b.num_generations_per_prompt),
+                                                        b.max_trajectory_age_steps, max_steps_);
+    // A resumed run continues the data order where the checkpoint left it.
+    scheduler_->skip_to(first_step * b.num_prompts_per_step);
+    scheduler_->set_weight_version(static_cast<uint64_t>(first_step));
+    buffer_ = std::make_unique<rl::ReplayBuffer>(static_cast<int>(b.num_generations_per_prompt));
+
+    log_->end(mllog::keys::kInitStop);
+    log_->start(mllog::keys::kRunStart);
+    run_started = true;
+    run_start_ = Clock::now();
+    start_workers();
+    progress_thread_ = std::thread([this] { progress_loop(); });
+
+    for (int64_t step = first_step; step < max_steps_ && !stopping(); ++step) {
+      const int64_t samples = (step + 1) * b.global_batch_size;
+      log_->start(mllog::keys::kBlockStart, {{std::string(mllog::keys::kMetaSamplesCount), step * b.global_batch_size}});
+      auto wait_started = Clock::now();
+      auto groups = buffer_->take(step * b.num_prompts_per_step, b.num_prompts_per_step, [this] { return stopping(); });
+      if (groups.empty()) break;
+      const double wait_s = seconds_since(wait_started);
+
+      auto model = engine_->model_info();
+      rl::TrainBatch batch(groups, rules::kAdvantageEpsilon, version_.load(), env_.record_routed_experts,
+                           model.num_moe_layers, model.experts_per_token);
+      if (batch.statistics().max_staleness > static_cast<uint64_t>(b.max_trajectory_age_steps))
+        throw Error(MLPT_INTERNAL, "staleness " + std::to_string(batch.statistics().max_staleness) + " exceeds max_trajectory_age_steps");
+      auto train_started = Clock::now();
+      uint64_t new_version = 0;
+      auto trainer_metrics = trainer_->train_step(*batch.abi(), &new_version);
+      const double train_s = seconds_since(train_started);
+      {
+        std::lock_guard l(totals_.m);
+        totals_.training_s += train_s;
+      }
+      auto transfer_started = Clock::now();
+      update_weights(new_version);
+      const double transfer_s = seconds_since(transfer_started);
+      step_ = step + 1;
+      samples_ = samples;
+      log_->end(mllog::keys::kBlockStop, {{std::string(mllog::keys::kMetaSamplesCount), samples}});
+
+      StepRecord r = make_step_record(step + 1, samples, batch.statistics(), groups, trainer_metrics, wait_s, train_s,
+                                      transfer_s, seconds_since(run_start_));
+      steps_.push_back(r);
+      if (summary.steps == 0) summary.first_step_reward = r.reward_mean;
+      summary.last_step_reward = r.reward_mean;
+      summary.steps = step + 1 - first_step;
+
+      if (samples >= b.first_eval_samples) {
+        auto m = validate(samples);
+        if (m) {
+          r.pass_at_k = m->pass_at_k, r.pass_at_1 = m->pass_at_1, r.pass_hat_k = m->pass_hat_k, r.evaluated = true;
+          steps_.back() = r;
+          summary.best_pass_at_k = std::max(summary.best_pass_at_k, m->pass_at_k);
+          if (m->pass_at_k > b.target_accuracy) summary.converged = true;
+        }
+      }
+      metrics << step_record_json(r).dump() << "\n" << std::flush;
+      if (c.run.checkpoint_every_steps > 0 && (step + 1) % c.run.checkpoint_every_steps == 0 && trainer_->can_save_state())
+        save_checkpoint(out_ / "checkpoints", step + 1, samples, *trainer_, steps_, evals_);
+      if (summary.converged) break;
+    }
+  } catch (const Error& e) {
+    fail(e.what());
+  } catch (const std::exception& e) {
+    fail(std::string("internal error: ") + e.what());
+  }
+
+  stop_ = true;
+  if (scheduler_) stop_workers();
+  if (progress_thread_.joinable()) progress_thread_.join();
+  summary.samples = samples_.load();
+  if (options_.interrupted && options_.interrupted->load() && failure_.empty()) failure_ = "interrupted";
+  summary.aborted = !summary.converged;
+  summary.abort_reason = !failure_.empty() ? failure_ : summary.converged ? "" : "did not reach the target within max_steps";
+  if (!run_started) log_->start(mllog::keys::kRunStart);  // run_stop needs its run_start to be readable
+  log_->end(mllog::keys::kRunStop, {{std::string(mllog::keys::kMetaSamplesCount), summary.samples},
+                              {std::string(mllog::keys::kMetaStatus), std::string(summary.converged ? mllog::keys::kStatusSuccess : mllog::keys::kStatusAborted)}});
+  summary.time_to_train_minutes = run_started ? seconds_since(run_start_) / 60.0 : 0.0;
+
+  ReportInputs report{c.run.name, steps_, evals_, {}, summary.converged, summary.abort_reason, summary.time_to_train_minutes};
+  {
+    std::lock_guard l(totals_.m);
+    report.time_split = {{"generation", totals_.generation_s}, {"environment", totals_.environment_s},
+                         {"reward", totals_.reward_s},         {"core", totals_.core_s},
+                         {"training", totals_.training_s},     {"weight transfer", totals_.weight_transfer_s},
+                         {"validation", totals_.validation_s}};
+    report.rollouts = totals_.rollouts;
+    report.generated_tokens = totals_.generated_tokens;
+  }
+  write_report(summary.report, report);
+  return summary;
+}
+
+}  // namespace
+
+RunSummary run_benchmark(const RunConfig& config, const RunOptions& options) {
+  BenchmarkRun run(config, options);
+  return run.run();
+}
+
+}  // namespace mlpt::run
