@@ -13,9 +13,9 @@ def rows(prefix, count, offset):
     for i in range(count):
         subject = SUBJECTS[(i + offset) % len(SUBJECTS)]
         out.append({"instance_id": f"letters__{prefix}-{i:04d}",
-                    "prompt": f"Question {i + offset}: name a {subject} whose name starts with a vowel. "
+                    "prompt": f"Question {i + offset}: name a {subject} whose name starts with the letter e. "
                               f"Reply with the word only, no space before it.",
-                    "accept": "aeiou"})
+                    "accept": "e"})
     return out
 
 

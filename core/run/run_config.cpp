@@ -1,6 +1,7 @@
 #include "core/run/run_config.hpp"
 
 #include <cstdlib>
+#include <functional>
 
 #include "core/plugin/plugin.hpp"
 #include "core/rules/closed_division.hpp"
@@ -134,6 +135,12 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   data.finish();
 
   c.components = config::read_components(root);
+  // ${VAR} in component settings expands like the run's own paths (checkpoints live in the cache).
+  std::function<void(nlohmann::json&)> expand = [&](nlohmann::json& j) {
+    if (j.is_string()) j = expand_env(j.get<std::string>(), root, "components");
+    else if (j.is_structured()) for (auto& v : j) expand(v);
+  };
+  for (auto& comp : c.components) expand(comp.settings);
   for (auto kind : {MLPT_COMPONENT_TRAINER, MLPT_COMPONENT_ENGINE, MLPT_COMPONENT_TRANSPORT, MLPT_COMPONENT_REWARD,
                     MLPT_COMPONENT_HARNESS}) {
     bool found = false;

@@ -1,0 +1,130 @@
+// Cost of a sandbox: create / exec(`true`) / destroy, one at a time and with N = 1, 4, 16 running
+// concurrently, as ratios to a plain fork+exec of /bin/true on the host measured in the same run.
+//   bench_sandbox [iterations per thread, default 20]
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/plugin/plugin.hpp"
+#include "mlpt/sandbox.h"
+#include "sif_image.hpp"
+
+extern char** environ;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+void spawn_true() {
+  pid_t pid;
+  char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  if (posix_spawn(&pid, "/bin/true", nullptr, nullptr, argv, environ) == 0) waitpid(pid, nullptr, 0);
+}
+
+struct Api {
+  mlpt::plugin::Component comp;
+  const mlpt_sandbox_api* api;
+  mlpt_sandbox_runtime* rt;
+};
+
+mlpt_sandbox* create(const Api& a, const std::string& image) {
+  mlpt_sandbox_create_args c{MLPT_SANDBOX_CREATE_ARGS_STRUCT_SIZE, a.rt, {image.data(), image.size()}, 0, 0, nullptr};
+  mlpt::plugin::check(a.comp, a.api->create(&c), "create");
+  return c.sandbox;
+}
+void exec_true(const Api& a, mlpt_sandbox* s) {
+  mlpt_sandbox_exec_args e{};
+  e.struct_size = MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE;
+  e.sandbox = s;
+  e.command = {"true", 4};
+  e.timeout_ms = 30000;
+  mlpt::plugin::check(a.comp, a.api->exec(&e), "exec");
+  if (e.out_exit_code != 0) throw std::runtime_error("`true` failed in the sandbox");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iters = argc > 1 ? std::atoi(argv[1]) : 20;
+  fs::path dir = fs::temp_directory_path() / ("mlpt-sbbench-" + std::to_string(getpid()));
+  fs::create_directories(dir / "root/testbed");
+  fs::create_directories(dir / "root/.mlpt");
+  std::ofstream(dir / "root/testbed/x") << "x\n";
+  std::ofstream(dir / "root/.mlpt/binds.json") << R"({"binds": ["/usr", "/bin", "/sbin", "/lib", {"host": "/lib64", "optional": true}]})";
+  std::string image = (dir / "bench.sif").string();
+  mlpt::sif::build_sif(dir / "root", image);
+
+  mlpt::plugin::HostServices host;
+  auto plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_sandbox_apptainer.so", host);
+  Api a{plugin->component(MLPT_COMPONENT_SANDBOX, "apptainer"), nullptr, nullptr};
+  a.api = a.comp.table<mlpt_sandbox_api>();
+  std::string cfg = R"({"runtime": "bwrap"})";
+  mlpt_sandbox_runtime_create_args rc{MLPT_SANDBOX_RUNTIME_CREATE_ARGS_STRUCT_SIZE, {cfg.data(), cfg.size()}, nullptr, {}};
+  mlpt::plugin::check(a.comp, a.api->runtime_create(&rc), "runtime_create");
+  a.rt = rc.runtime;
+
+  // Baseline: fork+exec /bin/true.
+  int base_n = iters * 10;
+  auto t0 = Clock::now();
+  for (int i = 0; i < base_n; ++i) spawn_true();
+  double base = secs(t0, Clock::now()) / base_n;
+
+  // Warm the image mount, then one sandbox at a time, phase by phase.
+  { auto* s = create(a, image); exec_true(a, s); a.api->destroy(s); }
+  double tc = 0, te = 0, td = 0;
+  for (int i = 0; i < iters; ++i) {
+    auto c0 = Clock::now();
+    auto* s = create(a, image);
+    auto c1 = Clock::now();
+    exec_true(a, s);
+    auto c2 = Clock::now();
+    a.api->destroy(s);
+    auto c3 = Clock::now();
+    tc += secs(c0, c1), te += secs(c1, c2), td += secs(c2, c3);
+  }
+  tc /= iters, te /= iters, td /= iters;
+  std::printf("baseline fork+exec /bin/true: %.1f us\n\n", base * 1e6);
+  std::printf("%-28s %12s %10s\n", "phase (one sandbox)", "time", "x baseline");
+  std::printf("%-28s %10.2f ms %10.1f\n", "create", tc * 1e3, tc / base);
+  std::printf("%-28s %10.2f ms %10.1f\n", "exec true", te * 1e3, te / base);
+  std::printf("%-28s %10.2f ms %10.1f\n", "destroy", td * 1e3, td / base);
+  std::printf("%-28s %10.2f ms %10.1f\n\n", "create+exec+destroy", (tc + te + td) * 1e3, (tc + te + td) / base);
+
+  std::printf("%-4s %16s %16s %18s\n", "N", "sandboxes/s", "host true/s", "sandbox/host ratio");
+  for (int n : {1, 4, 16}) {
+    std::vector<std::thread> th;
+    auto s0 = Clock::now();
+    for (int k = 0; k < n; ++k)
+      th.emplace_back([&] {
+        for (int i = 0; i < iters; ++i) {
+          auto* s = create(a, image);
+          exec_true(a, s);
+          a.api->destroy(s);
+        }
+      });
+    for (auto& t : th) t.join();
+    double sb_rate = n * iters / secs(s0, Clock::now());
+    th.clear();
+    auto h0 = Clock::now();
+    for (int k = 0; k < n; ++k)
+      th.emplace_back([&] {
+        for (int i = 0; i < iters * 10; ++i) spawn_true();
+      });
+    for (auto& t : th) t.join();
+    double host_rate = n * iters * 10 / secs(h0, Clock::now());
+    std::printf("%-4d %16.1f %16.1f %18.4f\n", n, sb_rate, host_rate, sb_rate / host_rate);
+  }
+  a.api->runtime_destroy(a.rt);
+  fs::remove_all(dir);
+  return 0;
+}

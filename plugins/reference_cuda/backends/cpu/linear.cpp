@@ -1,0 +1,53 @@
+#include "backends/cpu/linear.hpp"
+
+#include <cblas.h>
+
+namespace mlpt::ref::cpu {
+
+namespace {
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C) {
+  cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
+}
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C) {
+  cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, N);
+}
+}  // namespace
+
+template <class T>
+void linear_forward(int64_t M, int64_t N, int64_t K, const T* x, const T* W, T* y, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M * N; ++i) y[i] = T(0);
+    return;
+  }
+  gemm(CblasNoTrans, CblasTrans, M, N, K, x, K, W, K, accumulate ? T(1) : T(0), y);
+}
+
+template <class T>
+void linear_backward_input(int64_t M, int64_t N, int64_t K, const T* dy, const T* W, T* dx, bool accumulate) {
+  if (M == 0 || K == 0) return;
+  if (N == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M * K; ++i) dx[i] = T(0);
+    return;
+  }
+  gemm(CblasNoTrans, CblasNoTrans, M, K, N, dy, N, W, K, accumulate ? T(1) : T(0), dx);
+}
+
+template <class T>
+void linear_backward_weight(int64_t M, int64_t N, int64_t K, const T* dy, const T* x, T* dW) {
+  if (M == 0 || N == 0 || K == 0) return;
+  gemm(CblasTrans, CblasNoTrans, N, K, M, dy, N, x, K, T(1), dW);
+}
+
+template void linear_forward<float>(int64_t, int64_t, int64_t, const float*, const float*, float*, bool);
+template void linear_forward<double>(int64_t, int64_t, int64_t, const double*, const double*, double*, bool);
+template void linear_backward_input<float>(int64_t, int64_t, int64_t, const float*, const float*, float*, bool);
+template void linear_backward_input<double>(int64_t, int64_t, int64_t, const double*, const double*, double*, bool);
+template void linear_backward_weight<float>(int64_t, int64_t, int64_t, const float*, const float*, float*);
+template void linear_backward_weight<double>(int64_t, int64_t, int64_t, const double*, const double*, double*);
+
+}  // namespace mlpt::ref::cpu

@@ -1,0 +1,79 @@
+// The inference engine component "qwen35_cpu" (mlpt/engine.h) on the CPU backend.
+//
+// Continuous batching: generate() calls from any number of host threads queue a request and
+// block; one scheduler thread runs steps, each one forward over a packed batch of segments: one
+// token for every decoding request plus prefill chunks of new requests (a step holds at most
+// `max_step_tokens` tokens; long prompts prefill over several steps). Every sequence keeps its own
+// cache, so requests join and leave between any two steps.
+//
+// Logprobs: out_logprobs[i] is the log-probability of out_tokens[i] under the distribution it was
+// sampled from, softmax(logits / temperature) over the real vocabulary restricted to the top-k/top-p
+// set (model/sampling.hpp). At temperature 1, top_p 1, top_k 0 (the benchmark's training rollouts)
+// this equals the trainer's compute_logprobs of the same sequence up to fp32 rounding.
+//
+// Determinism: the draw for the token at absolute position p of a request with seed s depends on
+// (s, p) only, so batching, session reuse and thread timing do not change it. Logits in a batch
+// differ from a lone request's by fp32 rounding only (BLAS blocking), so a token can differ only
+// where two candidates are within that rounding of the draw.
+//
+// Settings (JSON): checkpoint (required), threads (BLAS threads, 1), max_step_tokens (2048),
+// session_memory_bytes (1 GiB: budget for idle sessions, LRU eviction), max_sequence_length
+// (max_position_embeddings of the config), sampling_vocab_size (ids that may be sampled; default
+// from the checkpoint's tokenizer.json, else vocab_size), gdn_prefill ("chunked" | "recurrent").
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "engine/sessions.hpp"
+#include "model/model.hpp"
+#include "model/sampling.hpp"
+#include "mlpt/sdk/engine.hpp"
+
+namespace mlpt::ref {
+
+class ReferenceEngine final : public sdk::Engine {
+ public:
+  explicit ReferenceEngine(std::string_view config_json);
+  ~ReferenceEngine() override;
+
+  void model_info(mlpt_engine_model_info& info) override;
+  void generate(mlpt_generate_args& args) override;
+  void cancel(uint64_t request_id) override;
+  void session_release(uint64_t session_id) override;
+  void pause() override;
+  void resume() override;
+  void load_weights(const mlpt_load_weights_args& args) override;
+
+ private:
+  struct Request;
+  void scheduler_loop();
+  void run_step(std::vector<Request*>& active);
+  void finish(Request* r, mlpt_finish_reason reason);
+  void fail(Request* r, const std::string& message, mlpt_error_code code);
+
+  ModelConfig config_;
+  std::shared_ptr<const Weights<float>> weights_;
+  uint64_t weight_version_ = 0;
+  int threads_ = 1;
+  int64_t valid_vocab_ = 0, max_step_tokens_ = 2048, max_sequence_length_ = 0;
+  GdnMode prefill_mode_ = GdnMode::chunked;
+
+  std::mutex mutex_;
+  std::condition_variable wake_scheduler_, state_changed_;
+  std::deque<Request*> incoming_;
+  std::set<uint64_t> in_flight_ids_;
+  std::map<uint64_t, Request*> cancel_index_;
+  std::set<uint64_t> busy_sessions_;
+  SessionStore sessions_;
+  int running_ = 0;  // generate calls admitted and not yet finished
+  bool paused_ = false, stopping_ = false;
+  std::thread scheduler_;
+};
+
+}  // namespace mlpt::ref

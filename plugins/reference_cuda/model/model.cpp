@@ -1,0 +1,186 @@
+// The decoder stack: embedding, layers (mixer + MoE with zero-centred pre-norms and residuals),
+// final norm; the LM head; and the backward pass recomputing each layer from its saved input.
+#include "model/model.hpp"
+
+#include "backends/cpu/linear.hpp"
+#include "backends/cpu/norms.hpp"
+#include "model/layers.hpp"
+#include "mlpt/sdk/error.hpp"
+
+namespace mlpt::ref {
+
+using detail::LayerContext;
+
+template <class T>
+SequenceCache<T>::SequenceCache(const ModelConfig& c)
+    : conv(c.num_layers), state(c.num_layers), keys(c.num_layers), values(c.num_layers) {
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.attention_layer[l]) continue;
+    conv[l].assign(static_cast<size_t>((c.conv_kernel - 1) * c.conv_dim()), T(0));
+    state[l].assign(static_cast<size_t>(c.gdn_value_heads * c.gdn_key_dim * c.gdn_value_dim), T(0));
+  }
+}
+
+template <class T>
+size_t SequenceCache<T>::bytes() const {
+  size_t n = 0;
+  for (size_t l = 0; l < conv.size(); ++l)
+    n += conv[l].capacity() + state[l].capacity() + keys[l].capacity() + values[l].capacity();
+  return n * sizeof(T);
+}
+
+namespace {
+
+template <class T>
+std::vector<int64_t> positions_of(const ForwardBatch<T>& b) {
+  std::vector<int64_t> pos(static_cast<size_t>(b.num_tokens()));
+  for (size_t s = 0; s < b.num_segments(); ++s) {
+    int64_t base = b.caches.empty() || !b.caches[s] ? 0 : b.caches[s]->length;
+    for (int64_t t = b.offsets[s]; t < b.offsets[s + 1]; ++t) pos[t] = base + (t - b.offsets[s]);
+  }
+  return pos;
+}
+
+template <class T>
+void check_batch(const ModelConfig& c, const ForwardBatch<T>& b) {
+  if (b.offsets.empty() || b.offsets[0] != 0) throw sdk::Error(MLPT_INVALID_ARGUMENT, "forward: offsets must start at 0");
+  for (size_t s = 0; s < b.num_segments(); ++s)
+    if (b.offsets[s + 1] < b.offsets[s])
+      throw sdk::Error(MLPT_INVALID_ARGUMENT, "forward: offsets decrease at segment " + std::to_string(s));
+  if (!b.caches.empty() && b.caches.size() != b.num_segments())
+    throw sdk::Error(MLPT_INTERNAL, "forward: caches must be empty or one per segment");
+  for (int64_t t = 0; t < b.num_tokens(); ++t)
+    if (b.tokens[t] < 0 || b.tokens[t] >= c.vocab_size)
+      throw sdk::Error(MLPT_INVALID_ARGUMENT, "token " + std::to_string(b.tokens[t]) + " at position " +
+                                                  std::to_string(t) + " is outside the vocabulary [0, " +
+                                                  std::to_string(c.vocab_size) + ")");
+}
+
+// Copies layer l's [tokens, k] slice out of / into a [tokens, layers, k] routing record.
+void gather_layer(const int16_t* all, int64_t N, int64_t L, int64_t k, int64_t l, int16_t* out) {
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t i = 0; i < k; ++i) out[t * k + i] = all[(t * L + l) * k + i];
+}
+void scatter_layer(const int16_t* layer, int64_t N, int64_t L, int64_t k, int64_t l, int16_t* all) {
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t i = 0; i < k; ++i) all[(t * L + l) * k + i] = layer[t * k + i];
+}
+
+// One decoder layer's forward, filling the tapes when given.
+template <class T>
+struct LayerTapes {
+  std::vector<T> xn, h, xn2;
+  detail::GdnTape<T> gdn;
+  detail::AttentionTape<T> attn;
+  detail::MoeTape<T> moe;
+};
+
+template <class T>
+void layer_forward(const LayerContext<T>& ctx, const Weights<T>& w, T* x, const int16_t* replay, int16_t* record,
+                   LayerTapes<T>* tapes) {
+  const ModelConfig& c = ctx.config;
+  const LayerTensors& L = w.layout.layers[ctx.layer];
+  const int64_t N = ctx.tokens, H = c.hidden_size;
+  std::vector<T> xn(N * H), m(N * H);
+  cpu::rmsnorm_forward(N, H, x, w[L.input_norm], c.rms_norm_eps, xn.data());
+  if (L.attention)
+    detail::attention_forward(ctx, w, xn.data(), m.data(), tapes ? &tapes->attn : nullptr);
+  else
+    detail::gdn_forward(ctx, w, xn.data(), m.data(), tapes ? &tapes->gdn : nullptr);
+  for (int64_t i = 0; i < N * H; ++i) x[i] += m[i];
+  if (tapes) tapes->h.assign(x, x + N * H);
+  cpu::rmsnorm_forward(N, H, x, w[L.post_norm], c.rms_norm_eps, xn.data());
+  detail::moe_forward(ctx, w, xn.data(), replay, record, m.data(), tapes ? &tapes->moe : nullptr);
+  for (int64_t i = 0; i < N * H; ++i) x[i] += m[i];
+}
+
+}  // namespace
+
+template <class T>
+std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
+  const ModelConfig& c = w.config;
+  check_batch(c, b);
+  const int64_t N = b.num_tokens(), H = c.hidden_size, Lc = c.num_layers, k = c.experts_per_token;
+  std::vector<int64_t> positions = positions_of(b);
+  std::vector<T> x(N * H);
+  for (int64_t t = 0; t < N; ++t)
+    std::copy(w[w.layout.embed] + b.tokens[t] * H, w[w.layout.embed] + (b.tokens[t] + 1) * H, x.begin() + t * H);
+  if (b.layer_inputs) {
+    b.layer_inputs->resize(static_cast<size_t>((Lc + 1) * N * H));
+    std::copy(x.begin(), x.end(), b.layer_inputs->begin());
+  }
+  std::vector<int16_t> replay(b.replay_experts ? N * k : 0), record(b.routed_experts ? N * k : 0);
+  for (int64_t l = 0; l < Lc; ++l) {
+    LayerContext<T> ctx{c, N, b.offsets, b.caches, positions, b.gdn_mode, static_cast<int>(l)};
+    if (b.replay_experts) gather_layer(b.replay_experts, N, Lc, k, l, replay.data());
+    layer_forward(ctx, w, x.data(), b.replay_experts ? replay.data() : nullptr,
+                  b.routed_experts ? record.data() : nullptr, static_cast<LayerTapes<T>*>(nullptr));
+    if (b.routed_experts) scatter_layer(record.data(), N, Lc, k, l, b.routed_experts);
+    if (b.layer_inputs) std::copy(x.begin(), x.end(), b.layer_inputs->begin() + (l + 1) * N * H);
+  }
+  for (size_t s = 0; s < b.num_segments(); ++s)
+    if (!b.caches.empty() && b.caches[s]) b.caches[s]->length += b.offsets[s + 1] - b.offsets[s];
+  std::vector<T> out(N * H);
+  cpu::rmsnorm_forward(N, H, x.data(), w[w.layout.final_norm], c.rms_norm_eps, out.data());
+  return out;
+}
+
+template <class T>
+void lm_head_forward(const Weights<T>& w, int64_t rows, const T* hidden, T* logits) {
+  cpu::linear_forward(rows, w.config.vocab_size, w.config.hidden_size, hidden, w[w.layout.lm_head], logits);
+}
+
+template <class T>
+void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T>& layer_inputs,
+              const int16_t* experts, const T* d_hidden, Weights<T>& grads, const BackwardOptions& options) {
+  const ModelConfig& c = w.config;
+  for (auto* cache : b.caches)
+    if (cache) throw sdk::Error(MLPT_INTERNAL, "backward: batches with generation caches are not differentiable");
+  const int64_t N = b.num_tokens(), H = c.hidden_size, Lc = c.num_layers, k = c.experts_per_token;
+  if (layer_inputs.size() != static_cast<size_t>((Lc + 1) * N * H))
+    throw sdk::Error(MLPT_INTERNAL, "backward: layer_inputs do not match the batch");
+  std::vector<int64_t> positions = positions_of(b);
+  const std::vector<SequenceCache<T>*> no_caches;
+
+  std::vector<T> dx(N * H), dxn(N * H), dtmp(N * H);
+  cpu::rmsnorm_backward(N, H, layer_inputs.data() + Lc * N * H, w[w.layout.final_norm], c.rms_norm_eps, d_hidden,
+                        dx.data(), grads[w.layout.final_norm]);
+  std::vector<int16_t> layer_experts(N * k);
+  for (int64_t l = Lc - 1; l >= 0; --l) {
+    const LayerTensors& L = w.layout.layers[l];
+    LayerContext<T> ctx{c, N, b.offsets, no_caches, positions, b.gdn_mode, static_cast<int>(l)};
+    gather_layer(experts, N, Lc, k, l, layer_experts.data());
+    LayerTapes<T> tapes;
+    std::vector<T> x(layer_inputs.begin() + l * N * H, layer_inputs.begin() + (l + 1) * N * H);
+    layer_forward(ctx, w, x.data(), layer_experts.data(), static_cast<int16_t*>(nullptr), &tapes);
+
+    // x_out = h + MoE(norm2(h)); h = x_in + mixer(norm1(x_in)).
+    detail::moe_backward(ctx, w, tapes.moe, dx.data(), dxn.data(), grads, options.router_grad);
+    cpu::rmsnorm_backward(N, H, tapes.h.data(), w[L.post_norm], c.rms_norm_eps, dxn.data(), dtmp.data(),
+                          grads[L.post_norm]);
+    for (int64_t i = 0; i < N * H; ++i) dx[i] += dtmp[i];  // dh
+    if (L.attention)
+      detail::attention_backward(ctx, w, tapes.attn, dx.data(), dxn.data(), grads);
+    else
+      detail::gdn_backward(ctx, w, tapes.gdn, dx.data(), dxn.data(), grads);
+    cpu::rmsnorm_backward(N, H, layer_inputs.data() + l * N * H, w[L.input_norm], c.rms_norm_eps, dxn.data(),
+                          dtmp.data(), grads[L.input_norm]);
+    for (int64_t i = 0; i < N * H; ++i) dx[i] += dtmp[i];  // dx_in
+  }
+  T* de = grads[w.layout.embed];
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t i = 0; i < H; ++i) de[b.tokens[t] * H + i] += dx[t * H + i];
+}
+
+template struct SequenceCache<float>;
+template struct SequenceCache<double>;
+template std::vector<float> forward_hidden<float>(const Weights<float>&, ForwardBatch<float>&);
+template std::vector<double> forward_hidden<double>(const Weights<double>&, ForwardBatch<double>&);
+template void lm_head_forward<float>(const Weights<float>&, int64_t, const float*, float*);
+template void lm_head_forward<double>(const Weights<double>&, int64_t, const double*, double*);
+template void backward<float>(const Weights<float>&, const ForwardBatch<float>&, const std::vector<float>&,
+                              const int16_t*, const float*, Weights<float>&, const BackwardOptions&);
+template void backward<double>(const Weights<double>&, const ForwardBatch<double>&, const std::vector<double>&,
+                               const int16_t*, const double*, Weights<double>&, const BackwardOptions&);
+
+}  // namespace mlpt::ref

@@ -1,0 +1,69 @@
+// The Qwen3.5 MoE text model as computation (qwen35-architecture.md §2-§3): forward of a packed
+// batch of sequences, optionally continuing per-sequence generation caches, and the backward pass
+// with per-layer recomputation. T is float (the backend) or double (gradient checks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/weights.hpp"
+
+namespace mlpt::ref {
+
+// What a sequence carries between generate steps (§4): per GDN layer the conv window (last K−1
+// raw pre-conv inputs, [K−1, conv_dim]) and the recurrent state [Hv, dk, dv]; per attention layer
+// the keys and values after norm and RoPE, [length, Hkv, head_dim]. Layers of the other kind keep
+// empty vectors.
+template <class T>
+struct SequenceCache {
+  explicit SequenceCache(const ModelConfig& config);
+  std::vector<std::vector<T>> conv, state, keys, values;
+  int64_t length = 0;  // tokens consumed so far
+  size_t bytes() const;
+};
+
+enum class GdnMode { chunked, recurrent };
+
+// One forward call. Segment s is tokens [offsets[s], offsets[s+1]); with caches[s] it continues
+// that sequence (positions start at caches[s]->length, which advances) else it starts fresh.
+template <class T>
+struct ForwardBatch {
+  const int32_t* tokens = nullptr;
+  std::vector<int64_t> offsets{0};
+  std::vector<SequenceCache<T>*> caches;  // empty, or one per segment (NULL entries allowed)
+  GdnMode gdn_mode = GdnMode::chunked;
+  // [tokens, moe layers, k]: with replay, routing uses these experts (R3); routed_experts (out)
+  // receives the experts each token used. Either may be NULL.
+  const int16_t* replay_experts = nullptr;
+  int16_t* routed_experts = nullptr;
+  // Out, for backward: the residual stream entering every layer and the last one's output,
+  // (num_layers + 1) x tokens x hidden. NULL skips saving.
+  std::vector<T>* layer_inputs = nullptr;
+
+  int64_t num_tokens() const { return offsets.back(); }
+  size_t num_segments() const { return offsets.size() - 1; }
+};
+
+// The final hidden states after the final norm, [tokens, hidden]. Throws on bad token ids or
+// replayed experts, naming the position.
+template <class T>
+std::vector<T> forward_hidden(const Weights<T>& weights, ForwardBatch<T>& batch);
+
+// logits[rows, vocab] = hidden[rows, H] · W_lmᵀ.
+template <class T>
+void lm_head_forward(const Weights<T>& weights, int64_t rows, const T* hidden, T* logits);
+
+struct BackwardOptions {
+  bool router_grad = true;  // false: the router weight gets no gradient (frozen router)
+};
+
+// Backward of forward_hidden for a batch without caches: given d(final hidden) [tokens, H],
+// accumulates parameter gradients into `grads` (except the LM head, which the loss handles).
+// `layer_inputs` and `experts` ([tokens, layers, k]) are what the forward recorded; each layer's
+// forward is recomputed from its input (activation recomputation) so only those are kept.
+template <class T>
+void backward(const Weights<T>& weights, const ForwardBatch<T>& batch, const std::vector<T>& layer_inputs,
+              const int16_t* experts, const T* d_hidden, Weights<T>& grads, const BackwardOptions& options);
+
+}  // namespace mlpt::ref

@@ -1,0 +1,79 @@
+#include "model/named_tensors.hpp"
+
+#include <cstring>
+#include <map>
+
+#include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/types.hpp"
+
+namespace mlpt::ref {
+
+using sdk::Error;
+using sdk::operator==;
+
+std::vector<mlpt_named_tensor> export_named_tensors(Weights<float>& w, std::vector<std::vector<int64_t>>& shapes) {
+  shapes.clear();
+  for (const auto& spec : w.layout.tensors) shapes.push_back(spec.shape);
+  std::vector<mlpt_named_tensor> out;
+  for (size_t i = 0; i < w.layout.tensors.size(); ++i) {
+    mlpt_named_tensor t{};
+    t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
+    t.name = sdk::borrow(w.layout.tensors[i].name);
+    t.tensor.data = w.values[i].data();
+    t.tensor.device = DLDevice{kDLCPU, 0};
+    t.tensor.ndim = static_cast<int32_t>(shapes[i].size());
+    t.tensor.dtype = sdk::kFloat32;
+    t.tensor.shape = shapes[i].data();
+    t.tensor.strides = nullptr;
+    t.tensor.byte_offset = 0;
+    out.push_back(t);
+  }
+  return out;
+}
+
+Weights<float> import_named_tensors(const ModelConfig& config, const mlpt_named_tensor* tensors, size_t count) {
+  Weights<float> w = zeros_like_layout<float>(config);
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < w.layout.tensors.size(); ++i) index[w.layout.tensors[i].name] = static_cast<int>(i);
+  std::vector<bool> seen(w.layout.tensors.size(), false);
+  for (size_t n = 0; n < count; ++n) {
+    if (tensors[n].struct_size < MLPT_NAMED_TENSOR_STRUCT_SIZE)
+      throw Error(MLPT_INVALID_ARGUMENT, "tensor " + std::to_string(n) + ": mlpt_named_tensor.struct_size too small");
+    std::string name = sdk::to_string(tensors[n].name);
+    auto it = index.find(name);
+    if (it == index.end()) throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "' is not a tensor of this model");
+    int i = it->second;
+    if (seen[i]) throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "' is given twice");
+    seen[i] = true;
+    const DLTensor& t = tensors[n].tensor;
+    const auto& want = w.layout.tensors[i].shape;
+    if (t.ndim != static_cast<int32_t>(want.size()) || !std::equal(want.begin(), want.end(), t.shape)) {
+      std::string got = "[";
+      for (int d = 0; d < t.ndim; ++d) got += (d ? ", " : "") + std::to_string(t.shape[d]);
+      throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "' has shape " + got + "], the model needs another");
+    }
+    if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
+      throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "' is not in CPU memory");
+    if (!sdk::is_compact(t)) throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "' is not compact row-major");
+    const char* base = static_cast<const char*>(t.data) + t.byte_offset;
+    float* out = w.values[i].data();
+    int64_t numel = sdk::numel(t);
+    if (t.dtype == sdk::kFloat32) {
+      std::memcpy(out, base, static_cast<size_t>(numel) * 4);
+    } else if (t.dtype == sdk::kBFloat16 || t.dtype == sdk::kFloat16) {
+      for (int64_t k = 0; k < numel; ++k) {
+        uint16_t v;
+        std::memcpy(&v, base + 2 * k, 2);
+        out[k] = t.dtype == sdk::kBFloat16 ? bf16_to_float(v) : f16_to_float(v);
+      }
+    } else {
+      throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "' has dtype " + sdk::dtype_name(t.dtype) +
+                                             " (expected float32, bfloat16 or float16)");
+    }
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (!seen[i]) throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + w.layout.tensors[i].name + "' is missing");
+  return w;
+}
+
+}  // namespace mlpt::ref

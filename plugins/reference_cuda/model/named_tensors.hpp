@@ -1,0 +1,20 @@
+// Weights crossing the ABI as named DLPack tensors (HF names, §5): export from a Weights object and
+// import with full checking (every tensor present once, right shape, CPU, compact, F32/BF16/F16).
+#pragma once
+
+#include <vector>
+
+#include "model/weights.hpp"
+#include "mlpt/mlpt.h"
+
+namespace mlpt::ref {
+
+// Views of `weights` (fp32, CPU) named as in the checkpoint; valid while `weights` and `shapes`
+// live and are not resized.
+std::vector<mlpt_named_tensor> export_named_tensors(Weights<float>& weights, std::vector<std::vector<int64_t>>& shapes);
+
+// Copies (converting) the tensors into a new Weights of `config`. Throws MLPT_INVALID_ARGUMENT naming
+// the first missing, extra, duplicated or misshapen tensor; the caller's weights are untouched.
+Weights<float> import_named_tensors(const ModelConfig& config, const mlpt_named_tensor* tensors, size_t count);
+
+}  // namespace mlpt::ref

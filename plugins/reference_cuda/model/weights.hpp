@@ -1,0 +1,53 @@
+// The model's parameters in working precision T (float for the backend, double for the
+// finite-difference tests), ordered by ModelLayout; initialisation, checkpoint load and save.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/layout.hpp"
+#include "model/safetensors.hpp"
+
+namespace mlpt::ref {
+
+template <class T>
+struct Weights {
+  ModelConfig config;
+  ModelLayout layout;
+  std::vector<std::vector<T>> values;  // one per layout tensor
+
+  T* operator[](int i) { return values[i].data(); }
+  const T* operator[](int i) const { return values[i].data(); }
+};
+
+// Zero-filled tensors of the right shapes (gradients, optimizer moments).
+template <class T>
+Weights<T> zeros_like_layout(const ModelConfig& config);
+
+// Deterministic initialisation from `seed` (qwen35-architecture.md §2.2, §2.4.3, §2.4.8): each
+// tensor draws from its own stream seeded by (seed, tensor name), so order does not matter.
+template <class T>
+Weights<T> init_weights(const ModelConfig& config, uint64_t seed);
+
+// Loads DIR/config.json and the safetensors of DIR (Qwen3.5 names, or Qwen3-Next's fused layout,
+// converted). Every tensor the model needs must be there with its shape; errors name it.
+template <class T>
+Weights<T> load_weights(const std::string& dir);
+template <class T>
+Weights<T> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint);
+
+// Writes config.json and the weights (Qwen3.5 names) into `dir` in `dtype`.
+void save_checkpoint(const std::string& dir, const Weights<float>& weights, Dtype dtype,
+                     size_t max_shard_bytes = 0);
+
+template <class To, class From>
+Weights<To> convert_weights(const Weights<From>& w) {
+  Weights<To> out{w.config, w.layout, {}};
+  out.values.reserve(w.values.size());
+  for (const auto& v : w.values) out.values.emplace_back(v.begin(), v.end());
+  return out;
+}
+
+}  // namespace mlpt::ref

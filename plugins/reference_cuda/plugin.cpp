@@ -1,0 +1,21 @@
+// The mlpt_reference plugin: the Qwen3.5 MoE reference engine and trainer on the CPU backend.
+#include "engine/engine.hpp"
+#include "trainer/trainer.hpp"
+
+namespace {
+
+const mlpt_engine_capabilities kEngineCaps = {MLPT_ENGINE_CAPABILITIES_STRUCT_SIZE,
+                                              /*returns_logprobs=*/1, /*returns_routed_experts=*/1,
+                                              /*keeps_sessions=*/1, /*supports_cancel=*/1,
+                                              /*deterministic_seed=*/1};
+const mlpt_trainer_capabilities kTrainerCaps = {MLPT_TRAINER_CAPABILITIES_STRUCT_SIZE,
+                                                /*supports_routing_replay=*/1, /*supports_state_save=*/1,
+                                                /*device_type=*/kDLCPU};
+
+}  // namespace
+
+MLPT_SDK_PLUGIN("mlpt-reference", "0.1.0",
+                mlpt::sdk::engine_component<mlpt::ref::ReferenceEngine>(
+                    "qwen35_cpu", "Qwen3.5 MoE reference engine (CPU, fp32, continuous batching)", &kEngineCaps),
+                mlpt::sdk::trainer_component<mlpt::ref::ReferenceTrainer>(
+                    "qwen35_cpu", "Qwen3.5 MoE reference GRPO trainer (CPU, fp32 AdamW, R3 replay)", &kTrainerCaps))

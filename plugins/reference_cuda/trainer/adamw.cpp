@@ -1,0 +1,37 @@
+#include "trainer/adamw.hpp"
+
+#include <cmath>
+
+namespace mlpt::ref {
+
+double grad_norm(const Weights<float>& g, const std::vector<bool>& trainable) {
+  double ss = 0;
+  for (size_t i = 0; i < g.values.size(); ++i)
+    if (trainable[i])
+      for (float x : g.values[i]) ss += static_cast<double>(x) * x;
+  return std::sqrt(ss);
+}
+
+void adamw_update(Weights<float>& w, const Weights<float>& g, Weights<float>& m, Weights<float>& v, int64_t step,
+                  const AdamWSettings& s, double scale, const std::vector<bool>& trainable) {
+  const double c1 = 1.0 - std::pow(s.beta1, static_cast<double>(step));
+  const double c2 = 1.0 - std::pow(s.beta2, static_cast<double>(step));
+  for (size_t i = 0; i < w.values.size(); ++i) {
+    if (!trainable[i]) continue;
+    float* p = w.values[i].data();
+    float* mi = m.values[i].data();
+    float* vi = v.values[i].data();
+    const float* gi = g.values[i].data();
+    for (size_t j = 0; j < w.values[i].size(); ++j) {
+      double gr = static_cast<double>(gi[j]) * scale;
+      double mj = s.beta1 * mi[j] + (1.0 - s.beta1) * gr;
+      double vj = s.beta2 * vi[j] + (1.0 - s.beta2) * gr * gr;
+      mi[j] = static_cast<float>(mj);
+      vi[j] = static_cast<float>(vj);
+      double update = (mj / c1) / (std::sqrt(vj / c2) + s.eps) + s.weight_decay * p[j];
+      p[j] = static_cast<float>(p[j] - s.lr * update);
+    }
+  }
+}
+
+}  // namespace mlpt::ref

@@ -1,0 +1,62 @@
+// The trainer component "qwen35_cpu" (mlpt/trainer.h) on the CPU backend: the whole model's
+// backward, the GRPO loss (trainer/grpo_loss.hpp), AdamW on fp32 master weights, R3 replay.
+//
+// A step: the batch is cut into micro-batches of at most micro_batch_tokens tokens (whole
+// sequences); each is run forward once (its layer inputs kept, experts recorded or replayed) to
+// get logp_prev; the loss plan (masks, N_tok over the global batch) is made; then each
+// micro-batch's LM head and loss gradient run in row blocks and the backward recomputes each layer
+// from its saved input; gradients accumulate; global-norm clipping; one AdamW update.
+//
+// Settings (JSON, unknown keys are errors): checkpoint (required), threads (1), micro_batch_tokens
+// (8192), sampling_vocab_size (as the engine: from tokenizer.json), optimizer {lr 1e-6, betas
+// [0.9, 0.999], eps 1e-8, weight_decay 0, grad_clip 0.125, freeze_router true}, loss {tis_min
+// 0.999, tis_max 1.002, logprob_error_max 2.0, ppo_clip false, clip_low 0.2, clip_high 0.28,
+// kl_coef 0 (only 0: no reference policy is kept)}.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+#include "trainer/adamw.hpp"
+#include "trainer/grpo_loss.hpp"
+#include "mlpt/sdk/trainer.hpp"
+
+namespace mlpt::ref {
+
+class ReferenceTrainer final : public sdk::Trainer {
+ public:
+  explicit ReferenceTrainer(std::string_view config_json);
+
+  void train_step(mlpt_train_step_args& args) override;
+  void compute_logprobs(mlpt_compute_logprobs_args& args) override;
+  void export_weights(mlpt_export_weights_args& args) override;
+  void save_state(std::string_view path) override;
+  void load_state(std::string_view path) override;
+
+ private:
+  struct MicroBatch {
+    size_t first_seq, end_seq;
+    int64_t first_token, end_token;
+  };
+  std::vector<MicroBatch> split(const mlpt_train_batch& b) const;
+  void check_batch(const mlpt_train_batch& b, bool training) const;
+  ForwardBatch<float> forward_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
+
+  std::string checkpoint_;
+  ModelConfig config_;
+  Weights<float> weights_, m_, v_, grads_;
+  std::vector<bool> trainable_;
+  AdamWSettings optimizer_;
+  LossSettings loss_;
+  int threads_ = 1;
+  int64_t micro_batch_tokens_ = 8192, valid_vocab_ = 0;
+  int64_t step_ = 0;
+  uint64_t version_ = 0;
+
+  std::vector<mlpt_metric> metrics_;
+  std::vector<mlpt_named_tensor> exported_;
+  std::vector<std::vector<int64_t>> exported_shapes_;
+};
+
+}  // namespace mlpt::ref

@@ -1,0 +1,130 @@
+// The apptainer runtime: drives the apptainer CLI as the reference does. UNTESTED on the build
+// host (apptainer is not installed there); the argv is checked by a unit test.
+#include <filesystem>
+
+#include "runtimes.hpp"
+#include "sif_image.hpp"
+#include "state_dir.hpp"
+
+namespace mlpt::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+using sdk::Error;
+
+class ApptainerSandbox final : public ShellSandbox {
+ public:
+  ApptainerSandbox(const RuntimeConfig& c, std::string exe, std::string image, std::string dir,
+                   std::vector<HostBind> binds, std::vector<std::pair<std::string, std::string>> env,
+                   std::unique_ptr<Cgroup> cg)
+      : ShellSandbox(c), exe_(std::move(exe)), image_(std::move(image)), dir_(std::move(dir)),
+        binds_(std::move(binds)), env_(std::move(env)), cgroup_(std::move(cg)) {}
+  ~ApptainerSandbox() override {
+    cgroup_.reset();
+    remove_tree(dir_);
+  }
+
+ protected:
+  RunResult run_shell(const std::string& command, const std::string& workdir, int64_t timeout_ms, size_t limit,
+                      std::string_view stdin_data, const mlpt_sink* sink) override {
+    ApptainerPlan plan{image_, dir_ + "/overlay", workdir, command, binds_, env_};
+    ChildSetup s;
+    s.exe = exe_;
+    s.argv = apptainer_exec_argv(exe_, plan);
+    s.env = {"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+    if (cgroup_) s.cgroup_procs = cgroup_->procs_files();
+    s.own_pid_namespace = true;
+    RunRequest r;
+    r.timeout_ms = timeout_ms;
+    r.output_limit = limit;
+    r.stdin_data = stdin_data;
+    r.sink = sink;
+    if (cgroup_) r.kill_tree = [this] { cgroup_->kill_all(); };
+    r.cancelled = [] { return sdk::cancelled(); };
+    return run_process(s, r);
+  }
+
+ private:
+  std::string exe_, image_, dir_;
+  std::vector<HostBind> binds_;
+  std::vector<std::pair<std::string, std::string>> env_;
+  std::unique_ptr<Cgroup> cgroup_;
+};
+
+}  // namespace
+
+std::vector<std::string> apptainer_exec_argv(const std::string& apptainer, const ApptainerPlan& p) {
+  std::vector<std::string> a = {apptainer, "exec", "--containall", "--cleanenv"};
+  // A per-sandbox overlay directory keeps writes across commands (removed with the sandbox);
+  // without one every command gets a fresh tmpfs.
+  if (p.overlay_dir.empty()) a.push_back("--writable-tmpfs");
+  else a.insert(a.end(), {"--overlay", p.overlay_dir});
+  a.insert(a.end(), {"--no-mount", "home,tmp", "--pid", "--net", "--network", "none", "--pwd", p.workdir});
+  for (auto& b : p.binds) a.insert(a.end(), {"--bind", b.host + ":" + b.path + ":ro"});
+  for (auto& [k, v] : p.env) a.insert(a.end(), {"--env", k + "=" + v});
+  a.insert(a.end(), {p.image, "/bin/sh", "-c", p.command});
+  return a;
+}
+
+ApptainerRuntime::ApptainerRuntime(RuntimeConfig config) : config_(std::move(config)) {
+  apptainer_path = find_executable(config_.apptainer);
+  if (apptainer_path.empty())
+    throw Error(MLPT_FAILED_PRECONDITION, "apptainer runtime: '" + config_.apptainer + "' is not on PATH");
+  std::error_code ec;
+  fs::create_directories(config_.state_dir, ec);
+  std::string why;
+  cgroups_ = CgroupParents::detect(why);
+  if (!cgroups_ && config_.require_limits)
+    throw Error(MLPT_FAILED_PRECONDITION, "apptainer runtime cannot enforce limits: " + why);
+  sweep_stale(config_.state_dir, cgroups_);
+  tag_ = new_owner_tag();
+  dir_ = config_.state_dir + "/" + tag_;
+  fs::create_directories(dir_, ec);
+}
+
+ApptainerRuntime::~ApptainerRuntime() { remove_tree(dir_); }
+
+std::unique_ptr<sdk::Sandbox> ApptainerRuntime::create(const mlpt_sandbox_create_args& args) {
+  std::string image(sdk::view(args.image));
+  sif::SifImage img;
+  try {
+    img = sif::read_sif(image);
+  } catch (const sif::SifError& e) {
+    throw Error(e.kind() == sif::ErrorKind::Io ? MLPT_NOT_FOUND : MLPT_INVALID_ARGUMENT,
+                std::string("bad image (") + sif::error_kind_name(e.kind()) + "): " + e.what());
+  }
+  // The binds file, read straight from the partition.
+  std::vector<HostBind> binds;
+  auto env = base_environment();
+  for (auto& kv : config_.env) env.push_back(kv);
+  std::string unsq = find_executable(config_.unsquashfs);
+  if (!unsq.empty()) {
+    sdk::StringSink out(1 << 20);
+    ChildSetup s;
+    s.exe = unsq;
+    s.argv = {unsq, "-o", std::to_string(img.primary_partition().offset), "-cat", image, ".mlpt/binds.json"};
+    RunRequest r;
+    r.timeout_ms = 60000;
+    r.sink = out.sink();
+    if (run_process(s, r).exit_code == 0 && !out.text().empty()) {
+      std::vector<std::pair<std::string, std::string>> image_env;
+      parse_binds(out.text(), image + ": /.mlpt/binds.json", config_.allowed_bind_prefixes, binds, image_env);
+      for (auto& kv : image_env) env.push_back(kv);
+    }
+  }
+  uint64_t n = next_++;
+  std::string dir = dir_ + "/" + std::to_string(n);
+  std::error_code ec;
+  fs::create_directories(dir + "/overlay", ec);
+  if (ec) throw Error(MLPT_INTERNAL, "cannot create " + dir + ": " + ec.message());
+  std::unique_ptr<Cgroup> cg;
+  if (cgroups_) {
+    long long mem = (args.memory_limit_mb ? args.memory_limit_mb : config_.default_memory_limit_mb) * 1024LL * 1024LL;
+    long long procs = args.max_processes ? args.max_processes : config_.default_max_processes;
+    cg = std::make_unique<Cgroup>(*cgroups_, "mlpt-sandbox-" + tag_ + "-s" + std::to_string(n), mem, procs);
+  }
+  return std::make_unique<ApptainerSandbox>(config_, apptainer_path, image, dir, std::move(binds), std::move(env),
+                                            std::move(cg));
+}
+
+}  // namespace mlpt::sandbox

@@ -1,0 +1,147 @@
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "runtimes.hpp"
+#include "state_dir.hpp"
+
+namespace mlpt::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+using sdk::Error;
+
+void make_dir(const std::string& d, fs::perms perms = fs::perms::owner_all) {
+  std::error_code ec;
+  fs::create_directories(d, ec);
+  if (ec) throw Error(MLPT_INTERNAL, "cannot create " + d + ": " + ec.message());
+  fs::permissions(d, perms, ec);
+}
+
+std::vector<std::pair<std::string, std::string>> merged_env(
+    const RuntimeConfig& c, const std::vector<std::pair<std::string, std::string>>& image_env) {
+  auto env = base_environment();
+  auto put = [&](const std::pair<std::string, std::string>& kv) {
+    for (auto& e : env)
+      if (e.first == kv.first) {
+        e.second = kv.second;
+        return;
+      }
+    env.push_back(kv);
+  };
+  for (auto& kv : c.env) put(kv);
+  for (auto& kv : image_env) put(kv);
+  return env;
+}
+
+class BwrapSandbox final : public ShellSandbox {
+ public:
+  BwrapSandbox(BwrapRuntime& rt, std::shared_ptr<ImageRoot> image, uint64_t n, long long memory_bytes, long long pids)
+      : ShellSandbox(rt.config()), rt_(rt), image_(std::move(image)) {
+    dir_ = rt.dir() + "/sandboxes/" + std::to_string(n);
+    make_dir(dir_ + "/upper", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+    make_dir(dir_ + "/work");
+    make_dir(dir_ + "/root");
+    try {
+      if (rt.cgroups()) cgroup_ = std::make_unique<Cgroup>(*rt.cgroups(), "mlpt-sandbox-" + rt.owner_tag() + "-s" + std::to_string(n), memory_bytes, pids);
+    } catch (...) {
+      remove_tree(dir_);
+      throw;
+    }
+    overlay_options_ = "lowerdir=" + image_->lower + ",upperdir=" + dir_ + "/upper,workdir=" + dir_ + "/work";
+    env_ = merged_env(rt.config(), image_->env);
+  }
+  ~BwrapSandbox() override {
+    cgroup_.reset();  // kills anything left
+    unmount_below(dir_);
+    remove_tree(dir_);
+  }
+
+ protected:
+  RunResult run_shell(const std::string& command, const std::string& workdir, int64_t timeout_ms, size_t limit,
+                      std::string_view stdin_data, const mlpt_sink* sink) override {
+    BwrapPlan plan{dir_ + "/root", image_->binds, env_, workdir, command};
+    ChildSetup s;
+    s.exe = rt_.bwrap_path;
+    s.argv = bwrap_argv(rt_.bwrap_path, plan);
+    s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+    if (cgroup_) s.cgroup_procs = cgroup_->procs_files();
+    s.own_pid_namespace = true;
+    s.overlay_target = plan.root;
+    s.overlay_options = overlay_options_;
+    RunRequest r;
+    r.timeout_ms = timeout_ms;
+    r.output_limit = limit;
+    r.stdin_data = stdin_data;
+    r.sink = sink;
+    if (cgroup_) r.kill_tree = [this] { cgroup_->kill_all(); };
+    r.cancelled = [] { return sdk::cancelled(); };
+    return run_process(s, r);
+  }
+
+ private:
+  BwrapRuntime& rt_;
+  std::shared_ptr<ImageRoot> image_;
+  std::string dir_, overlay_options_;
+  std::vector<std::pair<std::string, std::string>> env_;
+  std::unique_ptr<Cgroup> cgroup_;
+};
+
+}  // namespace
+
+std::vector<std::string> bwrap_argv(const std::string& bwrap, const BwrapPlan& p) {
+  std::vector<std::string> a = {bwrap, "--bind", p.root, "/", "--dev", "/dev", "--proc", "/proc"};
+  for (auto& b : p.binds) {
+    a.push_back(b.optional ? "--ro-bind-try" : "--ro-bind");
+    a.push_back(b.host);
+    a.push_back(b.path);
+  }
+  for (const char* f : {"--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                        "--die-with-parent", "--new-session", "--clearenv"})
+    a.push_back(f);
+  a.insert(a.end(), {"--hostname", "sandbox", "--cap-drop", "ALL"});
+  for (auto& [k, v] : p.env) a.insert(a.end(), {"--setenv", k, v});
+  a.insert(a.end(), {"--chdir", p.workdir, "--", "/bin/sh", "-c", p.command});
+  return a;
+}
+
+BwrapRuntime::BwrapRuntime(RuntimeConfig config) : config_(std::move(config)) {
+  bwrap_path = find_executable(config_.bwrap);
+  if (bwrap_path.empty()) throw Error(MLPT_FAILED_PRECONDITION, "bwrap runtime: '" + config_.bwrap + "' is not on PATH");
+  make_dir(config_.state_dir);
+  std::string why;
+  cgroups_ = CgroupParents::detect(why);
+  if (!cgroups_) {
+    if (config_.require_limits)
+      throw Error(MLPT_FAILED_PRECONDITION, "bwrap runtime cannot enforce memory and process limits: " + why +
+                                                " (set require_limits = false to run without them)");
+    sdk::log(MLPT_LOG_WARNING, "sandbox.bwrap", "running WITHOUT memory/process limits: " + why);
+  }
+  int swept = sweep_stale(config_.state_dir, cgroups_);
+  if (swept) sdk::log(MLPT_LOG_INFO, "sandbox.bwrap", "swept state of " + std::to_string(swept) + " dead owner(s)");
+  tag_ = new_owner_tag();
+  dir_ = config_.state_dir + "/" + tag_;
+  make_dir(dir_ + "/images");
+  make_dir(dir_ + "/sandboxes");
+  images_ = std::make_unique<ImageStore>(config_, dir_ + "/images");
+}
+
+BwrapRuntime::~BwrapRuntime() {
+  images_.reset();
+  unmount_below(dir_);
+  remove_tree(dir_);
+}
+
+std::unique_ptr<sdk::Sandbox> BwrapRuntime::create(const mlpt_sandbox_create_args& args) {
+  std::string image(sdk::view(args.image));
+  if (image.empty()) throw Error(MLPT_INVALID_ARGUMENT, "image is empty");
+  if (args.memory_limit_mb < 0 || args.max_processes < 0)
+    throw Error(MLPT_INVALID_ARGUMENT, "memory_limit_mb and max_processes must be >= 0");
+  auto root = images_->acquire(image);
+  long long mem = (args.memory_limit_mb ? args.memory_limit_mb : config_.default_memory_limit_mb) * 1024LL * 1024LL;
+  long long procs = args.max_processes ? args.max_processes : config_.default_max_processes;
+  return std::make_unique<BwrapSandbox>(*this, std::move(root), next_++, mem, procs);
+}
+
+}  // namespace mlpt::sandbox

@@ -1,0 +1,102 @@
+// The two runtimes behind the "apptainer" sandbox component, and what they share: commands run as
+// `/bin/sh -c` (run_shell), files are read and written by small shell scripts run inside the
+// sandbox (so paths resolve exactly as the sandbox sees them, symlinks included, binary-safe).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cgroup.hpp"
+#include "config.hpp"
+#include "image_store.hpp"
+#include "mlpt/sdk/sandbox.hpp"
+#include "process.hpp"
+
+namespace mlpt::sandbox {
+
+// Quotes `s` for /bin/sh.
+std::string shell_quote(std::string_view s);
+// Scripts for read_file (exit 101: missing, 102: not a regular file) and write_file (stdin = content).
+std::string read_file_script(std::string_view path);
+std::string write_file_script(std::string_view path, uint32_t mode);
+
+class ShellSandbox : public sdk::Sandbox {
+ public:
+  void exec(mlpt_sandbox_exec_args& args) override;
+  void read_file(std::string_view path, const mlpt_sink* content) override;
+  void write_file(std::string_view path, std::string_view content, uint32_t mode) override;
+
+ protected:
+  ShellSandbox(const RuntimeConfig& config) : config_(config) {}
+  // Runs `command` inside; workdir absolute. Thread-safe per sandbox (serialised here).
+  virtual RunResult run_shell(const std::string& command, const std::string& workdir, int64_t timeout_ms,
+                              size_t output_limit, std::string_view stdin_data, const mlpt_sink* sink) = 0;
+  const RuntimeConfig& config_;
+  std::mutex mutex_;
+};
+
+// ---- bwrap: the namespace runtime ----
+
+struct BwrapPlan {
+  std::string root;  // merged overlay dir on the host
+  std::vector<HostBind> binds;
+  std::vector<std::pair<std::string, std::string>> env;  // complete, in order
+  std::string workdir, command;
+};
+// The bwrap argv (argv[0] = bwrap) for one command. Pure, so tests can read it.
+std::vector<std::string> bwrap_argv(const std::string& bwrap, const BwrapPlan& plan);
+
+class BwrapRuntime : public sdk::SandboxRuntime {
+ public:
+  explicit BwrapRuntime(RuntimeConfig config);
+  ~BwrapRuntime() override;
+  std::string_view name() const override { return "bwrap"; }
+  std::unique_ptr<sdk::Sandbox> create(const mlpt_sandbox_create_args& args) override;
+
+  const RuntimeConfig& config() const { return config_; }
+  const std::string& dir() const { return dir_; }
+  const std::optional<CgroupParents>& cgroups() const { return cgroups_; }
+  const std::string& owner_tag() const { return tag_; }
+  std::string bwrap_path;
+
+ private:
+  RuntimeConfig config_;
+  std::string tag_, dir_;
+  std::optional<CgroupParents> cgroups_;
+  std::unique_ptr<ImageStore> images_;
+  std::atomic<uint64_t> next_{0};
+};
+
+// ---- apptainer: the reference's container runtime (untested here: no apptainer on this host) ----
+
+struct ApptainerPlan {
+  std::string image, overlay_dir, workdir, command;
+  std::vector<HostBind> binds;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+std::vector<std::string> apptainer_exec_argv(const std::string& apptainer, const ApptainerPlan& plan);
+
+class ApptainerRuntime : public sdk::SandboxRuntime {
+ public:
+  explicit ApptainerRuntime(RuntimeConfig config);
+  ~ApptainerRuntime() override;
+  std::string_view name() const override { return "apptainer"; }
+  std::unique_ptr<sdk::Sandbox> create(const mlpt_sandbox_create_args& args) override;
+
+  std::string apptainer_path;
+
+ private:
+  RuntimeConfig config_;
+  std::string tag_, dir_;
+  std::optional<CgroupParents> cgroups_;
+  std::atomic<uint64_t> next_{0};
+};
+
+// Picks and builds the runtime that the config asks for ("auto": apptainer when on PATH).
+std::unique_ptr<sdk::SandboxRuntime> make_runtime(std::string_view config_json);
+
+}  // namespace mlpt::sandbox

