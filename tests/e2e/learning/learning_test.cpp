@@ -21,7 +21,7 @@ TEST_CASE("the async GRPO loop raises the reward of the tiny model on the letter
     FAIL("missing " << cache << "/models/tiny: run scripts/prepare-tiny.sh");
   setenv("MLPT_CACHE_DIR", cache.c_str(), 1);
   setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
-  auto config = run::read_run_config(std::string(MLPT_SOURCE_DIR) + "/configs/tiny-letters.toml");
+  auto config = run::read_run_config(std::string(MLPT_SOURCE_DIR) + "/configs/tiny.toml");
   config.run.output_dir = std::filesystem::temp_directory_path() / "mlpt-learning-test";
   std::filesystem::remove_all(config.run.output_dir);
 
