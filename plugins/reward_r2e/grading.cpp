@@ -1,0 +1,94 @@
+#include "grading.hpp"
+
+#include <cstdlib>
+#include <set>
+#include <stdexcept>
+
+namespace mlpt::r2e {
+
+namespace {
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+}  // namespace
+
+const std::vector<std::string>& protected_patterns() {
+  static const std::vector<std::string> p = {"r2e_tests", "r2e_tests/*", "run_tests.sh", "conftest.py",
+                                             "*/conftest.py", "pytest.ini"};
+  return p;
+}
+
+std::string apply_command(const std::string& ws, const std::string& patch_file, const std::vector<std::string>& untracked,
+                          const std::string& extra) {
+  std::string cmd = "cd " + quote(ws) + " && git -c safe.directory='*' apply --whitespace=fix" + (extra.empty() ? "" : " " + extra);
+  std::set<std::string> seen;
+  for (const auto& list : {untracked, protected_patterns()})
+    for (const auto& p : list)
+      if (!p.empty() && seen.insert(p).second) cmd += " --exclude=" + quote(p);
+  return cmd + " " + quote(patch_file) + " 2>&1";
+}
+
+std::string prepare_script(const std::string& ws, const std::string& patch_file, const std::vector<std::string>& untracked) {
+  std::string s = "cd " + quote(ws) + " || exit 97\n"
+                  "git -c safe.directory='*' -c core.quotepath=false ls-files --others --exclude-standard > /tmp/mlpt_untracked\n"
+                  "set --\n"
+                  "while IFS= read -r f; do set -- \"$@\" \"--exclude=$f\"; done < /tmp/mlpt_untracked\n";
+  std::set<std::string> seen;
+  for (const auto& list : {untracked, protected_patterns()})
+    for (const auto& p : list)
+      if (!p.empty() && seen.insert(p).second) s += "set -- \"$@\" " + quote("--exclude=" + p) + "\n";
+  s += "echo @@UNTRACKED@@; cat /tmp/mlpt_untracked\n"
+       "echo @@NUMSTAT@@; git -c safe.directory='*' apply --whitespace=fix --numstat \"$@\" " + quote(patch_file) + " 2>/dev/null\n"
+       "echo @@APPLY@@; git -c safe.directory='*' apply --whitespace=fix \"$@\" " + quote(patch_file) + " 2>&1\n"
+       "echo \"@@APPLY_RC@@ $?\"\n"
+       "rm -rf r2e_tests run_tests.sh\n";
+  return s;
+}
+
+Prepared parse_prepare(const std::string& out) {
+  Prepared p;
+  size_t u = out.find("@@UNTRACKED@@\n"), n = out.find("@@NUMSTAT@@\n"), a = out.find("@@APPLY@@\n"),
+         rc = out.rfind("@@APPLY_RC@@ ");
+  if (u == std::string::npos || n == std::string::npos || a == std::string::npos || rc == std::string::npos || !(u < n && n < a && a < rc))
+    return p;
+  std::string list = out.substr(u + 14, n - u - 14);
+  for (size_t start = 0; start < list.size();) {
+    size_t nl = list.find('\n', start);
+    if (nl == std::string::npos) nl = list.size();
+    if (nl > start) p.untracked.push_back(list.substr(start, nl - start));
+    start = nl + 1;
+  }
+  p.numstat = out.substr(n + 12, a - n - 12);
+  p.apply_output = out.substr(a + 10, rc - a - 10);
+  p.apply_exit = std::atoi(out.c_str() + rc + 13);
+  p.complete = true;
+  return p;
+}
+
+nlohmann::json json_field(const nlohmann::json& record, const std::string& key) {
+  if (!record.contains(key)) throw std::invalid_argument("task record has no field \"" + key + "\"");
+  const auto& v = record[key];
+  if (!v.is_string()) return v;
+  try {
+    return nlohmann::json::parse(v.get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument("task record field \"" + key + "\" is not valid JSON: " + e.what());
+  }
+}
+
+Comparison compare(const std::map<std::string, std::string>& expected, const std::map<std::string, std::string>& got) {
+  Comparison c;
+  for (const auto& [name, status] : expected) {
+    auto it = got.find(name);
+    if (it == got.end()) c.mismatches.push_back({{"test", name}, {"expected", status}, {"got", "MISSING"}});
+    else if (it->second != status) c.mismatches.push_back({{"test", name}, {"expected", status}, {"got", it->second}});
+  }
+  for (const auto& [name, status] : got)
+    if (!expected.count(name)) c.mismatches.push_back({{"test", name}, {"expected", "ABSENT"}, {"got", status}});
+  c.match = c.mismatches.empty() && !expected.empty();
+  return c;
+}
+
+}  // namespace mlpt::r2e

@@ -1,0 +1,46 @@
+// The pieces of R2E-Gym grading that need no sandbox: the exclusion list and apply command, the
+// comparison with expected_output_json, and the task record fields the grader reads.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mlpt::r2e {
+
+// Paths the agent's patch may never change, on top of the files untracked at start: the hidden
+// tests and their runner (restored after the patch), and pytest's configuration hooks, through
+// which a patch could force results (conftest.py at any depth, pytest.ini).
+const std::vector<std::string>& protected_patterns();
+
+// `git apply --whitespace=fix --exclude=...` for the patch file, one --exclude per untracked file
+// and protected pattern.
+// `extra` is added to the options (e.g. "--numstat" to list what would be applied).
+std::string apply_command(const std::string& workspace, const std::string& patch_file,
+                          const std::vector<std::string>& untracked, const std::string& extra = "");
+
+// One shell script for the grading sandbox: lists the untracked files (adding them to
+// `untracked`), prints what the patch would change after every exclusion (--numstat), applies it
+// and removes any r2e_tests/ and run_tests.sh, with markers parse_prepare() reads.
+std::string prepare_script(const std::string& workspace, const std::string& patch_file,
+                           const std::vector<std::string>& untracked);
+struct Prepared {
+  std::vector<std::string> untracked;  // the grader's own list
+  std::string numstat, apply_output;
+  int apply_exit = -1;
+  bool complete = false;  // every marker was found
+};
+Prepared parse_prepare(const std::string& output);
+
+// A record's JSON-or-string field as JSON (R2E-Gym stores some fields as JSON text).
+nlohmann::json json_field(const nlohmann::json& record, const std::string& key);
+
+struct Comparison {
+  bool match = false;
+  nlohmann::json mismatches = nlohmann::json::array();  // [{"test", "expected", "got"}]
+};
+Comparison compare(const std::map<std::string, std::string>& expected, const std::map<std::string, std::string>& got);
+
+}  // namespace mlpt::r2e

@@ -1,0 +1,158 @@
+// Plugin mlpt_reward_r2e: component reward "r2e", R2E-Gym hidden-test grading (benchmark.md §4).
+// Every grade runs in a fresh sandbox from the task's image: the agent's patch is applied without
+// the files untracked at start and the protected test hooks, the hidden tests are written from the
+// task record (they are never in an image, so no agent sandbox can read them), run_tests.sh runs
+// under the test timeout, and the parsed statuses must equal expected_output_json exactly.
+#include <mlpt/sdk.hpp>
+
+#include <chrono>
+#include <set>
+
+#include "grading.hpp"
+#include "pytest_summary.hpp"
+
+namespace {
+
+using mlpt::sdk::Error;
+using nlohmann::json;
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string tail(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(s.size() - n); }
+
+class R2EReward final : public mlpt::sdk::Reward {
+ public:
+  explicit R2EReward(std::string_view config_json) {
+    json c = config_json.find_first_not_of(" \t\r\n") == std::string_view::npos ? json::object()
+                                                                                 : json::parse(config_json, nullptr, false);
+    if (!c.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: the config must be a JSON object");
+    for (auto& [k, v] : c.items()) {
+      if (k == "images" && v.is_string()) images_ = v.get<std::string>();
+      else if (k == "test_timeout_s" && v.is_number() && v.get<double>() > 0) test_timeout_s_ = v.get<double>();
+      else if (k == "workspace" && v.is_string()) workspace_ = v.get<std::string>();
+      else
+        throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: bad or unknown config key \"" + k +
+                                               "\" (known: images: str, test_timeout_s: number > 0, workspace: str)");
+    }
+  }
+
+  void grade(mlpt_grade_args& args) override {
+    json task = parse(mlpt::sdk::view(args.task_json), "task_json");
+    json result = parse(mlpt::sdk::view(args.result_json), "result_json");
+    if (!args.binding) throw Error(MLPT_INVALID_ARGUMENT, "reward r2e needs a sandbox binding");
+    std::map<std::string, std::string> expected;
+    try {
+      const json exp = mlpt::r2e::json_field(task, "expected_output_json");  // kept alive across the loop
+      for (auto& [k, v] : exp.items()) expected[k] = v.get<std::string>();
+    } catch (const std::exception& e) {
+      throw Error(MLPT_INVALID_ARGUMENT, std::string("reward r2e: ") + e.what());
+    }
+    if (expected.empty()) throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: expected_output_json is empty");
+
+    json details = {{"tests", json::object()}};
+    args.out_reward = 0.0;
+    args.out_flags = args.episode_end == MLPT_EPISODE_TIMEOUT ? MLPT_REWARD_FLAG_AGENT_TIMEOUT : 0u;
+    auto done = [&](const std::string& reason) {
+      details["reason"] = reason;
+      mlpt::sdk::write(args.details, details.dump());
+    };
+
+    const std::string patch = result.contains("patch") && result["patch"].is_string() ? result["patch"].get<std::string>() : "";
+    if (patch.find_first_not_of(" \t\r\n") == std::string::npos) return done("empty patch");
+
+    auto t0 = std::chrono::steady_clock::now();
+    mlpt::sdk::BoundSandbox box(args.binding, image_of(task));
+    details["timing"]["create_s"] = seconds_since(t0);
+
+    // Untracked files at start: the harness's list, and the grader's own view of the same image;
+    // then what is left of the patch after the exclusions, applied (one exec).
+    auto t1 = std::chrono::steady_clock::now();
+    std::vector<std::string> from_harness;
+    if (result.contains("untracked_at_start") && result["untracked_at_start"].is_array())
+      for (const auto& f : result["untracked_at_start"])
+        if (f.is_string()) from_harness.push_back(f.get<std::string>());
+    box.write_file("/tmp/mlpt_agent.patch", patch, 0644);
+    auto prep_run = box.exec(mlpt::r2e::prepare_script(workspace_, "/tmp/mlpt_agent.patch", from_harness), 120000);
+    auto prep = mlpt::r2e::parse_prepare(prep_run.output);
+    if (!prep.complete)
+      throw Error(MLPT_INTERNAL, "reward r2e: preparing the grading sandbox failed (exit " +
+                                     std::to_string(prep_run.exit_code) + "): " + tail(prep_run.output, 2000));
+    std::set<std::string> untracked(from_harness.begin(), from_harness.end());
+    untracked.insert(prep.untracked.begin(), prep.untracked.end());
+    details["excluded"] = std::vector<std::string>(untracked.begin(), untracked.end());
+    details["apply_output"] = tail(prep.apply_output, 4000);
+    if (prep.numstat.find_first_not_of(" \t\r\n") == std::string::npos && prep.apply_exit == 0) {
+      details["timing"]["apply_s"] = seconds_since(t1);
+      return done("empty patch (every change is in an excluded file)");
+    }
+    if (prep.apply_exit != 0) {
+      details["timing"]["apply_s"] = seconds_since(t1);
+      return done("patch does not apply");
+    }
+
+    // The hidden tests, from the record (the bundled suite) or from the image's own copy (R2E-Gym).
+    if (task.contains("hidden_tests") && task["hidden_tests"].is_object()) {
+      for (auto& [path, text] : task["hidden_tests"].items()) {
+        if (path.empty() || path[0] == '/' || path.find("..") != std::string::npos)
+          throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: hidden test path \"" + path + "\" must be relative");
+        box.write_file(workspace_ + "/" + path, text.get<std::string>(), path.size() > 3 && path.substr(path.size() - 3) == ".sh" ? 0755 : 0644);
+      }
+    } else {
+      auto copied = box.exec("cp -r /r2e_tests " + workspace_ + "/r2e_tests && cp /run_tests.sh " + workspace_ + "/run_tests.sh", 60000);
+      if (copied.exit_code != 0)
+        throw Error(MLPT_FAILED_PRECONDITION, "reward r2e: the task has no hidden_tests and the image has no /r2e_tests: " + copied.output);
+    }
+    details["timing"]["apply_s"] = seconds_since(t1);
+
+    auto t2 = std::chrono::steady_clock::now();
+    auto run = box.exec("cd " + workspace_ + " && if command -v bash >/dev/null; then bash run_tests.sh; else sh run_tests.sh; fi",
+                        static_cast<int64_t>(test_timeout_s_ * 1000), {}, 8u << 20);
+    details["timing"]["tests_s"] = seconds_since(t2);
+    details["test_exit_code"] = run.exit_code;
+    details["test_output_tail"] = tail(mlpt::r2e::strip_ansi(run.output), 4000);
+    if (run.timed_out) {
+      args.out_flags |= MLPT_REWARD_FLAG_TEST_TIMEOUT;
+      return done("test run timed out");
+    }
+    auto got = mlpt::r2e::parse_pytest_summary(run.output);
+    details["tests"] = got;
+    auto cmp = mlpt::r2e::compare(expected, got);
+    details["mismatches"] = cmp.mismatches;
+    if (!cmp.match) return done(got.empty() ? "no test results (pytest summary missing)" : "test statuses differ from expected");
+    args.out_reward = 1.0;
+    if (args.episode_end == MLPT_EPISODE_MAX_TURNS || args.episode_end == MLPT_EPISODE_MAX_CONTEXT)
+      args.out_flags |= MLPT_REWARD_FLAG_HIT_LIMIT;
+    done("tests match");
+  }
+
+ private:
+  static json parse(std::string_view text, const char* what) {
+    try {
+      return json::parse(text);
+    } catch (const json::exception& e) {
+      throw Error(MLPT_INVALID_ARGUMENT, std::string("reward r2e: ") + what + " is not valid JSON: " + e.what());
+    }
+  }
+  std::string image_of(const json& task) const {
+    if (task.contains("image") && task["image"].is_string()) return task["image"].get<std::string>();
+    if (!task.contains("repo_name") || !task["repo_name"].is_string() || !task.contains("commit_hash") ||
+        !task["commit_hash"].is_string())
+      throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: the task has neither \"image\" nor repo_name and commit_hash");
+    if (images_.empty())
+      throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: set \"images\" in the config (or give the task an \"image\")");
+    return images_ + "/" + task["repo_name"].get<std::string>() + "_final_" + task["commit_hash"].get<std::string>() + ".sif";
+  }
+
+  std::string images_, workspace_ = "/testbed";
+  double test_timeout_s_ = 60;
+};
+
+const mlpt_reward_capabilities kCapabilities = {MLPT_REWARD_CAPABILITIES_STRUCT_SIZE, /*needs_sandbox=*/1, /*binary=*/1};
+
+}  // namespace
+
+MLPT_SDK_PLUGIN("mlpt_reward_r2e", "0.1.0",
+                mlpt::sdk::reward_component<R2EReward>("r2e", "R2E-Gym hidden tests in a fresh sandbox, 1.0 or 0.0",
+                                                       &kCapabilities))

@@ -1,0 +1,157 @@
+// pytest summary parsing (on output captured from a bundled task), patch exclusion with real git,
+// binary-diff dropping, the exact comparison, and the task record loader's errors.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/rollout/task_record.hpp"
+#include "grading.hpp"
+#include "host_workspace.hpp"
+#include "patch.hpp"
+#include "pytest_summary.hpp"
+
+using agent_env_test::TempDir;
+
+TEST_CASE("the summary of real pytest output (colours on) gives the statuses by name after the file") {
+  std::string out = agent_env_test::read(std::string(MLPT_SOURCE_DIR) +
+                                         "/tests/integration/agent_env/fixtures/pytest_textkit_truncate_base.txt");
+  REQUIRE(out.find("\x1b[") != std::string::npos);
+  auto m = mlpt::r2e::parse_pytest_summary(out);
+  std::map<std::string, std::string> expected = {
+      {"test_cut_text_fits_width", "FAILED"},
+      {"test_result_never_longer_than_width[4]", "FAILED"},
+      {"test_result_never_longer_than_width[5]", "FAILED"},
+      {"test_result_never_longer_than_width[8]", "FAILED"},
+      {"test_result_never_longer_than_width[12]", "FAILED"},
+      {"test_short_text_unchanged", "PASSED"},
+      {"test_tiny_width_gives_part_of_ellipsis", "PASSED"},
+      {"test_negative_width_rejected", "PASSED"}};
+  CHECK(m == expected);
+}
+
+TEST_CASE("summary rules: classes joined with dots, reasons cut, CR removed, lines before the header ignored") {
+  std::string out =
+      "PASSED r2e_tests/t.py::early\n"
+      "=========================== short test summary info ===========================\r\n"
+      "PASSED r2e_tests/test_a.py::TestX::test_y\r\n"
+      "FAILED r2e_tests/test_a.py::TestX::test_z[a - b] - AssertionError: x - y\n"
+      "ERROR r2e_tests/test_b.py::test_fixture - fixture 'db' not found\n"
+      "SKIPPED [1] r2e_tests/test_c.py:3: skip\n"
+      "========================= 1 failed, 1 passed in 0.02s =========================\n";
+  auto m = mlpt::r2e::parse_pytest_summary(out);
+  CHECK(m == std::map<std::string, std::string>{{"TestX.test_y", "PASSED"}, {"TestX.test_z[a", "FAILED"},
+                                                 {"test_fixture", "ERROR"}});
+  CHECK(mlpt::r2e::parse_pytest_summary("no summary here\nPASSED x.py::t\n").empty());
+  CHECK(mlpt::r2e::strip_ansi("\x1b[31mFAILED\x1b[0m a\r") == "FAILED a");
+}
+
+TEST_CASE("comparison is exact: a missing, extra or different test is a mismatch") {
+  std::map<std::string, std::string> exp = {{"a", "PASSED"}, {"b", "PASSED"}};
+  CHECK(mlpt::r2e::compare(exp, exp).match);
+  CHECK_FALSE(mlpt::r2e::compare(exp, {{"a", "PASSED"}}).match);
+  CHECK_FALSE(mlpt::r2e::compare(exp, {{"a", "PASSED"}, {"b", "PASSED"}, {"c", "PASSED"}}).match);
+  auto c = mlpt::r2e::compare(exp, {{"a", "PASSED"}, {"b", "FAILED"}});
+  REQUIRE(c.mismatches.size() == 1);
+  CHECK(c.mismatches[0]["test"] == "b");
+  CHECK(c.mismatches[0]["got"] == "FAILED");
+}
+
+TEST_CASE("git apply skips untracked-at-start files, hidden tests, run_tests.sh and conftest.py at any depth") {
+  TempDir d;
+  auto sh = [&](const std::string& cmd) {
+    agent_env_test::HostWorkspace ws(d.path);
+    return ws.shell(cmd, 60000);
+  };
+  agent_env_test::write(d.path / "pkg" / "mod.py", "x = 1\n");
+  REQUIRE(sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init").exit_code == 0);
+  agent_env_test::write(d.path / "setup_env.sh", "# untracked at start\n");
+  // The agent's changes: a real fix, and edits that must not reach grading.
+  agent_env_test::write(d.path / "pkg" / "mod.py", "x = 2\n");
+  agent_env_test::write(d.path / "setup_env.sh", "# edited\n");
+  agent_env_test::write(d.path / "conftest.py", "forced = True\n");
+  agent_env_test::write(d.path / "pkg" / "conftest.py", "forced = True\n");
+  agent_env_test::write(d.path / "r2e_tests" / "test_fake.py", "def test_x(): pass\n");
+  agent_env_test::write(d.path / "run_tests.sh", "echo PASSED\n");
+  auto diff = sh(mlpt::openhands::patch_command(d.str(), "HEAD"));
+  REQUIRE(diff.exit_code == 0);
+  agent_env_test::write(d.path / "agent.patch", diff.output);
+  REQUIRE(sh("git reset -q --hard && git clean -fdq -e agent.patch && printf '# untracked at start\\n' > setup_env.sh").exit_code == 0);
+  auto applied = sh(mlpt::r2e::apply_command(d.str(), d.str() + "/agent.patch", {"setup_env.sh"}));
+  INFO(applied.output);
+  REQUIRE(applied.exit_code == 0);
+  CHECK(agent_env_test::read(d.path / "pkg" / "mod.py") == "x = 2\n");
+  CHECK(agent_env_test::read(d.path / "setup_env.sh") == "# untracked at start\n");
+  CHECK_FALSE(std::filesystem::exists(d.path / "conftest.py"));
+  CHECK_FALSE(std::filesystem::exists(d.path / "pkg" / "conftest.py"));
+  CHECK_FALSE(std::filesystem::exists(d.path / "r2e_tests"));
+  CHECK_FALSE(std::filesystem::exists(d.path / "run_tests.sh"));
+  // The grader's one-exec form gives the same tree and reports its own untracked list.
+  REQUIRE(sh("git reset -q --hard && git clean -fdq -e agent.patch && printf '# untracked at start\\n' > setup_env.sh").exit_code == 0);
+  auto prep = mlpt::r2e::parse_prepare(sh(mlpt::r2e::prepare_script(d.str(), d.str() + "/agent.patch", {})).output);
+  REQUIRE(prep.complete);
+  CHECK(prep.apply_exit == 0);
+  CHECK(prep.untracked == std::vector<std::string>{"agent.patch", "setup_env.sh"});
+  CHECK(prep.numstat.find("pkg/mod.py") != std::string::npos);
+  CHECK(prep.numstat.find("conftest.py") == std::string::npos);
+  CHECK(agent_env_test::read(d.path / "pkg" / "mod.py") == "x = 2\n");
+  CHECK(agent_env_test::read(d.path / "setup_env.sh") == "# untracked at start\n");
+  CHECK_FALSE(std::filesystem::exists(d.path / "conftest.py"));
+}
+
+TEST_CASE("binary diffs are dropped from the patch, text sections kept byte for byte") {
+  const std::string text = "diff --git a/a.py b/a.py\nindex 1..2 100644\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n";
+  const std::string binary = "diff --git a/img.png b/img.png\nnew file mode 100644\nindex 0..3\nBinary files /dev/null and b/img.png differ\n";
+  CHECK(mlpt::openhands::drop_binary_diffs(binary + text + binary) == text);
+  CHECK(mlpt::openhands::drop_binary_diffs(text) == text);
+  CHECK(mlpt::openhands::drop_binary_diffs("") == "");
+}
+
+TEST_CASE("the bundled suite loads: at least 12 tasks from 3 projects, images named <repo>_final_<commit>.sif") {
+  auto tasks = mlpt::rollout::load_task_records(std::string(MLPT_SOURCE_DIR) + "/tasks/suite.jsonl");
+  CHECK(tasks.size() >= 12);
+  std::set<std::string> repos;
+  for (const auto& t : tasks) {
+    repos.insert(t.repo_name);
+    CHECK(t.instance_id == "mlpt__" + t.repo_name + "-" + t.commit_hash);
+    CHECK(t.image("/img") == "/img/" + t.repo_name + "_final_" + t.commit_hash + ".sif");
+    CHECK_FALSE(t.base_commit.empty());
+  }
+  CHECK(repos.size() >= 3);
+  auto validation = mlpt::rollout::load_task_records(std::string(MLPT_SOURCE_DIR) + "/tasks/validation.jsonl");
+  CHECK(validation.size() >= 3);
+  CHECK(&mlpt::rollout::find_task(tasks, tasks[3].commit_hash.substr(0, 12)) == &tasks[3]);
+}
+
+TEST_CASE("malformed task rows are errors naming file, line and field") {
+  TempDir d;
+  std::string good;
+  {
+    std::ifstream in(std::string(MLPT_SOURCE_DIR) + "/tasks/suite.jsonl");
+    std::getline(in, good);
+  }
+  auto error_of = [&](const std::string& second_line) {
+    agent_env_test::write(d.path / "t.jsonl", good + "\n" + second_line + "\n");
+    try {
+      mlpt::rollout::load_task_records(d.path / "t.jsonl");
+    } catch (const mlpt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto row = nlohmann::json::parse(good);
+  CHECK_THAT(error_of("{not json"), Catch::Contains("t.jsonl:2: not valid JSON"));
+  auto r1 = row;
+  r1.erase("commit_hash");
+  CHECK_THAT(error_of(r1.dump()), Catch::Contains("t.jsonl:2: missing field \"commit_hash\""));
+  auto r2 = row;
+  r2["num_non_test_lines"] = "three";
+  CHECK_THAT(error_of(r2.dump()), Catch::Contains("t.jsonl:2: field \"num_non_test_lines\" has type string"));
+  auto r3 = row;
+  r3["expected_output_json"] = R"({"test_a": "WEIRD"})";
+  CHECK_THAT(error_of(r3.dump()), Catch::Contains("test \"test_a\" has status \"WEIRD\""));
+  auto r4 = row;
+  r4["expected_output_json"] = "{broken";
+  CHECK_THAT(error_of(r4.dump()), Catch::Contains("field \"expected_output_json\" is not valid JSON text"));
+}

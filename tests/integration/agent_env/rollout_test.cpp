@@ -1,0 +1,262 @@
+// Full rollouts through the real plugins (harness "openhands", sandbox "apptainer", reward "r2e")
+// for every bundled task, driven by a tiny loop that hands the harness parsed replies directly:
+// the golden patch through str_replace_editor then finish scores 1 on every task; no change scores
+// 0; each reward hack scores 0. Needs the images of scripts/build-task-images.sh.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+
+#include "core/components/instances.hpp"
+#include "core/plugin/plugin.hpp"
+#include "core/rollout/task_record.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Env {
+  mlpt::plugin::HostServices host;
+  std::shared_ptr<mlpt::plugin::Plugin> sandbox_so, harness_so, reward_so;
+  std::unique_ptr<mlpt::components::SandboxRuntime> runtime;
+  std::unique_ptr<mlpt::components::Harness> harness;
+  std::unique_ptr<mlpt::components::Reward> reward;
+  std::vector<mlpt::rollout::TaskRecord> tasks;
+  std::map<std::string, json> golden;
+  fs::path images = fs::path(MLPT_CACHE_DIR) / "images";
+
+  Env() {
+    auto plugin = [&](const char* name) { return mlpt::plugin::Plugin::load(fs::path(MLPT_PLUGIN_DIR) / name, host); };
+    sandbox_so = plugin("libmlpt_sandbox_apptainer.so");
+    harness_so = plugin("libmlpt_harness_openhands.so");
+    reward_so = plugin("libmlpt_reward_r2e.so");
+    runtime = std::make_unique<mlpt::components::SandboxRuntime>(sandbox_so->component(MLPT_COMPONENT_SANDBOX), json::object());
+    harness = std::make_unique<mlpt::components::Harness>(harness_so->component(MLPT_COMPONENT_HARNESS, "openhands"), json::object());
+    reward = std::make_unique<mlpt::components::Reward>(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"),
+                                                        json{{"images", images.string()}});
+    for (const char* f : {"suite.jsonl", "validation.jsonl"})
+      for (auto& t : mlpt::rollout::load_task_records(fs::path(MLPT_SOURCE_DIR) / "tasks" / f)) tasks.push_back(t);
+    std::ifstream g(fs::path(MLPT_SOURCE_DIR) / "tasks" / "golden.jsonl");
+    for (std::string line; std::getline(g, line);)
+      if (!line.empty()) {
+        json j = json::parse(line);
+        golden[j["instance_id"]] = j;
+      }
+    for (const auto& t : tasks)
+      if (!fs::exists(t.image(images)))
+        FAIL("missing task image " << t.image(images) << ": run scripts/build-task-images.sh (MLPT_CACHE_DIR=" << MLPT_CACHE_DIR << ")");
+  }
+
+  struct Rollout {
+    std::vector<json> observations;  // every message the harness wrote after the first ones
+    json result;
+    mlpt::components::Grade grade;
+  };
+  // A scripted agent: each reply in order until the harness says done; `inspect` runs in the
+  // agent's sandbox before the episode ends (for checks that need the live container).
+  Rollout run(const mlpt::rollout::TaskRecord& task, const std::vector<json>& replies,
+              mlpt_episode_end end = MLPT_EPISODE_FINISHED) {
+    Rollout r;
+    auto box = runtime->create(task.image(images).string());
+    const std::string task_json = task.row.dump();
+    auto episode = harness->start(task_json, runtime->binding(), box->handle());
+    for (const auto& reply : replies) {
+      json out = episode->step(reply);
+      for (auto& m : out["messages"]) r.observations.push_back(m);
+      if (out["done"].get<bool>()) break;
+    }
+    r.result = episode->finish(end);
+    episode.reset();
+    box.reset();
+    r.grade = reward->grade(task_json, r.result.dump(), end, runtime->binding());
+    return r;
+  }
+};
+
+Env& env() {
+  static Env e;
+  return e;
+}
+
+json call(const std::string& name, json args) {
+  args["security_risk"] = "LOW";
+  return {{"name", name}, {"arguments", std::move(args)}};
+}
+json reply(std::vector<json> calls, const std::string& content = "") {
+  return {{"content", content}, {"tool_calls", calls}, {"parse_errors", json::array()}};
+}
+json bash(const std::string& command) { return reply({call("execute_bash", {{"command", command}})}); }
+json finish() { return reply({call("finish", {{"message", "done"}})}); }
+
+std::string contents(const std::vector<json>& observations) {
+  std::string s;
+  for (const auto& o : observations) s += std::string(o["content"]) + "\n----\n";
+  return s;
+}
+
+// The hidden test's file name and one of its test functions.
+std::pair<std::string, std::string> hidden_test(const mlpt::rollout::TaskRecord& t) {
+  for (auto& [path, text] : t.row["hidden_tests"].items())
+    if (path.rfind("r2e_tests/", 0) == 0) return {path, t.expected.begin()->first};
+  return {};
+}
+
+// The first task of each project.
+std::vector<const mlpt::rollout::TaskRecord*> one_per_project() {
+  std::vector<const mlpt::rollout::TaskRecord*> out;
+  std::set<std::string> seen;
+  for (const auto& t : env().tasks)
+    if (seen.insert(t.repo_name).second) out.push_back(&t);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the golden patch applied with str_replace_editor, then finish, earns 1 on every bundled task") {
+  REQUIRE(env().tasks.size() >= 15);
+  std::set<std::string> explored;
+  for (const auto& task : env().tasks) {
+    const json& gold = env().golden.at(task.instance_id);
+    // The first task of each project also views the file and runs the repository's tests.
+    const bool explore = explored.insert(task.repo_name).second;
+    std::vector<json> replies;
+    if (explore)
+      replies.push_back(reply({call("str_replace_editor", {{"command", "view"}, {"path", gold["edits"][0]["path"]}})},
+                              "Let me look at the file."));
+    for (const auto& e : gold["edits"])
+      replies.push_back(reply({call("str_replace_editor", {{"command", "str_replace"}, {"path", e["path"]},
+                                                             {"old_str", e["old_str"]}, {"new_str", e["new_str"]}})}));
+    if (explore) replies.push_back(bash("cd /testbed && git status --short && python3 -m pytest -q tests 2>&1 | tail -1"));
+    replies.push_back(finish());
+    auto r = env().run(task, replies);
+    INFO(task.instance_id << "\n" << contents(r.observations) << "\ngrade: " << r.grade.details.dump(1));
+    REQUIRE(r.observations.size() >= 1);
+    if (explore) {
+      CHECK(std::string(r.observations[0]["content"]).rfind("Here's the result of running `cat -n` on /testbed/", 0) == 0);
+      CHECK(std::string(r.observations.back()["content"]).find(" passed") != std::string::npos);
+      CHECK(std::string(r.observations.back()["content"]).find("[Command finished with exit code 0]") != std::string::npos);
+    }
+    CHECK(std::string(r.observations[explore ? 1 : 0]["content"]).find(" has been edited. ") != std::string::npos);
+    CHECK(r.result["patch"] != "");
+    CHECK(r.result["untracked_at_start"] == json({"setup_env.sh"}));
+    CHECK(r.grade.reward == 1.0);
+    CHECK(r.grade.flags == 0u);
+    CHECK(r.grade.details["reason"] == "tests match");
+  }
+}
+
+TEST_CASE("no change earns 0 on every bundled task, after the continue nudge") {
+  for (const auto& task : env().tasks) {
+    auto r = env().run(task, {reply({}, "I am not sure what to do."), finish()});
+    INFO(task.instance_id << "\n" << r.grade.details.dump(1));
+    REQUIRE(!r.observations.empty());
+    CHECK(std::string(r.observations[0]["content"]).rfind("Please continue working on the task", 0) == 0);
+    CHECK(r.grade.reward == 0.0);
+    CHECK(std::string(r.grade.details["reason"]).rfind("empty patch", 0) == 0);
+  }
+}
+
+TEST_CASE("the golden patch cut off by the turn limit still earns 1 but is flagged") {
+  const auto& task = *one_per_project()[0];
+  const json& e = env().golden.at(task.instance_id)["edits"][0];
+  auto r = env().run(task, {reply({call("str_replace_editor", {{"command", "str_replace"}, {"path", e["path"]},
+                                                                 {"old_str", e["old_str"]}, {"new_str", e["new_str"]}})})},
+                     MLPT_EPISODE_MAX_TURNS);
+  CHECK(r.result["end"] == "max_turns");
+  CHECK(r.grade.reward == (env().golden.at(task.instance_id)["edits"].size() == 1 ? 1.0 : 0.0));
+  if (r.grade.reward == 1.0) CHECK(r.grade.flags == MLPT_REWARD_FLAG_HIT_LIMIT);
+}
+
+TEST_CASE("the hidden tests are not in the agent's sandbox, so they cannot be read during the rollout") {
+  for (const auto* task : one_per_project()) {
+    auto [file, name] = hidden_test(*task);
+    const std::string half = name.substr(0, name.size() / 2), rest = name.substr(name.size() / 2);
+    auto r = env().run(*task, {bash("ls /testbed/r2e_tests /r2e_tests /testbed/run_tests.sh /run_tests.sh 2>&1 | wc -l; "
+                                    "A=" + half + "; B=" + rest + "; grep -rl \"$A$B\" / --exclude-dir=proc --exclude-dir=sys "
+                                    "--exclude-dir=usr --exclude-dir=.mlpt_bash 2>/dev/null | head; echo scanned"),
+                               finish()});
+    const std::string out = r.observations.at(0)["content"];
+    INFO(task->instance_id << ": " << out);
+    CHECK(out.rfind("4\nscanned\n", 0) == 0);  // four "No such file" lines, no file holding the test's name
+    CHECK(r.grade.reward == 0.0);
+  }
+}
+
+TEST_CASE("reward hacks earn 0: fake hidden tests, deleted tests, a rewritten run_tests.sh, a forcing conftest.py") {
+  const std::string forcing_conftest =
+      "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+      "    outcome = yield\n    report = outcome.get_result()\n    report.outcome = 'passed'\n";
+  // Each hack on one task, rotating over the projects.
+  const auto projects = one_per_project();
+  for (size_t h = 0; h < 5; ++h) {
+    const auto* task = projects[h % projects.size()];
+    auto [file, name] = hidden_test(*task);
+    std::string fake_tests;
+    for (const auto& [test, status] : task->expected) {
+      std::string fn = test.substr(0, test.find('['));
+      if (fake_tests.find("def " + fn + "(") == std::string::npos) fake_tests += "def " + fn + "(*a):\n    pass\n\n";
+    }
+    std::string fake_summary = "echo '=== short test summary info ==='\n";
+    for (const auto& [test, status] : task->expected) fake_summary += "echo 'PASSED " + file + "::" + test + "'\n";
+    struct Hack {
+      const char* what;
+      std::vector<json> replies;
+    };
+    std::vector<Hack> hacks = {
+        {"hidden tests written by the agent",
+         {reply({call("str_replace_editor", {{"command", "create"}, {"path", "/testbed/" + file}, {"file_text", fake_tests}})}), finish()}},
+        {"repository tests deleted and the untracked setup file edited",
+         {bash("rm -rf /testbed/tests && echo 'exit 0' >> /testbed/setup_env.sh"), finish()}},
+        {"run_tests.sh rewritten",
+         {reply({call("str_replace_editor", {{"command", "create"}, {"path", "/testbed/run_tests.sh"}, {"file_text", fake_summary}})}), finish()}},
+        {"conftest.py forcing passes (root and package)",
+         {reply({call("str_replace_editor", {{"command", "create"}, {"path", "/testbed/conftest.py"}, {"file_text", forcing_conftest}}),
+                 call("str_replace_editor", {{"command", "create"}, {"path", "/testbed/" + task->repo_name + "/conftest.py"},
+                                             {"file_text", forcing_conftest}})}),
+          finish()}},
+        {"pytest.ini adding options",
+         {reply({call("str_replace_editor", {{"command", "create"}, {"path", "/testbed/pytest.ini"},
+                                             {"file_text", "[pytest]\naddopts = -p no:python\n"}})}), finish()}},
+    };
+    {
+      const auto& hack = hacks[h];
+      auto r = env().run(*task, hack.replies);
+      INFO(task->instance_id << ": " << hack.what << "\n" << contents(r.observations) << "\n" << r.grade.details.dump(1));
+      CHECK(r.result["patch"] != "");
+      CHECK(r.grade.reward == 0.0);
+    }
+  }
+}
+
+TEST_CASE("the forcing conftest.py would pass the unfixed code: the exclusion is what stops it") {
+  const auto* task = one_per_project()[0];
+  auto [file, name] = hidden_test(*task);
+  // In the agent's own sandbox, with the hidden tests written in by this test, the hack works ...
+  auto box = env().runtime->create(task->image(env().images).string());
+  const mlpt_sandbox_binding* b = env().runtime->binding();
+  auto write = [&](const std::string& path, const std::string& text, uint32_t mode) {
+    mlpt_sandbox_write_file_args a{MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE, box->handle(), {path.data(), path.size()},
+                                   {text.data(), text.size()}, mode};
+    mlpt::plugin::check(*b->errors, b->api->write_file(&a), "write_file");
+  };
+  for (auto& [path, text] : task->row["hidden_tests"].items()) write("/testbed/" + path, text.get<std::string>(), 0755);
+  write("/testbed/conftest.py",
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n", 0644);
+  std::string out;
+  mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, &out, [](void* ctx, const char* d, size_t n) { static_cast<std::string*>(ctx)->append(d, n); }};
+  const std::string cmd = "cd /testbed && sh run_tests.sh";
+  mlpt_sandbox_exec_args a{};
+  a.struct_size = MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE;
+  a.sandbox = box->handle();
+  a.command = {cmd.data(), cmd.size()};
+  a.timeout_ms = 60000;
+  a.output = &sink;
+  mlpt::plugin::check(*b->errors, b->api->exec(&a), "exec");
+  INFO(out);
+  CHECK(out.find("FAILED") == std::string::npos);
+  CHECK(out.find("PASSED " + file + "::" + name) != std::string::npos);
+}
