@@ -127,7 +127,10 @@ TEST_CASE("micro-batching and gradient accumulation do not change the step") {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i)
     for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, static_cast<double>(std::fabs(a[i][j] - p[i][j])));
-  CHECK(worst < 1e-6);
+  // Adam normalises each update to about lr = 3e-3 per element, so fp32 rounding of the gradient
+  // sums in another order moves a weight by a small fraction of that; a real accumulation bug
+  // (a micro-batch dropped or double-counted) moves weights by O(lr).
+  CHECK(worst < 1e-5);
 }
 
 TEST_CASE("the router stays frozen by default and trains when unfrozen") {
