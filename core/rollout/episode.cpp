@@ -90,7 +90,7 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
       break;
     }
     std::span<const int32_t> reply_ids(out.tokens.data(), out.tokens.size() - (stopped ? 1 : 0));
-    nlohmann::json reply = env.chat->parse_reply(env.tokenizer->decode(reply_ids), tools);
+    nlohmann::json reply = env.chat->parse_reply(env.tokenizer->decode(reply_ids), tools).to_json();
     t.core_s += seconds_since(core_started);
 
     env_started = Clock::now();
@@ -99,9 +99,9 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
     if (observation.value("done", false)) { end = MLPT_EPISODE_FINISHED; break; }
 
     core_started = Clock::now();
-    // The assistant turn must be closed if the engine stopped on length; then the new messages and
-    // the next generation prompt, appended without re-tokenizing anything already in the sequence.
-    auto next = env.chat->append_turns(t.tokens, stopped, observation.value("messages", nlohmann::json::array()));
+    // The chat format closes the assistant turn (if the engine stopped on length), then renders the
+    // new messages and the next generation prompt, never re-tokenizing what is in the sequence.
+    auto next = env.chat->append_turns(t.tokens, observation.value("messages", nlohmann::json::array()));
     t.core_s += seconds_since(core_started);
     if (static_cast<int64_t>(t.tokens.size() + next.size()) >= req.limits.max_sequence_length) {
       end = MLPT_EPISODE_MAX_CONTEXT;

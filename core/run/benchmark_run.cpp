@@ -102,7 +102,7 @@ class BenchmarkRun {
   std::unique_ptr<components::SandboxRuntime> sandboxes_;
   std::unique_ptr<components::Reward> reward_;
   std::unique_ptr<components::Harness> harness_;
-  std::optional<text::Tokenizer> tokenizer_;
+  std::shared_ptr<const text::Tokenizer> tokenizer_;
   std::unique_ptr<text::ChatFormat> chat_;
   Dataset train_, validation_;
   rollout::EpisodeEnvironment env_{};
@@ -137,8 +137,10 @@ void BenchmarkRun::fail(const std::string& reason) {
 void BenchmarkRun::initialise() {
   const auto& c = config_;
   set_ = std::make_unique<plugin::ComponentSet>(c.components, host_);
-  tokenizer_.emplace(text::Tokenizer::load(c.dataset.tokenizer));
-  chat_ = text::make_chat_format(c.dataset.chat_format, *tokenizer_);
+  tokenizer_ = std::make_shared<const text::Tokenizer>(text::Tokenizer::load(c.dataset.tokenizer));
+  chat_ = text::make_chat_format(c.dataset.chat_format, tokenizer_);
+  auto im_end = tokenizer_->token_to_id("<|im_end|>");
+  if (!im_end) throw Error(MLPT_INVALID_ARGUMENT, c.dataset.tokenizer.string() + ": the tokenizer has no <|im_end|> stop token");
 
   trainer_ = std::make_unique<components::Trainer>(set_->component(MLPT_COMPONENT_TRAINER),
                                                    trainer_settings(c, set_->settings(MLPT_COMPONENT_TRAINER)));
@@ -156,8 +158,8 @@ void BenchmarkRun::initialise() {
 
   const bool replay = c.run.record_routed_experts && engine_->capabilities().returns_routed_experts &&
                       trainer_->capabilities().supports_routing_replay;
-  env_ = rollout::EpisodeEnvironment{engine_.get(), harness_.get(), reward_.get(), sandboxes_.get(), &*tokenizer_,
-                                     chat_.get(), chat_->stop_tokens(), replay, &cancel_flag_};
+  env_ = rollout::EpisodeEnvironment{engine_.get(), harness_.get(), reward_.get(), sandboxes_.get(), tokenizer_.get(),
+                                     chat_.get(), {*im_end}, replay, &cancel_flag_};
 }
 
 rollout::EpisodeRequest BenchmarkRun::episode_request(const json& row, size_t row_index, const Dataset& data,

@@ -1,59 +1,91 @@
-// Chat formats: how messages become tokens for a model family, and how the model's reply becomes
-// tool calls. Two implementations, chosen by name: "qwen3" (Hermes JSON inside <tool_call>, the
-// template of Qwen3's tokenizer_config.json) and "qwen3_5" (XML <function=…><parameter=…>).
-//
-// Token-in, token-out: a rollout's sequence is rendered once (render_prompt) and then only ever
-// extended (append_turns); the tokens the engine generated are never re-tokenized. Template glue
-// (<|im_start|>, <tool_response>, …) becomes special tokens; message content is encoded as plain
-// text, so a file containing "<|im_end|>" cannot end a turn.
-//
-// Messages use the harness ABI's vocabulary (mlpt/harness.h): {"role", "content", "name",
-// "tool_calls": [{"name", "arguments"}], "reasoning_content"}; tools are OpenAI-style function
-// schemas {"type": "function", "function": {"name", "description", "parameters"}}.
+// Chat formats: rendering conversations to tokens (token-in, token-out) and parsing replies.
+// Messages and tools are JSON in the harness ABI's vocabulary:
+//   message {"role": "system"|"user"|"assistant"|"tool", "content": str, "name": str (tool),
+//            "tool_calls": [{"name": str, "arguments": {...}}], "reasoning_content": str}
+//   tool    {"type": "function", "function": {"name", "description", "parameters"}}
+// Template text and message content are tokenized apart: special tokens are recognised only in the
+// template's own text, so content such as a file holding "<|im_end|>" stays plain text.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/text/tokenizer.hpp"
+#include "core/text/tool_call_parser.hpp"
 
 namespace mlpt::text {
+
+struct ChatOptions {
+  bool enable_thinking = false;  // the benchmark runs with thinking disabled
+};
+
+// A rendered conversation: template pieces (which may name special tokens) and content pieces.
+class Rendered {
+ public:
+  void literal(std::string_view template_text);  // splits out the format's special tokens
+  void content(std::string_view text);           // never special
+  std::string text() const;
+  std::vector<int32_t> tokens(const Tokenizer& tok) const;
+
+ private:
+  struct Part {
+    bool special;
+    std::string text;
+  };
+  std::vector<Part> parts_;
+};
 
 class ChatFormat {
  public:
   virtual ~ChatFormat() = default;
+  virtual std::string name() const = 0;
 
-  // The whole prompt as text: system turn (with tools), every message, and (when asked) the
-  // generation prompt with thinking disabled — the benchmark's mode.
-  virtual std::string render_text(const nlohmann::json& messages, const nlohmann::json& tools,
-                                  bool add_generation_prompt) const = 0;
-  // The same as tokens, content encoded as plain text.
-  virtual std::vector<int32_t> render_prompt(const nlohmann::json& messages, const nlohmann::json& tools) const = 0;
+  // The whole prompt: system (+ tools), the messages, and the generation prompt if asked.
+  std::vector<int32_t> render_prompt(const nlohmann::json& messages, const nlohmann::json& tools,
+                                     bool add_generation_prompt = true) const;
+  std::string render_text(const nlohmann::json& messages, const nlohmann::json& tools,
+                          bool add_generation_prompt = true) const;
 
-  // The tokens that follow the model's turn at the end of `sequence`: the end of that turn when the
-  // engine stopped before its stop token (`closed` false), then `messages` (consecutive tool results
-  // merged into one user turn, user messages), then the next generation prompt. `sequence` itself
-  // is not changed: the result is appended by the caller.
-  virtual std::vector<int32_t> append_turns(const std::vector<int32_t>& sequence, bool closed,
-                                            const nlohmann::json& messages) const = 0;
+  // Multi-turn: `existing` is the sequence so far (prompt + generated tokens exactly as sampled);
+  // returns only the tokens to append for `new_messages` (tool results, a user nudge) and the next
+  // generation prompt. Closes the assistant turn (`<|im_end|>` if the sample lacks it, then "\n").
+  // Throws mlpt::Error if new_messages holds an assistant or system message (they are never re-rendered).
+  std::vector<int32_t> append_turns(std::span<const int32_t> existing, const nlohmann::json& new_messages,
+                                    bool add_generation_prompt = true) const;
+  // Appends in place and checks that the tokens already there were left unchanged.
+  void extend(std::vector<int32_t>& sequence, const nlohmann::json& new_messages, bool add_generation_prompt = true) const;
 
-  // The model's decoded reply as {"content", "tool_calls": [{"name", "arguments"}], "parse_errors"}.
-  // Never throws for garbled output: each problem is a parse_errors entry the harness shows the model.
-  virtual nlohmann::json parse_reply(const std::string& text, const nlohmann::json& tools) const = 0;
+  std::vector<int32_t> generation_prompt() const;
+  std::string generation_prompt_text() const;
 
-  // Tokens that end a generated turn (<|im_end|>).
-  virtual std::vector<int32_t> stop_tokens() const = 0;
+  // Decoded assistant text to {content, tool_calls, parse_errors}; never throws on model output.
+  virtual ParsedReply parse_reply(std::string_view text, const nlohmann::json& tools) const = 0;
+
+  const Tokenizer& tokenizer() const { return *tok_; }
+
+ protected:
+  ChatFormat(std::shared_ptr<const Tokenizer> tok, ChatOptions options) : tok_(std::move(tok)), options_(options) {}
+  void render(Rendered& out, const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt) const;
+  void render_turns(Rendered& out, const nlohmann::json& messages, size_t first, long last_query) const;
+  virtual void render_tools_system(Rendered& out, const nlohmann::json& tools, const std::string* system) const = 0;
+  virtual void render_tool_calls(Rendered& out, const nlohmann::json& calls, bool content_empty) const = 0;
+  virtual void render_generation_prompt(Rendered& out) const = 0;
+
+  std::shared_ptr<const Tokenizer> tok_;
+  ChatOptions options_;
 };
 
-// "qwen3" or "qwen3_5"; throws mlpt::Error for another name or a tokenizer lacking the format's
-// special tokens.
-std::unique_ptr<ChatFormat> make_chat_format(const std::string& name, const Tokenizer& tokenizer);
+// "qwen3" / "qwen3_moe" (Hermes JSON tool calls) or "qwen3_5" / "qwen3_5_moe" / "qwen3.5" (XML tool
+// calls), as in the model config's model_type. Throws mlpt::Error for anything else.
+std::unique_ptr<ChatFormat> make_chat_format(std::string_view model_type, std::shared_ptr<const Tokenizer> tok,
+                                             ChatOptions options = {});
 
-// JSON as Python's json.dumps(ensure_ascii=False) writes it (", " and ": " separators), which is
-// what the templates' tojson produces.
-std::string python_json(const nlohmann::json& value);
+// JSON as the templates' `tojson` writes it (Python json.dumps: ", " and ": ", non-ASCII kept).
+std::string to_template_json(const nlohmann::json& value);
 
 }  // namespace mlpt::text

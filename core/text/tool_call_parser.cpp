@@ -1,179 +1,283 @@
 #include "core/text/tool_call_parser.hpp"
 
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/text/unicode.hpp"
+
 namespace mlpt::text {
 namespace {
 
-using json = nlohmann::json;
+using nlohmann::json;
+
+constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+std::string_view rtrim(std::string_view s) {
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+// A short, printable excerpt of model text for an error message.
+std::string excerpt(std::string_view s) {
+  std::string e(s.substr(0, 60));
+  e = unicode::to_valid_utf8(e);
+  return json(e).dump() + (s.size() > 60 ? "..." : "");
+}
 
 const json* find_tool(const json& tools, const std::string& name) {
+  if (!tools.is_array()) return nullptr;
   for (const auto& t : tools) {
     const json& f = t.contains("function") ? t["function"] : t;
-    if (f.value("name", std::string()) == name) return &f;
+    if (f.is_object() && f.value("name", "") == name) return &f;
   }
   return nullptr;
 }
 
 std::string tool_names(const json& tools) {
-  std::string out;
-  for (const auto& t : tools) {
-    const json& f = t.contains("function") ? t["function"] : t;
-    out += (out.empty() ? "" : ", ") + f.value("name", std::string("?"));
-  }
-  return out;
+  std::string names;
+  if (tools.is_array())
+    for (const auto& t : tools) {
+      const json& f = t.contains("function") ? t["function"] : t;
+      if (f.is_object() && f.contains("name") && f["name"].is_string())
+        names += (names.empty() ? "" : ", ") + f["name"].get<std::string>();
+    }
+  return names.empty() ? "none" : names;
 }
 
-// Converts `v` to `type` where the conversion is unambiguous; returns false when it is not possible.
-bool convert(json& v, const std::string& type) {
-  if (type.empty()) return true;
-  if (type == "string") {
-    if (v.is_string()) return true;
-    if (v.is_number() || v.is_boolean()) return v = v.dump(), true;
+// Checks the function exists and its required parameters are present; returns false with errors.
+bool validate(const json& tools, const std::string& name, const json& args, const std::string& who,
+              std::vector<std::string>& errors, const json** tool_out) {
+  const json* tool = find_tool(tools, name);
+  *tool_out = tool;
+  if (!tool) {
+    errors.push_back(who + ": unknown function '" + name + "' (available: " + tool_names(tools) + ")");
     return false;
   }
-  if (v.is_string()) {
-    const std::string s = v.get<std::string>();
-    json parsed = json::parse(s, nullptr, false);
-    if (parsed.is_discarded()) {
-      if (type == "boolean" && (s == "True" || s == "False")) return v = (s == "True"), true;
-      return false;
-    }
-    v = parsed;
-  }
-  if (type == "integer") {
-    if (v.is_number_integer()) return true;
-    if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
-      return v = static_cast<int64_t>(v.get<double>()), true;
-    return false;
-  }
-  if (type == "number") return v.is_number();
-  if (type == "boolean") return v.is_boolean();
-  if (type == "array") return v.is_array();
-  if (type == "object") return v.is_object();
-  return true;
+  bool ok = true;
+  const json params = tool->value("parameters", json::object());
+  if (params.is_object() && params.contains("required") && params["required"].is_array())
+    for (const auto& r : params["required"])
+      if (r.is_string() && !args.contains(r.get<std::string>())) {
+        errors.push_back(who + " (" + name + "): missing required parameter '" + r.get<std::string>() + "'");
+        ok = false;
+      }
+  return ok;
 }
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+const json* property_schema(const json* tool, const std::string& key) {
+  if (!tool || !tool->contains("parameters")) return nullptr;
+  const json& p = (*tool)["parameters"];
+  if (!p.is_object() || !p.contains("properties") || !p["properties"].is_object()) return nullptr;
+  auto it = p["properties"].find(key);
+  return it == p["properties"].end() ? nullptr : &*it;
 }
 
-// Splits `text` into the content before the first <tool_call> and the bodies of the blocks.
-// Unclosed blocks and text after the last block become errors.
-void split_blocks(const std::string& text, ParsedReply& r, std::vector<std::string>& bodies) {
-  static const std::string open = "<tool_call>", close = "</tool_call>";
-  size_t first = text.find(open);
-  r.content = first == std::string::npos ? text : text.substr(0, first);
-  while (r.content.size() && (r.content.back() == '\n' || r.content.back() == ' ')) r.content.pop_back();
-  size_t at = first;
-  while (at != std::string::npos) {
-    size_t end = text.find(close, at + open.size());
-    if (end == std::string::npos) {
-      r.errors.push_back("a <tool_call> block is not closed with </tool_call>");
-      return;
-    }
-    bodies.push_back(text.substr(at + open.size(), end - at - open.size()));
-    size_t next = text.find(open, end + close.size());
-    std::string between = text.substr(end + close.size(), next == std::string::npos ? std::string::npos : next - end - close.size());
-    if (!trim(between).empty())
-      r.errors.push_back("text after </tool_call> is not allowed: \"" + trim(between).substr(0, 80) + "\"");
-    at = next;
+// Splits the reply into the content and the region of tool calls; the common front of both parsers.
+struct Front {
+  std::string_view content, rest;
+  bool has_calls = false;
+};
+Front front(std::string_view text) {
+  for (std::string_view eos : {"<|im_end|>", "<|endoftext|>"})
+    if (text.size() >= eos.size() && text.substr(text.size() - eos.size()) == eos) text.remove_suffix(eos.size());
+  if (size_t t = text.rfind("</think>"); t != std::string_view::npos) {
+    text.remove_prefix(t + 8);
+    while (!text.empty() && text.front() == '\n') text.remove_prefix(1);
   }
+  Front f;
+  size_t at = text.find(kOpen);
+  if (at == std::string_view::npos) {
+    f.content = text;
+    return f;
+  }
+  f.content = rtrim(text.substr(0, at));
+  f.rest = text.substr(at);
+  f.has_calls = true;
+  return f;
+}
+
+// Walks <tool_call>BODY</tool_call> blocks; `body` parses one and returns false if it was bad.
+template <class Body>
+ParsedReply walk(std::string_view raw_text, Body body) {
+  ParsedReply r;
+  const std::string text = unicode::to_valid_utf8(raw_text);  // results must be valid JSON strings
+  Front f = front(text);
+  r.content = std::string(f.content);
+  std::string_view rest = f.rest;
+  for (int n = 1; f.has_calls; ++n) {
+    std::string who = "tool call " + std::to_string(n);
+    rest.remove_prefix(kOpen.size());
+    size_t close = rest.find(kClose);
+    size_t next_open = rest.find(kOpen);
+    if (close == std::string_view::npos || (next_open != std::string_view::npos && next_open < close)) {
+      r.parse_errors.push_back(who + ": <tool_call> is not closed by </tool_call>");
+      if (next_open == std::string_view::npos) break;
+      rest = rest.substr(next_open);
+      continue;
+    }
+    body(trim(rest.substr(0, close)), who, r);
+    rest = rest.substr(close + kClose.size());
+    std::string_view after = trim(rest);
+    if (after.empty()) break;
+    if (after.substr(0, kOpen.size()) != kOpen) {
+      r.parse_errors.push_back("text after the last tool call is not allowed: " + excerpt(after));
+      break;
+    }
+    rest = after;
+  }
+  return r;
 }
 
 }  // namespace
 
 json ParsedReply::to_json() const {
-  return json{{"content", content}, {"tool_calls", tool_calls}, {"parse_errors", errors}};
+  return {{"content", content}, {"tool_calls", tool_calls}, {"parse_errors", parse_errors}};
 }
 
-std::string validate_call(json& call, const json& tools) {
-  const std::string name = call.value("name", std::string());
-  const json* tool = find_tool(tools, name);
-  if (!tool) return "unknown function \"" + name + "\" (available: " + tool_names(tools) + ")";
-  json& args = call["arguments"];
-  if (args.is_null()) args = json::object();
-  if (!args.is_object()) return "the arguments of " + name + " must be an object";
-  const json params = tool->value("parameters", json::object());
-  const json props = params.value("properties", json::object());
-  for (const auto& req : params.value("required", json::array()))
-    if (req.is_string() && !args.contains(req.get<std::string>()))
-      return "missing required parameter \"" + req.get<std::string>() + "\" for " + name;
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    if (!props.contains(it.key())) return "unknown parameter \"" + it.key() + "\" for " + name;
-    const std::string type = props[it.key()].value("type", std::string());
-    if (!convert(it.value(), type))
-      return "parameter \"" + it.key() + "\" of " + name + " must be of type " + type + ", got " + it.value().dump().substr(0, 80);
+json convert_parameter(const std::string& raw, const json& schema, std::string& error) {
+  std::vector<std::string> types;
+  if (schema.is_object() && schema.contains("type")) {
+    if (schema["type"].is_string()) types.push_back(schema["type"]);
+    else if (schema["type"].is_array())
+      for (const auto& t : schema["type"])
+        if (t.is_string()) types.push_back(t);
   }
-  return "";
-}
-
-ParsedReply parse_hermes_tool_calls(const std::string& text, const json& tools) {
-  ParsedReply r;
-  std::vector<std::string> bodies;
-  split_blocks(text, r, bodies);
-  for (const auto& body : bodies) {
-    json call = json::parse(trim(body), nullptr, false);
-    if (call.is_discarded() || !call.is_object()) {
-      r.errors.push_back("the tool call is not a JSON object: " + trim(body).substr(0, 120));
-      continue;
+  if (types.empty()) return raw;  // no type: keep the text
+  std::string t = trim(raw).empty() ? "" : std::string(trim(raw));
+  std::string last_error;
+  for (const std::string& type : types) {
+    if (type == "string") return raw;
+    if (type == "null" && t == "null") return nullptr;
+    if (type == "integer") {
+      errno = 0;
+      char* end = nullptr;
+      long long v = std::strtoll(t.c_str(), &end, 10);
+      if (!t.empty() && end && *end == '\0' && errno == 0) return v;
+      last_error = "is not an integer";
+    } else if (type == "number") {
+      errno = 0;
+      char* end = nullptr;
+      long long iv = std::strtoll(t.c_str(), &end, 10);
+      if (!t.empty() && *end == '\0' && errno == 0) return iv;
+      double v = std::strtod(t.c_str(), &end);
+      if (!t.empty() && end && *end == '\0' && errno == 0) return v;
+      last_error = "is not a number";
+    } else if (type == "boolean") {
+      std::string l = t;
+      for (auto& c : l) c = char(std::tolower(static_cast<unsigned char>(c)));
+      if (l == "true") return true;
+      if (l == "false") return false;
+      last_error = "is not a boolean (true or false)";
+    } else if (type == "object" || type == "array") {
+      json v = json::parse(t, nullptr, false);
+      if (!v.is_discarded() && (type == "object" ? v.is_object() : v.is_array())) return v;
+      last_error = v.is_discarded() ? "is not valid JSON" : "is JSON but not an " + type;
+    } else if (type != "null") {
+      return raw;  // a type this parser does not convert
     }
-    if (!call.contains("name") || !call["name"].is_string()) {
-      r.errors.push_back("the tool call has no string \"name\"");
-      continue;
-    }
-    if (call.contains("arguments") && call["arguments"].is_string()) {
-      json parsed = json::parse(call["arguments"].get<std::string>(), nullptr, false);
-      if (!parsed.is_discarded()) call["arguments"] = parsed;
-    }
-    json clean = {{"name", call["name"]}, {"arguments", call.value("arguments", json::object())}};
-    std::string error = validate_call(clean, tools);
-    if (error.empty()) r.tool_calls.push_back(std::move(clean));
-    else r.errors.push_back(error);
   }
-  return r;
+  error = last_error.empty() ? "does not match its schema type" : last_error;
+  return nullptr;
 }
 
-ParsedReply parse_xml_tool_calls(const std::string& text, const json& tools) {
-  ParsedReply r;
-  std::vector<std::string> bodies;
-  split_blocks(text, r, bodies);
-  for (const auto& body : bodies) {
-    size_t f = body.find("<function=");
-    size_t gt = f == std::string::npos ? f : body.find('>', f);
-    if (gt == std::string::npos) {
-      r.errors.push_back("the tool call has no <function=NAME> tag");
-      continue;
+ParsedReply parse_xml_tool_calls(std::string_view text, const json& tools) {
+  return walk(text, [&](std::string_view body, const std::string& who, ParsedReply& r) {
+    constexpr std::string_view kFn = "<function=", kFnEnd = "</function>", kP = "<parameter=", kPEnd = "</parameter>";
+    if (body.substr(0, kFn.size()) != kFn) {
+      r.parse_errors.push_back(who + ": expected <function=NAME> but found " + excerpt(body));
+      return;
     }
-    json call = {{"name", trim(body.substr(f + 10, gt - f - 10))}, {"arguments", json::object()}};
-    size_t end_fn = body.find("</function>", gt);
-    if (end_fn == std::string::npos) {
-      r.errors.push_back("<function=" + call["name"].get<std::string>() + "> is not closed with </function>");
-      continue;
+    size_t gt = body.find('>');
+    std::string name(trim(body.substr(kFn.size(), gt == std::string_view::npos ? 0 : gt - kFn.size())));
+    if (gt == std::string_view::npos || name.empty() || name.find('\n') != std::string::npos) {
+      r.parse_errors.push_back(who + ": malformed <function=NAME> tag: " + excerpt(body));
+      return;
     }
-    std::string inner = body.substr(gt + 1, end_fn - gt - 1);
+    std::string_view inner = body.substr(gt + 1);
+    size_t fn_end = inner.rfind(kFnEnd);
+    if (fn_end == std::string_view::npos) {
+      r.parse_errors.push_back(who + " (" + name + "): <function=" + name + "> is not closed by </function>");
+      return;
+    }
+    if (!trim(inner.substr(fn_end + kFnEnd.size())).empty()) {
+      r.parse_errors.push_back(who + " (" + name + "): text after </function>: " + excerpt(trim(inner.substr(fn_end + kFnEnd.size()))));
+      return;
+    }
+    inner = inner.substr(0, fn_end);
+    const json* tool = find_tool(tools, name);
+    json args = json::object();
     bool ok = true;
-    for (size_t p = inner.find("<parameter="); p != std::string::npos; p = inner.find("<parameter=", p)) {
-      size_t pgt = inner.find('>', p);
-      size_t pend = pgt == std::string::npos ? pgt : inner.find("</parameter>", pgt);
-      if (pend == std::string::npos) {
-        r.errors.push_back("a <parameter=…> of " + call["name"].get<std::string>() + " is not closed with </parameter>");
+    for (std::string_view p = trim(inner); !p.empty(); p = trim(p)) {
+      if (p.substr(0, kP.size()) != kP) {
+        r.parse_errors.push_back(who + " (" + name + "): expected <parameter=KEY> but found " + excerpt(p));
         ok = false;
         break;
       }
-      std::string key = trim(inner.substr(p + 11, pgt - p - 11));
-      std::string value = inner.substr(pgt + 1, pend - pgt - 1);
-      // The format puts the value on its own lines: one leading and one trailing newline are syntax.
-      if (!value.empty() && value.front() == '\n') value.erase(0, 1);
-      if (!value.empty() && value.back() == '\n') value.pop_back();
-      call["arguments"][key] = value;
-      p = pend + 12;
+      size_t kgt = p.find('>');
+      std::string key(kgt == std::string_view::npos ? std::string_view() : trim(p.substr(kP.size(), kgt - kP.size())));
+      if (kgt == std::string_view::npos || key.empty() || key.find('\n') != std::string::npos) {
+        r.parse_errors.push_back(who + " (" + name + "): malformed <parameter=KEY> tag: " + excerpt(p));
+        ok = false;
+        break;
+      }
+      size_t vend = p.find(kPEnd, kgt + 1);
+      if (vend == std::string_view::npos) {
+        r.parse_errors.push_back(who + " (" + name + "): <parameter=" + key + "> is not closed by </parameter>");
+        ok = false;
+        break;
+      }
+      std::string_view value = p.substr(kgt + 1, vend - kgt - 1);
+      if (!value.empty() && value.front() == '\n') value.remove_prefix(1);
+      if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
+      p.remove_prefix(vend + kPEnd.size());
+      if (args.contains(key)) {
+        r.parse_errors.push_back(who + " (" + name + "): parameter '" + key + "' is given twice");
+        ok = false;
+        continue;
+      }
+      std::string raw(value), error;
+      const json* schema = property_schema(tool, key);
+      json v = schema ? convert_parameter(raw, *schema, error) : json(raw);
+      if (!error.empty()) {
+        r.parse_errors.push_back(who + " (" + name + "): parameter '" + key + "' " + error + ": " + excerpt(raw));
+        ok = false;
+        continue;
+      }
+      args[key] = std::move(v);
     }
-    if (!ok) continue;
-    std::string error = validate_call(call, tools);
-    if (error.empty()) r.tool_calls.push_back(std::move(call));
-    else r.errors.push_back(error);
-  }
-  return r;
+    const json* t;
+    if (validate(tools, name, args, who, r.parse_errors, &t) && ok)
+      r.tool_calls.push_back({{"name", name}, {"arguments", std::move(args)}});
+  });
+}
+
+ParsedReply parse_hermes_tool_calls(std::string_view text, const json& tools) {
+  return walk(text, [&](std::string_view body, const std::string& who, ParsedReply& r) {
+    json call = json::parse(body, nullptr, false);
+    if (call.is_discarded() || !call.is_object()) {
+      r.parse_errors.push_back(who + ": not a valid JSON object: " + excerpt(body));
+      return;
+    }
+    if (!call.contains("name") || !call["name"].is_string()) {
+      r.parse_errors.push_back(who + ": the JSON has no string \"name\"");
+      return;
+    }
+    std::string name = call["name"];
+    json args = call.value("arguments", json::object());
+    if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
+    if (args.is_discarded() || !args.is_object()) {
+      r.parse_errors.push_back(who + " (" + name + "): \"arguments\" is not a JSON object");
+      return;
+    }
+    const json* t;
+    if (validate(tools, name, args, who, r.parse_errors, &t))
+      r.tool_calls.push_back({{"name", name}, {"arguments", std::move(args)}});
+  });
 }
 
 }  // namespace mlpt::text

@@ -1,9 +1,9 @@
-// Tool calls out of model text, for both Qwen formats, with argument values converted by the tool's
-// JSON schema. Garbled output never throws: every problem becomes a message in `errors` that names
-// what is wrong, for the harness to show the model as an observation.
+// Parsing model replies into tool calls, for both Qwen formats. Never throws on model output:
+// anything garbled becomes a message in parse_errors, which the harness can show the model.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -11,20 +11,22 @@
 namespace mlpt::text {
 
 struct ParsedReply {
-  std::string content;               // text before the first tool call
-  nlohmann::json tool_calls = nlohmann::json::array();  // [{"name", "arguments"}]
-  std::vector<std::string> errors;   // one per call that could not be used
+  std::string content;                                     // text before the first tool call
+  nlohmann::json tool_calls = nlohmann::json::array();     // [{"name", "arguments": {...}}], valid calls only
+  std::vector<std::string> parse_errors;                   // one line each, naming the call
+  // {"content", "tool_calls", "parse_errors"}: what the core passes to the harness.
   nlohmann::json to_json() const;
 };
 
-// Hermes style (Qwen3): <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>
-ParsedReply parse_hermes_tool_calls(const std::string& text, const nlohmann::json& tools);
-// XML style (Qwen3.5): <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>
-ParsedReply parse_xml_tool_calls(const std::string& text, const nlohmann::json& tools);
+// Qwen3.5 / Qwen3-Coder XML calls:
+//   <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>
+// Values are converted with the tool's JSON schema (`tools`: OpenAI function format).
+ParsedReply parse_xml_tool_calls(std::string_view text, const nlohmann::json& tools);
+// Qwen3 Hermes calls: <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>
+ParsedReply parse_hermes_tool_calls(std::string_view text, const nlohmann::json& tools);
 
-// Checks a call against the tools and converts argument values to the schema's types (a string
-// "5" for an integer, a JSON array written as text, numbers or booleans where a string is wanted).
-// Returns an error message, or "" when the call is usable (then `call` is converted in place).
-std::string validate_call(nlohmann::json& call, const nlohmann::json& tools);
+// A parameter's raw text as the JSON value its schema asks for ("integer", "number", "boolean",
+// "object", "array", "string", "null", or a list of those). On failure returns null and sets `error`.
+nlohmann::json convert_parameter(const std::string& raw, const nlohmann::json& schema, std::string& error);
 
 }  // namespace mlpt::text

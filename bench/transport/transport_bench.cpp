@@ -1,0 +1,302 @@
+// bench_transport: GB/s of the UCX weight transport between two processes on this machine, for one
+// weight set (default 1 GiB: 64 tensors of 16 MiB) in 1, 4, 16 and 64 MiB buckets, against two
+// baselines measured in the same run on the same machine:
+//   - memcpy of the same bytes into a pre-faulted buffer (what one copy costs here), and
+//   - ucx_perftest -t tag_bw with the bucket size as message size (UCX's own best for the data path
+//     the transport uses: tagged rendezvous messages, CMA/shared memory between processes).
+// A transport time is one whole send(): metadata, every bucket, commit and the receiver's ack.
+//
+//   bench_transport [--mib N] [--reps N] [--buckets 1,4,16,64] [--no-perftest]
+// The receiving process is this executable started with --receiver (internal).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/plugin/plugin.hpp"
+#include "mlpt/transport.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Transport {
+  mlpt::plugin::HostServices host;
+  std::shared_ptr<mlpt::plugin::Plugin> plugin;
+  mlpt::plugin::Component component;
+  const mlpt_transport_api* api;
+  Transport() {
+    plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_transport_ucx.so", host);
+    component = plugin->component(MLPT_COMPONENT_TRANSPORT, "ucx");
+    api = component.table<mlpt_transport_api>();
+  }
+  mlpt_transport* create(mlpt_transport_role role, const std::string& config) {
+    mlpt_transport_create_args a{MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE, {config.data(), config.size()}, role, {"bench", 5}, nullptr};
+    mlpt::plugin::check(component, api->create(&a), "create");
+    return a.transport;
+  }
+};
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const char* out_path = nullptr) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (out_path) {
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  }
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// ---- the receiving process ----
+int run_receiver(const std::string& config, int count) {
+  Transport t;
+  mlpt_transport* rx = t.create(MLPT_TRANSPORT_RECEIVER, config);
+  uint64_t next = 1;
+  for (int i = 0; i < count; ++i) {
+    mlpt_transport_receive_args a{};
+    a.struct_size = MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE;
+    a.transport = rx;
+    a.min_version = next;
+    a.timeout_ms = 60000;
+    mlpt::plugin::check(t.component, t.api->receive(&a), "receive");
+    mlpt::plugin::check(t.component, t.api->release(rx, a.out_version), "release");
+    next = a.out_version + 1;
+  }
+  t.api->destroy(rx);
+  return 0;
+}
+
+// ---- measurements ----
+struct Weights {
+  std::vector<std::string> names;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t*> data;
+  std::vector<mlpt_named_tensor> views;
+  size_t tensor_bytes, total;
+  Weights(size_t count, size_t bytes) : tensor_bytes(bytes), total(count * bytes) {
+    shape = {static_cast<int64_t>(bytes / 4)};
+    for (size_t i = 0; i < count; ++i) {
+      names.push_back("model.layers." + std::to_string(i) + ".weight");
+      auto* p = static_cast<uint8_t*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      for (size_t k = 0; k < bytes; k += 4096) p[k] = static_cast<uint8_t>(i + k);
+      data.push_back(p);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      mlpt_named_tensor v{};
+      v.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
+      v.name = {names[i].data(), names[i].size()};
+      v.tensor.data = data[i];
+      v.tensor.device = {kDLCPU, 0};
+      v.tensor.ndim = 1;
+      v.tensor.dtype = {kDLFloat, 32, 1};
+      v.tensor.shape = shape.data();
+      views.push_back(v);
+    }
+  }
+  ~Weights() {
+    for (auto* p : data) munmap(p, tensor_bytes);
+  }
+};
+
+double memcpy_gbps(const Weights& w, int reps) {
+  auto* dst = static_cast<uint8_t*>(mmap(nullptr, w.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  std::memset(dst, 0, w.total);  // pre-fault, as the transport's receive buffers are after warm-up
+  double best = 1e30;
+  for (int r = 0; r < reps + 1; ++r) {
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < w.data.size(); ++i) std::memcpy(dst + i * w.tensor_bytes, w.data[i], w.tensor_bytes);
+    if (r > 0) best = std::min(best, seconds_since(t0));
+  }
+  munmap(dst, w.total);
+  return w.total / best / 1e9;
+}
+
+struct TransportResult {
+  double best_gbps = 0, median_gbps = 0;
+  bool ok = false;
+  std::string error;
+};
+
+TransportResult transport_gbps(Transport& t, const std::string& self, const Weights& w, size_t bucket, bool checksum, int reps) {
+  constexpr int kWarmup = 3;  // connect, and fault in the receiver's recycled buffers
+  TransportResult out;
+  int port = free_port();
+  std::string addr = "127.0.0.1:" + std::to_string(port);
+  std::string sender_config = R"({"address": ")" + addr + R"(", "bucket_bytes": )" + std::to_string(bucket) +
+                              R"(, "verify_checksum": )" + (checksum ? "true" : "false") + "}";
+  std::string receiver_config = R"({"address": ")" + addr + R"(", "name": "bench-receiver", "verify_checksum": )" +
+                                (checksum ? "true" : "false") + "}";
+  mlpt_transport* tx = t.create(MLPT_TRANSPORT_SENDER, sender_config);
+  pid_t child = spawn({self, "--receiver", receiver_config, std::to_string(kWarmup + reps)});
+  std::vector<double> times;
+  try {
+    for (int v = 1; v <= kWarmup + reps; ++v) {
+      mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE, tx, static_cast<uint64_t>(v), w.views.data(), w.views.size(), 60000};
+      auto t0 = Clock::now();
+      mlpt::plugin::check(t.component, t.api->send(&a), "send");
+      if (v > kWarmup) times.push_back(seconds_since(t0));
+    }
+    std::sort(times.begin(), times.end());
+    out.best_gbps = w.total / times.front() / 1e9;
+    out.median_gbps = w.total / times[times.size() / 2] / 1e9;
+    out.ok = true;
+  } catch (const std::exception& e) {
+    out.error = e.what();
+    kill(child, SIGKILL);
+  }
+  wait_exit(child);
+  t.api->destroy(tx);
+  return out;
+}
+
+// ucx_perftest tag_bw, server and client on loopback; returns GB/s (10^9) or nothing.
+std::optional<double> perftest_gbps(size_t bucket, size_t total) {
+  int port = free_port();
+  size_t iters = std::max<size_t>(16, 3 * total / bucket);
+  std::vector<std::string> args = {"-t", "tag_bw", "-s", std::to_string(bucket), "-n", std::to_string(iters), "-w",
+                                   std::to_string(std::max<size_t>(4, iters / 4)), "-p", std::to_string(port), "-f"};
+  std::vector<std::string> server = {"ucx_perftest"}, client = {"ucx_perftest", "127.0.0.1"};
+  server.insert(server.end(), args.begin(), args.end());
+  client.insert(client.end(), args.begin(), args.end());
+  auto dir = std::filesystem::temp_directory_path();
+  std::string out_path = (dir / ("mlpt_bench_perftest_" + std::to_string(getpid()) + ".txt")).string();
+  pid_t s = spawn(server, "/dev/null");
+  if (s < 0) return std::nullopt;
+  std::optional<double> result;
+  for (int attempt = 0; attempt < 20 && !result; ++attempt) {  // the server needs a moment to listen
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    pid_t c = spawn(client, out_path.c_str());
+    if (c < 0 || wait_exit(c) != 0) continue;
+    // -f prints one line: iterations, latency 50%, avg, overall (usec), bandwidth avg, overall (MB/s,
+    // where UCX's MB is 2^20 bytes), message rate avg, overall.
+    FILE* f = std::fopen(out_path.c_str(), "r");
+    char line[1024];
+    while (f && std::fgets(line, sizeof(line), f)) {
+      std::istringstream in(line);
+      double n, p50, avg, overall, bw_avg, bw_overall;
+      if (in >> n >> p50 >> avg >> overall >> bw_avg >> bw_overall) result = bw_overall * 1048576.0 / 1e9;
+    }
+    if (f) std::fclose(f);
+  }
+  kill(s, SIGKILL);
+  wait_exit(s);
+  std::filesystem::remove(out_path);
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--receiver") {
+    try {
+      return run_receiver(argv[2], std::stoi(argv[3]));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench receiver: %s\n", e.what());
+      return 2;
+    }
+  }
+  size_t mib = 1024;
+  int reps = 5;
+  bool perftest = true;
+  std::vector<size_t> buckets_mib = {1, 4, 16, 64};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--mib" && i + 1 < argc) {
+      mib = std::stoul(argv[++i]);
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::stoi(argv[++i]));
+    } else if (a == "--buckets" && i + 1 < argc) {
+      buckets_mib.clear();
+      std::stringstream s(argv[++i]);
+      for (std::string x; std::getline(s, x, ',');) buckets_mib.push_back(std::stoul(x));
+    } else if (a == "--no-perftest") {
+      perftest = false;
+    } else {
+      std::fprintf(stderr, "usage: %s [--mib N] [--reps N] [--buckets 1,4,16,64] [--no-perftest]\n", argv[0]);
+      return 64;
+    }
+  }
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  size_t tensor_bytes = std::min<size_t>(16, mib) << 20;
+  Weights w(std::max<size_t>(1, (mib << 20) / tensor_bytes), tensor_bytes);
+  std::printf("bench_transport: %zu tensors x %zu MiB = %.2f GB, %d timed sends per row after 3 warm-up sends\n",
+              w.data.size(), tensor_bytes >> 20, w.total / 1e9, reps);
+  std::printf("UCX_TLS=%s (unset: UCX chooses; the same environment is used by ucx_perftest)\n",
+              std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "unset");
+  double memcpy_rate = memcpy_gbps(w, reps);
+  Transport t;
+  std::printf("\n%-8s %-9s %12s %12s %14s %10s %10s\n", "bucket", "checksum", "ucx best", "ucx median", "perftest tag_bw",
+              "vs perftest", "vs memcpy");
+  std::printf("%-8s %-9s %12s %12s %14s %10s %10s\n", "", "", "GB/s", "GB/s", "GB/s", "", "");
+  struct Row {
+    size_t mib;
+    bool checksum;
+  };
+  std::vector<Row> rows;
+  for (size_t b : buckets_mib) rows.push_back({b, false});
+  rows.push_back({16, true});
+  for (const Row& row : rows) {
+    size_t bucket = row.mib << 20;
+    TransportResult r = transport_gbps(t, self, w, bucket, row.checksum, reps);
+    std::optional<double> pt = perftest && !row.checksum ? perftest_gbps(bucket, w.total) : std::nullopt;
+    if (!r.ok) {
+      std::printf("%4zu MiB %-9s failed: %s\n", row.mib, row.checksum ? "xxh64" : "off", r.error.c_str());
+      continue;
+    }
+    char pts[32] = "-", ratio[32] = "-";
+    if (pt) {
+      std::snprintf(pts, sizeof(pts), "%.2f", *pt);
+      std::snprintf(ratio, sizeof(ratio), "%.0f%%", 100 * r.best_gbps / *pt);
+    }
+    std::printf("%4zu MiB %-9s %12.2f %12.2f %14s %10s %9.0f%%\n", row.mib, row.checksum ? "xxh64" : "off", r.best_gbps,
+                r.median_gbps, pts, ratio, 100 * r.best_gbps / memcpy_rate);
+    std::fflush(stdout);
+  }
+  std::printf("\nmemcpy of the same %.2f GB (one thread, pre-faulted destination): %.2f GB/s\n", w.total / 1e9, memcpy_rate);
+  std::printf("goal: the transport within 80%% of ucx_perftest tag_bw at the same message size\n");
+  return 0;
+}

@@ -1,0 +1,221 @@
+// The in-process weight transport: zero-copy hand-over of DLPack tensors between a trainer and
+// engines living in one process. Endpoints with the same `group` meet in group_registry; the rules
+// on versions and lifetimes are written out in group_registry.hpp and README.md.
+#include <mlpt/sdk.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "group_registry.hpp"
+
+namespace {
+
+using mlpt::sdk::Error;
+using mlpt::transport::inprocess::Group;
+using mlpt::transport::inprocess::Published;
+using mlpt::transport::inprocess::ReceiverSlot;
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  size_t receivers = 1;
+  int64_t timeout_ms = 10000;  // how long destroying the sender waits for receivers to release
+};
+
+Config parse_config(std::string_view text) {
+  Config c;
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return c;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw Error(MLPT_INVALID_ARGUMENT, std::string("inprocess config is not JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "inprocess config must be a JSON object");
+  for (auto& [key, value] : j.items()) {
+    if (key == "receivers") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1)
+        throw Error(MLPT_INVALID_ARGUMENT, "inprocess config: \"receivers\" must be an integer >= 1");
+      c.receivers = value.get<size_t>();
+    } else if (key == "timeout_ms") {
+      if (!value.is_number_integer()) throw Error(MLPT_INVALID_ARGUMENT, "inprocess config: \"timeout_ms\" must be an integer");
+      c.timeout_ms = value.get<int64_t>();
+    } else {
+      throw Error(MLPT_INVALID_ARGUMENT, "inprocess config: unknown key \"" + key + "\" (known: receivers, timeout_ms)");
+    }
+  }
+  return c;
+}
+
+// Waits on `g.changed` until `ready()` or the timeout (< 0: forever). Returns ready().
+template <class Pred>
+bool wait_for(Group& g, std::unique_lock<std::mutex>& lock, int64_t timeout_ms, Pred ready) {
+  if (timeout_ms < 0) {
+    g.changed.wait(lock, ready);
+    return true;
+  }
+  return g.changed.wait_until(lock, Clock::now() + std::chrono::milliseconds(timeout_ms), ready);
+}
+
+class InProcessTransport final : public mlpt::sdk::Transport {
+ public:
+  InProcessTransport(std::string_view config_json, mlpt_transport_role role, std::string_view group)
+      : config_(parse_config(config_json)), role_(role), group_name_(group),
+        group_(mlpt::transport::inprocess::group_named(group_name_)) {
+    std::lock_guard lock(group_->mutex);
+    if (role_ == MLPT_TRANSPORT_SENDER) {
+      if (group_->has_sender)
+        throw Error(MLPT_ALREADY_EXISTS, "inprocess: group '" + group_name_ + "' already has a sender");
+      if (group_->receivers.size() > config_.receivers)
+        throw Error(MLPT_FAILED_PRECONDITION, "inprocess: group '" + group_name_ + "' already has " +
+                                                  std::to_string(group_->receivers.size()) + " receivers, more than \"receivers\": " +
+                                                  std::to_string(config_.receivers));
+      group_->has_sender = true;
+      group_->sender_left = false;
+      group_->expected_receivers = config_.receivers;
+      group_->last_version = 0;
+      group_->newest.reset();
+    } else {
+      if (group_->has_sender && group_->receivers.size() >= group_->expected_receivers)
+        throw Error(MLPT_RESOURCE_EXHAUSTED, "inprocess: group '" + group_name_ + "' already has its " +
+                                                 std::to_string(group_->expected_receivers) + " receivers");
+      slot_.name = "receiver #" + std::to_string(group_->receivers_ever++) + " of group '" + group_name_ + "'";
+      group_->receivers.push_back(&slot_);
+    }
+    group_->changed.notify_all();
+  }
+
+  ~InProcessTransport() override {
+    std::unique_lock lock(group_->mutex);
+    if (role_ == MLPT_TRANSPORT_SENDER) {
+      // Rule 5: the receivers are looking at our memory; give them the timeout to let go.
+      bool released = wait_for(*group_, lock, config_.timeout_ms, [&] { return holders_older_than(UINT64_MAX).empty(); });
+      if (!released)
+        mlpt::sdk::log(MLPT_LOG_WARNING, "transport.inprocess",
+                       "sender of group '" + group_name_ + "' destroyed while " + holders_older_than(UINT64_MAX) +
+                           " still hold its tensors; their pointers are no longer guaranteed");
+      group_->has_sender = false;
+      group_->sender_left = true;
+      group_->newest.reset();
+    } else {
+      auto& r = group_->receivers;
+      r.erase(std::remove(r.begin(), r.end(), &slot_), r.end());
+    }
+    group_->changed.notify_all();
+  }
+
+  void send(const mlpt_transport_send_args& args) override {
+    if (role_ != MLPT_TRANSPORT_SENDER) throw Error(MLPT_FAILED_PRECONDITION, "inprocess: send on a receiver endpoint");
+    if (args.num_tensors > 0 && !args.tensors) throw Error(MLPT_INVALID_ARGUMENT, "inprocess: tensors is NULL");
+    auto published = copy_of(args);  // before locking: copying names and shapes is the only work
+    std::unique_lock lock(group_->mutex);
+    if (args.version <= group_->last_version)
+      throw Error(MLPT_INVALID_ARGUMENT, "inprocess: version " + std::to_string(args.version) +
+                                             " is not greater than the previous send's " + std::to_string(group_->last_version) +
+                                             " (versions must strictly increase)");
+    // Rule 2: every expected receiver attached, none holding an older version.
+    bool ready = wait_for(*group_, lock, args.timeout_ms, [&] {
+      return group_->receivers.size() >= group_->expected_receivers && holders_older_than(args.version).empty();
+    });
+    if (!ready) {
+      std::string why = group_->receivers.size() < group_->expected_receivers
+                            ? std::to_string(group_->receivers.size()) + " of " + std::to_string(group_->expected_receivers) +
+                                  " receivers attached"
+                            : holders_older_than(args.version) + " did not release version " +
+                                  std::to_string(group_->newest ? group_->newest->version : 0);
+      throw Error(MLPT_DEADLINE_EXCEEDED, "inprocess: send of version " + std::to_string(args.version) + " to group '" +
+                                              group_name_ + "' timed out after " + std::to_string(args.timeout_ms) + " ms: " + why);
+    }
+    group_->last_version = args.version;
+    group_->newest = std::move(published);
+    group_->changed.notify_all();
+  }
+
+  void receive(mlpt_transport_receive_args& args) override {
+    if (role_ != MLPT_TRANSPORT_RECEIVER) throw Error(MLPT_FAILED_PRECONDITION, "inprocess: receive on a sender endpoint");
+    std::unique_lock lock(group_->mutex);
+    if (slot_.held)
+      throw Error(MLPT_FAILED_PRECONDITION, "inprocess: " + slot_.name + " still holds version " +
+                                                std::to_string(slot_.held->version) + "; release it before receiving again");
+    auto available = [&] { return group_->newest && group_->newest->version >= args.min_version; };
+    bool ok = wait_for(*group_, lock, args.timeout_ms, [&] { return available() || group_->sender_left; });
+    if (!ok || !available()) {
+      if (group_->sender_left)
+        throw Error(MLPT_UNAVAILABLE, "inprocess: the sender of group '" + group_name_ + "' went away before version " +
+                                          std::to_string(args.min_version));
+      throw Error(MLPT_DEADLINE_EXCEEDED,
+                  "inprocess: no version >= " + std::to_string(args.min_version) + " in group '" + group_name_ + "' within " +
+                      std::to_string(args.timeout_ms) + " ms (newest: " +
+                      (group_->newest ? std::to_string(group_->newest->version) : std::string("none")) +
+                      (group_->has_sender ? "" : "; no sender attached") + ")");
+    }
+    slot_.held = group_->newest;
+    slot_.last_version = slot_.held->version;
+    args.out_version = slot_.held->version;
+    args.out_tensors = slot_.held->tensors.data();
+    args.out_num_tensors = slot_.held->tensors.size();
+  }
+
+  void release(uint64_t version) override {
+    if (role_ != MLPT_TRANSPORT_RECEIVER) throw Error(MLPT_FAILED_PRECONDITION, "inprocess: release on a sender endpoint");
+    std::lock_guard lock(group_->mutex);
+    if (!slot_.held)
+      throw Error(MLPT_FAILED_PRECONDITION, "inprocess: release of version " + std::to_string(version) + " but " +
+                                                slot_.name + " holds nothing");
+    if (slot_.held->version != version)
+      throw Error(MLPT_INVALID_ARGUMENT, "inprocess: release of version " + std::to_string(version) + " but " +
+                                             slot_.name + " holds version " + std::to_string(slot_.held->version));
+    slot_.held.reset();
+    group_->changed.notify_all();
+  }
+
+ private:
+  // "receiver #0 of group 'g', receiver #2 ..." for those holding a version < `version`; "" if none.
+  std::string holders_older_than(uint64_t version) const {
+    std::string out;
+    for (auto* r : group_->receivers)
+      if (r->held && r->held->version < version) out += (out.empty() ? "" : ", ") + r->name;
+    return out;
+  }
+
+  static std::shared_ptr<Published> copy_of(const mlpt_transport_send_args& args) {
+    auto p = std::make_shared<Published>();
+    p->version = args.version;
+    size_t n = args.num_tensors;
+    p->names.resize(n);
+    p->shapes.resize(n);
+    p->strides.resize(n);
+    p->tensors.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const auto& in = args.tensors[i];
+      if (in.tensor.ndim < 0 || (in.tensor.ndim > 0 && !in.tensor.shape))
+        throw Error(MLPT_INVALID_ARGUMENT, "inprocess: tensor " + std::to_string(i) + " has no shape");
+      p->names[i] = mlpt::sdk::to_string(in.name);
+      p->shapes[i].assign(in.tensor.shape, in.tensor.shape + in.tensor.ndim);
+      if (in.tensor.strides) p->strides[i].assign(in.tensor.strides, in.tensor.strides + in.tensor.ndim);
+      auto& out = p->tensors[i];
+      out.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
+      out.name = mlpt::sdk::borrow(p->names[i]);
+      out.tensor = in.tensor;  // same data pointer, device, dtype, byte_offset: zero-copy
+      out.tensor.shape = p->shapes[i].data();
+      out.tensor.strides = in.tensor.strides ? p->strides[i].data() : nullptr;
+    }
+    return p;
+  }
+
+  Config config_;
+  mlpt_transport_role role_;
+  std::string group_name_;
+  std::shared_ptr<Group> group_;
+  ReceiverSlot slot_;  // receivers only
+};
+
+const mlpt_transport_capabilities kCapabilities = {MLPT_TRANSPORT_CAPABILITIES_STRUCT_SIZE, /*zero_copy=*/1,
+                                                   /*cross_process=*/0, /*cross_node=*/0, /*supports_cuda=*/1,
+                                                   /*checksum=*/0};
+
+}  // namespace
+
+MLPT_SDK_PLUGIN("mlpt-transport-inprocess", "0.1.0",
+                mlpt::sdk::transport_component<InProcessTransport>(
+                    "inprocess", "zero-copy hand-over of DLPack tensors within one process", &kCapabilities))

@@ -1,0 +1,128 @@
+#include "ucx_common.hpp"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace mlpt::transport::ucx {
+
+using mlpt::sdk::Error;
+
+Config parse_config(std::string_view text, bool sender) {
+  Config c;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.empty() ? std::string_view("{}") : text);
+  } catch (const std::exception& e) {
+    throw Error(MLPT_INVALID_ARGUMENT, std::string("ucx config is not JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config must be a JSON object");
+  auto integer = [&](const std::string& key, const nlohmann::json& v, int64_t min) {
+    if (!v.is_number_integer() || v.get<int64_t>() < min)
+      throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"" + key + "\" must be an integer >= " + std::to_string(min));
+    return v.get<int64_t>();
+  };
+  for (auto& [key, v] : j.items()) {
+    if (key == "address") {
+      if (!v.is_string()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"address\" must be a \"host:port\" string");
+      c.address = v.get<std::string>();
+    } else if (key == "receivers") {
+      c.receivers = static_cast<size_t>(integer(key, v, 1));
+    } else if (key == "bucket_bytes") {
+      c.bucket_bytes = static_cast<uint64_t>(integer(key, v, 4096));
+    } else if (key == "verify_checksum") {
+      if (!v.is_boolean()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"verify_checksum\" must be true or false");
+      c.verify_checksum = v.get<bool>();
+    } else if (key == "timeout_ms") {
+      c.timeout_ms = integer(key, v, 0);
+    } else if (key == "name") {
+      if (!v.is_string()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"name\" must be a string");
+      c.name = v.get<std::string>();
+    } else if (key == "test_only_corrupt_bucket") {
+      c.test_only_corrupt_bucket = integer(key, v, 0);
+    } else if (key == "test_only_exit_after_buckets") {
+      c.test_only_exit_after_buckets = integer(key, v, 0);
+    } else {
+      throw Error(MLPT_INVALID_ARGUMENT, "ucx config: unknown key \"" + key +
+                                             "\" (known: address, receivers, bucket_bytes, verify_checksum, timeout_ms, name)");
+    }
+  }
+  if (c.address.empty()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"address\" (\"host:port\") is required");
+  if (c.bucket_bytes > (1ull << 32) - 1) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"bucket_bytes\" must be < 4 GiB");
+  if (!sender && c.name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    c.name = "pid " + std::to_string(getpid()) + "@" + host;
+  }
+  return c;
+}
+
+std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
+
+void fail(mlpt_error_code code, const std::string& what, ucs_status_t s) {
+  throw Error(code, what + ": " + status_text(s));
+}
+
+sockaddr_storage resolve(const std::string& address, socklen_t* length) {
+  std::string host, port;
+  if (!address.empty() && address[0] == '[') {
+    auto close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':')
+      throw Error(MLPT_INVALID_ARGUMENT, "ucx address \"" + address + "\" is not \"[v6]:port\"");
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    auto colon = address.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == address.size())
+      throw Error(MLPT_INVALID_ARGUMENT, "ucx address \"" + address + "\" is not \"host:port\"");
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+  }
+  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 || std::stoi(port) > 65535)
+    throw Error(MLPT_INVALID_ARGUMENT, "ucx address \"" + address + "\": port \"" + port + "\" is not a number 0..65535");
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0 || !res)
+    throw Error(MLPT_INVALID_ARGUMENT, "ucx address \"" + address + "\": cannot resolve host \"" + host + "\": " + gai_strerror(rc));
+  sockaddr_storage out{};
+  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
+  *length = res->ai_addrlen;
+  freeaddrinfo(res);
+  return out;
+}
+
+std::string describe(const sockaddr_storage& addr) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (addr.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+    port = ntohs(a->sin_port);
+    return std::string(ip) + ":" + std::to_string(port);
+  }
+  if (addr.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+    port = ntohs(a->sin6_port);
+    return "[" + std::string(ip) + "]:" + std::to_string(port);
+  }
+  return "unknown address";
+}
+
+ucp_context_h make_context(const std::string& who) {
+  ucp_config_t* config = nullptr;
+  check(ucp_config_read(nullptr, nullptr, &config), who + ": reading the UCX configuration");
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM;
+  params.name = "mlpt-transport-ucx";
+  ucp_context_h context = nullptr;
+  ucs_status_t s = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  check(s, who + ": initialising UCX");
+  return context;
+}
+
+}  // namespace mlpt::transport::ucx

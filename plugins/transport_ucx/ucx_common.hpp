@@ -1,0 +1,81 @@
+// What the UCX sender and receiver share: the config, the wire vocabulary (tags and active
+// messages), addresses, and turning UCX statuses into mlpt errors.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mlpt/sdk/error.hpp"
+
+namespace mlpt::transport::ucx {
+
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  std::string address;                 // sender: where to listen; receiver: where to connect
+  size_t receivers = 1;                // sender: how many receivers every send waits for
+  uint64_t bucket_bytes = 16ull << 20; // largest message on the wire
+  bool verify_checksum = true;         // sender: compute per-bucket xxhash64; receiver: check it
+  int64_t timeout_ms = 30000;          // receiver: how long to keep trying to connect; both: teardown bound
+  std::string name;                    // receiver: how the sender names it in errors
+  // Test-only fault injection, named so nobody sets them by accident:
+  int64_t test_only_corrupt_bucket = -1;     // receiver flips a byte of this bucket after it lands
+  int64_t test_only_exit_after_buckets = -1; // receiver process _exit()s after this many buckets landed
+};
+Config parse_config(std::string_view json, bool sender);
+
+// ---- Wire vocabulary ----
+// Sender -> receiver travels as tagged messages (so large metadata can use rendezvous).
+// Tag: bit 63 = control, bits 56..62 kind, bits 32..55 low bits of the version, bits 0..31 index.
+enum class Kind : uint64_t { kData = 1, kMeta = 2, kCommit = 3, kAbort = 4, kWelcome = 5, kReject = 6, kBye = 7 };
+inline constexpr uint64_t kControlBit = 1ull << 63;
+inline ucp_tag_t make_tag(Kind kind, uint64_t version, uint32_t index) {
+  uint64_t control = kind == Kind::kData ? 0 : kControlBit;
+  return control | (static_cast<uint64_t>(kind) << 56) | ((version & 0xFFFFFF) << 32) | index;
+}
+inline Kind tag_kind(ucp_tag_t tag) { return static_cast<Kind>((tag >> 56) & 0x7F); }
+inline constexpr ucp_tag_t kFullMask = ~0ull;
+
+// Receiver -> sender travels as active messages with these ids; payloads start with the peer id the
+// sender assigned in its welcome.
+enum AmId : unsigned { kAmHello = 1, kAmAck = 2 };
+
+// ---- Helpers ----
+std::string status_text(ucs_status_t s);
+[[noreturn]] void fail(mlpt_error_code code, const std::string& what, ucs_status_t s);
+inline void check(ucs_status_t s, const std::string& what) {
+  if (s != UCS_OK) fail(MLPT_UNAVAILABLE, what, s);
+}
+
+// "host:port" (or "[v6]:port") -> socket address; throws MLPT_INVALID_ARGUMENT naming the text.
+sockaddr_storage resolve(const std::string& address, socklen_t* length);
+std::string describe(const sockaddr_storage& addr);
+
+// A ucp context reading UCX_* from the environment; features TAG and AM.
+ucp_context_h make_context(const std::string& who);
+
+// Little-endian POD (de)serialisation for the small control payloads.
+template <class T>
+void put(std::vector<uint8_t>& out, T v) {
+  auto at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
+}
+template <class T>
+bool get(const uint8_t*& p, const uint8_t* end, T& v) {
+  if (static_cast<size_t>(end - p) < sizeof(T)) return false;
+  std::memcpy(&v, p, sizeof(T));
+  p += sizeof(T);
+  return true;
+}
+
+}  // namespace mlpt::transport::ucx

@@ -1,0 +1,584 @@
+#include "ucx_sender.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include "mlpt/sdk/plugin.hpp"
+#include "mlpt/sdk/types.hpp"
+#include "weight_layout.hpp"
+#include "xxhash64.hpp"
+
+namespace mlpt::transport::ucx {
+
+using mlpt::sdk::Error;
+
+// One version as the sender serves it: the plan, the encoded metadata, and per bucket where its
+// bytes are (the tensor itself, or a packed staging copy) and its checksum, filled in bucket by
+// bucket by prepare() so that packing and hashing bucket i+1 overlap the transfer of bucket i.
+struct UcxSender::Version {
+  Layout layout;
+  std::vector<uint8_t> meta;
+  std::vector<mlpt_named_tensor> tensors;  // shallow copies: only data/byte_offset are used
+  std::vector<std::unique_ptr<uint8_t[]>> staging;
+  std::vector<const uint8_t*> source;
+  std::vector<uint64_t> checksums;
+  size_t prepared = 0;
+};
+
+struct UcxSender::Peer {
+  uint64_t id = 0;
+  std::string address;  // the receiver's address as the listener saw it
+  std::string name;     // from its hello
+  ucp_ep_h ep = nullptr;
+  enum State { kAccepted, kReady, kRejected, kFailed } state = kAccepted;
+  bool close_requested = false;
+  void* close_request = nullptr;
+  bool closed = false;
+  // The stream of one version to this peer.
+  std::shared_ptr<Version> stream;
+  size_t posted = 0, outstanding = 0;
+  bool meta_sent = false, commit_sent = false;
+  uint64_t acked = 0;  // newest version it confirmed holding
+
+  std::string label() const {
+    return "receiver '" + (name.empty() ? std::string("(no hello yet)") : name) + "' (" + address + ")";
+  }
+};
+
+// One outstanding send; `keep` holds the buffers it reads.
+struct UcxSender::Op {
+  Engine* engine;
+  uint64_t peer;
+  uint64_t version;
+  bool counted;  // part of the peer's stream of `version`
+  std::shared_ptr<Version> keep;
+  std::vector<uint8_t> payload;
+};
+
+struct UcxSender::Job {
+  std::shared_ptr<Version> version;
+  int64_t timeout_ms = 0;
+  Clock::time_point deadline;
+  // Set by the progress thread, read by send() under Engine::mutex.
+  bool done = false;
+  mlpt_error_code code = MLPT_OK;
+  std::string message;
+  // Filled while the job runs.
+  std::vector<std::string> failures;
+  mlpt_error_code failure_code = MLPT_OK;
+};
+
+class UcxSender::Engine {
+ public:
+  Engine(const Config& config, ucp_context_h context) : config_(config), context_(context) {}
+
+  // ---- shared with the API thread ----
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool init_done = false;
+  std::string init_error;
+  std::shared_ptr<Job> incoming;  // handed over by send()
+  std::atomic<bool> stop{false};
+
+  void run() {
+    try {
+      init();
+    } catch (const std::exception& e) {
+      std::lock_guard lock(mutex);
+      init_error = e.what();
+      init_done = true;
+      cv.notify_all();
+      teardown();
+      return;
+    }
+    {
+      std::lock_guard lock(mutex);
+      init_done = true;
+      cv.notify_all();
+    }
+    unsigned idle = 0;
+    while (!stop.load(std::memory_order_acquire)) {
+      unsigned progressed = ucp_worker_progress(worker_);
+      accept_pending();
+      handle_messages();
+      take_job();
+      pump();
+      check_job();
+      reap();
+      bool busy = job_ || !conn_requests_.empty() || streaming();
+      if (progressed || busy) {
+        idle = 0;
+      } else if (++idle > 256) {
+        usleep(100);  // nothing in flight: do not burn a core between steps
+      }
+    }
+    shutdown();
+  }
+
+ private:
+  // ---- setup and teardown ----
+  void init() {
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    check(ucp_worker_create(context_, &wp, &worker_), "ucx sender: creating the worker");
+
+    ucp_am_handler_param_t am{};
+    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    am.cb = &Engine::on_am;
+    am.arg = this;
+    for (unsigned id : {kAmHello, kAmAck}) {
+      am.id = id;
+      check(ucp_worker_set_am_recv_handler(worker_, &am), "ucx sender: registering message handlers");
+    }
+
+    socklen_t len = 0;
+    sockaddr_storage addr = resolve(config_.address, &len);
+    ucp_listener_params_t lp{};
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+    lp.sockaddr.addrlen = len;
+    lp.conn_handler.cb = &Engine::on_conn_request;
+    lp.conn_handler.arg = this;
+    ucs_status_t s = ucp_listener_create(worker_, &lp, &listener_);
+    if (s != UCS_OK) fail(MLPT_UNAVAILABLE, "ucx sender: cannot listen at " + config_.address, s);
+    ucp_listener_attr_t attr{};
+    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    if (ucp_listener_query(listener_, &attr) == UCS_OK) listening_ = describe(attr.sockaddr);
+    mlpt::sdk::log(MLPT_LOG_INFO, "transport.ucx", "sender listening at " + listening_);
+  }
+
+  void shutdown() {
+    // Say goodbye so receivers learn at once that no newer version will come, then close.
+    for (auto& [id, p] : peers_)
+      if (p->state == Peer::kReady) post_control(*p, Kind::kBye, 0, {});
+    drive_for(500, [&] { return ops_in_flight_ == 0; });
+    for (auto& [id, p] : peers_) request_close(*p);
+    drive_for(std::max<int64_t>(1000, std::min<int64_t>(config_.timeout_ms, 5000)), [&] {
+      reap();
+      return peers_.empty();
+    });
+    teardown();
+  }
+
+  void teardown() {
+    if (listener_) ucp_listener_destroy(listener_);
+    listener_ = nullptr;
+    if (worker_) ucp_worker_destroy(worker_);
+    worker_ = nullptr;
+  }
+
+  template <class Done>
+  void drive_for(int64_t ms, Done done) {
+    auto until = Clock::now() + std::chrono::milliseconds(ms);
+    while (!done() && Clock::now() < until) ucp_worker_progress(worker_);
+  }
+
+  // ---- connections ----
+  static void on_conn_request(ucp_conn_request_h request, void* arg) {
+    static_cast<Engine*>(arg)->conn_requests_.push_back(request);
+  }
+
+  void accept_pending() {
+    auto requests = std::move(conn_requests_);
+    conn_requests_.clear();
+    for (auto* request : requests) {
+      auto peer = std::make_unique<Peer>();
+      peer->id = next_peer_id_++;
+      ucp_conn_request_attr_t attr{};
+      attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+      peer->address = ucp_conn_request_query(request, &attr) == UCS_OK ? describe(attr.client_address) : "unknown address";
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+      ep.conn_request = request;
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = &Engine::on_ep_error;
+      err_args_.push_back(std::make_unique<ErrArg>(ErrArg{this, peer->id}));
+      ep.err_handler.arg = err_args_.back().get();
+      ucs_status_t s = ucp_ep_create(worker_, &ep, &peer->ep);
+      if (s != UCS_OK) {
+        mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx", "sender: cannot accept " + peer->address + ": " + status_text(s));
+        ucp_listener_reject(listener_, request);
+        continue;
+      }
+      if (std::getenv("MLPT_UCX_PRINT_EP")) ucp_ep_print_info(peer->ep, stderr);
+      std::vector<uint8_t> payload;
+      put<uint64_t>(payload, peer->id);
+      Peer& p = *peer;
+      peers_[p.id] = std::move(peer);
+      post_control(p, Kind::kWelcome, 0, std::move(payload));
+    }
+  }
+
+  // The error handler names the peer by id (the peer may be gone by the time UCX calls back).
+  struct ErrArg {
+    Engine* engine;
+    uint64_t peer;
+  };
+  static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* a = static_cast<ErrArg*>(arg);
+    a->engine->ep_errors_.emplace_back(a->peer, status);
+  }
+
+  // ---- receiver messages ----
+  static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                            const ucp_am_recv_param_t* param) {
+    auto* self = static_cast<Engine*>(arg);
+    (void)header;
+    (void)header_length;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) return UCS_OK;  // never sent that way; ignored
+    const auto* p = static_cast<const uint8_t*>(data);
+    self->messages_.push_back(std::vector<uint8_t>(p, p + length));
+    return UCS_OK;
+  }
+
+  void handle_messages() {
+    for (auto& [id, status] : ep_errors_)
+      if (auto* p = find(id)) fail_peer(*p, MLPT_UNAVAILABLE, "connection lost (" + status_text(status) + ")");
+    ep_errors_.clear();
+    auto messages = std::move(messages_);
+    messages_.clear();
+    for (auto& m : messages) {
+      const uint8_t* at = m.data();
+      const uint8_t* end = at + m.size();
+      uint32_t kind = 0;
+      uint64_t id = 0;
+      if (!get(at, end, kind) || !get(at, end, id)) continue;
+      Peer* p = find(id);
+      if (!p || p->state == Peer::kFailed) continue;
+      if (kind == kAmHello) {
+        p->name.assign(reinterpret_cast<const char*>(at), static_cast<size_t>(end - at));
+        on_hello(*p);
+      } else if (kind == kAmAck) {
+        uint64_t version = 0;
+        uint32_t code = 0;
+        if (!get(at, end, version) || !get(at, end, code)) continue;
+        std::string text(reinterpret_cast<const char*>(at), static_cast<size_t>(end - at));
+        on_ack(*p, version, static_cast<mlpt_error_code>(code), text);
+      }
+    }
+  }
+
+  void on_hello(Peer& p) {
+    size_t ready = std::count_if(peers_.begin(), peers_.end(), [](auto& kv) { return kv.second->state == Peer::kReady; });
+    if (ready >= config_.receivers) {
+      std::string why = "the sender at " + listening_ + " already serves its " + std::to_string(config_.receivers) + " receivers";
+      mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx", "sender: refusing " + p.label() + ": " + why);
+      post_control(p, Kind::kReject, 0, std::vector<uint8_t>(why.begin(), why.end()));
+      p.state = Peer::kRejected;
+      return;
+    }
+    p.state = Peer::kReady;
+    mlpt::sdk::log(MLPT_LOG_INFO, "transport.ucx", "sender: " + p.label() + " connected");
+    if (newest_) start_stream(p, newest_);  // a late receiver gets the newest version at once
+  }
+
+  void on_ack(Peer& p, uint64_t version, mlpt_error_code code, const std::string& text) {
+    if (!p.stream || p.stream->layout.version != version) return;  // a superseded version
+    if (code == MLPT_OK) {
+      p.acked = version;
+    } else if (job_ && job_->version->layout.version == version) {
+      job_->failures.push_back(p.label() + ": " + text);
+      if (job_->failure_code == MLPT_OK) job_->failure_code = code;
+    }
+    p.stream.reset();
+  }
+
+  // ---- streams ----
+  Peer* find(uint64_t id) {
+    auto it = peers_.find(id);
+    return it == peers_.end() ? nullptr : it->second.get();
+  }
+
+  bool streaming() const {
+    for (auto& [id, p] : peers_)
+      if (p->stream || p->outstanding || p->close_requested) return true;
+    return false;
+  }
+
+  void start_stream(Peer& p, const std::shared_ptr<Version>& v) {
+    if (p.stream && p.stream != v && p.meta_sent) {
+      // Rule: a stream of an older version never commits once a newer send began.
+      std::vector<uint8_t> payload;
+      put<uint64_t>(payload, p.stream->layout.version);
+      post_control(p, Kind::kAbort, p.stream->layout.version, std::move(payload));
+    }
+    p.stream = v;
+    p.posted = 0;
+    p.outstanding = 0;
+    p.commit_sent = false;
+    p.meta_sent = true;
+    post(p, v->meta.data(), v->meta.size(), make_tag(Kind::kMeta, v->layout.version, 0), v, {}, true);
+  }
+
+  void prepare(Version& v) {
+    size_t i = v.prepared;
+    const Bucket& b = v.layout.buckets[i];
+    if (b.direct_tensor >= 0) {
+      v.source[i] = direct_source(v.layout, b, v.tensors.data());
+    } else {
+      v.staging[i].reset(new uint8_t[b.size]);
+      pack_bucket(v.layout, b, v.tensors.data(), v.staging[i].get());
+      v.source[i] = v.staging[i].get();
+    }
+    if (v.layout.checksums) v.checksums[i] = xxhash64(v.source[i], b.size);
+    v.prepared = i + 1;
+  }
+
+  void pump() {
+    if (newest_ && newest_->prepared < newest_->layout.buckets.size()) {
+      bool wanted = std::any_of(peers_.begin(), peers_.end(), [&](auto& kv) { return kv.second->stream == newest_; });
+      if (wanted) prepare(*newest_);  // one bucket per turn, so sends already posted progress meanwhile
+    }
+    for (auto& [id, pp] : peers_) {
+      Peer& p = *pp;
+      if (p.state != Peer::kReady || !p.stream) continue;
+      Version& v = *p.stream;
+      while (p.posted < v.prepared) {
+        size_t i = p.posted++;
+        post(p, v.source[i], v.layout.buckets[i].size, make_tag(Kind::kData, v.layout.version, static_cast<uint32_t>(i)),
+             p.stream, {}, true);
+      }
+      if (p.posted == v.layout.buckets.size() && p.outstanding == 0 && !p.commit_sent) {
+        // Every bucket send completed locally: the receiver has read them all, so commit.
+        std::vector<uint8_t> payload;
+        put<uint64_t>(payload, v.layout.version);
+        put<uint32_t>(payload, static_cast<uint32_t>(v.layout.buckets.size()));
+        put<uint8_t>(payload, v.layout.checksums ? 1 : 0);
+        if (v.layout.checksums)
+          for (uint64_t c : v.checksums) put<uint64_t>(payload, c);
+        p.commit_sent = true;
+        post_control(p, Kind::kCommit, v.layout.version, std::move(payload));
+      }
+    }
+  }
+
+  void post_control(Peer& p, Kind kind, uint64_t version, std::vector<uint8_t> payload) {
+    auto* op = new Op{this, p.id, version, false, nullptr, std::move(payload)};
+    send_op(p, op, op->payload.data(), op->payload.size(), make_tag(kind, version, 0));
+  }
+
+  void post(Peer& p, const void* data, size_t size, ucp_tag_t tag, std::shared_ptr<Version> keep,
+            std::vector<uint8_t> payload, bool counted) {
+    auto* op = new Op{this, p.id, keep ? keep->layout.version : 0, counted, std::move(keep), std::move(payload)};
+    if (counted) ++p.outstanding;
+    send_op(p, op, data, size, tag);
+  }
+
+  void send_op(Peer& p, Op* op, const void* data, size_t size, ucp_tag_t tag) {
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    rp.cb.send = &Engine::on_sent;
+    rp.user_data = op;
+    ++ops_in_flight_;
+    ucs_status_ptr_t r = ucp_tag_send_nbx(p.ep, data, size, tag, &rp);
+    if (r == nullptr) {
+      sent(op, UCS_OK);
+    } else if (UCS_PTR_IS_ERR(r)) {
+      sent(op, UCS_PTR_STATUS(r));
+    }
+  }
+
+  static void on_sent(void* request, ucs_status_t status, void* user_data) {
+    auto* op = static_cast<Op*>(user_data);
+    op->engine->sent(op, status);
+    ucp_request_free(request);
+  }
+
+  void sent(Op* op, ucs_status_t status) {
+    std::unique_ptr<Op> owned(op);
+    --ops_in_flight_;
+    Peer* p = find(op->peer);
+    if (!p) return;
+    if (op->counted && p->stream && p->stream->layout.version == op->version && p->outstanding > 0) --p->outstanding;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED && p->state != Peer::kFailed)
+      fail_peer(*p, MLPT_UNAVAILABLE, "sending to it failed (" + status_text(status) + ")");
+  }
+
+  void fail_peer(Peer& p, mlpt_error_code code, const std::string& why) {
+    if (p.state == Peer::kFailed) return;
+    bool was_ready = p.state == Peer::kReady;
+    p.state = Peer::kFailed;
+    mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx", "sender: " + p.label() + ": " + why);
+    if (was_ready && job_ && p.acked != job_->version->layout.version) {
+      size_t done = p.stream == job_->version ? p.posted : 0;
+      job_->failures.push_back(p.label() + ": " + why + " after " + std::to_string(done) + " of " +
+                               std::to_string(job_->version->layout.buckets.size()) + " buckets of version " +
+                               std::to_string(job_->version->layout.version));
+      if (job_->failure_code == MLPT_OK) job_->failure_code = code;
+    }
+    p.stream.reset();
+    request_close(p);
+  }
+
+  void request_close(Peer& p) {
+    if (p.close_requested) return;
+    p.close_requested = true;
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    // A rejected peer gets its refusal flushed first; everyone else is cut off at once.
+    rp.flags = p.state == Peer::kRejected ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &rp);
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+      p.closed = true;
+    } else {
+      p.close_request = r;
+    }
+  }
+
+  void reap() {
+    for (auto it = peers_.begin(); it != peers_.end();) {
+      Peer& p = *it->second;
+      if (p.state == Peer::kRejected && !p.close_requested && p.outstanding == 0) request_close(p);
+      if (p.close_request && ucp_request_check_status(p.close_request) != UCS_INPROGRESS) {
+        ucp_request_free(p.close_request);
+        p.close_request = nullptr;
+        p.closed = true;
+      }
+      it = p.closed ? peers_.erase(it) : std::next(it);
+    }
+  }
+
+  // ---- jobs ----
+  void take_job() {
+    if (job_) return;
+    std::shared_ptr<Job> j;
+    {
+      std::lock_guard lock(mutex);
+      j = std::move(incoming);
+      incoming.reset();
+    }
+    if (!j) return;
+    job_ = std::move(j);
+    newest_ = job_->version;
+    for (auto& [id, p] : peers_)
+      if (p->state == Peer::kReady) start_stream(*p, newest_);
+  }
+
+  void check_job() {
+    if (!job_) return;
+    uint64_t v = job_->version->layout.version;
+    size_t ok = 0;
+    std::vector<Peer*> pending;
+    size_t ready = 0;
+    for (auto& [id, p] : peers_) {
+      if (p->state != Peer::kReady) continue;
+      ++ready;
+      if (p->acked == v) ++ok;
+      else if (p->stream == job_->version) pending.push_back(p.get());
+    }
+    bool failed = !job_->failures.empty();
+    if (pending.empty() && (ok >= config_.receivers || failed)) {
+      finish(failed ? job_->failure_code : MLPT_OK, failed ? join(job_->failures) : "");
+      return;
+    }
+    if (job_->timeout_ms >= 0 && Clock::now() >= job_->deadline) {
+      std::string why = "send of version " + std::to_string(v) + " timed out after " + std::to_string(job_->timeout_ms) +
+                        " ms: " + std::to_string(ok) + " of " + std::to_string(config_.receivers) + " receivers confirmed it";
+      std::vector<std::string> parts = job_->failures;
+      for (Peer* p : pending)
+        parts.push_back(p->label() + " had " + std::to_string(p->posted) + " of " +
+                        std::to_string(job_->version->layout.buckets.size()) + " buckets posted and did not confirm");
+      if (ready < config_.receivers)
+        parts.push_back(std::to_string(config_.receivers - ready) + " receiver(s) never connected to " + listening_);
+      // Those that did not make it are cut off, so nothing keeps reading the trainer's memory.
+      for (Peer* p : pending) fail_peer(*p, MLPT_DEADLINE_EXCEEDED, "did not confirm version " + std::to_string(v) + " in time");
+      finish(MLPT_DEADLINE_EXCEEDED, why + (parts.empty() ? "" : "; " + join(parts)));
+    }
+  }
+
+  static std::string join(const std::vector<std::string>& parts) {
+    std::string out;
+    for (auto& s : parts) out += (out.empty() ? "" : "; ") + s;
+    return out;
+  }
+
+  void finish(mlpt_error_code code, std::string message) {
+    std::lock_guard lock(mutex);
+    job_->code = code;
+    job_->message = std::move(message);
+    job_->done = true;
+    cv.notify_all();
+    job_.reset();
+  }
+
+  const Config& config_;
+  ucp_context_h context_;
+  ucp_worker_h worker_ = nullptr;
+  ucp_listener_h listener_ = nullptr;
+  std::string listening_;
+  std::map<uint64_t, std::unique_ptr<Peer>> peers_;
+  uint64_t next_peer_id_ = 1;
+  std::vector<ucp_conn_request_h> conn_requests_;
+  std::vector<std::vector<uint8_t>> messages_;
+  std::vector<std::pair<uint64_t, ucs_status_t>> ep_errors_;
+  std::vector<std::unique_ptr<ErrArg>> err_args_;
+  size_t ops_in_flight_ = 0;
+  std::shared_ptr<Job> job_;
+  std::shared_ptr<Version> newest_;
+};
+
+UcxSender::UcxSender(Config config) : config_(std::move(config)) {
+  context_ = make_context("ucx sender");
+  engine_ = std::make_unique<Engine>(config_, context_);
+  thread_ = std::thread([this] { engine_->run(); });
+  std::unique_lock lock(engine_->mutex);
+  engine_->cv.wait(lock, [&] { return engine_->init_done; });
+  if (!engine_->init_error.empty()) {
+    std::string error = engine_->init_error;
+    lock.unlock();
+    thread_.join();
+    ucp_cleanup(context_);
+    throw Error(MLPT_UNAVAILABLE, error);
+  }
+}
+
+UcxSender::~UcxSender() {
+  engine_->stop.store(true, std::memory_order_release);
+  thread_.join();
+  engine_.reset();
+  ucp_cleanup(context_);
+}
+
+void UcxSender::send(const mlpt_transport_send_args& args) {
+  if (args.version <= last_version_)
+    throw Error(MLPT_INVALID_ARGUMENT, "ucx: version " + std::to_string(args.version) + " is not greater than the previous send's " +
+                                           std::to_string(last_version_) + " (versions must strictly increase)");
+  for (size_t i = 0; i < args.num_tensors && args.tensors; ++i) {
+    auto type = args.tensors[i].tensor.device.device_type;
+    if (type != kDLCPU && type != kDLCUDAHost)
+      throw Error(MLPT_UNIMPLEMENTED, "ucx: tensor '" + mlpt::sdk::to_string(args.tensors[i].name) +
+                                          "' is in device memory (DLPack device type " + std::to_string(type) +
+                                          "); this transport sends host memory, use the nccl transport for CUDA tensors");
+  }
+  auto v = std::make_shared<Version>();
+  v->layout = plan_layout(args.tensors, args.num_tensors, args.version, config_.bucket_bytes, config_.verify_checksum, "ucx send");
+  v->meta = encode_metadata(v->layout);
+  v->tensors.assign(args.tensors, args.tensors + args.num_tensors);
+  size_t n = v->layout.buckets.size();
+  v->staging.resize(n);
+  v->source.resize(n);
+  v->checksums.resize(n);
+  last_version_ = args.version;  // even if this send fails: some receivers may hold it
+
+  auto job = std::make_shared<Job>();
+  job->version = std::move(v);
+  job->timeout_ms = args.timeout_ms;
+  job->deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(args.timeout_ms, 0));
+  std::unique_lock lock(engine_->mutex);
+  engine_->incoming = job;
+  auto finished = [&] { return job->done; };
+  if (args.timeout_ms < 0) {
+    engine_->cv.wait(lock, finished);
+  } else if (!engine_->cv.wait_until(lock, job->deadline + std::chrono::seconds(1), finished)) {
+    if (engine_->incoming == job) engine_->incoming.reset();
+    throw Error(MLPT_DEADLINE_EXCEEDED, "ucx: send of version " + std::to_string(args.version) + " timed out after " +
+                                            std::to_string(args.timeout_ms) + " ms (the UCX progress thread did not answer)");
+  }
+  if (job->code != MLPT_OK) throw Error(job->code, "ucx: " + job->message);
+}
+
+}  // namespace mlpt::transport::ucx

@@ -1,0 +1,50 @@
+// The sending side of the UCX transport (the trainer). It listens (ucp_listener) at the configured
+// address; receivers connect. One progress thread owns the UCX worker; send() hands it a job and
+// waits for the outcome, never longer than its timeout (plus a one-second backstop should UCX
+// itself stall).
+//
+// Protocol per receiver and version v (see README.md): metadata (tag, may be rendezvous), then every
+// bucket as its own tagged message straight from the tensor's memory (direct) or from a packed
+// staging copy, then a commit carrying the per-bucket xxhash64 once all bucket sends completed
+// locally; the receiver answers with an ack (ok, or data loss naming the bucket).
+//
+// Lifetime: the sender reads version v's tensors from send(v) until send(v+1) is entered or the
+// endpoint is destroyed (late receivers are served from them), the ABI's rule for zero-copy
+// transports. A stream of v still in flight when send(v+1) starts is aborted, never committed.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "mlpt/transport.h"
+#include "ucx_common.hpp"
+
+namespace mlpt::transport::ucx {
+
+class UcxSender {
+ public:
+  explicit UcxSender(Config config);
+  ~UcxSender();
+  UcxSender(const UcxSender&) = delete;
+  UcxSender& operator=(const UcxSender&) = delete;
+
+  void send(const mlpt_transport_send_args& args);
+
+  struct Version;
+  struct Peer;
+  struct Op;
+  struct Job;
+  class Engine;  // the progress thread's state
+
+ private:
+  Config config_;
+  ucp_context_h context_ = nullptr;
+  std::unique_ptr<Engine> engine_;
+  std::thread thread_;
+  uint64_t last_version_ = 0;
+};
+
+}  // namespace mlpt::transport::ucx

@@ -1,0 +1,241 @@
+#include "weight_layout.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/types.hpp"
+
+namespace mlpt::transport {
+namespace {
+
+using mlpt::sdk::Error;
+
+constexpr uint32_t kMagic = 0x544C4D57;  // "WMLT"
+constexpr uint16_t kFormat = 1;
+
+uint64_t align_up(uint64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
+
+class Writer {
+ public:
+  template <class T>
+  void put(T v) {
+    auto at = out.size();
+    out.resize(at + sizeof(T));
+    std::memcpy(out.data() + at, &v, sizeof(T));
+  }
+  void put_bytes(const std::string& s) {
+    put<uint32_t>(static_cast<uint32_t>(s.size()));
+    out.insert(out.end(), s.begin(), s.end());
+  }
+  std::vector<uint8_t> out;
+};
+
+class Reader {
+ public:
+  Reader(const void* data, size_t size) : p_(static_cast<const uint8_t*>(data)), left_(size) {}
+  template <class T>
+  T get(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, p_, sizeof(T));
+    p_ += sizeof(T);
+    left_ -= sizeof(T);
+    return v;
+  }
+  std::string get_string(const char* what) {
+    auto n = get<uint32_t>(what);
+    need(n, what);
+    std::string s(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    left_ -= n;
+    return s;
+  }
+  size_t left() const { return left_; }
+
+ private:
+  void need(size_t n, const char* what) {
+    if (left_ < n) throw Error(MLPT_DATA_LOSS, std::string("weight metadata truncated while reading ") + what);
+  }
+  const uint8_t* p_;
+  size_t left_;
+};
+
+}  // namespace
+
+Layout plan_layout(const mlpt_named_tensor* tensors, size_t num_tensors, uint64_t version,
+                   uint64_t bucket_bytes, bool checksums, const std::string& where) {
+  if (bucket_bytes == 0) throw Error(MLPT_INVALID_ARGUMENT, where + ": bucket_bytes must be > 0");
+  if (num_tensors > 0 && !tensors) throw Error(MLPT_INVALID_ARGUMENT, where + ": tensors is NULL");
+  Layout layout;
+  layout.version = version;
+  layout.checksums = checksums;
+  layout.tensors.reserve(num_tensors);
+  std::unordered_set<std::string> names;
+  uint64_t pack_below = std::min(kPackBelow, bucket_bytes);
+  uint64_t cursor = 0;
+  Bucket* open = nullptr;  // the packed bucket still taking members
+  for (size_t i = 0; i < num_tensors; ++i) {
+    const auto& nt = tensors[i];
+    const DLTensor& t = nt.tensor;
+    TensorMeta m;
+    m.name = mlpt::sdk::to_string(nt.name);
+    std::string who = where + ": tensor " + std::to_string(i) + " '" + m.name + "'";
+    if (m.name.empty()) throw Error(MLPT_INVALID_ARGUMENT, who + " has an empty name");
+    if (!names.insert(m.name).second) throw Error(MLPT_INVALID_ARGUMENT, who + " appears twice");
+    if (t.ndim < 0 || (t.ndim > 0 && !t.shape)) throw Error(MLPT_INVALID_ARGUMENT, who + " has no shape");
+    for (int d = 0; d < t.ndim; ++d)
+      if (t.shape[d] < 0) throw Error(MLPT_INVALID_ARGUMENT, who + " has negative dimension " + std::to_string(d));
+    if (!mlpt::sdk::is_compact(t)) throw Error(MLPT_INVALID_ARGUMENT, who + " is not compact row-major");
+    if (t.dtype.lanes == 0 || t.dtype.bits == 0) throw Error(MLPT_INVALID_ARGUMENT, who + " has a zero-width dtype");
+    m.dtype = t.dtype;
+    m.shape.assign(t.shape, t.shape + t.ndim);
+    m.nbytes = mlpt::sdk::nbytes(t);
+    if (m.nbytes > 0 && !t.data) throw Error(MLPT_INVALID_ARGUMENT, who + " has NULL data");
+    m.offset = align_up(cursor);
+    if (m.nbytes == 0) {
+      layout.tensors.push_back(std::move(m));
+      continue;
+    }
+    if (m.nbytes < pack_below) {
+      if (open && m.offset + m.nbytes - open->offset <= bucket_bytes) {
+        open->size = m.offset + m.nbytes - open->offset;
+        open->end_member = static_cast<uint32_t>(i + 1);
+      } else {
+        Bucket b;
+        b.offset = m.offset;
+        b.size = m.nbytes;
+        b.first_member = static_cast<uint32_t>(i);
+        b.end_member = static_cast<uint32_t>(i + 1);
+        layout.buckets.push_back(b);
+        open = &layout.buckets.back();
+      }
+    } else {
+      open = nullptr;
+      for (uint64_t done = 0; done < m.nbytes; done += bucket_bytes) {
+        Bucket b;
+        b.offset = m.offset + done;
+        b.size = std::min(bucket_bytes, m.nbytes - done);
+        b.direct_tensor = static_cast<int64_t>(i);
+        layout.buckets.push_back(b);
+      }
+    }
+    // A later push_back may move the vector: keep `open` valid by re-pointing at the last bucket.
+    if (open) open = &layout.buckets.back();
+    cursor = m.offset + m.nbytes;
+    layout.tensors.push_back(std::move(m));
+  }
+  layout.total_bytes = align_up(cursor);
+  return layout;
+}
+
+std::vector<uint8_t> encode_metadata(const Layout& layout) {
+  Writer w;
+  w.put<uint32_t>(kMagic);
+  w.put<uint16_t>(kFormat);
+  w.put<uint16_t>(layout.checksums ? 1 : 0);
+  w.put<uint64_t>(layout.version);
+  w.put<uint64_t>(layout.total_bytes);
+  w.put<uint32_t>(static_cast<uint32_t>(layout.tensors.size()));
+  w.put<uint32_t>(static_cast<uint32_t>(layout.buckets.size()));
+  for (const auto& t : layout.tensors) {
+    w.put_bytes(t.name);
+    w.put<uint8_t>(t.dtype.code);
+    w.put<uint8_t>(t.dtype.bits);
+    w.put<uint16_t>(t.dtype.lanes);
+    w.put<uint32_t>(static_cast<uint32_t>(t.shape.size()));
+    for (int64_t d : t.shape) w.put<int64_t>(d);
+    w.put<uint64_t>(t.offset);
+    w.put<uint64_t>(t.nbytes);
+  }
+  for (const auto& b : layout.buckets) {
+    w.put<uint64_t>(b.offset);
+    w.put<uint64_t>(b.size);
+  }
+  return std::move(w.out);
+}
+
+Layout decode_metadata(const void* data, size_t size) {
+  Reader r(data, size);
+  if (r.get<uint32_t>("magic") != kMagic) throw Error(MLPT_DATA_LOSS, "weight metadata has a wrong magic number");
+  if (auto f = r.get<uint16_t>("format"); f != kFormat)
+    throw Error(MLPT_DATA_LOSS, "weight metadata format " + std::to_string(f) + ", expected " + std::to_string(kFormat));
+  Layout layout;
+  layout.checksums = (r.get<uint16_t>("flags") & 1) != 0;
+  layout.version = r.get<uint64_t>("version");
+  layout.total_bytes = r.get<uint64_t>("total_bytes");
+  auto num_tensors = r.get<uint32_t>("tensor count");
+  auto num_buckets = r.get<uint32_t>("bucket count");
+  // Each tensor needs >= 28 bytes and each bucket 16: refuse counts the message cannot hold.
+  if (uint64_t(num_tensors) * 28 + uint64_t(num_buckets) * 16 > r.left())
+    throw Error(MLPT_DATA_LOSS, "weight metadata claims more tensors/buckets than it holds");
+  layout.tensors.resize(num_tensors);
+  for (auto& t : layout.tensors) {
+    t.name = r.get_string("tensor name");
+    t.dtype.code = r.get<uint8_t>("dtype");
+    t.dtype.bits = r.get<uint8_t>("dtype");
+    t.dtype.lanes = r.get<uint16_t>("dtype");
+    auto ndim = r.get<uint32_t>("ndim");
+    if (ndim > 64) throw Error(MLPT_DATA_LOSS, "tensor '" + t.name + "' claims " + std::to_string(ndim) + " dimensions");
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < ndim; ++d) {
+      int64_t v = r.get<int64_t>("shape");
+      if (v < 0) throw Error(MLPT_DATA_LOSS, "tensor '" + t.name + "' has a negative dimension");
+      t.shape.push_back(v);
+      numel = v == 0 ? 0 : (numel > UINT64_MAX / uint64_t(v) ? UINT64_MAX : numel * uint64_t(v));
+    }
+    t.offset = r.get<uint64_t>("offset");
+    t.nbytes = r.get<uint64_t>("nbytes");
+    uint64_t elem = (uint64_t(t.dtype.bits) * t.dtype.lanes + 7) / 8;
+    if (numel == UINT64_MAX || numel * elem != t.nbytes)
+      throw Error(MLPT_DATA_LOSS, "tensor '" + t.name + "': byte count does not match shape and dtype");
+    if (t.offset > layout.total_bytes || t.nbytes > layout.total_bytes - t.offset)
+      throw Error(MLPT_DATA_LOSS, "tensor '" + t.name + "' lies outside the " + std::to_string(layout.total_bytes) + "-byte buffer");
+  }
+  layout.buckets.resize(num_buckets);
+  for (auto& b : layout.buckets) {
+    b.offset = r.get<uint64_t>("bucket offset");
+    b.size = r.get<uint64_t>("bucket size");
+    if (b.offset > layout.total_bytes || b.size > layout.total_bytes - b.offset)
+      throw Error(MLPT_DATA_LOSS, "a bucket lies outside the weight buffer");
+  }
+  if (r.left() != 0) throw Error(MLPT_DATA_LOSS, "weight metadata has trailing bytes");
+  return layout;
+}
+
+void pack_bucket(const Layout& layout, const Bucket& bucket, const mlpt_named_tensor* tensors, uint8_t* staging) {
+  uint64_t at = bucket.offset;
+  for (uint32_t i = bucket.first_member; i < bucket.end_member; ++i) {
+    const auto& m = layout.tensors[i];
+    if (m.offset > at) std::memset(staging + (at - bucket.offset), 0, m.offset - at);
+    const auto& t = tensors[i].tensor;
+    std::memcpy(staging + (m.offset - bucket.offset), static_cast<const uint8_t*>(t.data) + t.byte_offset, m.nbytes);
+    at = m.offset + m.nbytes;
+  }
+}
+
+const uint8_t* direct_source(const Layout& layout, const Bucket& bucket, const mlpt_named_tensor* tensors) {
+  const auto& m = layout.tensors[static_cast<size_t>(bucket.direct_tensor)];
+  const auto& t = tensors[bucket.direct_tensor].tensor;
+  return static_cast<const uint8_t*>(t.data) + t.byte_offset + (bucket.offset - m.offset);
+}
+
+std::string bucket_contents(const Layout& layout, size_t bucket) {
+  const auto& b = layout.buckets.at(bucket);
+  std::string out;
+  int shown = 0, more = 0;
+  for (const auto& t : layout.tensors) {
+    if (t.nbytes == 0 || t.offset >= b.offset + b.size || t.offset + t.nbytes <= b.offset) continue;
+    if (shown < 3) {
+      out += (shown ? ", '" : "'") + t.name + "'";
+      ++shown;
+    } else {
+      ++more;
+    }
+  }
+  if (more) out += " and " + std::to_string(more) + " more";
+  return out.empty() ? "no tensor" : "tensor " + out;
+}
+
+}  // namespace mlpt::transport

@@ -1,0 +1,195 @@
+// The UCX transport between real processes on loopback (127.0.0.1): this test process is one end,
+// transport_ucx_peer (built with the tests) the other. UCX picks its transports itself (shared memory
+// and CMA between processes here, TCP for the connection manager); UCX_TLS in the environment, if
+// set, is honoured by both ends.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+
+#include "transport_support.hpp"
+
+using namespace transport_test;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string address(int port) { return "127.0.0.1:" + std::to_string(port); }
+
+std::string dump_prefix(const std::string& test) {
+  auto dir = std::filesystem::temp_directory_path() / ("mlpt_transport_ucx_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / test).string();
+}
+
+Child receiver(const std::string& config, int count, const std::string& prefix, int timeout_ms = 20000) {
+  return Child({TRANSPORT_PEER_EXE, "receive", config, std::to_string(count), std::to_string(timeout_ms), prefix});
+}
+
+std::string rx_config(int port, const std::string& name, const std::string& extra = "") {
+  return R"({"address": ")" + address(port) + R"(", "name": ")" + name + R"(", "timeout_ms": 20000)" + extra + "}";
+}
+
+struct Failure {
+  mlpt_error_code code = MLPT_OK;
+  std::string message;
+  double seconds = 0;
+};
+
+template <class F>
+Failure failure_of(F f) {
+  auto start = Clock::now();
+  Failure out;
+  try {
+    f();
+  } catch (const mlpt::Error& e) {
+    out.code = e.code();
+    out.message = e.what();
+  }
+  out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ucx: round trip across processes is bitwise equal for mixed dtypes and odd sizes") {
+  Loaded ucx("ucx");
+  CHECK(ucx.caps()->cross_process == 1);
+  int port = free_port();
+  // 64 KiB buckets: the large tensors span many buckets, the last one partial; small ones are packed.
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"address": ")" + address(port) + R"(", "bucket_bytes": 65536})");
+  auto prefix = dump_prefix("roundtrip");
+  Child rx = receiver(rx_config(port, "engine-0"), 2, prefix);
+  auto v1 = mixed_tensors(1), v2 = mixed_tensors(2);
+  tx.send(1, v1.views, 20000);  // returns once the receiver holds and confirmed it
+  tx.send(2, v2.views, 20000);
+  CHECK(rx.line(20000) == "received 1");
+  CHECK(rx.line(20000) == "received 2");
+  CHECK(rx.wait(20000) == 0);
+  CHECK(compare_dump(prefix + ".1.bin", v1) == "");
+  CHECK(compare_dump(prefix + ".2.bin", v2) == "");
+  // A non-increasing version is refused before anything is sent.
+  auto f = failure_of([&] { tx.send(2, v2.views, 1000); });
+  CHECK(f.code == MLPT_INVALID_ARGUMENT);
+  CHECK_THAT(f.message, Catch::Contains("versions must strictly increase"));
+}
+
+TEST_CASE("ucx: two receivers both get every byte") {
+  Loaded ucx("ucx");
+  int port = free_port();
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER,
+              R"({"address": ")" + address(port) + R"(", "receivers": 2, "bucket_bytes": 1048576})");
+  auto p0 = dump_prefix("two0"), p1 = dump_prefix("two1");
+  Child rx0 = receiver(rx_config(port, "engine-0"), 1, p0);
+  Child rx1 = receiver(rx_config(port, "engine-1"), 1, p1);
+  auto v = mixed_tensors(5, 4);
+  tx.send(5, v.views, 20000);
+  CHECK(rx0.wait(20000) == 0);
+  CHECK(rx1.wait(20000) == 0);
+  CHECK(compare_dump(p0 + ".5.bin", v) == "");
+  CHECK(compare_dump(p1 + ".5.bin", v) == "");
+}
+
+TEST_CASE("ucx: a receiver that never arrives times out the send; a late one gets the newest version on connect") {
+  Loaded ucx("ucx");
+  int port = free_port();
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"address": ")" + address(port) + R"("})");
+  auto v1 = mixed_tensors(1), v2 = mixed_tensors(2);
+  auto f = failure_of([&] { tx.send(1, v1.views, 300); });
+  CHECK(f.code == MLPT_DEADLINE_EXCEEDED);
+  CHECK_THAT(f.message, Catch::Contains("0 of 1 receivers confirmed") && Catch::Contains("never connected"));
+  CHECK(f.seconds < 0.3 + 1.5);
+  f = failure_of([&] { tx.send(2, v2.views, 300); });
+  CHECK(f.code == MLPT_DEADLINE_EXCEEDED);
+  // Nobody sends again: the late receiver is served version 2, the newest, as it connects.
+  auto prefix = dump_prefix("late");
+  Child late = receiver(rx_config(port, "late-engine"), 1, prefix);
+  CHECK(late.line(20000) == "received 2");
+  CHECK(late.wait(20000) == 0);
+  CHECK(compare_dump(prefix + ".2.bin", v2) == "");
+}
+
+TEST_CASE("ucx: a receiver killed midway fails the send within its timeout, naming the receiver") {
+  Loaded ucx("ucx");
+  int port = free_port();
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"address": ")" + address(port) + R"(", "bucket_bytes": 4096})");
+  auto prefix = dump_prefix("killed");
+  // The peer _exit()s after 5 buckets have landed: a process dying in the middle of a transfer.
+  Child rx = receiver(rx_config(port, "doomed-engine", R"(, "test_only_exit_after_buckets": 5)"), 1, prefix);
+  auto v = mixed_tensors(1);
+  auto f = failure_of([&] { tx.send(1, v.views, 4000); });
+  CHECK((f.code == MLPT_UNAVAILABLE || f.code == MLPT_DEADLINE_EXCEEDED));
+  CHECK_THAT(f.message, Catch::Contains("receiver 'doomed-engine'"));
+  CHECK(f.seconds < 4.0 + 1.5);  // never blocked beyond its timeout
+  CHECK(rx.wait(5000) == 77);
+
+  // A receiver that hangs (stopped, its connection still open) is named after the timeout.
+  auto p2 = dump_prefix("stopped");
+  Child hung = receiver(rx_config(port, "frozen-engine"), 2, p2);
+  tx.send(2, v.views, 20000);
+  CHECK(hung.line(20000) == "received 2");
+  hung.signal(SIGSTOP);
+  f = failure_of([&] { tx.send(3, v.views, 500); });
+  CHECK(f.code == MLPT_DEADLINE_EXCEEDED);
+  CHECK_THAT(f.message, Catch::Contains("receiver 'frozen-engine'") && Catch::Contains("did not confirm"));
+  CHECK(f.seconds < 0.5 + 1.5);
+  hung.signal(SIGKILL);
+}
+
+TEST_CASE("ucx: a corrupted bucket is caught by the checksum on both ends") {
+  Loaded ucx("ucx");
+  int port = free_port();
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"address": ")" + address(port) + R"(", "bucket_bytes": 65536})");
+  auto prefix = dump_prefix("corrupt");
+  // test_only_corrupt_bucket: the receiver flips a byte of bucket 3 after it lands, before checking.
+  Child rx = receiver(rx_config(port, "engine-c", R"(, "test_only_corrupt_bucket": 3)"), 1, prefix);
+  auto v = mixed_tensors(1);
+  auto f = failure_of([&] { tx.send(1, v.views, 20000); });
+  CHECK(f.code == MLPT_DATA_LOSS);
+  CHECK_THAT(f.message, Catch::Contains("receiver 'engine-c'") && Catch::Contains("checksum mismatch in bucket 3"));
+  auto line = rx.line(20000);
+  REQUIRE(line);
+  CHECK_THAT(*line, Catch::StartsWith("error 15 ") && Catch::Contains("checksum mismatch in bucket 3 of version 1") &&
+                        Catch::Contains("model.layers.0.mlp.up_proj.weight"));
+  CHECK(rx.wait(5000) == 2);
+}
+
+TEST_CASE("ucx: when the sender process dies the receiver gets MLPT_UNAVAILABLE") {
+  Loaded ucx("ucx");
+  int port = free_port();
+  Child sender({TRANSPORT_PEER_EXE, "send", R"({"address": ")" + address(port) + R"("})", "20000", "-1", "1"});
+  Endpoint rx(ucx, MLPT_TRANSPORT_RECEIVER, rx_config(port, "survivor"));
+  Received r = rx.receive(1, 20000);
+  REQUIRE(r.version == 1);
+  auto expected = mixed_tensors(1);
+  REQUIRE(r.count == expected.names.size());
+  for (size_t i = 0; i < r.count; ++i)
+    CHECK(std::memcmp(r.tensors[i].tensor.data, expected.bytes[i].data(), expected.bytes[i].size()) == 0);
+  rx.release(1);
+  CHECK(sender.line(20000) == "sent 1");
+  sender.signal(SIGKILL);
+  auto f = failure_of([&] { rx.receive(2, 15000); });
+  CHECK(f.code == MLPT_UNAVAILABLE);
+  CHECK_THAT(f.message, Catch::Contains(address(port)));
+  CHECK(f.seconds < 15.0);  // noticed the death, did not just run out the clock
+}
+
+TEST_CASE("ucx: no sender at the address, bad configs and device memory are refused plainly") {
+  Loaded ucx("ucx");
+  int port = free_port();
+  Endpoint rx(ucx, MLPT_TRANSPORT_RECEIVER, R"({"address": ")" + address(port) + R"(", "timeout_ms": 300})");
+  auto f = failure_of([&] { rx.receive(1, 10000); });
+  CHECK(f.code == MLPT_UNAVAILABLE);
+  CHECK_THAT(f.message, Catch::Contains("no sender reachable at " + address(port)));
+  f = failure_of([&] { Endpoint e(ucx, MLPT_TRANSPORT_SENDER, R"({"adress": "127.0.0.1:1"})"); });
+  CHECK(f.code == MLPT_INVALID_ARGUMENT);
+  CHECK_THAT(f.message, Catch::Contains("unknown key \"adress\""));
+  f = failure_of([&] { Endpoint e(ucx, MLPT_TRANSPORT_SENDER, R"({"address": "127.0.0.1"})"); });
+  CHECK_THAT(f.message, Catch::Contains("is not \"host:port\""));
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"address": ")" + address(free_port()) + R"("})");
+  auto v = mixed_tensors(1);
+  v.views[0].tensor.device = {kDLCUDA, 0};
+  f = failure_of([&] { tx.send(1, v.views, 100); });
+  CHECK(f.code == MLPT_UNIMPLEMENTED);
+  CHECK_THAT(f.message, Catch::Contains("use the nccl transport"));
+}
