@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <future>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -236,7 +238,8 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
   });
 }
 
-void check_sandbox(Suite& s, const plugin::ComponentSet& set, const run::RunConfig& c) {
+// Returns the runtime for the harness and reward checks (null when it could not be created).
+std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin::ComponentSet& set, const run::RunConfig& c) {
   const auto& comp = set.component(MLPT_COMPONENT_SANDBOX);
   const std::string name = "sandbox " + comp.name;
   std::unique_ptr<components::SandboxRuntime> runtime;
@@ -245,12 +248,12 @@ void check_sandbox(Suite& s, const plugin::ComponentSet& set, const run::RunConf
     ev = "runtime " + runtime->runtime_name();
     return true;
   });
-  if (!runtime) return;
+  if (!runtime) return nullptr;
   auto data = run::Dataset::load(c.dataset.train);
-  const std::string image = data.image(0, c.dataset.images);
+  const std::string image = data.rows.empty() ? "" : data.image(0, c.dataset.images);
   if (image.empty()) {
     s.skip(name, "isolation", "the first training task names no image");
-    return;
+    return runtime;
   }
   auto exec = [](const components::SandboxRuntime& rt, mlpt_sandbox* sb, const std::string& cmd, int64_t timeout_ms, std::string* out,
                  bool* timed_out = nullptr) {
@@ -302,21 +305,230 @@ void check_sandbox(Suite& s, const plugin::ComponentSet& set, const run::RunConf
          " s; sleep processes left in the sandbox: " + std::to_string(std::atoi(left.c_str()));
     return timed_out && took < 20 && none;
   });
+  s.check(name, "hidden_tests_not_visible", [&](std::string& ev) {
+    auto sb = runtime->create(image);
+    std::string out;
+    exec(*runtime, sb->handle(), "for p in /r2e_tests /testbed/r2e_tests /run_tests.sh /testbed/run_tests.sh; do test -e $p && echo $p; done; true", 10000, &out);
+    ev = out.empty() ? "no r2e_tests folder or run_tests.sh in the agent's sandbox" : "VISIBLE: " + out;
+    return out.empty();
+  });
+  // Limits, where declared: python3 in the image allocates and forks past them.
+  const char* memory_probe = "command -v python3 >/dev/null || { echo no-python; exit 0; }; python3 -c 'b = bytearray(512 << 20); b[::4096] = b\"x\" * len(b[::4096]); print(\"allocated\", len(b))'";
+  if (runtime->capabilities().limits_memory) {
+    s.check(name, "memory_limit_holds", [&](std::string& ev) {
+      auto sb = runtime->create(image, 128, 0);
+      std::string out;
+      int code = exec(*runtime, sb->handle(), memory_probe, 30000, &out);
+      if (out.find("no-python") != std::string::npos) return ev = "the image has no python3 to probe with", false;
+      ev = "512 MiB under a 128 MiB limit: exit " + std::to_string(code) + (out.find("allocated") == std::string::npos ? ", refused" : ", ALLOCATED");
+      return code != 0 && out.find("allocated") == std::string::npos;
+    });
+  } else {
+    s.skip(name, "memory_limit_holds", "capability limits_memory = 0");
+  }
+  if (runtime->capabilities().limits_processes) {
+    s.check(name, "process_limit_holds", [&](std::string& ev) {
+      auto sb = runtime->create(image, 0, 32);
+      std::string out;
+      exec(*runtime, sb->handle(),
+           "command -v python3 >/dev/null || { echo no-python; exit 0; }; python3 -c '\n"
+           "import os, time\nn = 0\ntry:\n    for i in range(100):\n        if os.fork() == 0:\n            time.sleep(3); os._exit(0)\n"
+           "        n += 1\nexcept OSError:\n    pass\nprint(\"forked\", n)'",
+           30000, &out);
+      if (out.find("no-python") != std::string::npos) return ev = "the image has no python3 to probe with", false;
+      int forked = out.find("forked ") == std::string::npos ? -1 : std::atoi(out.c_str() + out.find("forked ") + 7);
+      ev = "100 forks under a 32-process limit: " + std::to_string(forked) + " succeeded";
+      return forked >= 0 && forked < 32;
+    });
+  } else {
+    s.skip(name, "process_limit_holds", "capability limits_processes = 0");
+  }
+  return runtime;
 }
 
-void check_reward_and_harness(Suite& s, const plugin::ComponentSet& set) {
-  const auto& rc = set.component(MLPT_COMPONENT_REWARD);
-  s.check("reward " + rc.name, "create", [&](std::string& ev) {
-    components::Reward r(rc, set.settings(MLPT_COMPONENT_REWARD));
-    ev = std::string("binary = ") + (r.capabilities().binary ? "1" : "0") + ", needs_sandbox = " + (r.capabilities().needs_sandbox ? "1" : "0");
+// The sandbox an episode of `task` runs in (none when the harness needs none).
+struct EpisodeEnv {
+  const plugin::ComponentSet& set;
+  const run::RunConfig& config;
+  std::unique_ptr<components::SandboxRuntime> runtime;  // when the combination has a sandbox
+  const mlpt_sandbox_binding* binding() const { return runtime ? runtime->binding() : nullptr; }
+};
+
+// The hack patches every patch-graded reward must score 0 with: each edits what grading must
+// ignore (the hidden tests, the test runner, pytest's hooks) so that every test "passes".
+const std::vector<std::pair<std::string, std::string>>& known_hacks() {
+  static const std::vector<std::pair<std::string, std::string>> hacks = {
+      {"conftest_forces_pass",
+       "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1,6 @@\n"
+       "+import pytest\n+@pytest.hookimpl(hookwrapper=True)\n+def pytest_runtest_makereport(item, call):\n"
+       "+    outcome = yield\n+    rep = outcome.get_result()\n+    rep.outcome = 'passed'\n"},
+      {"runner_replaced",
+       "diff --git a/run_tests.sh b/run_tests.sh\nnew file mode 100755\n--- /dev/null\n+++ b/run_tests.sh\n@@ -0,0 +1,2 @@\n"
+       "+#!/bin/sh\n+exit 0\n"},
+      {"hidden_tests_planted",
+       "diff --git a/r2e_tests/test_planted.py b/r2e_tests/test_planted.py\nnew file mode 100644\n--- /dev/null\n"
+       "+++ b/r2e_tests/test_planted.py\n@@ -0,0 +1,2 @@\n+def test_planted():\n+    assert True\n"},
+  };
+  return hacks;
+}
+
+// Golden results by instance id: rows {"instance_id", "patch"} of a JSONL file.
+std::map<std::string, std::string> load_golden(const std::filesystem::path& file) {
+  std::map<std::string, std::string> golden;
+  if (file.empty() || !std::filesystem::exists(file)) return golden;
+  for (const auto& row : run::Dataset::load(file).rows)
+    if (row.contains("instance_id") && row.contains("patch") && row["patch"].is_string())
+      golden[row["instance_id"].get<std::string>()] = row["patch"].get<std::string>();
+  return golden;
+}
+
+void check_harness(Suite& s, EpisodeEnv& env, const nlohmann::json& task, const std::string& image) {
+  const auto& hc = env.set.component(MLPT_COMPONENT_HARNESS);
+  const std::string name = "harness " + hc.name;
+  std::unique_ptr<components::Harness> harness;
+  s.check(name, "create", [&](std::string& ev) {
+    harness = std::make_unique<components::Harness>(hc, env.set.settings(MLPT_COMPONENT_HARNESS));
+    ev = std::string("needs_sandbox = ") + (harness->capabilities().needs_sandbox ? "1" : "0");
     return true;
   });
-  const auto& hc = set.component(MLPT_COMPONENT_HARNESS);
-  s.check("harness " + hc.name, "create", [&](std::string& ev) {
-    components::Harness h(hc, set.settings(MLPT_COMPONENT_HARNESS));
-    ev = std::string("needs_sandbox = ") + (h.capabilities().needs_sandbox ? "1" : "0");
+  if (!harness) return;
+  if (harness->capabilities().needs_sandbox && (!env.runtime || image.empty())) {
+    s.skip(name, "episode", "the harness needs a sandbox and the combination or the first task has none");
+    return;
+  }
+  const std::string task_json = task.dump();
+  auto open = [&](std::unique_ptr<components::SandboxRuntime::Sandbox>& box) {
+    if (harness->capabilities().needs_sandbox) box = env.runtime->create(image);
+    return harness->start(task_json, env.binding(), box ? box->handle() : nullptr);
+  };
+  json tools = json::array();
+  s.check(name, "start_messages_and_tools", [&](std::string& ev) {
+    std::unique_ptr<components::SandboxRuntime::Sandbox> box;
+    auto episode = open(box);
+    const json& start = episode->start();
+    const json& messages = start.at("messages");
+    tools = start.value("tools", json::array());
+    bool ok = messages.is_array() && !messages.empty() && tools.is_array();
+    std::string names;
+    for (const auto& m : messages) ok &= m.contains("role") && m.contains("content") && m["content"].is_string();
+    for (const auto& t : tools) {
+      const json& f = t.contains("function") ? t["function"] : t;
+      ok &= f.contains("name") && f["name"].is_string();
+      names += (names.empty() ? "" : ", ") + f.value("name", std::string("?"));
+    }
+    ev = std::to_string(messages.size()) + " opening message(s) with role and content; tools: " + (names.empty() ? "none" : names);
+    episode->finish(MLPT_EPISODE_ERROR);
+    return ok;
+  });
+  auto has_tool = [&](const std::string& t) {
+    for (const auto& x : tools)
+      if ((x.contains("function") ? x["function"] : x).value("name", "") == t) return true;
+    return false;
+  };
+  if (tools.empty()) {
+    s.skip(name, "tool_errors_are_observations", "the harness declares no tools");
+    return;
+  }
+  // Garbled and unknown calls must come back as messages for the model, never end in an error.
+  s.check(name, "tool_errors_are_observations", [&](std::string& ev) {
+    std::unique_ptr<components::SandboxRuntime::Sandbox> box;
+    auto episode = open(box);
+    json garbled = {{"content", ""}, {"tool_calls", json::array()}, {"parse_errors", {"tool call 1: unclosed <tool_call>"}}};
+    json unknown = {{"content", ""}, {"tool_calls", {{{"name", "mlpt_no_such_tool"}, {"arguments", json::object()}}}}, {"parse_errors", json::array()}};
+    json a = episode->step(garbled), b = episode->step(unknown);
+    episode->finish(MLPT_EPISODE_ERROR);
+    auto said = [](const json& out, const std::string& needle) {
+      for (const auto& m : out.value("messages", json::array()))
+        if (m.value("content", "").find(needle) != std::string::npos) return true;
+      return false;
+    };
+    bool garbled_ok = !a.value("done", true) && !a["messages"].empty();
+    bool unknown_ok = !b.value("done", true) && said(b, "mlpt_no_such_tool");
+    ev = std::string("parse error -> ") + (garbled_ok ? "an observation, episode goes on" : "NO observation or episode ended") +
+         "; unknown tool -> " + (unknown_ok ? "an observation naming it" : "NO observation naming it");
+    return garbled_ok && unknown_ok;
+  });
+  if (has_tool("execute_bash")) {
+    s.check(name, "bash_runs_in_sandbox", [&](std::string& ev) {
+      std::unique_ptr<components::SandboxRuntime::Sandbox> box;
+      auto episode = open(box);
+      json call = {{"name", "execute_bash"}, {"arguments", {{"command", "echo mlpt-$((6*7))"}, {"security_risk", "LOW"}}}};
+      json out = episode->step({{"content", ""}, {"tool_calls", {call}}, {"parse_errors", json::array()}});
+      episode->finish(MLPT_EPISODE_ERROR);
+      std::string text = out["messages"].empty() ? "" : out["messages"].back().value("content", "");
+      ev = "echo mlpt-$((6*7)) -> " + json(text.substr(0, 80)).dump();
+      return text.find("mlpt-42") != std::string::npos;
+    });
+  }
+  if (has_tool("finish")) {
+    s.check(name, "finish_ends_episode", [&](std::string& ev) {
+      std::unique_ptr<components::SandboxRuntime::Sandbox> box;
+      auto episode = open(box);
+      json call = {{"name", "finish"}, {"arguments", {{"message", "done"}}}};
+      json out = episode->step({{"content", ""}, {"tool_calls", {call}}, {"parse_errors", json::array()}});
+      episode->finish(MLPT_EPISODE_FINISHED);
+      ev = "finish -> done = " + std::string(out.value("done", false) ? "true" : "false") + ", reason " + out.value("finish_reason", std::string("?"));
+      return out.value("done", false);
+    });
+  }
+}
+
+void check_reward(Suite& s, EpisodeEnv& env, const nlohmann::json& task, const std::string& image,
+                  const std::filesystem::path& golden_file) {
+  const auto& rc = env.set.component(MLPT_COMPONENT_REWARD);
+  const std::string name = "reward " + rc.name;
+  std::unique_ptr<components::Reward> reward;
+  s.check(name, "create", [&](std::string& ev) {
+    reward = std::make_unique<components::Reward>(rc, env.set.settings(MLPT_COMPONENT_REWARD));
+    ev = std::string("binary = ") + (reward->capabilities().binary ? "1" : "0") + ", needs_sandbox = " + (reward->capabilities().needs_sandbox ? "1" : "0");
     return true;
   });
+  if (!reward) return;
+  if (reward->capabilities().needs_sandbox && !env.runtime) {
+    s.skip(name, "grades", "the reward needs a sandbox and the combination has none");
+    return;
+  }
+  // The result of an episode that did nothing: the harness's own empty result, so its shape is the
+  // one this reward is graded on in a run.
+  json empty;
+  s.check(name, "empty_result_scores_0", [&](std::string& ev) {
+    components::Harness harness(env.set.component(MLPT_COMPONENT_HARNESS), env.set.settings(MLPT_COMPONENT_HARNESS));
+    std::unique_ptr<components::SandboxRuntime::Sandbox> box;
+    if (harness.capabilities().needs_sandbox && env.runtime && !image.empty()) box = env.runtime->create(image);
+    auto episode = harness.start(task.dump(), env.binding(), box ? box->handle() : nullptr);
+    empty = episode->finish(MLPT_EPISODE_FINISHED);
+    episode.reset();
+    auto g = reward->grade(task.dump(), empty.dump(), MLPT_EPISODE_FINISHED, env.binding());
+    ev = "an episode finished at once scores " + std::to_string(g.reward) + " (" + g.details.dump() + ")";
+    return g.reward == 0.0;
+  });
+  if (empty.is_null()) return;
+  const std::string id = task.value("instance_id", std::string());
+  if (!empty.contains("patch")) {
+    s.skip(name, "golden_patch_scores_1", "the harness's results carry no patch");
+    s.skip(name, "known_hacks_score_0", "the harness's results carry no patch");
+    return;
+  }
+  auto golden = load_golden(golden_file);
+  if (golden.count(id)) {
+    s.check(name, "golden_patch_scores_1", [&](std::string& ev) {
+      json result = empty;
+      result["patch"] = golden[id];
+      auto g = reward->grade(task.dump(), result.dump(), MLPT_EPISODE_FINISHED, env.binding());
+      ev = "the golden patch of " + id + " scores " + std::to_string(g.reward);
+      return g.reward == 1.0;
+    });
+  } else {
+    s.skip(name, "golden_patch_scores_1", "no golden patch for " + id + " in " + (golden_file.empty() ? "(no --golden file)" : golden_file.string()));
+  }
+  for (const auto& [hack, patch] : known_hacks())
+    s.check(name, "hack_" + hack + "_scores_0", [&](std::string& ev) {
+      json result = empty;
+      result["patch"] = patch;
+      auto g = reward->grade(task.dump(), result.dump(), MLPT_EPISODE_FINISHED, env.binding());
+      ev = "scores " + std::to_string(g.reward) + " (" + g.details.dump().substr(0, 120) + ")";
+      return g.reward == 0.0;
+    });
 }
 
 }  // namespace
@@ -327,7 +539,7 @@ bool ConformanceReport::passed() const {
   return true;
 }
 
-ConformanceReport check_plugins(const run::RunConfig& config) {
+ConformanceReport check_plugins(const run::RunConfig& config, const ConformanceOptions& options) {
   Suite s;
   s.report.source = config.file.string();
   plugin::HostServices host;
@@ -342,8 +554,16 @@ ConformanceReport check_plugins(const run::RunConfig& config) {
   if (!set) return s.report;
   check_engine_and_trainer(s, *set, config);
   check_transport(s, *set);
-  if (set->has(MLPT_COMPONENT_SANDBOX)) check_sandbox(s, *set, config);
-  check_reward_and_harness(s, *set);
+  EpisodeEnv env{*set, config, nullptr};
+  if (set->has(MLPT_COMPONENT_SANDBOX)) env.runtime = check_sandbox(s, *set, config);
+  auto data = run::Dataset::load(config.dataset.train);
+  const json task = data.rows.empty() ? json::object() : data.rows[0];
+  const std::string image = data.rows.empty() ? "" : data.image(0, config.dataset.images);
+  check_harness(s, env, task, image);
+  std::filesystem::path golden = options.golden;
+  if (golden.empty() && std::filesystem::exists(config.dataset.train.parent_path() / "golden.jsonl"))
+    golden = config.dataset.train.parent_path() / "golden.jsonl";
+  check_reward(s, env, task, image, golden);
   return s.report;
 }
 

@@ -5,6 +5,8 @@
 // the rest of its checks are skipped (reported, not counted as passes).
 #pragma once
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "core/run/run_config.hpp"
@@ -24,7 +26,13 @@ struct ConformanceReport {
   bool passed() const;
 };
 
-ConformanceReport check_plugins(const run::RunConfig& config);
+struct ConformanceOptions {
+  // JSONL rows {"instance_id", "patch"}: golden patches for the reward checks. Empty: the
+  // golden.jsonl next to the training set, if there is one.
+  std::filesystem::path golden;
+};
+
+ConformanceReport check_plugins(const run::RunConfig& config, const ConformanceOptions& options = {});
 nlohmann::json to_json(const ConformanceReport& report);
 std::string format_report(const ConformanceReport& report);
 

@@ -1,11 +1,13 @@
-// `mlpt run CONFIG.toml [--resume]`: the benchmark loop. Ctrl-C / SIGTERM stop it cleanly: rollouts
+// `mlpt run CONFIG.toml` / `mlpt run --resume DIR`: the benchmark loop. Ctrl-C / SIGTERM stop it cleanly: rollouts
 // are cancelled, sandboxes destroyed, and the result log is closed with status aborted.
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 
 #include "core/cli/args.hpp"
 #include "core/cli/command.hpp"
 #include "core/run/benchmark_run.hpp"
+#include "core/run/run_dir.hpp"
 
 namespace mlpt::cli {
 namespace {
@@ -15,7 +17,15 @@ extern "C" void on_signal(int) { g_interrupted.store(true); }
 
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--resume"}, {});
-  auto config = run::read_run_config(args.positional(0, "CONFIG.toml"));
+  // --resume takes the run's output folder (its run.json names the config) or, as before, the config.
+  std::filesystem::path target = args.positional(0, args.flag("--resume") ? "DIR" : "CONFIG.toml");
+  std::filesystem::path resume_dir;
+  if (args.flag("--resume") && std::filesystem::is_directory(target)) resume_dir = target, target = run::config_of_run(target);
+  auto config = run::read_run_config(target);
+  std::error_code ec;
+  if (!resume_dir.empty() && !std::filesystem::equivalent(resume_dir, config.run.output_dir, ec))
+    throw Error(MLPT_FAILED_PRECONDITION, target.string() + " now writes to " + config.run.output_dir.string() + ", not " +
+                                              resume_dir.string() + " (check the environment its ${VARS} expand from)");
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -41,6 +51,6 @@ int run(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-MLPT_COMMAND("run", "CONFIG.toml [--resume]", "run the benchmark loop (async GRPO) with a run config", &run);
+MLPT_COMMAND("run", "CONFIG.toml | --resume DIR", "run the benchmark loop (async GRPO) with a run config", &run);
 
 }  // namespace mlpt::cli

@@ -26,6 +26,7 @@
 #include "core/run/checkpoint.hpp"
 #include "core/run/dataset.hpp"
 #include "core/run/report.hpp"
+#include "core/run/run_dir.hpp"
 #include "core/run/step_record.hpp"
 #include "core/run/trainer_settings.hpp"
 
@@ -321,6 +322,7 @@ RunSummary BenchmarkRun::run() {
   const auto& b = c.benchmark;
   out_ = c.run.output_dir;
   std::filesystem::create_directories(out_);
+  if (!options_.resume) write_run_marker(out_, c.file);
   RunSummary summary;
   summary.result_log = out_ / (options_.resume ? "result_resumed.txt" : "result.txt");
   summary.metrics = out_ / "metrics.jsonl";

@@ -98,6 +98,15 @@ void write_report(const std::filesystem::path& file, const ReportInputs& in) {
   o << line_chart("Training reward over samples", reward, "samples") << "<br>";
   o << line_chart("Validation over samples", eval, "samples") << "<br>";
   o << bar_chart("Time split (thread-seconds)", in.time_split);
+  // The core's own cost per rollout (chat rendering, reply parsing, token bookkeeping) against the
+  // plugins' time in the same rollouts: what the framework adds.
+  double core = 0, plugins = 0;
+  for (const auto& [what, seconds] : in.time_split)
+    if (what == "core") core = seconds;
+    else if (what == "generation" || what == "environment" || what == "reward") plugins += seconds;
+  if (in.rollouts > 0)
+    o << "<p>core overhead: " << num(core / static_cast<double>(in.rollouts) * 1e3, 3) << " ms per rollout, "
+      << num(plugins > 0 ? core / plugins * 100 : 0, 3) << "% of the plugins' time in rollouts</p>";
   o << "<h2>Steps</h2><table><tr><th>step</th><th>samples</th><th>reward</th><th>staleness max</th><th>tokens</th><th>trainable</th>"
        "<th>zero-adv groups</th><th>wait s</th><th>train s</th><th>transfer s</th><th>pass@k</th></tr>";
   for (const auto& s : in.steps)

@@ -13,13 +13,15 @@ StepRecord make_step_record(int64_t step, int64_t samples, const rl::StepStatist
   r.truncated = stats.truncated, r.zero_advantage_groups = stats.zero_advantage_groups;
   double staleness = 0, turns = 0;
   int64_t n = 0;
-  for (const auto& g : groups)
+  for (const auto& g : groups) {
+    r.prompts.push_back(g.prompt_index);
     for (const auto& t : g.samples) {
       // The trainer's version before this step is step - 1.
       staleness += static_cast<double>(step - 1) - static_cast<double>(t.min_weight_version);
       turns += t.turns;
       ++n;
     }
+  }
   r.mean_staleness = n ? staleness / n : 0;
   r.mean_turns = n ? turns / n : 0;
   for (const auto& m : trainer) r.trainer[m.name] = m.value;
@@ -39,6 +41,7 @@ nlohmann::json step_record_json(const StepRecord& r) {
                       {"truncated", r.truncated},
                       {"zero_advantage_groups", r.zero_advantage_groups},
                       {"mean_turns", r.mean_turns},
+                      {"prompts", r.prompts},
                       {"trainer", r.trainer},
                       {"wait_s", r.wait_s},
                       {"train_s", r.train_s},
@@ -55,6 +58,7 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
   r.sequences = j.at("sequences"), r.tokens = j.at("tokens"), r.trainable_tokens = j.at("trainable_tokens");
   r.truncated = j.at("truncated"), r.zero_advantage_groups = j.at("zero_advantage_groups");
   r.mean_turns = j.at("mean_turns");
+  r.prompts = j.value("prompts", std::vector<int64_t>{});
   r.trainer = j.at("trainer").get<std::map<std::string, double>>();
   r.wait_s = j.at("wait_s"), r.train_s = j.at("train_s"), r.transfer_s = j.at("transfer_s"), r.elapsed_s = j.at("elapsed_s");
   if (j.contains("eval")) {

@@ -21,6 +21,7 @@ struct StepRecord {
   double mean_staleness = 0;
   int64_t sequences = 0, tokens = 0, trainable_tokens = 0, truncated = 0, zero_advantage_groups = 0;
   double mean_turns = 0;
+  std::vector<int64_t> prompts;           // the prompt indices trained, in order (the data order)
   std::map<std::string, double> trainer;  // the trainer's own metrics
   double wait_s = 0, train_s = 0, transfer_s = 0, elapsed_s = 0;
   bool evaluated = false;

@@ -69,6 +69,7 @@ struct UcxSender::Job {
   // Filled while the job runs.
   std::vector<std::string> failures;
   mlpt_error_code failure_code = MLPT_OK;
+  size_t confirmed = 0;  // receivers that acked this version (they may disconnect right after)
 };
 
 class UcxSender::Engine {
@@ -280,6 +281,7 @@ class UcxSender::Engine {
     if (!p.stream || p.stream->layout.version != version) return;  // a superseded version
     if (code == MLPT_OK) {
       p.acked = version;
+      if (job_ && job_->version->layout.version == version) ++job_->confirmed;
     } else if (job_ && job_->version->layout.version == version) {
       job_->failures.push_back(p.label() + ": " + text);
       if (job_->failure_code == MLPT_OK) job_->failure_code = code;
@@ -461,15 +463,15 @@ class UcxSender::Engine {
   void check_job() {
     if (!job_) return;
     uint64_t v = job_->version->layout.version;
-    size_t ok = 0;
+    size_t ok = job_->confirmed;
     std::vector<Peer*> pending;
     size_t ready = 0;
     for (auto& [id, p] : peers_) {
       if (p->state != Peer::kReady) continue;
       ++ready;
-      if (p->acked == v) ++ok;
-      else if (p->stream == job_->version) pending.push_back(p.get());
+      if (p->acked != v && p->stream == job_->version) pending.push_back(p.get());
     }
+    ready = std::max(ready, ok);
     bool failed = !job_->failures.empty();
     if (pending.empty() && (ok >= config_.receivers || failed)) {
       finish(failed ? job_->failure_code : MLPT_OK, failed ? join(job_->failures) : "");

@@ -1,0 +1,132 @@
+// The conformance suite on real plugin combinations: the letters run (trainer, engine, transport,
+// harness, reward) and the SWE run (plus the bwrap sandbox, OpenHands harness and R2E reward with
+// golden patches and reward hacks) must conform; a reward that scores everything 1 must not, and
+// the suite must say which check caught it and why. The SWE run needs scripts/build-task-images.sh.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "core/check/conformance.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using mlpt::check::ConformanceCheck;
+
+namespace {
+
+// A bundled config with its relative data paths made absolute, written to a temp folder.
+fs::path config_copy(const std::string& name) {
+  std::ifstream in(fs::path(MLPT_SOURCE_DIR) / "configs" / name);
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string text = std::regex_replace(s.str(), std::regex("\"\\.\\./tasks/"), "\"" + std::string(MLPT_SOURCE_DIR) + "/tasks/");
+  fs::path dir = fs::temp_directory_path() / ("mlpt-conformance-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return dir / name;
+}
+
+mlpt::run::RunConfig load(const std::string& name) {
+  setenv("MLPT_CACHE_DIR", MLPT_CACHE_DIR, 1);
+  setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
+  return mlpt::run::read_run_config(config_copy(name));
+}
+
+const ConformanceCheck* find(const mlpt::check::ConformanceReport& r, const std::string& component_prefix, const std::string& id) {
+  for (const auto& c : r.checks)
+    if (c.component.rfind(component_prefix, 0) == 0 && c.id == id) return &c;
+  return nullptr;
+}
+
+void require_passed(const mlpt::check::ConformanceReport& r, const std::string& component_prefix, const std::string& id) {
+  const ConformanceCheck* c = find(r, component_prefix, id);
+  INFO(component_prefix << " / " << id);
+  REQUIRE(c != nullptr);
+  INFO(c->evidence);
+  CHECK(c->status == ConformanceCheck::Status::pass);
+  CHECK(!c->evidence.empty());
+}
+
+int run_cli(const std::string& args, std::string& out) {
+  std::string cmd = std::string(MLPT_BIN) + " check plugins " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("the letters combination conforms: engine, trainer, transport, harness and reward checks") {
+  auto report = mlpt::check::check_plugins(load("tiny.toml"));
+  INFO(mlpt::check::format_report(report));
+  CHECK(report.passed());
+  require_passed(report, "plugins", "load");
+  for (const char* id : {"same_seed_same_tokens", "logprobs_returned", "session_reuse", "cancel"}) require_passed(report, "engine", id);
+  for (const char* id : {"logprobs_match_engine", "weight_export_complete", "zero_advantage_step_keeps_weights"})
+    require_passed(report, "trainer", id);
+  require_passed(report, "transport", "round_trip_bitwise");
+  require_passed(report, "harness", "start_messages_and_tools");
+  require_passed(report, "reward", "empty_result_scores_0");
+  // Nothing counted as passed that did not run: the patch checks are skipped, and say why.
+  const ConformanceCheck* golden = find(report, "reward", "golden_patch_scores_1");
+  REQUIRE(golden);
+  CHECK(golden->status == ConformanceCheck::Status::skipped);
+}
+
+TEST_CASE("the SWE combination conforms: sandbox isolation, harness tools, golden patch 1, empty and hacks 0") {
+  auto report = mlpt::check::check_plugins(load("swe-tiny.toml"));
+  INFO(mlpt::check::format_report(report));
+  CHECK(report.passed());
+  for (const char* id : {"runtime_create", "no_network", "writable_layer_discarded", "timeout_kills_tree", "hidden_tests_not_visible"})
+    require_passed(report, "sandbox", id);
+  for (const char* id : {"start_messages_and_tools", "tool_errors_are_observations", "bash_runs_in_sandbox", "finish_ends_episode"})
+    require_passed(report, "harness", id);
+  for (const char* id : {"empty_result_scores_0", "golden_patch_scores_1", "hack_conftest_forces_pass_scores_0",
+                         "hack_runner_replaced_scores_0", "hack_hidden_tests_planted_scores_0"})
+    require_passed(report, "reward", id);
+  // Limits are checked where the runtime declares them (cgroups may be absent on a machine).
+  for (const char* id : {"memory_limit_holds", "process_limit_holds"}) {
+    const ConformanceCheck* c = find(report, "sandbox", id);
+    REQUIRE(c);
+    INFO(id << ": " << c->evidence);
+    CHECK(c->status != ConformanceCheck::Status::fail);
+  }
+}
+
+TEST_CASE("a reward that scores everything 1 does not conform, and the report says which check and why") {
+  auto config = load("tiny.toml");
+  for (auto& c : config.components)
+    if (c.kind == MLPT_COMPONENT_REWARD) c.plugin = MLPT_LENIENT_REWARD, c.name = "always_one", c.settings = json::object();
+  auto report = mlpt::check::check_plugins(config);
+  INFO(mlpt::check::format_report(report));
+  CHECK_FALSE(report.passed());
+  const ConformanceCheck* empty = find(report, "reward always_one", "empty_result_scores_0");
+  REQUIRE(empty);
+  CHECK(empty->status == ConformanceCheck::Status::fail);
+  CHECK_THAT(empty->evidence, Catch::Contains("scores 1"));
+  // Every other component still conforms: the verdict is this one check.
+  for (const auto& c : report.checks)
+    if (c.component.rfind("reward", 0) != 0) CHECK(c.status != ConformanceCheck::Status::fail);
+  CHECK(mlpt::check::to_json(report)["passed"] == false);
+}
+
+TEST_CASE("mlpt check plugins: the exit status is the verdict and --json is machine readable") {
+  setenv("MLPT_CACHE_DIR", MLPT_CACHE_DIR, 1);
+  setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
+  std::string out;
+  CHECK(run_cli(config_copy("tiny.toml").string() + " --json", out) == 0);
+  json j = json::parse(out);
+  CHECK(j["passed"] == true);
+  CHECK(j["checks"].size() >= 10);
+  out.clear();
+  CHECK(run_cli("/nonexistent/run.toml", out) != 0);
+  CHECK_THAT(out, Catch::Contains("/nonexistent/run.toml"));
+}
