@@ -14,6 +14,9 @@ namespace {
 
 int tokenize(const std::vector<std::string>& argv) {
   Args args(argv, {"--decode", "--special"}, {"--tokenizer"});
+  // A stray word would otherwise be ignored while the command waits on stdin for the text.
+  if (!args.positionals().empty())
+    throw Error("unexpected argument '" + args.positionals()[0] + "' (the text or ids come on stdin)");
   auto tok = text::Tokenizer::load(args.required("--tokenizer"));
   std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   if (args.flag("--decode")) {

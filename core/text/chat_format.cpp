@@ -146,7 +146,7 @@ void ChatFormat::render_turns(Rendered& out, const json& messages, size_t first,
         content = strip_nl(content.substr(close + 8), true, false);
       }
       out.literal("<|im_start|>assistant\n");
-      if (long(i) > last_query && (is_last || !reasoning.empty())) {
+      if (long(i) > last_query && think_block_after_query(is_last, !reasoning.empty())) {
         out.literal("<think>\n");
         out.content(strip_nl(reasoning, true, true));
         out.literal("\n</think>\n\n");

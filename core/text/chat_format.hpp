@@ -75,6 +75,9 @@ class ChatFormat {
   virtual void render_tools_system(Rendered& out, const nlohmann::json& tools, const std::string* system) const = 0;
   virtual void render_tool_calls(Rendered& out, const nlohmann::json& calls, bool content_empty) const = 0;
   virtual void render_generation_prompt(Rendered& out) const = 0;
+  // Whether an assistant turn after the last user query gets its think block. Qwen3 writes it only
+  // into the last turn or one with reasoning; Qwen3.5 (spec §6) into every such turn.
+  virtual bool think_block_after_query(bool is_last, bool has_reasoning) const { return is_last || has_reasoning; }
 
   std::shared_ptr<const Tokenizer> tok_;
   ChatOptions options_;

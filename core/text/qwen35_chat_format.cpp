@@ -67,6 +67,10 @@ class Qwen35ChatFormat final : public ChatFormat {
     }
   }
 
+  // Every assistant turn after the last query keeps its (possibly empty) think block, so a turn
+  // sampled after the thinking-disabled prompt renders the same later as it was sampled.
+  bool think_block_after_query(bool, bool) const override { return true; }
+
   void render_generation_prompt(Rendered& out) const override {
     out.literal("<|im_start|>assistant\n<think>\n");
     if (!options_.enable_thinking) out.literal("\n</think>\n\n");

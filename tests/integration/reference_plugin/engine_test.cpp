@@ -137,7 +137,9 @@ TEST_CASE("continuous batching: many concurrent requests give what each gives al
   for (int i = 0; i < n; ++i) {
     Generation g = futures[i].get();
     CHECK(g.tokens == alone[i].tokens);
-    CHECK(max_diff(g.logprobs, alone[i].logprobs) < 1e-5);
+    // A batch of other rows changes the GEMM blocking, so fp32 sums come in another order: logits
+    // of size ~10 (sharp weights) then differ by a few ulp each, up to ~4e-5 seen in the logprob.
+    CHECK(max_diff(g.logprobs, alone[i].logprobs) < 2e-4);
   }
 }
 

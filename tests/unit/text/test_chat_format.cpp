@@ -59,8 +59,9 @@ TEST_CASE("Qwen3 renders like the real Jinja chat template", "[chat][reference]"
   json conv = conversation();
   json cases = json::array();
   std::vector<const ChatFormat*> formats;
-  auto add = [&](json messages, json tools, bool gen, bool thinking) {
-    cases.push_back({{"messages", messages}, {"tools", tools}, {"add_generation_prompt", gen}, {"enable_thinking", thinking}});
+  auto add = [&](json messages, json tools, bool gen, bool thinking, json plain_tokens = json::array()) {
+    cases.push_back({{"messages", messages}, {"tools", tools}, {"add_generation_prompt", gen}, {"enable_thinking", thinking},
+                     {"plain_tokens", plain_tokens}});
     formats.push_back(thinking ? fmt_on.get() : fmt_off.get());
   };
   json no_system(conv.begin() + 1, conv.end());
@@ -71,13 +72,18 @@ TEST_CASE("Qwen3 renders like the real Jinja chat template", "[chat][reference]"
   add(no_system, json::array(), true, true);
   add(json::array({conv[0], conv[1]}), json::array(), true, false);
   add(json::array({conv[1]}), harness_tools(), true, false);
-  // reasoning inside the content, a second user turn, an assistant without reasoning after it
+  // reasoning inside the content, a second user turn, an assistant without reasoning after it, and
+  // a user message that only looks like tool results (not the last query for the template). Its
+  // "<tool_response>" is message content, which the format never encodes as special tokens, while
+  // HF tokenizes the whole rendered text with every added token; the template itself writes no
+  // <tool_response> here, so the reference tokenizes with those two as plain text.
   add(json::parse(R"([{"role": "user", "content": "hi"},
       {"role": "assistant", "content": "<think>\nold thoughts\n</think>\n\nHello!"},
       {"role": "user", "content": "again"},
       {"role": "assistant", "content": "<think>\nnew thoughts\n\n</think>\n\nSure."},
       {"role": "user", "content": "<tool_response>\nlooks like a tool\n</tool_response>"},
-      {"role": "assistant", "content": "Done.", "reasoning_content": "\nthinking\n"}])"), harness_tools(), false, false);
+      {"role": "assistant", "content": "Done.", "reasoning_content": "\nthinking\n"}])"), harness_tools(), false, false,
+      json::array({"<tool_response>", "</tool_response>"}));
   add(json::parse(R"([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
       {"role": "system", "content": "mid system"}, {"role": "user", "content": "  spaces \n\n"}])"), json::array(), true, true);
   json res = run_node("render_template.mjs", {{"tokenizer_config", (qwen3_dir() / "tokenizer_config.json").string()},
@@ -86,8 +92,10 @@ TEST_CASE("Qwen3 renders like the real Jinja chat template", "[chat][reference]"
     INFO("case " << i);
     const json& c = cases[i];
     CHECK(formats[i]->render_text(c["messages"], c["tools"], c["add_generation_prompt"]) == res["texts"][i].get<std::string>());
-    CHECK(formats[i]->render_prompt(c["messages"], c["tools"], c["add_generation_prompt"]) ==
-          res["ids"][i].get<std::vector<int32_t>>());
+    std::vector<int32_t> ids = formats[i]->render_prompt(c["messages"], c["tools"], c["add_generation_prompt"]);
+    CHECK(ids == res["ids"][i].get<std::vector<int32_t>>());
+    for (const auto& plain : c["plain_tokens"])
+      CHECK(std::count(ids.begin(), ids.end(), *shared_qwen3()->token_to_id(plain.get<std::string>())) == 0);
   }
 }
 
@@ -117,23 +125,27 @@ TEST_CASE("Qwen3.5 renders the spec's turns, tools and tool calls", "[chat]") {
       "<parameter=xs>\n[1, \"b\"]\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=f>\n</function>\n</tool_call>"
       "<|im_end|>\n<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2 <|im_end|>\n</tool_response>"
       "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
-  // The assistant after the last user query keeps a (here empty) think block only when it is last
-  // or has reasoning; this one has none and is not last, so: content only.
-  std::string no_think = turn;
-  no_think.replace(0, std::string("<|im_start|>assistant\n<think>\n\n</think>\n\n").size(), "<|im_start|>assistant\n");
-  CHECK(text.size() >= no_think.size());
-  CHECK(text.substr(text.size() - no_think.size()) == no_think);
+  // Spec §6: every assistant turn after the last real user query renders its think block, here empty
+  // (unlike Qwen3, which keeps it only in the last turn or one with reasoning).
+  CHECK(text.size() >= turn.size());
+  CHECK(text.substr(text.size() - turn.size()) == turn);
   // tokens: the template's special tokens are ids, the tool's "<|im_end|>" is plain text
   auto ids = fmt->render_prompt(msgs, tools, true);
   const Tokenizer& tok = *shared_qwen3();
   CHECK(tok.decode(ids) == text);
   CHECK(std::count(ids.begin(), ids.end(), *tok.token_to_id("<|im_end|>")) == 4);
-  CHECK(std::count(ids.begin(), ids.end(), *tok.token_to_id("<tool_call>")) == 3);  // 1 in the instructions
+  // 2 in the instructions (the example call and the reminder's "<tool_call></tool_call> XML tags")
+  CHECK(std::count(ids.begin(), ids.end(), *tok.token_to_id("<tool_call>")) == 4);
+  CHECK(std::count(ids.begin(), ids.end(), *tok.token_to_id("</tool_call>")) == 4);
   // without tools, no system message
   CHECK(fmt->render_text(json::array({msgs[1]}), json::array(), false) == "<|im_start|>user\nDo it.<|im_end|>\n");
   // reasoning after the last query is kept
   json r = json::parse(R"([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "why"}])");
   CHECK(fmt->render_text(r, json::array(), false) == "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nwhy\n</think>\n\na<|im_end|>\n");
+  // ... and dropped from turns before it
+  r.push_back({{"role", "user"}, {"content", "q2"}});
+  CHECK(fmt->render_text(r, json::array(), false) ==
+        "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\na<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n");
 }
 
 TEST_CASE("incremental rendering appends only new tokens and keeps sampled ones", "[chat]") {
@@ -167,20 +179,37 @@ TEST_CASE("incremental rendering appends only new tokens and keeps sampled ones"
     CHECK(tok.decode(closing) == "<|im_end|>\n<|im_start|>user\nPlease continue.<|im_end|>\n" + fmt->generation_prompt_text());
     CHECK_THROWS_AS(fmt->append_turns(before, json::array({json{{"role", "assistant"}, {"content", "x"}}})), mlpt::Error);
   }
-  // Qwen3: the tool turn appended equals what the real template writes after that assistant turn
+  // Qwen3: the tool turns appended equal what the real template writes after that assistant turn
   auto fmt = make_chat_format("qwen3", shared_qwen3());
+  const Tokenizer& tok = *shared_qwen3();
   json conv = conversation();
-  json upto(conv.begin(), conv.begin() + 5);
-  json all(conv.begin(), conv.end());
-  json res = run_node("render_template.mjs", {{"tokenizer_config", (qwen3_dir() / "tokenizer_config.json").string()},
-                                              {"tokenizer", qwen3_tokenizer_json().string()},
-                                              {"cases", {{{"messages", upto}, {"tools", harness_tools()}, {"add_generation_prompt", false}, {"enable_thinking", false}},
-                                                         {{"messages", all}, {"tools", harness_tools()}, {"add_generation_prompt", true}, {"enable_thinking", false}}}}});
-  std::string a = res["texts"][0], b = res["texts"][1];
-  REQUIRE(b.rfind(a, 0) == 0);
-  std::vector<int32_t> fake_existing = {*shared_qwen3()->token_to_id("<|im_end|>")};
-  auto added = fmt->append_turns(fake_existing, json::array({conv[5], conv[6]}));
-  CHECK(shared_qwen3()->decode(added) == b.substr(a.size() - 1));  // a ends with "<|im_end|>\n"
+  auto render_reference = [&](json upto, json all) {
+    json res = run_node("render_template.mjs",
+                        {{"tokenizer_config", (qwen3_dir() / "tokenizer_config.json").string()},
+                         {"tokenizer", qwen3_tokenizer_json().string()},
+                         {"cases", {{{"messages", upto}, {"tools", harness_tools()}, {"add_generation_prompt", false}, {"enable_thinking", false}},
+                                    {{"messages", all}, {"tools", harness_tools()}, {"add_generation_prompt", true}, {"enable_thinking", false}}}}});
+    return std::pair<std::string, std::string>(res["texts"][0], res["texts"][1]);
+  };
+  const std::vector<int32_t> closed = {*tok.token_to_id("<|im_end|>")};
+  {
+    // conv[2] has reasoning, so the template renders it the same whether or not it is last
+    auto [a, b] = render_reference(json(conv.begin(), conv.begin() + 3), json(conv.begin(), conv.begin() + 4));
+    REQUIRE(b.rfind(a, 0) == 0);
+    CHECK(tok.decode(fmt->append_turns(closed, json::array({conv[3]}))) == b.substr(a.size() - 1));  // a ends with "<|im_end|>\n"
+  }
+  {
+    // conv[4] has no reasoning: Qwen3's template writes its empty think block only while it is the
+    // last message, so the shorter conversation is not a prefix of the longer one. The sampled
+    // sequence keeps the block it was sampled after; what follows the turn is the same either way.
+    auto [a, b] = render_reference(json(conv.begin(), conv.begin() + 5), conv);
+    const std::string with_think = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    size_t at = a.rfind(with_think);
+    REQUIRE(at != std::string::npos);
+    std::string a_as_history = a.substr(0, at) + "<|im_start|>assistant\n" + a.substr(at + with_think.size());
+    REQUIRE(b.rfind(a_as_history, 0) == 0);
+    CHECK(tok.decode(fmt->append_turns(closed, json::array({conv[5], conv[6]}))) == b.substr(a_as_history.size() - 1));
+  }
 }
 
 TEST_CASE("chat format factory and bad messages", "[chat][errors]") {
