@@ -346,10 +346,9 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
   return runtime;
 }
 
-// The sandbox an episode of `task` runs in (none when the harness needs none).
+// What the harness and reward checks run episodes with: the components and the sandbox runtime.
 struct EpisodeEnv {
   const plugin::ComponentSet& set;
-  const run::RunConfig& config;
   std::unique_ptr<components::SandboxRuntime> runtime;  // when the combination has a sandbox
   const mlpt_sandbox_binding* binding() const { return runtime ? runtime->binding() : nullptr; }
 };
@@ -554,7 +553,7 @@ ConformanceReport check_plugins(const run::RunConfig& config, const ConformanceO
   if (!set) return s.report;
   check_engine_and_trainer(s, *set, config);
   check_transport(s, *set);
-  EpisodeEnv env{*set, config, nullptr};
+  EpisodeEnv env{*set, nullptr};
   if (set->has(MLPT_COMPONENT_SANDBOX)) env.runtime = check_sandbox(s, *set, config);
   auto data = run::Dataset::load(config.dataset.train);
   const json task = data.rows.empty() ? json::object() : data.rows[0];
