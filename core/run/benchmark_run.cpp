@@ -117,6 +117,10 @@ class BenchmarkRun {
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<int64_t> step_{0}, samples_{0};
   std::atomic<uint64_t> version_{0};
+  // What the progress line shows (written by the loop, read by the progress thread).
+  std::atomic<const char*> phase_{"starting"};
+  std::atomic<double> last_reward_{0};
+  std::atomic<uint64_t> last_staleness_{0};
   std::mutex fail_mutex_;
   std::string failure_;
   std::vector<StepRecord> steps_;
@@ -301,18 +305,18 @@ void BenchmarkRun::progress_loop() {
     last = Clock::now();
     const double tps = (tokens - last_tokens) / std::max(dt, 1e-9);
     last_tokens = tokens;
-    double reward = steps_.empty() ? 0 : steps_.back().reward_mean;
-    uint64_t staleness = steps_.empty() ? 0 : steps_.back().max_staleness;
+    const double reward = last_reward_.load();
+    const uint64_t staleness = last_staleness_.load();
     const double elapsed = seconds_since(run_start_);
     const int64_t step = step_.load();
     std::string eta = "?";
     if (step > 0 && max_steps_ > 0) eta = std::to_string(static_cast<int64_t>(elapsed / step * (max_steps_ - step))) + "s";
     char line[512];
     std::snprintf(line, sizeof line,
-                  "[mlpt] step %lld/%lld  samples %lld  in flight %lld  rollouts %lld  %.0f tok/s  sandbox %.1fs  reward %.3f  staleness %llu  ETA %s",
+                  "[mlpt] step %lld/%lld  samples %lld  in flight %lld  rollouts %lld  %.0f tok/s  sandbox %.1fs  reward %.3f  staleness %llu  ETA %s  (%s)",
                   static_cast<long long>(step), static_cast<long long>(max_steps_), static_cast<long long>(samples_.load()),
                   static_cast<long long>(scheduler_->in_flight()), static_cast<long long>(rollouts), tps, sandbox_s, reward,
-                  static_cast<unsigned long long>(staleness), eta.c_str());
+                  static_cast<unsigned long long>(staleness), eta.c_str(), phase_.load());
     say(line);
   }
 }
@@ -392,6 +396,7 @@ RunSummary BenchmarkRun::run() {
       const int64_t samples = (step + 1) * b.global_batch_size;
       log_->start(mllog::keys::kBlockStart, {{std::string(mllog::keys::kMetaSamplesCount), step * b.global_batch_size}});
       auto wait_started = Clock::now();
+      phase_ = "waiting for rollouts";
       auto groups = buffer_->take(step * b.num_prompts_per_step, b.num_prompts_per_step, [this] { return stopping(); });
       if (groups.empty()) break;
       const double wait_s = seconds_since(wait_started);
@@ -403,6 +408,7 @@ RunSummary BenchmarkRun::run() {
         throw Error(MLPT_INTERNAL, "staleness " + std::to_string(batch.statistics().max_staleness) + " exceeds max_trajectory_age_steps");
       auto train_started = Clock::now();
       uint64_t new_version = 0;
+      phase_ = "training";
       auto trainer_metrics = trainer_->train_step(*batch.abi(), &new_version);
       const double train_s = seconds_since(train_started);
       {
@@ -410,6 +416,7 @@ RunSummary BenchmarkRun::run() {
         totals_.training_s += train_s;
       }
       auto transfer_started = Clock::now();
+      phase_ = "weight transfer";
       update_weights(new_version);
       const double transfer_s = seconds_since(transfer_started);
       step_ = step + 1;
@@ -419,11 +426,13 @@ RunSummary BenchmarkRun::run() {
       StepRecord r = make_step_record(step + 1, samples, batch.statistics(), groups, trainer_metrics, wait_s, train_s,
                                       transfer_s, seconds_since(run_start_));
       steps_.push_back(r);
+      last_reward_ = r.reward_mean, last_staleness_ = r.max_staleness;
       if (summary.steps == 0) summary.first_step_reward = r.reward_mean;
       summary.last_step_reward = r.reward_mean;
       summary.steps = step + 1 - first_step;
 
       if (samples >= b.first_eval_samples) {
+        phase_ = "validation";
         auto m = validate(samples);
         if (m) {
           r.pass_at_k = m->pass_at_k, r.pass_at_1 = m->pass_at_1, r.pass_hat_k = m->pass_hat_k, r.evaluated = true;
