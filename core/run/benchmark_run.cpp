@@ -115,7 +115,7 @@ class BenchmarkRun {
   Totals totals_;
   std::atomic<bool> stop_{false}, cancel_flag_{false};
   std::atomic<uint64_t> next_request_id_{1};
-  std::atomic<int64_t> step_{0}, samples_{0};
+  std::atomic<int64_t> step_{0}, samples_{0}, first_step_{0};
   std::atomic<uint64_t> version_{0};
   // What the progress line shows (written by the loop, read by the progress thread).
   std::atomic<const char*> phase_{"starting"};
@@ -310,7 +310,8 @@ void BenchmarkRun::progress_loop() {
     const double elapsed = seconds_since(run_start_);
     const int64_t step = step_.load();
     std::string eta = "?";
-    if (step > 0 && max_steps_ > 0) eta = std::to_string(static_cast<int64_t>(elapsed / step * (max_steps_ - step))) + "s";
+    const int64_t done = step - first_step_.load();  // steps this process ran (a resumed run starts later)
+    if (done > 0 && max_steps_ > 0) eta = std::to_string(static_cast<int64_t>(elapsed / done * (max_steps_ - step))) + "s";
     char line[512];
     std::snprintf(line, sizeof line,
                   "[mlpt] step %lld/%lld  samples %lld  in flight %lld  rollouts %lld  %.0f tok/s  sandbox %.1fs  reward %.3f  staleness %llu  ETA %s  (%s)",
@@ -376,8 +377,9 @@ RunSummary BenchmarkRun::run() {
       samples_ = state->samples;
       steps_ = state->steps;
       evals_ = state->evals;
+      if (!steps_.empty()) last_reward_ = steps_.back().reward_mean, last_staleness_ = steps_.back().max_staleness;
     }
-    step_ = first_step;
+    step_ = first_step, first_step_ = first_step;
     scheduler_ = std::make_unique<rl::RolloutScheduler>(b.num_prompts_per_step, static_cast<int32_t>(b.num_generations_per_prompt),
                                                         b.max_trajectory_age_steps, max_steps_);
     // A resumed run continues the data order where the checkpoint left it.
