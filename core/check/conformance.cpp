@@ -206,35 +206,45 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
 void check_transport(Suite& s, const plugin::ComponentSet& set) {
   const auto& c = set.component(MLPT_COMPONENT_TRANSPORT);
   const std::string name = "transport " + c.name;
+  std::unique_ptr<components::Transport> receiver, sender;
+  std::vector<float> a(1000);
+  std::vector<uint16_t> b(333);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(double(i)) * 1e3f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint16_t>(i * 977);
+  int64_t sa[2] = {10, 100}, sb[1] = {333};
+  std::vector<mlpt_named_tensor> tensors(2);
+  tensors[0] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"a", 1}, DLTensor{a.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, sa, nullptr, 0}};
+  tensors[1] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"b", 1}, DLTensor{b.data(), {kDLCPU, 0}, 1, {kDLBfloat, 16, 1}, sb, nullptr, 0}};
   s.check(name, "round_trip_bitwise", [&](std::string& ev) {
-    components::Transport receiver(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance");
-    components::Transport sender(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, "mlpt-conformance");
-    std::vector<float> a(1000);
-    std::vector<uint16_t> b(333);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(double(i)) * 1e3f;
-    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint16_t>(i * 977);
-    int64_t sa[2] = {10, 100}, sb[1] = {333};
-    std::vector<mlpt_named_tensor> tensors(2);
-    tensors[0] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"a", 1}, DLTensor{a.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, sa, nullptr, 0}};
-    tensors[1] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"b", 1}, DLTensor{b.data(), {kDLCPU, 0}, 1, {kDLBfloat, 16, 1}, sb, nullptr, 0}};
+    receiver = std::make_unique<components::Transport>(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance");
+    sender = std::make_unique<components::Transport>(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, "mlpt-conformance");
     auto got = std::async(std::launch::async, [&] {
-      auto r = receiver.receive(1, 30000);
+      auto r = receiver->receive(1, 30000);
       bool same = r.count == 2 && std::memcmp(r.tensors[0].tensor.data, a.data(), a.size() * 4) == 0 &&
                   std::memcmp(r.tensors[1].tensor.data, b.data(), b.size() * 2) == 0;
-      receiver.release(r.version);
+      receiver->release(r.version);
       return same;
     });
-    sender.send(1, tensors.data(), tensors.size(), 30000);
+    sender->send(1, tensors.data(), tensors.size(), 30000);
     bool same = got.get();
-    bool refused = false;
-    try {
-      sender.send(1, tensors.data(), tensors.size(), 1000);
-    } catch (const Error&) {
-      refused = true;
+    ev = std::string("2 tensors (fp32 [10,100], bf16 [333]) ") + (same ? "arrived bitwise equal" : "DIFFER");
+    return same;
+  });
+  if (!sender) return;
+  // Versions only go up: sending version 1 again, or 0, must be refused (no receiver waits for it).
+  s.check(name, "versions_monotonic", [&](std::string& ev) {
+    std::string refused;
+    for (uint64_t v : {1ull, 0ull}) {
+      try {
+        sender->send(v, tensors.data(), tensors.size(), 1000);
+        ev = "sending version " + std::to_string(v) + " after version 1 was ACCEPTED";
+        return false;
+      } catch (const Error& e) {
+        refused += (refused.empty() ? "" : "; ") + std::string(e.what()).substr(0, 100);
+      }
     }
-    ev = std::string("2 tensors (fp32 [10,100], bf16 [333]) ") + (same ? "arrived bitwise equal" : "DIFFER") +
-         "; re-sending version 1 was " + (refused ? "refused" : "ACCEPTED");
-    return same && refused;
+    ev = "after version 1, versions 1 and 0 were refused: " + refused;
+    return true;
   });
 }
 

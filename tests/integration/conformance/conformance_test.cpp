@@ -73,6 +73,7 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
   for (const char* id : {"logprobs_match_engine", "weight_export_complete", "zero_advantage_step_keeps_weights"})
     require_passed(report, "trainer", id);
   require_passed(report, "transport", "round_trip_bitwise");
+  require_passed(report, "transport", "versions_monotonic");
   require_passed(report, "harness", "start_messages_and_tools");
   require_passed(report, "reward", "empty_result_scores_0");
   // Nothing counted as passed that did not run: the patch checks are skipped, and say why.
