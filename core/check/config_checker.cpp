@@ -1,7 +1,6 @@
 #include "core/check/config_checker.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
 #include "core/rules/closed_division.hpp"
@@ -32,14 +31,6 @@ class Rules {
  private:
   std::string file_;
 };
-
-std::string file_sha256(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return "";
-  std::stringstream s;
-  s << in.rdbuf();
-  return run::sha256_hex(s.str());
-}
 
 }  // namespace
 
@@ -95,7 +86,7 @@ ConfigReport check_config(const run::RunConfig& c, std::optional<Division> divis
   // Dataset identity: declared hashes must match the files; closed requires them to be declared.
   for (auto [name, path, declared] : {std::tuple{"train", c.dataset.train, c.dataset.train_sha256},
                                       std::tuple{"validation", c.dataset.validation, c.dataset.validation_sha256}}) {
-    const std::string actual = file_sha256(path);
+    const std::string actual = run::file_sha256(path).value_or("");
     std::string id = std::string("dataset_") + name;
     if (actual.empty()) {
       // The full benchmark dataset is not on every machine: identity is checked where it is.

@@ -43,6 +43,14 @@ std::string Dataset::image(size_t i, const std::filesystem::path& images) const 
   return (images / (row["repo_name"].get<std::string>() + "_final_" + row["commit_hash"].get<std::string>() + ".sif")).string();
 }
 
+std::optional<std::string> file_sha256(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return sha256_hex(bytes.str());
+}
+
 // SHA-256 (FIPS 180-4), for dataset identity; small and dependency-free.
 std::string sha256_hex(const std::string& bytes) {
   static const uint32_t k[64] = {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,7 @@ struct Dataset {
 };
 
 std::string sha256_hex(const std::string& bytes);
+// SHA-256 of a file's bytes, or nothing when it cannot be read.
+std::optional<std::string> file_sha256(const std::filesystem::path& file);
 
 }  // namespace mlpt::run

@@ -1,7 +1,6 @@
 #include "core/run/run_dir.hpp"
 
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -11,19 +10,17 @@
 namespace mlpt::run {
 namespace {
 
-std::string file_sha256(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(MLPT_NOT_FOUND, file.string() + ": cannot read the run's config");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return sha256_hex(bytes.str());
+std::string config_sha256(const std::filesystem::path& file) {
+  auto hash = file_sha256(file);
+  if (!hash) throw Error(MLPT_NOT_FOUND, file.string() + ": cannot read the run's config");
+  return *hash;
 }
 
 }  // namespace
 
 void write_run_marker(const std::filesystem::path& output_dir, const std::filesystem::path& config_file) {
   const auto config = std::filesystem::absolute(config_file).lexically_normal();
-  nlohmann::json marker = {{"config", config.string()}, {"config_sha256", file_sha256(config)}};
+  nlohmann::json marker = {{"config", config.string()}, {"config_sha256", config_sha256(config)}};
   const auto path = output_dir / "run.json", tmp = output_dir / "run.json.tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -42,7 +39,7 @@ std::filesystem::path config_of_run(const std::filesystem::path& output_dir) {
     throw Error(MLPT_INVALID_ARGUMENT, path.string() + ": malformed (wants {\"config\", \"config_sha256\"})");
   const std::filesystem::path config = marker["config"].get<std::string>();
   if (!std::filesystem::exists(config)) throw Error(MLPT_NOT_FOUND, path.string() + ": the run's config " + config.string() + " is gone");
-  if (file_sha256(config) != marker["config_sha256"].get<std::string>())
+  if (config_sha256(config) != marker["config_sha256"].get<std::string>())
     throw Error(MLPT_FAILED_PRECONDITION, config.string() + " changed since the run in " + output_dir.string() +
                                               " started; a resumed run must use the config it started with");
   return config;
