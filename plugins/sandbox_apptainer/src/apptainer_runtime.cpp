@@ -32,16 +32,7 @@ class ApptainerSandbox final : public ShellSandbox {
     s.exe = exe_;
     s.argv = apptainer_exec_argv(exe_, plan);
     s.env = {"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
-    if (cgroup_) s.cgroup_procs = cgroup_->procs_files();
-    s.own_pid_namespace = true;
-    RunRequest r;
-    r.timeout_ms = timeout_ms;
-    r.output_limit = limit;
-    r.stdin_data = stdin_data;
-    r.sink = sink;
-    if (cgroup_) r.kill_tree = [this] { cgroup_->kill_all(); };
-    r.cancelled = [] { return sdk::cancelled(); };
-    return run_process(s, r);
+    return run_contained(std::move(s), cgroup_.get(), timeout_ms, limit, stdin_data, sink);
   }
 
  private:

@@ -66,18 +66,9 @@ class BwrapSandbox final : public ShellSandbox {
     s.exe = rt_.bwrap_path;
     s.argv = bwrap_argv(rt_.bwrap_path, plan);
     s.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-    if (cgroup_) s.cgroup_procs = cgroup_->procs_files();
-    s.own_pid_namespace = true;
     s.overlay_target = plan.root;
     s.overlay_options = overlay_options_;
-    RunRequest r;
-    r.timeout_ms = timeout_ms;
-    r.output_limit = limit;
-    r.stdin_data = stdin_data;
-    r.sink = sink;
-    if (cgroup_) r.kill_tree = [this] { cgroup_->kill_all(); };
-    r.cancelled = [] { return sdk::cancelled(); };
-    return run_process(s, r);
+    return run_contained(std::move(s), cgroup_.get(), timeout_ms, limit, stdin_data, sink);
   }
 
  private:

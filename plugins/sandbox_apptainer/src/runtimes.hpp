@@ -35,6 +35,10 @@ class ShellSandbox : public sdk::Sandbox {
   // Runs `command` inside; workdir absolute. Thread-safe per sandbox (serialised here).
   virtual RunResult run_shell(const std::string& command, const std::string& workdir, int64_t timeout_ms,
                               size_t output_limit, std::string_view stdin_data, const mlpt_sink* sink) = 0;
+  // Runs a prepared child in its own pid namespace and in `cgroup` when there is one (which then
+  // also kills the whole tree on timeout), with the output limit and cancellation applied.
+  static RunResult run_contained(ChildSetup setup, Cgroup* cgroup, int64_t timeout_ms, size_t output_limit,
+                                 std::string_view stdin_data, const mlpt_sink* sink);
   const RuntimeConfig& config_;
   std::mutex mutex_;
 };

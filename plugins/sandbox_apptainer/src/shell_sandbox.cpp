@@ -36,6 +36,20 @@ void check_absolute(std::string_view path, const char* what) {
 }
 }  // namespace
 
+RunResult ShellSandbox::run_contained(ChildSetup setup, Cgroup* cgroup, int64_t timeout_ms, size_t output_limit,
+                                     std::string_view stdin_data, const mlpt_sink* sink) {
+  if (cgroup) setup.cgroup_procs = cgroup->procs_files();
+  setup.own_pid_namespace = true;
+  RunRequest r;
+  r.timeout_ms = timeout_ms;
+  r.output_limit = output_limit;
+  r.stdin_data = stdin_data;
+  r.sink = sink;
+  if (cgroup) r.kill_tree = [cgroup] { cgroup->kill_all(); };
+  r.cancelled = [] { return sdk::cancelled(); };
+  return run_process(setup, r);
+}
+
 void ShellSandbox::exec(mlpt_sandbox_exec_args& a) {
   std::string workdir(sdk::view(a.workdir));
   if (workdir.empty()) workdir = "/testbed";
