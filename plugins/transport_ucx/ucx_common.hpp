@@ -10,8 +10,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "mlpt/sdk/error.hpp"
@@ -62,6 +65,33 @@ std::string describe(const sockaddr_storage& addr);
 
 // A ucp context reading UCX_* from the environment; features TAG and AM.
 ucp_context_h make_context(const std::string& who);
+
+// The sender and receiver each run one Engine (their UCX worker) on a progress thread. Starts
+// `engine.run()` and waits until it has set `init_done`; if it failed (`init_error`), joins the
+// thread, releases `context` and throws MLPT_UNAVAILABLE with the engine's message.
+template <class Engine>
+std::thread start_progress_thread(Engine& engine, ucp_context_h context) {
+  std::thread thread([&engine] { engine.run(); });
+  std::unique_lock lock(engine.mutex);
+  engine.cv.wait(lock, [&] { return engine.init_done; });
+  if (!engine.init_error.empty()) {
+    std::string error = engine.init_error;
+    lock.unlock();
+    thread.join();
+    ucp_cleanup(context);
+    throw mlpt::sdk::Error(MLPT_UNAVAILABLE, error);
+  }
+  return thread;
+}
+
+// Stops the engine's loop, joins its thread, destroys the engine, then releases `context`.
+template <class Engine>
+void stop_progress_thread(std::unique_ptr<Engine>& engine, std::thread& thread, ucp_context_h context) {
+  engine->stop.store(true, std::memory_order_release);
+  thread.join();
+  engine.reset();
+  ucp_cleanup(context);
+}
 
 // Little-endian POD (de)serialisation for the small control payloads.
 template <class T>

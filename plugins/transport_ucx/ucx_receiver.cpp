@@ -514,24 +514,10 @@ class UcxReceiver::Engine {
 UcxReceiver::UcxReceiver(Config config) : config_(std::move(config)) {
   context_ = make_context("ucx receiver");
   engine_ = std::make_unique<Engine>(config_, context_);
-  thread_ = std::thread([this] { engine_->run(); });
-  std::unique_lock lock(engine_->mutex);
-  engine_->cv.wait(lock, [&] { return engine_->init_done; });
-  if (!engine_->init_error.empty()) {
-    std::string error = engine_->init_error;
-    lock.unlock();
-    thread_.join();
-    ucp_cleanup(context_);
-    throw Error(MLPT_UNAVAILABLE, error);
-  }
+  thread_ = start_progress_thread(*engine_, context_);
 }
 
-UcxReceiver::~UcxReceiver() {
-  engine_->stop.store(true, std::memory_order_release);
-  thread_.join();
-  engine_.reset();
-  ucp_cleanup(context_);
-}
+UcxReceiver::~UcxReceiver() { stop_progress_thread(engine_, thread_, context_); }
 
 void UcxReceiver::receive(mlpt_transport_receive_args& args) {
   Engine& e = *engine_;
