@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <future>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -249,7 +250,7 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
 }
 
 // Returns the runtime for the harness and reward checks (null when it could not be created).
-std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin::ComponentSet& set, const run::RunConfig& c) {
+std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin::ComponentSet& set, const std::string& image) {
   const auto& comp = set.component(MLPT_COMPONENT_SANDBOX);
   const std::string name = "sandbox " + comp.name;
   std::unique_ptr<components::SandboxRuntime> runtime;
@@ -259,8 +260,6 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
     return true;
   });
   if (!runtime) return nullptr;
-  auto data = run::Dataset::load(c.dataset.train);
-  const std::string image = data.rows.empty() ? "" : data.image(0, c.dataset.images);
   if (image.empty()) {
     s.skip(name, "isolation", "the first training task names no image");
     return runtime;
@@ -356,12 +355,40 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
   return runtime;
 }
 
-// What the harness and reward checks run episodes with: the components and the sandbox runtime.
+// What the harness and reward checks run episodes with: the first training task, its image, the
+// sandbox runtime and (once created) the harness.
 struct EpisodeEnv {
   const plugin::ComponentSet& set;
+  json task;
+  std::string task_json, image;
   std::unique_ptr<components::SandboxRuntime> runtime;  // when the combination has a sandbox
+  std::unique_ptr<components::Harness> harness;          // set by check_harness
+
   const mlpt_sandbox_binding* binding() const { return runtime ? runtime->binding() : nullptr; }
+  bool can_run_episodes() const { return harness && (!harness->capabilities().needs_sandbox || (runtime && !image.empty())); }
+
+  // An episode of the task in a fresh sandbox; the episode goes before its sandbox.
+  struct Open {
+    std::unique_ptr<components::SandboxRuntime::Sandbox> box;
+    std::unique_ptr<components::Harness::Episode> episode;
+  };
+  Open open() const {
+    Open o;
+    if (harness->capabilities().needs_sandbox) o.box = runtime->create(image);
+    o.episode = harness->start(task_json, binding(), o.box ? o.box->handle() : nullptr);
+    return o;
+  }
 };
+
+// A parsed model reply as the core hands it to the harness.
+json reply(json tool_calls, json parse_errors = json::array()) {
+  return {{"content", ""}, {"tool_calls", std::move(tool_calls)}, {"parse_errors", std::move(parse_errors)}};
+}
+
+std::string tool_name(const json& tool) {
+  const json& f = tool.contains("function") ? tool["function"] : tool;
+  return f.contains("name") && f["name"].is_string() ? f["name"].get<std::string>() : "";
+}
 
 // The hack patches every patch-graded reward must score 0 with: each edits what grading must
 // ignore (the hidden tests, the test runner, pytest's hooks) so that every test "passes".
@@ -391,61 +418,48 @@ std::map<std::string, std::string> load_golden(const std::filesystem::path& file
   return golden;
 }
 
-void check_harness(Suite& s, EpisodeEnv& env, const nlohmann::json& task, const std::string& image) {
+void check_harness(Suite& s, EpisodeEnv& env) {
   const auto& hc = env.set.component(MLPT_COMPONENT_HARNESS);
   const std::string name = "harness " + hc.name;
-  std::unique_ptr<components::Harness> harness;
   s.check(name, "create", [&](std::string& ev) {
-    harness = std::make_unique<components::Harness>(hc, env.set.settings(MLPT_COMPONENT_HARNESS));
-    ev = std::string("needs_sandbox = ") + (harness->capabilities().needs_sandbox ? "1" : "0");
+    env.harness = std::make_unique<components::Harness>(hc, env.set.settings(MLPT_COMPONENT_HARNESS));
+    ev = std::string("needs_sandbox = ") + (env.harness->capabilities().needs_sandbox ? "1" : "0");
     return true;
   });
-  if (!harness) return;
-  if (harness->capabilities().needs_sandbox && (!env.runtime || image.empty())) {
+  if (!env.harness) return;
+  if (!env.can_run_episodes()) {
     s.skip(name, "episode", "the harness needs a sandbox and the combination or the first task has none");
     return;
   }
-  const std::string task_json = task.dump();
-  auto open = [&](std::unique_ptr<components::SandboxRuntime::Sandbox>& box) {
-    if (harness->capabilities().needs_sandbox) box = env.runtime->create(image);
-    return harness->start(task_json, env.binding(), box ? box->handle() : nullptr);
-  };
-  json tools = json::array();
+  std::set<std::string> tools;
   s.check(name, "start_messages_and_tools", [&](std::string& ev) {
-    std::unique_ptr<components::SandboxRuntime::Sandbox> box;
-    auto episode = open(box);
-    const json& start = episode->start();
+    auto o = env.open();
+    const json& start = o.episode->start();
     const json& messages = start.at("messages");
-    tools = start.value("tools", json::array());
-    bool ok = messages.is_array() && !messages.empty() && tools.is_array();
+    const json declared = start.value("tools", json::array());
+    bool ok = messages.is_array() && !messages.empty() && declared.is_array();
     std::string names;
     for (const auto& m : messages) ok &= m.contains("role") && m.contains("content") && m["content"].is_string();
-    for (const auto& t : tools) {
-      const json& f = t.contains("function") ? t["function"] : t;
-      ok &= f.contains("name") && f["name"].is_string();
-      names += (names.empty() ? "" : ", ") + f.value("name", std::string("?"));
+    for (const auto& t : declared) {
+      const std::string tool = tool_name(t);
+      ok &= !tool.empty();
+      tools.insert(tool);
+      names += (names.empty() ? "" : ", ") + (tool.empty() ? "?" : tool);
     }
     ev = std::to_string(messages.size()) + " opening message(s) with role and content; tools: " + (names.empty() ? "none" : names);
-    episode->finish(MLPT_EPISODE_ERROR);
+    o.episode->finish(MLPT_EPISODE_ERROR);
     return ok;
   });
-  auto has_tool = [&](const std::string& t) {
-    for (const auto& x : tools)
-      if ((x.contains("function") ? x["function"] : x).value("name", "") == t) return true;
-    return false;
-  };
   if (tools.empty()) {
     s.skip(name, "tool_errors_are_observations", "the harness declares no tools");
     return;
   }
   // Garbled and unknown calls must come back as messages for the model, never end in an error.
   s.check(name, "tool_errors_are_observations", [&](std::string& ev) {
-    std::unique_ptr<components::SandboxRuntime::Sandbox> box;
-    auto episode = open(box);
-    json garbled = {{"content", ""}, {"tool_calls", json::array()}, {"parse_errors", {"tool call 1: unclosed <tool_call>"}}};
-    json unknown = {{"content", ""}, {"tool_calls", {{{"name", "mlpt_no_such_tool"}, {"arguments", json::object()}}}}, {"parse_errors", json::array()}};
-    json a = episode->step(garbled), b = episode->step(unknown);
-    episode->finish(MLPT_EPISODE_ERROR);
+    auto o = env.open();
+    json a = o.episode->step(reply(json::array(), {"tool call 1: unclosed <tool_call>"}));
+    json b = o.episode->step(reply({{{"name", "mlpt_no_such_tool"}, {"arguments", json::object()}}}));
+    o.episode->finish(MLPT_EPISODE_ERROR);
     auto said = [](const json& out, const std::string& needle) {
       for (const auto& m : out.value("messages", json::array()))
         if (m.value("content", "").find(needle) != std::string::npos) return true;
@@ -457,33 +471,28 @@ void check_harness(Suite& s, EpisodeEnv& env, const nlohmann::json& task, const 
          "; unknown tool -> " + (unknown_ok ? "an observation naming it" : "NO observation naming it");
     return garbled_ok && unknown_ok;
   });
-  if (has_tool("execute_bash")) {
+  if (tools.count("execute_bash")) {
     s.check(name, "bash_runs_in_sandbox", [&](std::string& ev) {
-      std::unique_ptr<components::SandboxRuntime::Sandbox> box;
-      auto episode = open(box);
-      json call = {{"name", "execute_bash"}, {"arguments", {{"command", "echo mlpt-$((6*7))"}, {"security_risk", "LOW"}}}};
-      json out = episode->step({{"content", ""}, {"tool_calls", {call}}, {"parse_errors", json::array()}});
-      episode->finish(MLPT_EPISODE_ERROR);
+      auto o = env.open();
+      json out = o.episode->step(reply({{{"name", "execute_bash"}, {"arguments", {{"command", "echo mlpt-$((6*7))"}, {"security_risk", "LOW"}}}}}));
+      o.episode->finish(MLPT_EPISODE_ERROR);
       std::string text = out["messages"].empty() ? "" : out["messages"].back().value("content", "");
       ev = "echo mlpt-$((6*7)) -> " + json(text.substr(0, 80)).dump();
       return text.find("mlpt-42") != std::string::npos;
     });
   }
-  if (has_tool("finish")) {
+  if (tools.count("finish")) {
     s.check(name, "finish_ends_episode", [&](std::string& ev) {
-      std::unique_ptr<components::SandboxRuntime::Sandbox> box;
-      auto episode = open(box);
-      json call = {{"name", "finish"}, {"arguments", {{"message", "done"}}}};
-      json out = episode->step({{"content", ""}, {"tool_calls", {call}}, {"parse_errors", json::array()}});
-      episode->finish(MLPT_EPISODE_FINISHED);
+      auto o = env.open();
+      json out = o.episode->step(reply({{{"name", "finish"}, {"arguments", {{"message", "done"}}}}}));
+      o.episode->finish(MLPT_EPISODE_FINISHED);
       ev = "finish -> done = " + std::string(out.value("done", false) ? "true" : "false") + ", reason " + out.value("finish_reason", std::string("?"));
       return out.value("done", false);
     });
   }
 }
 
-void check_reward(Suite& s, EpisodeEnv& env, const nlohmann::json& task, const std::string& image,
-                  const std::filesystem::path& golden_file) {
+void check_reward(Suite& s, EpisodeEnv& env, const std::filesystem::path& golden_file) {
   const auto& rc = env.set.component(MLPT_COMPONENT_REWARD);
   const std::string name = "reward " + rc.name;
   std::unique_ptr<components::Reward> reward;
@@ -497,33 +506,39 @@ void check_reward(Suite& s, EpisodeEnv& env, const nlohmann::json& task, const s
     s.skip(name, "grades", "the reward needs a sandbox and the combination has none");
     return;
   }
+  if (!env.can_run_episodes()) {
+    s.skip(name, "grades", "no harness episode to grade (see the harness checks)");
+    return;
+  }
+  auto grade = [&](const json& result) { return reward->grade(env.task_json, result.dump(), MLPT_EPISODE_FINISHED, env.binding()); };
   // The result of an episode that did nothing: the harness's own empty result, so its shape is the
   // one this reward is graded on in a run.
   json empty;
   s.check(name, "empty_result_scores_0", [&](std::string& ev) {
-    components::Harness harness(env.set.component(MLPT_COMPONENT_HARNESS), env.set.settings(MLPT_COMPONENT_HARNESS));
-    std::unique_ptr<components::SandboxRuntime::Sandbox> box;
-    if (harness.capabilities().needs_sandbox && env.runtime && !image.empty()) box = env.runtime->create(image);
-    auto episode = harness.start(task.dump(), env.binding(), box ? box->handle() : nullptr);
-    empty = episode->finish(MLPT_EPISODE_FINISHED);
-    episode.reset();
-    auto g = reward->grade(task.dump(), empty.dump(), MLPT_EPISODE_FINISHED, env.binding());
+    {
+      auto o = env.open();
+      empty = o.episode->finish(MLPT_EPISODE_FINISHED);
+    }
+    auto g = grade(empty);
     ev = "an episode finished at once scores " + std::to_string(g.reward) + " (" + g.details.dump() + ")";
     return g.reward == 0.0;
   });
   if (empty.is_null()) return;
-  const std::string id = task.value("instance_id", std::string());
   if (!empty.contains("patch")) {
     s.skip(name, "golden_patch_scores_1", "the harness's results carry no patch");
     s.skip(name, "known_hacks_score_0", "the harness's results carry no patch");
     return;
   }
+  auto with_patch = [&](const std::string& patch) {
+    json result = empty;
+    result["patch"] = patch;
+    return result;
+  };
+  const std::string id = env.task.value("instance_id", std::string());
   auto golden = load_golden(golden_file);
   if (golden.count(id)) {
     s.check(name, "golden_patch_scores_1", [&](std::string& ev) {
-      json result = empty;
-      result["patch"] = golden[id];
-      auto g = reward->grade(task.dump(), result.dump(), MLPT_EPISODE_FINISHED, env.binding());
+      auto g = grade(with_patch(golden[id]));
       ev = "the golden patch of " + id + " scores " + std::to_string(g.reward);
       return g.reward == 1.0;
     });
@@ -532,9 +547,7 @@ void check_reward(Suite& s, EpisodeEnv& env, const nlohmann::json& task, const s
   }
   for (const auto& [hack, patch] : known_hacks())
     s.check(name, "hack_" + hack + "_scores_0", [&](std::string& ev) {
-      json result = empty;
-      result["patch"] = patch;
-      auto g = reward->grade(task.dump(), result.dump(), MLPT_EPISODE_FINISHED, env.binding());
+      auto g = grade(with_patch(patch));
       ev = "scores " + std::to_string(g.reward) + " (" + g.details.dump().substr(0, 120) + ")";
       return g.reward == 0.0;
     });
@@ -563,16 +576,16 @@ ConformanceReport check_plugins(const run::RunConfig& config, const ConformanceO
   if (!set) return s.report;
   check_engine_and_trainer(s, *set, config);
   check_transport(s, *set);
-  EpisodeEnv env{*set, nullptr};
-  if (set->has(MLPT_COMPONENT_SANDBOX)) env.runtime = check_sandbox(s, *set, config);
   auto data = run::Dataset::load(config.dataset.train);
-  const json task = data.rows.empty() ? json::object() : data.rows[0];
-  const std::string image = data.rows.empty() ? "" : data.image(0, config.dataset.images);
-  check_harness(s, env, task, image);
+  EpisodeEnv env{*set, data.rows.empty() ? json::object() : data.rows[0], "", "", nullptr, nullptr};
+  env.task_json = env.task.dump();
+  env.image = data.rows.empty() ? "" : data.image(0, config.dataset.images);
+  if (set->has(MLPT_COMPONENT_SANDBOX)) env.runtime = check_sandbox(s, *set, env.image);
+  check_harness(s, env);
   std::filesystem::path golden = options.golden;
   if (golden.empty() && std::filesystem::exists(config.dataset.train.parent_path() / "golden.jsonl"))
     golden = config.dataset.train.parent_path() / "golden.jsonl";
-  check_reward(s, env, task, image, golden);
+  check_reward(s, env, golden);
   return s.report;
 }
 
