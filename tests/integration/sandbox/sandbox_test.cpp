@@ -131,8 +131,13 @@ int host_processes_with(const std::string& needle) {
   for (auto& e : fs::directory_iterator("/proc")) {
     std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), {});
+    std::string cmd;
+    try {
+      std::ifstream f(e.path() / "cmdline");
+      cmd.assign(std::istreambuf_iterator<char>(f), {});
+    } catch (const std::ios_base::failure&) {
+      continue;  // it exited while being read (ESRCH): gone, so not counted
+    }
     for (auto& c : cmd)
       if (c == '\0') c = ' ';
     if (cmd.find(needle) != std::string::npos) ++n;
