@@ -5,8 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${MLPT_BUILD_DIR:-build}
 jobs=${MLPT_JOBS:-$(nproc)}
+launcher=()
+# ccache, when installed, keeps rebuilds of unchanged files cheap (paths hashed relative to the tree).
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${MLPT_BUILD_TYPE:-RelWithDebInfo} "$@"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${MLPT_BUILD_TYPE:-RelWithDebInfo} "${launcher[@]}" "$@"
 elif [ $# -gt 0 ]; then
   cmake -S . -B "$build" "$@"
 fi

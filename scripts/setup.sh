@@ -8,7 +8,7 @@ packages=(
   libtomlplusplus-dev libspdlog-dev catch2 libucx-dev ucx-utils libdlpack-dev nlohmann-json3-dev
   libopenblas-dev
   squashfs-tools squashfuse bubblewrap fuse3 python3 python3-pytest
-  nodejs npm
+  nodejs npm ccache
 )
 
 missing=()
