@@ -95,13 +95,27 @@ void ReferenceTrainer::check_batch(const mlpt_train_batch& b, bool training) con
         throw Error(MLPT_INVALID_ARGUMENT, "advantage of sequence " + std::to_string(i) + " is not finite");
 }
 
-std::vector<ReferenceTrainer::MicroBatch> ReferenceTrainer::split(const mlpt_train_batch& b) const {
+// A sequence changes the weights only with a nonzero advantage, not truncated, and with a trainable
+// token; the rest are forwarded for their logprobs (the masks and N_tok need them) and nothing more.
+bool ReferenceTrainer::trains(const mlpt_train_batch& b, size_t i) {
+  if (!b.advantages || b.advantages[i] == 0.0f || (b.truncated && b.truncated[i])) return false;
+  for (int64_t t = b.offsets[i] + 1; t < b.offsets[i + 1]; ++t)
+    if (b.loss_mask[t]) return true;
+  return false;
+}
+
+// Whole sequences up to micro_batch_tokens; in a train step a micro-batch also never mixes
+// sequences that train with ones that do not, so the latter skip the backward as a whole.
+std::vector<ReferenceTrainer::MicroBatch> ReferenceTrainer::split(const mlpt_train_batch& b, bool training) const {
   std::vector<MicroBatch> out;
   size_t i = 0;
   while (i < b.num_sequences) {
-    MicroBatch mb{i, i, b.offsets[i], b.offsets[i]};
+    const bool first_trains = training && trains(b, i);
+    MicroBatch mb{i, i, b.offsets[i], b.offsets[i], first_trains};
     while (mb.end_seq < b.num_sequences &&
-           (mb.end_seq == mb.first_seq || b.offsets[mb.end_seq + 1] - mb.first_token <= micro_batch_tokens_))
+           (mb.end_seq == mb.first_seq ||
+            (b.offsets[mb.end_seq + 1] - mb.first_token <= micro_batch_tokens_ &&
+             (!training || trains(b, mb.end_seq) == first_trains))))
       ++mb.end_seq;
     mb.end_token = b.offsets[mb.end_seq];
     out.push_back(mb);
@@ -119,86 +133,122 @@ ForwardBatch<float> ReferenceTrainer::forward_batch(const mlpt_train_batch& b, c
   return fb;
 }
 
+// The micro-batch rows whose next token is scored (loss_mask = 1): the only rows the output head
+// runs on (in an agentic episode about 1% of rows; prompts and observations are never scored).
+std::vector<int64_t> ReferenceTrainer::scored_rows(const mlpt_train_batch& b, const MicroBatch& mb,
+                                                   const ForwardBatch<float>& fb) {
+  std::vector<int64_t> rows;
+  for (size_t s = 0; s + 1 < fb.offsets.size(); ++s)
+    for (int64_t t = fb.offsets[s]; t + 1 < fb.offsets[s + 1]; ++t)
+      if (b.loss_mask == nullptr || b.loss_mask[mb.first_token + t + 1]) rows.push_back(t);
+  return rows;
+}
+
 void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   const mlpt_train_batch& b = *args.batch;
   cpu::set_cpu_threads(threads_);  // per calling thread (OpenMP)
   check_batch(b, true);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
-  std::vector<MicroBatch> mbs = split(b);
+  std::vector<MicroBatch> mbs = split(b, true);
 
-  // Pass 1: forward every micro-batch once under the current weights: logp_prev, layer inputs,
-  // the experts used (recorded, or replayed from the engine), final hidden states.
+  // Pass 1: forward every micro-batch once under the current weights for logp_prev of the scored
+  // tokens. Micro-batches that train also keep their layer inputs, the experts used (recorded, or
+  // replayed from the engine) and the final hidden states for pass 2.
   struct Saved {
     ForwardBatch<float> fb;
     std::vector<float> layer_inputs, hidden;
     std::vector<int16_t> experts;
+    std::vector<int64_t> rows;  // scored rows
   };
   std::vector<Saved> saved(mbs.size());
   std::vector<double> prev(static_cast<size_t>(N), 0.0);
-  std::vector<float> logits(kHeadBlock * V);
+  std::vector<float> logits(kHeadBlock * V), block_hidden(kHeadBlock * H);
+  // Gathers rows[r0, r0 + n) of `hidden` into block_hidden and runs the head on them.
+  auto head_block = [&](const Saved& sv, size_t r0, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      std::copy_n(sv.hidden.data() + sv.rows[r0 + i] * H, H, block_hidden.data() + i * H);
+    lm_head_forward(weights_, n, block_hidden.data(), logits.data());
+  };
+  int64_t computed_tokens = 0, head_rows = 0;
   for (size_t k = 0; k < mbs.size(); ++k) {
     Saved& sv = saved[k];
     sv.fb = forward_batch(b, mbs[k]);
     const int64_t n = sv.fb.num_tokens();
-    sv.experts.resize(static_cast<size_t>(n * per));
-    sv.fb.routed_experts = sv.experts.data();
-    sv.fb.layer_inputs = &sv.layer_inputs;
+    if (mbs[k].trains) {
+      sv.experts.resize(static_cast<size_t>(n * per));
+      sv.fb.routed_experts = sv.experts.data();
+      sv.fb.layer_inputs = &sv.layer_inputs;
+    }
     sv.hidden = forward_hidden(weights_, sv.fb);
     sv.fb.routed_experts = nullptr;
     sv.fb.layer_inputs = nullptr;
-    for (int64_t r0 = 0; r0 < n; r0 += kHeadBlock) {
-      int64_t rows = std::min(kHeadBlock, n - r0);
-      lm_head_forward(weights_, rows, sv.hidden.data() + r0 * H, logits.data());
-      for (size_t s = 0; s + 1 < sv.fb.offsets.size(); ++s)
-        for (int64_t t = std::max(r0, sv.fb.offsets[s]); t < std::min(r0 + rows, sv.fb.offsets[s + 1] - 1); ++t)
-          prev[mbs[k].first_token + t + 1] = token_logprob(logits.data() + (t - r0) * V, valid_vocab_, sv.fb.tokens[t + 1]);
+    sv.rows = scored_rows(b, mbs[k], sv.fb);
+    for (size_t r0 = 0; r0 < sv.rows.size(); r0 += kHeadBlock) {
+      const int64_t rows = std::min<int64_t>(kHeadBlock, static_cast<int64_t>(sv.rows.size() - r0));
+      head_block(sv, r0, rows);
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t t = sv.rows[r0 + i];
+        prev[mbs[k].first_token + t + 1] = token_logprob(logits.data() + i * V, valid_vocab_, sv.fb.tokens[t + 1]);
+      }
     }
+    computed_tokens += n;
+    head_rows += static_cast<int64_t>(sv.rows.size());
+    if (!mbs[k].trains) sv = Saved{};
   }
 
   LossPlan plan = plan_loss(b, prev, loss_);
 
-  // Pass 2: loss gradient at the LM head in row blocks, then the model backward per micro-batch.
+  // Pass 2, for the micro-batches that train: the loss gradient at the output head over the scored
+  // rows, scattered into d(hidden), then the model backward.
   for (auto& g : grads_.values) std::fill(g.begin(), g.end(), 0.0f);
   double total_loss = 0;
-  std::vector<float> dlogits(kHeadBlock * V);
+  int64_t backward_tokens = 0;
+  std::vector<float> dlogits(kHeadBlock * V), d_block(kHeadBlock * H);
   const BackwardOptions options{trainable_[weights_.layout.layers.empty() ? 0 : weights_.layout.layers[0].moe.router]};
   for (size_t k = 0; k < mbs.size(); ++k) {
+    if (!mbs[k].trains) continue;
     Saved& sv = saved[k];
     const int64_t n = sv.fb.num_tokens();
     std::vector<float> d_hidden(static_cast<size_t>(n * H), 0.0f);
-    for (int64_t r0 = 0; r0 < n; r0 += kHeadBlock) {
-      int64_t rows = std::min(kHeadBlock, n - r0);
-      bool any = false;
+    bool any_gradient = false;
+    for (size_t r0 = 0; r0 < sv.rows.size(); r0 += kHeadBlock) {
+      const int64_t rows = std::min<int64_t>(kHeadBlock, static_cast<int64_t>(sv.rows.size() - r0));
+      bool any = false, computed = false;
       std::fill(dlogits.begin(), dlogits.begin() + rows * V, 0.0f);
-      bool computed = false;
-      for (size_t s = 0; s + 1 < sv.fb.offsets.size(); ++s)
-        for (int64_t t = std::max(r0, sv.fb.offsets[s]); t < std::min(r0 + rows, sv.fb.offsets[s + 1] - 1); ++t) {
-          const int64_t gt = mbs[k].first_token + t + 1;  // the predicted token, global index
-          if (plan.weight[gt] == 0.0) continue;
-          if (!computed) {
-            lm_head_forward(weights_, rows, sv.hidden.data() + r0 * H, logits.data());
-            computed = true;
-          }
-          const float* l = logits.data() + (t - r0) * V;
-          double lp = token_logprob(l, valid_vocab_, sv.fb.tokens[t + 1]);
-          TokenLoss tl = token_loss(plan.weight[gt], lp, prev[gt], loss_);
-          total_loss += tl.loss;
-          if (tl.grad == 0.0) continue;
-          any = true;
-          // d loss / d logits = grad · (onehot − softmax) over the real vocabulary.
-          double lse = static_cast<double>(l[sv.fb.tokens[t + 1]]) - lp;
-          float* dl = dlogits.data() + (t - r0) * V;
-          for (int64_t v = 0; v < valid_vocab_; ++v)
-            dl[v] = static_cast<float>(-tl.grad * std::exp(static_cast<double>(l[v]) - lse));
-          dl[sv.fb.tokens[t + 1]] += static_cast<float>(tl.grad);
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t t = sv.rows[r0 + i];
+        const int64_t gt = mbs[k].first_token + t + 1;  // the predicted token, global index
+        if (plan.weight[gt] == 0.0) continue;
+        if (!computed) {
+          head_block(sv, r0, rows);
+          computed = true;
         }
+        const float* l = logits.data() + i * V;
+        double lp = token_logprob(l, valid_vocab_, sv.fb.tokens[t + 1]);
+        TokenLoss tl = token_loss(plan.weight[gt], lp, prev[gt], loss_);
+        total_loss += tl.loss;
+        if (tl.grad == 0.0) continue;
+        any = true;
+        // d loss / d logits = grad · (onehot − softmax) over the real vocabulary.
+        double lse = static_cast<double>(l[sv.fb.tokens[t + 1]]) - lp;
+        float* dl = dlogits.data() + i * V;
+        for (int64_t v = 0; v < valid_vocab_; ++v)
+          dl[v] = static_cast<float>(-tl.grad * std::exp(static_cast<double>(l[v]) - lse));
+        dl[sv.fb.tokens[t + 1]] += static_cast<float>(tl.grad);
+      }
       if (!any) continue;
-      cpu::linear_backward_input(rows, V, H, dlogits.data(), weights_[weights_.layout.lm_head], d_hidden.data() + r0 * H,
-                                 false);
-      cpu::linear_backward_weight(rows, V, H, dlogits.data(), sv.hidden.data() + r0 * H, grads_[weights_.layout.lm_head]);
+      any_gradient = true;
+      cpu::linear_backward_input(rows, V, H, dlogits.data(), weights_[weights_.layout.lm_head], d_block.data(), false);
+      for (int64_t i = 0; i < rows; ++i)
+        std::copy_n(d_block.data() + i * H, H, d_hidden.data() + sv.rows[r0 + i] * H);
+      cpu::linear_backward_weight(rows, V, H, dlogits.data(), block_hidden.data(), grads_[weights_.layout.lm_head]);
     }
-    backward(weights_, sv.fb, sv.layer_inputs, sv.experts.data(), d_hidden.data(), grads_, options);
+    // A micro-batch whose every coefficient came out 0 (TIS- or error-masked) has a zero gradient.
+    if (any_gradient) {
+      backward(weights_, sv.fb, sv.layer_inputs, sv.experts.data(), d_hidden.data(), grads_, options);
+      backward_tokens += n;
+    }
     sv = Saved{};  // free this micro-batch's activations
   }
 
@@ -227,6 +277,9 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
               metric("importance_weight_mean", plan.mean_importance_weight),
               metric("logprob_abs_diff_mean", plan.mean_abs_logprob_diff),
               metric("micro_batches", static_cast<double>(mbs.size())),
+              metric("forward_tokens", static_cast<double>(computed_tokens)),
+              metric("backward_tokens", static_cast<double>(backward_tokens)),
+              metric("head_rows", static_cast<double>(head_rows)),
               metric("lr", optimizer_.lr),
               metric("step", static_cast<double>(step_))};
   args.out_metrics = metrics_.data();
@@ -239,7 +292,7 @@ void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
   cpu::set_cpu_threads(threads_);
   check_batch(b, false);
   if (!args.out_logprobs) throw Error(MLPT_INVALID_ARGUMENT, "out_logprobs is NULL");
-  for (const MicroBatch& mb : split(b)) {
+  for (const MicroBatch& mb : split(b, false)) {
     ForwardBatch<float> fb = forward_batch(b, mb);
     ScoreResult<float> r = score_sequences(weights_, fb, valid_vocab_);
     for (int64_t t = 0; t < fb.num_tokens(); ++t) args.out_logprobs[mb.first_token + t] = static_cast<float>(r.logprobs[t]);

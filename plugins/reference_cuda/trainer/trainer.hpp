@@ -2,10 +2,12 @@
 // backward, the GRPO loss (trainer/grpo_loss.hpp), AdamW on fp32 master weights, R3 replay.
 //
 // A step: the batch is cut into micro-batches of at most micro_batch_tokens tokens (whole
-// sequences); each is run forward once (its layer inputs kept, experts recorded or replayed) to
-// get logp_prev; the loss plan (masks, N_tok over the global batch) is made; then each
-// micro-batch's LM head and loss gradient run in row blocks and the backward recomputes each layer
-// from its saved input; gradients accumulate; global-norm clipping; one AdamW update.
+// sequences; sequences that cannot change the weights — zero advantage, truncated — form their own
+// micro-batches); each is run forward once to get logp_prev, the output head only on the rows whose
+// next token is scored; the loss plan (masks, N_tok over the global batch) is made; then each
+// micro-batch that trains runs the head's loss gradient and the backward (recomputing each layer
+// from its saved input); gradients accumulate; global-norm clipping; one AdamW update, which still
+// moves the weights through the AdamW moments when the gradient is zero.
 //
 // Settings (JSON, unknown keys are errors): checkpoint (required), threads (1), micro_batch_tokens
 // (8192), sampling_vocab_size (as the engine: from tokenizer.json), optimizer {lr 1e-6, betas
@@ -38,8 +40,11 @@ class ReferenceTrainer final : public sdk::Trainer {
   struct MicroBatch {
     size_t first_seq, end_seq;
     int64_t first_token, end_token;
+    bool trains;  // holds sequences that can change the weights (then all of them do)
   };
-  std::vector<MicroBatch> split(const mlpt_train_batch& b) const;
+  static bool trains(const mlpt_train_batch& b, size_t sequence);
+  std::vector<MicroBatch> split(const mlpt_train_batch& b, bool training) const;
+  static std::vector<int64_t> scored_rows(const mlpt_train_batch& b, const MicroBatch& mb, const ForwardBatch<float>& fb);
   void check_batch(const mlpt_train_batch& b, bool training) const;
   ForwardBatch<float> forward_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
 

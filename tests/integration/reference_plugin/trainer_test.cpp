@@ -133,6 +133,37 @@ TEST_CASE("micro-batching and gradient accumulation do not change the step") {
   CHECK(worst < 1e-5);
 }
 
+TEST_CASE("sequences with zero advantage skip the backward and the step is unchanged") {
+  TempDir dir("tr_zero_adv");
+  std::string ck = make_checkpoint(dir, "ck", 24);
+  // Sequences 1 and 3 have A = 0 (an all-equal group): their backward is skipped. The reference
+  // runs it with A = 1e-30, a coefficient that rounds the gradient contribution to nothing.
+  Trainer skipped(settings(ck, kFastLr)), full(settings(ck, kFastLr));
+  Batch b = fixed_batch(skipped, 1.0f, 0.0f), c = fixed_batch(full, 1.0f, 1e-30f);
+  auto ms = step(skipped, b), mf = step(full, c);
+  CHECK(ms["tokens"] == mf["tokens"]);  // zero-advantage sequences still count in N_tok
+  CHECK(ms["loss"] == Approx(mf["loss"]).epsilon(1e-6));
+  CHECK(ms["grad_norm"] == Approx(mf["grad_norm"]).epsilon(1e-5));
+  CHECK(ms["forward_tokens"] == 12 + 15 + 9 + 11);
+  CHECK(mf["backward_tokens"] == 12 + 15 + 9 + 11);
+  CHECK(ms["backward_tokens"] == 12 + 9);
+  CHECK(ms["head_rows"] == 8 + 10 + 6 + 5);  // only rows whose next token is scored (not the prompts)
+  auto a = exported(skipped), f = exported(full);
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, static_cast<double>(std::fabs(a[i][j] - f[i][j])));
+  CHECK(worst < 1e-6);  // Adam steps of ~lr = 3e-3: a missed contribution would show at O(lr)
+
+  // A whole batch of zero advantages: no backward at all, and AdamW still steps.
+  Trainer idle(settings(ck, kFastLr));
+  Batch z = fixed_batch(idle, 0.0f, 0.0f);
+  uint64_t version = 0;
+  auto mz = step(idle, z, &version);
+  CHECK(mz["backward_tokens"] == 0);
+  CHECK(mz["grad_norm"] == 0);
+  CHECK(version == 1);
+}
+
 TEST_CASE("the router stays frozen by default and trains when unfrozen") {
   TempDir dir("tr_router");
   std::string ck = make_checkpoint(dir, "ck", 24);

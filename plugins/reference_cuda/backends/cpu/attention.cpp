@@ -1,16 +1,26 @@
-// Causal GQA attention with a KV prefix, CPU reference (contract in attention.hpp, §2.5).
-// Softmax rows are formed whole for a block of 32 query rows: scores, max subtraction, exp,
-// normalise (two passes per row). The backward recomputes the rows (as flash attention's backward
-// does) instead of storing P. The block products go through detail::gemm_acc.
+// Causal GQA attention with a KV prefix, CPU reference (contract in attention.hpp, §2.5), as a
+// flash-style kernel: a block of 32 query rows walks the kv range in tiles of 64 columns with an
+// online softmax (running max and sum per row, the accumulator rescaled when the max grows), so no
+// score row longer than a tile is ever stored and the working set stays in L1/L2 at any context.
+//
+// The backward recomputes each block's output and log-sum-exp in a first walk (the interface keeps
+// neither), then per tile: P = exp(S − lse), dP = dO Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)) · scale,
+// dQ += dS K, dK += dSᵀ Q, dV += Pᵀ dO. The tile products go through detail::gemm_acc.
 //
 // One task per (sequence, kv head) covers the H/Hkv query heads reading that kv head, so tasks
-// write disjoint memory (including d_k, d_v) and results do not depend on the thread count.
-// K (and V in the backward) are transposed per task to [D][kv_len], so score rows are products
-// with contiguous rows.
+// write disjoint memory (including d_k, d_v) and results do not depend on the thread count. K is
+// transposed per task to [D][kv_len] (V too in the backward) so score tiles are products with
+// contiguous rows.
+//
+// Runtime dispatch: the float kernels are compiled for AVX-512, AVX2+FMA and baseline x86-64 and
+// the loader picks the best the CPU has (GCC target_clones), so a package runs on any x86-64 and
+// still uses the machine's vector width; exp is a branch-free polynomial the compiler vectorises.
+// Results may differ by rounding between CPU generations (FMA contraction), never between runs.
 #include "backends/cpu/attention.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -26,11 +36,18 @@
 #define MLPT_SEQOPS_PARALLEL_FOR(worth_it)
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define MLPT_ATTENTION_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default"), flatten))
+#else
+#define MLPT_ATTENTION_CLONES
+#endif
+
 namespace mlpt::ref::cpu {
 
 namespace {
 
-constexpr int64_t kBlock = 32;  // query rows per block (one head)
+constexpr int64_t kBlockQ = 32;   // query rows per block (one head)
+constexpr int64_t kBlockKv = 64;  // kv columns per tile
 
 void check_attention_args(const char* op, const AttentionShape& s, const int64_t* q_offsets,
                           const int64_t* kv_offsets, size_t num_seqs,
@@ -73,62 +90,198 @@ void transpose_rows(const T* x, int64_t rows, int64_t kv_stride, int64_t D, std:
     for (int64_t c = 0; c < D; ++c) xt[c * rows + j] = x[j * kv_stride + c];
 }
 
-// Scores of a block of query rows: Sc[r][j] = softmax_j(scale * q_r . k_j) over j <= last_r =
-// first_last + r, and 0 for last_r < j < ncol. Sc has ld columns; Kt is [D][ld].
+// exp(x) for x <= 0 as a branch-free polynomial (Cephes' expf: range reduction by ln 2, degree-6
+// polynomial, exponent by bit arithmetic; about 1 ulp), so the loops over a tile vectorise. Inputs
+// below −87 give ~1e-38 instead of 0, immaterial next to the row's largest term, exp(0) = 1.
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -87.0f);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+inline double exp_nonpositive(double x) { return std::exp(x); }
+
+// p[j] = exp(p[j] − m) for j < n; returns the sum.
 template <class T>
-void softmax_block(const T* qb, int64_t ldq, int64_t rows, const T* Kt, int64_t ld, int64_t first_last, int64_t D,
-                   T scale, T* Sc) {
+inline T exp_shifted(T* p, int64_t n, T m) {
+  T z = 0;
+  for (int64_t j = 0; j < n; ++j) z += (p[j] = exp_nonpositive(p[j] - m));
+  return z;
+}
+
+// One block of query rows of one head against the kv range [0, first_last + rows), online softmax.
+// Writes the normalised output rows (ldo apart) and, when lse is not NULL, each row's log-sum-exp.
+// Row r sees columns j <= first_last + r.
+template <class T>
+inline void forward_block(const T* qb, int64_t ldq, int64_t rows, const T* Kt, int64_t kl, const T* vb,
+                          int64_t ldkv, int64_t first_last, int64_t D, T scale, T* S, T* acc, T* o, int64_t ldo,
+                          T* lse) {
+  T m[kBlockQ], l[kBlockQ];
+  std::fill(m, m + rows, -std::numeric_limits<T>::infinity());
+  std::fill(l, l + rows, T(0));
+  std::fill(acc, acc + rows * D, T(0));
   const int64_t ncol = first_last + rows;
-  for (int64_t r = 0; r < rows; ++r) std::fill(Sc + r * ld, Sc + r * ld + ncol, T(0));
-  detail::gemm_acc<T>(rows, ncol, D, scale, qb, ldq, Kt, ld, Sc, ld);
-  for (int64_t r = 0; r < rows; ++r) {
-    T* p = Sc + r * ld;
-    const int64_t n = first_last + r + 1;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, p[j]);
-    T z = 0;
-    for (int64_t j = 0; j < n; ++j) z += (p[j] = std::exp(p[j] - mx));
-    const T inv = T(1) / z;
-    for (int64_t j = 0; j < n; ++j) p[j] *= inv;
-    std::fill(p + n, p + ncol, T(0));  // causal mask
+  for (int64_t j0 = 0; j0 < ncol; j0 += kBlockKv) {
+    const int64_t nc = std::min(kBlockKv, ncol - j0);
+    std::fill(S, S + rows * kBlockKv, T(0));
+    detail::gemm_acc<T>(rows, nc, D, scale, qb, ldq, Kt + j0, kl, S, kBlockKv);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* p = S + r * kBlockKv;
+      const int64_t valid = std::clamp<int64_t>(first_last + r + 1 - j0, 0, nc);
+      if (valid == 0) {  // the whole tile is past this row's causal limit
+        std::fill(p, p + nc, T(0));
+        continue;
+      }
+      T mx = m[r];
+      for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, p[j]);
+      const T correction = std::exp(m[r] - mx);  // 0 on the first tile (m = −inf)
+      l[r] = l[r] * correction + exp_shifted(p, valid, mx);
+      std::fill(p + valid, p + nc, T(0));
+      m[r] = mx;
+      if (correction != T(1))
+        for (int64_t c = 0; c < D; ++c) acc[r * D + c] *= correction;
+    }
+    detail::gemm_acc<T>(rows, D, nc, 1, S, kBlockKv, vb + j0 * ldkv, ldkv, acc, D);
   }
+  for (int64_t r = 0; r < rows; ++r) {
+    const T inv = T(1) / l[r];
+    for (int64_t c = 0; c < D; ++c) o[r * ldo + c] = acc[r * D + c] * inv;
+    if (lse) lse[r] = m[r] + std::log(l[r]);
+  }
+}
+
+struct Task {
+  int64_t ql, kl, H, Hkv, D, q_row0;  // q_row0: the sequence's first query token
+};
+
+// Forward of one (sequence, kv head): every query head of the group, every block.
+template <class T>
+inline void forward_task(const Task& t, int64_t hkv, const T* q, const T* kb, const T* vb, T* out) {
+  const int64_t r = t.H / t.Hkv, ldq = t.H * t.D, ldkv = t.Hkv * t.D;
+  const T scale = T(1) / std::sqrt(T(t.D));
+  std::vector<T> Kt, S(static_cast<size_t>(kBlockQ * kBlockKv)), acc(static_cast<size_t>(kBlockQ * t.D));
+  transpose_rows(kb, t.kl, ldkv, t.D, Kt);
+  for (int64_t h = hkv * r; h < (hkv + 1) * r; ++h)
+    for (int64_t i0 = 0; i0 < t.ql; i0 += kBlockQ) {
+      const int64_t rows = std::min(kBlockQ, t.ql - i0), first_last = t.kl - t.ql + i0;
+      const int64_t row0 = (t.q_row0 + i0) * t.H + h;  // rows are H * D apart
+      forward_block(q + row0 * t.D, ldq, rows, Kt.data(), t.kl, vb, ldkv, first_last, t.D, scale, S.data(),
+                    acc.data(), out + row0 * t.D, ldq, static_cast<T*>(nullptr));
+    }
+}
+
+// Backward of one (sequence, kv head); d_k and d_v rows of this task are zeroed here first.
+template <class T>
+inline void backward_task(const Task& t, int64_t hkv, const T* q, const T* kb, const T* vb, const T* d_out, T* d_q,
+                          T* dkb, T* dvb) {
+  const int64_t r = t.H / t.Hkv, ldq = t.H * t.D, ldkv = t.Hkv * t.D, D = t.D;
+  const T scale = T(1) / std::sqrt(T(D));
+  for (int64_t j = 0; j < t.kl; ++j) {
+    std::fill(dkb + j * ldkv, dkb + j * ldkv + D, T(0));
+    std::fill(dvb + j * ldkv, dvb + j * ldkv + D, T(0));
+  }
+  if (t.ql == 0) return;
+  const size_t tile = static_cast<size_t>(kBlockQ * kBlockKv);
+  std::vector<T> Kt, Vt, P(tile), dS(tile), Pt(tile), dSt(tile);
+  std::vector<T> acc(static_cast<size_t>(kBlockQ * D)), O(static_cast<size_t>(kBlockQ * D));
+  T lse[kBlockQ], rowdot[kBlockQ];
+  transpose_rows(kb, t.kl, ldkv, D, Kt);
+  transpose_rows(vb, t.kl, ldkv, D, Vt);
+  for (int64_t h = hkv * r; h < (hkv + 1) * r; ++h)
+    for (int64_t i0 = 0; i0 < t.ql; i0 += kBlockQ) {
+      const int64_t rows = std::min(kBlockQ, t.ql - i0), first_last = t.kl - t.ql + i0, ncol = first_last + rows;
+      const int64_t row0 = (t.q_row0 + i0) * t.H + h;
+      const T *qb = q + row0 * D, *dob = d_out + row0 * D;
+      forward_block(qb, ldq, rows, Kt.data(), t.kl, vb, ldkv, first_last, D, scale, P.data(), acc.data(), O.data(), D,
+                    lse);
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        T dot = 0;
+        for (int64_t c = 0; c < D; ++c) dot += dob[rr * ldq + c] * O[rr * D + c];
+        rowdot[rr] = dot;
+      }
+      T* dqb = d_q + row0 * D;
+      for (int64_t rr = 0; rr < rows; ++rr) std::fill(dqb + rr * ldq, dqb + rr * ldq + D, T(0));
+      for (int64_t j0 = 0; j0 < ncol; j0 += kBlockKv) {
+        const int64_t nc = std::min(kBlockKv, ncol - j0);
+        std::fill(P.begin(), P.begin() + rows * kBlockKv, T(0));
+        std::fill(dS.begin(), dS.begin() + rows * kBlockKv, T(0));
+        detail::gemm_acc<T>(rows, nc, D, scale, qb, ldq, Kt.data() + j0, t.kl, P.data(), kBlockKv);
+        detail::gemm_acc<T>(rows, nc, D, 1, dob, ldq, Vt.data() + j0, t.kl, dS.data(), kBlockKv);  // dP
+        for (int64_t rr = 0; rr < rows; ++rr) {
+          T *p = P.data() + rr * kBlockKv, *ds = dS.data() + rr * kBlockKv;
+          const int64_t valid = std::clamp<int64_t>(first_last + rr + 1 - j0, 0, nc);
+          exp_shifted(p, valid, lse[rr]);
+          for (int64_t j = 0; j < valid; ++j) ds[j] = p[j] * (ds[j] - rowdot[rr]) * scale;
+          std::fill(p + valid, p + nc, T(0));
+          std::fill(ds + valid, ds + nc, T(0));
+        }
+        detail::gemm_acc<T>(rows, D, nc, 1, dS.data(), kBlockKv, kb + j0 * ldkv, ldkv, dqb, ldq);
+        for (int64_t j = 0; j < nc; ++j)
+          for (int64_t rr = 0; rr < rows; ++rr) {
+            Pt[j * kBlockQ + rr] = P[rr * kBlockKv + j];
+            dSt[j * kBlockQ + rr] = dS[rr * kBlockKv + j];
+          }
+        detail::gemm_acc<T>(nc, D, rows, 1, dSt.data(), kBlockQ, qb, ldq, dkb + j0 * ldkv, ldkv);
+        detail::gemm_acc<T>(nc, D, rows, 1, Pt.data(), kBlockQ, dob, ldq, dvb + j0 * ldkv, ldkv);
+      }
+    }
+}
+
+// The float kernels, one clone per instruction set; double (the oracle's precision) is generic.
+MLPT_ATTENTION_CLONES void forward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb,
+                                            const float* vb, float* out) {
+  forward_task<float>(t, hkv, q, kb, vb, out);
+}
+MLPT_ATTENTION_CLONES void backward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb,
+                                             const float* vb, const float* d_out, float* d_q, float* dkb,
+                                             float* dvb) {
+  backward_task<float>(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
+}
+void forward_task_any(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb, float* out) {
+  forward_task_f32(t, hkv, q, kb, vb, out);
+}
+void forward_task_any(const Task& t, int64_t hkv, const double* q, const double* kb, const double* vb, double* out) {
+  forward_task<double>(t, hkv, q, kb, vb, out);
+}
+void backward_task_any(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb,
+                       const float* d_out, float* d_q, float* dkb, float* dvb) {
+  backward_task_f32(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
+}
+void backward_task_any(const Task& t, int64_t hkv, const double* q, const double* kb, const double* vb,
+                       const double* d_out, double* d_q, double* dkb, double* dvb) {
+  backward_task<double>(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
 }
 
 }  // namespace
 
-// Per task, per query head, blocks of kBlock query rows: S = scale Q Kᵀ over the block's kv range
-// (columns past a row's causal limit are masked to probability 0), row softmax, O = P V.
 template <class T>
 void attention_forward(const AttentionShape& shape, const int64_t* q_offsets,
                        const int64_t* kv_offsets, size_t num_seqs, const T* q, const T* k,
                        const T* v, T* out) {
   check_attention_args("attention_forward", shape, q_offsets, kv_offsets, num_seqs,
                        {{"q", q}, {"k", k}, {"v", v}, {"out", out}});
-  const int64_t H = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim, r = H / Hkv;
-  const T scale = T(1) / std::sqrt(T(D));
+  const int64_t H = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim;
   const int64_t tasks = static_cast<int64_t>(num_seqs) * Hkv;
   MLPT_SEQOPS_PARALLEL_FOR(tasks > 1 && attention_work(q_offsets, kv_offsets, num_seqs) * H * D >= (1 << 20))
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t s = task / Hkv, hkv = task % Hkv;
-    const int64_t ql = q_offsets[s + 1] - q_offsets[s], kl = kv_offsets[s + 1] - kv_offsets[s];
-    if (ql == 0) continue;
-    const T* vb = v + (kv_offsets[s] * Hkv + hkv) * D;
-    std::vector<T> Kt, Sc(static_cast<size_t>(kBlock * kl));
-    transpose_rows(k + (kv_offsets[s] * Hkv + hkv) * D, kl, Hkv * D, D, Kt);
-    for (int64_t h = hkv * r; h < (hkv + 1) * r; ++h)
-      for (int64_t i0 = 0; i0 < ql; i0 += kBlock) {
-        const int64_t rows = std::min(kBlock, ql - i0), first_last = kl - ql + i0;
-        const int64_t row0 = (q_offsets[s] + i0) * H + h;  // rows are H * D apart
-        softmax_block(q + row0 * D, H * D, rows, Kt.data(), kl, first_last, D, scale, Sc.data());
-        T* o = out + row0 * D;
-        for (int64_t rr = 0; rr < rows; ++rr) std::fill(o + rr * H * D, o + rr * H * D + D, T(0));
-        detail::gemm_acc<T>(rows, D, first_last + rows, 1, Sc.data(), kl, vb, Hkv * D, o, H * D);
-      }
+    const Task t{q_offsets[s + 1] - q_offsets[s], kv_offsets[s + 1] - kv_offsets[s], H, Hkv, D, q_offsets[s]};
+    if (t.ql == 0) continue;
+    const int64_t kv0 = (kv_offsets[s] * Hkv + hkv) * D;
+    forward_task_any(t, hkv, q, k + kv0, v + kv0, out);
   }
 }
 
-// Per block: recompute P; dP = dO Vᵀ; dS = P ⊙ (dP - rowsum(P ⊙ dP)) · scale; dQ = dS K;
-// dK += dSᵀ Q; dV += Pᵀ dO (the transposes of P and dS are formed explicitly).
 template <class T>
 void attention_backward(const AttentionShape& shape, const int64_t* q_offsets,
                         const int64_t* kv_offsets, size_t num_seqs, const T* q, const T* k,
@@ -136,52 +289,14 @@ void attention_backward(const AttentionShape& shape, const int64_t* q_offsets,
   check_attention_args("attention_backward", shape, q_offsets, kv_offsets, num_seqs,
                        {{"q", q}, {"k", k}, {"v", v}, {"d_out", d_out}, {"d_q", d_q}, {"d_k", d_k},
                         {"d_v", d_v}});
-  const int64_t H = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim, r = H / Hkv;
-  const int64_t ldq = H * D, ldkv = Hkv * D;
-  const T scale = T(1) / std::sqrt(T(D));
+  const int64_t H = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim;
   const int64_t tasks = static_cast<int64_t>(num_seqs) * Hkv;
   MLPT_SEQOPS_PARALLEL_FOR(tasks > 1 && attention_work(q_offsets, kv_offsets, num_seqs) * H * D >= (1 << 20))
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t s = task / Hkv, hkv = task % Hkv;
-    const int64_t ql = q_offsets[s + 1] - q_offsets[s], kl = kv_offsets[s + 1] - kv_offsets[s];
-    const int64_t kv0 = kv_offsets[s] * Hkv + hkv;  // row index of kv position 0, step Hkv
-    T *dkb = d_k + kv0 * D, *dvb = d_v + kv0 * D;
-    for (int64_t j = 0; j < kl; ++j) {
-      std::fill(dkb + j * ldkv, dkb + j * ldkv + D, T(0));
-      std::fill(dvb + j * ldkv, dvb + j * ldkv + D, T(0));
-    }
-    if (ql == 0) continue;
-    const T* kb = k + kv0 * D;
-    const size_t block = static_cast<size_t>(kBlock * kl);
-    std::vector<T> Kt, Vt, P(block), dS(block), Pt(block), dSt(block);
-    transpose_rows(kb, kl, ldkv, D, Kt);
-    transpose_rows(v + kv0 * D, kl, ldkv, D, Vt);
-    for (int64_t h = hkv * r; h < (hkv + 1) * r; ++h)
-      for (int64_t i0 = 0; i0 < ql; i0 += kBlock) {
-        const int64_t rows = std::min(kBlock, ql - i0), first_last = kl - ql + i0, ncol = first_last + rows;
-        const int64_t row0 = (q_offsets[s] + i0) * H + h;
-        const T *qb = q + row0 * D, *dob = d_out + row0 * D;
-        softmax_block(qb, ldq, rows, Kt.data(), kl, first_last, D, scale, P.data());
-        for (int64_t rr = 0; rr < rows; ++rr) std::fill(dS.begin() + rr * kl, dS.begin() + rr * kl + ncol, T(0));
-        detail::gemm_acc<T>(rows, ncol, D, 1, dob, ldq, Vt.data(), kl, dS.data(), kl);  // dP
-        for (int64_t rr = 0; rr < rows; ++rr) {
-          const T* p = P.data() + rr * kl;
-          T* ds = dS.data() + rr * kl;
-          T rowdot = 0;
-          for (int64_t j = 0; j < ncol; ++j) rowdot += p[j] * ds[j];
-          for (int64_t j = 0; j < ncol; ++j) ds[j] = p[j] * (ds[j] - rowdot) * scale;
-        }
-        T* dqb = d_q + row0 * D;
-        for (int64_t rr = 0; rr < rows; ++rr) std::fill(dqb + rr * ldq, dqb + rr * ldq + D, T(0));
-        detail::gemm_acc<T>(rows, D, ncol, 1, dS.data(), kl, kb, ldkv, dqb, ldq);
-        for (int64_t j = 0; j < ncol; ++j)
-          for (int64_t rr = 0; rr < rows; ++rr) {
-            Pt[j * kBlock + rr] = P[rr * kl + j];
-            dSt[j * kBlock + rr] = dS[rr * kl + j];
-          }
-        detail::gemm_acc<T>(ncol, D, rows, 1, dSt.data(), kBlock, qb, ldq, dkb, ldkv);
-        detail::gemm_acc<T>(ncol, D, rows, 1, Pt.data(), kBlock, dob, ldq, dvb, ldkv);
-      }
+    const Task t{q_offsets[s + 1] - q_offsets[s], kv_offsets[s + 1] - kv_offsets[s], H, Hkv, D, q_offsets[s]};
+    const int64_t kv0 = (kv_offsets[s] * Hkv + hkv) * D;
+    backward_task_any(t, hkv, q, k + kv0, v + kv0, d_out, d_q, d_k + kv0, d_v + kv0);
   }
 }
 
