@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,22 +24,42 @@ namespace fs = std::filesystem;
 
 // ---- dtypes ----
 
-const char* dtype_code(Dtype d) {
-  switch (d) {
-    case Dtype::f32: return "F32";
-    case Dtype::bf16: return "BF16";
-    case Dtype::f16: return "F16";
-  }
-  return "?";
+namespace {
+
+struct DtypeInfo {
+  Dtype dtype;
+  const char* code;
+  size_t bytes;
+};
+
+constexpr DtypeInfo kDtypes[] = {
+    {Dtype::f32, "F32", 4},         {Dtype::bf16, "BF16", 2}, {Dtype::f16, "F16", 2}, {Dtype::f8_e4m3, "F8_E4M3", 1},
+    {Dtype::f64, "F64", 8},         {Dtype::f8_e5m2, "F8_E5M2", 1}, {Dtype::i64, "I64", 8}, {Dtype::i32, "I32", 4},
+    {Dtype::i16, "I16", 2},         {Dtype::i8, "I8", 1},     {Dtype::u8, "U8", 1},   {Dtype::boolean, "BOOL", 1},
+};
+
+const DtypeInfo& info(Dtype d) {
+  for (const auto& i : kDtypes)
+    if (i.dtype == d) return i;
+  return kDtypes[0];
 }
 
-size_t dtype_bytes(Dtype d) { return d == Dtype::f32 ? 4 : 2; }
+}  // namespace
+
+const char* dtype_code(Dtype d) { return info(d).code; }
+
+size_t dtype_bytes(Dtype d) { return info(d).bytes; }
+
+bool is_weight_dtype(Dtype d) { return d == Dtype::f32 || d == Dtype::bf16 || d == Dtype::f16 || d == Dtype::f8_e4m3; }
 
 Dtype parse_dtype(const std::string& n) {
-  if (n == "F32" || n == "float32") return Dtype::f32;
-  if (n == "BF16" || n == "bfloat16") return Dtype::bf16;
-  if (n == "F16" || n == "float16") return Dtype::f16;
-  throw Error(MLPT_INVALID_ARGUMENT, "unsupported dtype '" + n + "' (expected F32, BF16 or F16)");
+  if (n == "float32") return Dtype::f32;
+  if (n == "bfloat16") return Dtype::bf16;
+  if (n == "float16") return Dtype::f16;
+  for (const auto& i : kDtypes)
+    if (n == i.code) return i.dtype;
+  throw Error(MLPT_INVALID_ARGUMENT, "unsupported dtype '" + n + "' (expected F32, BF16, F16, F8_E4M3, F8_E5M2, F64, "
+                                     "I64, I32, I16, I8, U8 or BOOL)");
 }
 
 float bf16_to_float(uint16_t v) {
@@ -93,6 +114,31 @@ uint16_t float_to_f16(float f) {
   uint32_t r = absb - (112u << 23);  // rebias exponent
   r += 0xfffu + ((r >> 13) & 1u);
   return static_cast<uint16_t>(sign | (r >> 13));
+}
+
+float f8_e4m3_to_float(uint8_t v) {
+  const int sign = v >> 7, exp = (v >> 3) & 0xf, mant = v & 7;
+  if (exp == 15 && mant == 7) return NAN;
+  float mag = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)  // subnormal: mant/8 * 2^-6
+                       : std::ldexp(static_cast<float>(8 + mant), exp - 10);
+  return sign ? -mag : mag;
+}
+
+uint8_t float_to_f8_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  float a = std::fabs(f);
+  if (a >= 448.0f) return sign | 0x7e;  // saturate (the format has no infinity)
+  // Quantum of a's binade (2^-9 in the subnormal range); a / quantum rounds to nearest even.
+  int e = a < 0x1.0p-6f ? -6 : std::ilogb(a);
+  float q = std::nearbyint(std::ldexp(a, 3 - e));  // in [8, 16] for normals, [0, 8] for subnormals
+  if (q >= 16.0f) {
+    q = 8.0f;
+    ++e;
+  }
+  if (q < 8.0f) return sign | static_cast<uint8_t>(q);  // subnormal (or zero)
+  if (e > 8) return sign | 0x7e;
+  return sign | static_cast<uint8_t>((e + 7) << 3 | (static_cast<int>(q) - 8));
 }
 
 int64_t TensorEntry::numel() const {
@@ -206,6 +252,16 @@ SafetensorsFile::~SafetensorsFile() {
   if (map_) ::munmap(map_, map_size_);
 }
 
+void SafetensorsFile::release(size_t begin, size_t end) const {
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto base = reinterpret_cast<uintptr_t>(map_);
+  uintptr_t lo = reinterpret_cast<uintptr_t>(data_ + begin), hi = reinterpret_cast<uintptr_t>(data_ + end);
+  lo = lo / page * page;
+  hi = std::min<uintptr_t>((hi + page - 1) / page * page, base + map_size_);
+  // Read-only private pages are clean: dropping them only means a later touch reads the file again.
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 const TensorEntry& SafetensorsFile::entry(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw Error(MLPT_NOT_FOUND, path_ + ": no tensor '" + name + "'");
@@ -247,6 +303,27 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) : dir_(dir)
   } else {
     throw Error(MLPT_NOT_FOUND, dir + ": no model.safetensors or model.safetensors.index.json");
   }
+  fs::path config = fs::path(dir) / "config.json";
+  if (fs::exists(config)) {  // FP8 block size, as HF's fine-grained FP8 config states it
+    json doc;
+    try {
+      std::ifstream in(config);
+      doc = json::parse(in);
+    } catch (const json::parse_error& e) {
+      throw Error(MLPT_DATA_LOSS, config.string() + ": not valid JSON: " + e.what());
+    }
+    const json* q = nullptr;
+    if (doc.is_object() && doc.contains("quantization_config")) q = &doc["quantization_config"];
+    else if (doc.is_object() && doc.contains("text_config") && doc["text_config"].is_object() &&
+             doc["text_config"].contains("quantization_config"))
+      q = &doc["text_config"]["quantization_config"];
+    if (q && q->is_object() && q->contains("weight_block_size")) {
+      const json& b = (*q)["weight_block_size"];
+      if (!b.is_array() || b.size() != 2 || !b[0].is_number_unsigned() || !b[1].is_number_unsigned() || b[0] == 0 || b[1] == 0)
+        throw Error(MLPT_INVALID_ARGUMENT, config.string() + ": quantization_config.weight_block_size must be two positive integers");
+      fp8_block_ = {b[0].get<int64_t>(), b[1].get<int64_t>()};
+    }
+  }
 }
 
 std::vector<std::string> SafetensorsCheckpoint::names() const {
@@ -266,44 +343,213 @@ const std::string& SafetensorsCheckpoint::file_of(const std::string& name) const
   return files_[where_.at(name)]->path();
 }
 
+namespace {
+
+// Where the elements of a slice lie: `runs` contiguous runs of `run` elements, run k starting at
+// element first + k * stride of the tensor.
+struct SliceRuns {
+  int64_t runs = 1, run = 0, first = 0, stride = 0;
+  std::vector<int64_t> shape;  // of the slice
+};
+
+SliceRuns slice_runs(const std::vector<int64_t>& shape, const Slice* slice, const std::string& where) {
+  SliceRuns r;
+  r.shape = shape;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (!slice) {
+    r.run = n;
+    return r;
+  }
+  if (slice->dim < 0 || slice->dim >= static_cast<int>(shape.size()) || slice->begin < 0 || slice->begin > slice->end ||
+      slice->end > shape[slice->dim])
+    throw Error(MLPT_INVALID_ARGUMENT, where + ": slice [" + std::to_string(slice->begin) + ", " +
+                                           std::to_string(slice->end) + ") of dim " + std::to_string(slice->dim) +
+                                           " is outside shape " + shape_str(shape));
+  int64_t inner = 1;
+  for (size_t d = slice->dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  for (int d = 0; d < slice->dim; ++d) r.runs *= shape[d];
+  r.run = (slice->end - slice->begin) * inner;
+  r.first = slice->begin * inner;
+  r.stride = shape[slice->dim] * inner;
+  r.shape[slice->dim] = slice->end - slice->begin;
+  return r;
+}
+
 template <class T>
-void read_tensor(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape, T* out) {
-  const TensorEntry& e = f.entry(name);
-  if (e.shape != shape)
-    throw Error(MLPT_INVALID_ARGUMENT, f.path() + ": tensor '" + name + "' has shape " + shape_str(e.shape) +
-                                           ", the model config needs " + shape_str(shape));
-  const std::byte* p = f.data(e);
-  int64_t n = e.numel();
-  switch (e.dtype) {
-    case Dtype::f32:
-      for (int64_t i = 0; i < n; ++i) {
+void decode(const std::byte* p, Dtype d, int64_t n, T* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    switch (d) {
+      case Dtype::f32: {
         float v;
         std::memcpy(&v, p + 4 * i, 4);
         out[i] = static_cast<T>(v);
+        break;
       }
-      break;
-    case Dtype::bf16:
-    case Dtype::f16:
-      for (int64_t i = 0; i < n; ++i) {
+      case Dtype::bf16:
+      case Dtype::f16: {
         uint16_t v;
         std::memcpy(&v, p + 2 * i, 2);
-        out[i] = static_cast<T>(e.dtype == Dtype::bf16 ? bf16_to_float(v) : f16_to_float(v));
+        out[i] = static_cast<T>(d == Dtype::bf16 ? bf16_to_float(v) : f16_to_float(v));
+        break;
       }
-      break;
+      default:
+        out[i] = static_cast<T>(f8_e4m3_to_float(static_cast<uint8_t>(p[i])));
+        break;
+    }
   }
+}
+
+void check_shape(const std::string& file, const std::string& name, const TensorEntry& e, const std::vector<int64_t>& shape) {
+  if (e.shape != shape)
+    throw Error(MLPT_INVALID_ARGUMENT, file + ": tensor '" + name + "' has shape " + shape_str(e.shape) +
+                                           ", the model config needs " + shape_str(shape));
+  if (!is_weight_dtype(e.dtype))
+    throw Error(MLPT_INVALID_ARGUMENT, file + ": tensor '" + name + "' has dtype " + dtype_code(e.dtype) +
+                                           ", not a weight dtype (F32, BF16, F16 or F8_E4M3)");
+}
+
+}  // namespace
+
+std::string scale_inv_name(const std::string& name) { return name + "_scale_inv"; }
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+template <class T>
+void read_tensor(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape, T* out) {
+  const TensorEntry& e = f.entry(name);
+  check_shape(f.path(), name, e, shape);
+  if (e.dtype == Dtype::f8_e4m3)
+    throw Error(MLPT_INVALID_ARGUMENT, f.path() + ": tensor '" + name + "' is FP8; its block scale lives in the checkpoint, read it from there");
+  decode(f.data(e), e.dtype, e.numel(), out);
+  f.release(e.begin, e.end);
 }
 
 template void read_tensor<float>(const SafetensorsFile&, const std::string&, const std::vector<int64_t>&, float*);
 template void read_tensor<double>(const SafetensorsFile&, const std::string&, const std::vector<int64_t>&, double*);
 
+const SafetensorsFile& SafetensorsCheckpoint::file(const std::string& name) const {
+  entry(name);
+  return *files_[where_.at(name)];
+}
+
 template <class T>
 void SafetensorsCheckpoint::read(const std::string& name, const std::vector<int64_t>& shape, T* out) const {
-  entry(name);
-  read_tensor(*files_[where_.at(name)], name, shape, out);
+  const TensorEntry& e = entry(name);
+  read_slice<T>(name, shape, Slice{0, 0, e.shape.empty() ? 1 : e.shape[0]}, out);
+}
+
+template <class T>
+void SafetensorsCheckpoint::read_slice(const std::string& name, const std::vector<int64_t>& shape, const Slice& slice,
+                                       T* out) const {
+  const SafetensorsFile& f = file(name);
+  const TensorEntry& e = f.entry(name);
+  check_shape(f.path(), name, e, shape);
+  const std::string where = f.path() + ": tensor '" + name + "'";
+  SliceRuns r = slice_runs(e.shape, e.shape.empty() ? nullptr : &slice, where);
+  const size_t width = dtype_bytes(e.dtype);
+  if (e.dtype != Dtype::f8_e4m3) {
+    for (int64_t k = 0; k < r.runs; ++k) decode(f.data(e) + (r.first + k * r.stride) * width, e.dtype, r.run, out + k * r.run);
+  } else {
+    // Dequantise: each element times the scale of its block in the last two dims.
+    std::string sname = scale_inv_name(name);
+    if (!contains(sname))
+      throw Error(MLPT_NOT_FOUND, where + " is FP8 but the checkpoint has no block scale '" + sname + "'");
+    if (e.shape.size() < 2) throw Error(MLPT_INVALID_ARGUMENT, where + ": an FP8 tensor needs at least two dims");
+    const int64_t rows = e.shape[e.shape.size() - 2], cols = e.shape.back();
+    const auto [br, bc] = fp8_block_;
+    std::vector<int64_t> sshape(e.shape.begin(), e.shape.end() - 2);
+    sshape.push_back((rows + br - 1) / br);
+    sshape.push_back((cols + bc - 1) / bc);
+    const TensorEntry& se = entry(sname);
+    if (se.dtype != Dtype::f32 && se.dtype != Dtype::bf16)
+      throw Error(MLPT_INVALID_ARGUMENT, file(sname).path() + ": block scale '" + sname + "' must be F32 or BF16, not " + dtype_code(se.dtype));
+    if (se.shape != sshape)
+      throw Error(MLPT_INVALID_ARGUMENT, file(sname).path() + ": block scale '" + sname + "' has shape " + shape_str(se.shape) +
+                                             ", " + std::to_string(br) + " x " + std::to_string(bc) + " blocks of " +
+                                             shape_str(e.shape) + " need " + shape_str(sshape));
+    std::vector<float> scale(static_cast<size_t>(se.numel()));
+    read_tensor(file(sname), sname, sshape, scale.data());
+    const int64_t srows = sshape[sshape.size() - 2], scols = sshape.back();
+    for (int64_t k = 0; k < r.runs; ++k) {
+      const int64_t start = r.first + k * r.stride;
+      const std::byte* p = f.data(e) + start;
+      T* o = out + k * r.run;
+      for (int64_t i = 0; i < r.run; ++i) {
+        const int64_t idx = start + i, c = idx % cols, row = (idx / cols) % rows, b = idx / (rows * cols);
+        const float s = scale[static_cast<size_t>((b * srows + row / br) * scols + c / bc)];
+        o[i] = static_cast<T>(static_cast<double>(f8_e4m3_to_float(static_cast<uint8_t>(p[i]))) * s);
+      }
+    }
+  }
+  if (r.runs > 0 && r.run > 0)
+    f.release(e.begin + r.first * width, e.begin + (r.first + (r.runs - 1) * r.stride + r.run) * width);
+}
+
+const std::byte* SafetensorsCheckpoint::stored_bytes(const std::string& name) const {
+  const SafetensorsFile& f = file(name);
+  return f.data(f.entry(name));
+}
+
+HostTensor SafetensorsCheckpoint::read_raw(const std::string& name) const {
+  const TensorEntry& e = entry(name);
+  return read_raw_slice(name, Slice{0, 0, e.shape.empty() ? 1 : e.shape[0]});
+}
+
+HostTensor SafetensorsCheckpoint::read_raw_slice(const std::string& name, const Slice& slice) const {
+  const SafetensorsFile& f = file(name);
+  const TensorEntry& e = f.entry(name);
+  const std::string where = f.path() + ": tensor '" + name + "'";
+  if (e.dtype == Dtype::f8_e4m3 && contains(scale_inv_name(name)) && !(slice.begin == 0 && slice.end == e.shape[0]))
+    throw Error(MLPT_INVALID_ARGUMENT, where + " is block-scaled FP8: slice it after dequantising (read_slice)");
+  SliceRuns r = slice_runs(e.shape, e.shape.empty() ? nullptr : &slice, where);
+  const size_t width = dtype_bytes(e.dtype);
+  HostTensor t{e.dtype, r.shape, std::vector<std::byte>(static_cast<size_t>(r.runs * r.run) * width)};
+  for (int64_t k = 0; k < r.runs; ++k)
+    std::memcpy(t.bytes.data() + k * r.run * width, f.data(e) + (r.first + k * r.stride) * width, r.run * width);
+  if (r.runs > 0 && r.run > 0)
+    f.release(e.begin + r.first * width, e.begin + (r.first + (r.runs - 1) * r.stride + r.run) * width);
+  return t;
 }
 
 template void SafetensorsCheckpoint::read<float>(const std::string&, const std::vector<int64_t>&, float*) const;
 template void SafetensorsCheckpoint::read<double>(const std::string&, const std::vector<int64_t>&, double*) const;
+template void SafetensorsCheckpoint::read_slice<float>(const std::string&, const std::vector<int64_t>&, const Slice&, float*) const;
+template void SafetensorsCheckpoint::read_slice<double>(const std::string&, const std::vector<int64_t>&, const Slice&, double*) const;
+
+Fp8Tensor quantize_fp8(const float* values, const std::vector<int64_t>& shape, std::pair<int64_t, int64_t> block) {
+  if (shape.size() < 2) throw Error(MLPT_INVALID_ARGUMENT, "FP8 block quantisation needs at least two dims, got " + shape_str(shape));
+  const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  const auto [br, bc] = block;
+  int64_t batch = 1;
+  for (size_t d = 0; d + 2 < shape.size(); ++d) batch *= shape[d];
+  const int64_t srows = (rows + br - 1) / br, scols = (cols + bc - 1) / bc;
+  Fp8Tensor q;
+  q.scale_shape.assign(shape.begin(), shape.end() - 2);
+  q.scale_shape.push_back(srows);
+  q.scale_shape.push_back(scols);
+  q.values.resize(static_cast<size_t>(batch * rows * cols));
+  q.scale_inv.assign(static_cast<size_t>(batch * srows * scols), 0.0f);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        float& s = q.scale_inv[static_cast<size_t>((b * srows + r / br) * scols + c / bc)];
+        s = std::max(s, std::fabs(values[(b * rows + r) * cols + c]));
+      }
+  for (float& s : q.scale_inv) s = s > 0 ? s / 448.0f : 1.0f;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t i = (b * rows + r) * cols + c;
+        const float s = q.scale_inv[static_cast<size_t>((b * srows + r / br) * scols + c / bc)];
+        q.values[static_cast<size_t>(i)] = static_cast<std::byte>(float_to_f8_e4m3(values[i] / s));
+      }
+  return q;
+}
 
 // ---- writing ----
 
@@ -384,6 +630,13 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   std::vector<unsigned char> buf;
   for (const auto& t : tensors) {
     int64_t n = numel_of(t.shape);
+    if (t.raw) {
+      f.write(t.raw, static_cast<size_t>(n) * dtype_bytes(t.dtype));
+      continue;
+    }
+    if (t.dtype != Dtype::f32 && t.dtype != Dtype::bf16 && t.dtype != Dtype::f16)
+      throw Error(MLPT_INVALID_ARGUMENT, path + ": tensor '" + t.name + "': float values cannot be written as " +
+                                             dtype_code(t.dtype) + " (encode them and pass raw bytes)");
     buf.resize(static_cast<size_t>(n) * dtype_bytes(t.dtype));
     for (int64_t i = 0; i < n; ++i) {
       float v = t.values[i];

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <set>
 
 #include "mlpt/sdk/error.hpp"
 
@@ -70,6 +72,32 @@ Weights<T> init_weights(const ModelConfig& config, uint64_t seed) {
 
 namespace {
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The fused expert tensor `name` (…mlp.experts.gate_up_proj or …down_proj) from one tensor per
+// expert (…mlp.experts.{e}.{gate,up,down}_proj.weight), as Qwen3-Next and some published Qwen3.5
+// checkpoints (and every mtp.* layer) store them. False when `name` is not an expert tensor.
+template <class T>
+bool read_per_expert(const ModelConfig& c, const SafetensorsCheckpoint& ck, const std::string& name, T* out) {
+  const bool gate_up = ends_with(name, "mlp.experts.gate_up_proj");
+  if (!gate_up && !ends_with(name, "mlp.experts.down_proj")) return false;
+  const std::string base = name.substr(0, name.size() - std::string(gate_up ? "gate_up_proj" : "down_proj").size());
+  if (!ck.contains(base + (gate_up ? "0.gate_proj.weight" : "0.down_proj.weight"))) return false;
+  const int64_t H = c.hidden_size, I = c.moe_intermediate;
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const std::string ep = base + std::to_string(e) + ".";
+    if (gate_up) {
+      ck.read<T>(ep + "gate_proj.weight", {I, H}, out + e * 2 * I * H);
+      ck.read<T>(ep + "up_proj.weight", {I, H}, out + e * 2 * I * H + I * H);
+    } else {
+      ck.read<T>(ep + "down_proj.weight", {H, I}, out + e * H * I);
+    }
+  }
+  return true;
+}
+
 // Qwen3-Next stores the GDN input projections fused per key-head group, and experts one by one.
 template <class T>
 void load_qwen3_next_tensor(const ModelConfig& c, const SafetensorsCheckpoint& ck, const ModelLayout& layout,
@@ -78,16 +106,13 @@ void load_qwen3_next_tensor(const ModelConfig& c, const SafetensorsCheckpoint& c
   const std::string p35 = "model.language_model.";
   std::string name = spec.name;
   if (name.rfind(p35, 0) == 0) name = "model." + name.substr(p35.size());
-  auto ends_with = [&](const std::string& suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
   auto stem = [&](const std::string& suffix) { return name.substr(0, name.size() - suffix.size()); };
   const int64_t H = c.hidden_size, dk = c.gdn_key_dim, dv = c.gdn_value_dim, Hk = c.gdn_key_heads;
   const int64_t r = c.gdn_value_heads / Hk;
   T* out = w.values[i].data();
 
-  if (ends_with("linear_attn.in_proj_qkv.weight") || ends_with("linear_attn.in_proj_z.weight")) {
-    bool qkv = ends_with("in_proj_qkv.weight");
+  if (ends_with(name, "linear_attn.in_proj_qkv.weight") || ends_with(name, "linear_attn.in_proj_z.weight")) {
+    bool qkv = ends_with(name, "in_proj_qkv.weight");
     std::string fused = stem(qkv ? "in_proj_qkv.weight" : "in_proj_z.weight") + "in_proj_qkvz.weight";
     const int64_t group = 2 * dk + 2 * r * dv;
     std::vector<T> all(static_cast<size_t>(Hk * group * H));
@@ -107,8 +132,8 @@ void load_qwen3_next_tensor(const ModelConfig& c, const SafetensorsCheckpoint& c
     }
     return;
   }
-  if (ends_with("linear_attn.in_proj_b.weight") || ends_with("linear_attn.in_proj_a.weight")) {
-    bool b = ends_with("in_proj_b.weight");
+  if (ends_with(name, "linear_attn.in_proj_b.weight") || ends_with(name, "linear_attn.in_proj_a.weight")) {
+    bool b = ends_with(name, "in_proj_b.weight");
     std::string fused = stem(b ? "in_proj_b.weight" : "in_proj_a.weight") + "in_proj_ba.weight";
     std::vector<T> all(static_cast<size_t>(2 * c.gdn_value_heads * H));
     ck.read<T>(fused, {2 * c.gdn_value_heads, H}, all.data());
@@ -117,21 +142,7 @@ void load_qwen3_next_tensor(const ModelConfig& c, const SafetensorsCheckpoint& c
                 out + g * r * H);
     return;
   }
-  if (ends_with("mlp.experts.gate_up_proj") || ends_with("mlp.experts.down_proj")) {
-    bool gate_up = ends_with("gate_up_proj");
-    std::string base = stem(gate_up ? "gate_up_proj" : "down_proj");
-    const int64_t I = c.moe_intermediate;
-    for (int64_t e = 0; e < c.num_experts; ++e) {
-      std::string ep = base + std::to_string(e) + ".";
-      if (gate_up) {
-        ck.read<T>(ep + "gate_proj.weight", {I, H}, out + e * 2 * I * H);
-        ck.read<T>(ep + "up_proj.weight", {I, H}, out + e * 2 * I * H + I * H);
-      } else {
-        ck.read<T>(ep + "down_proj.weight", {H, I}, out + e * H * I);
-      }
-    }
-    return;
-  }
+  if (read_per_expert(c, ck, name, out)) return;
   ck.read<T>(name, spec.shape, out);
 }
 
@@ -141,10 +152,11 @@ template <class T>
 Weights<T> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint) {
   Weights<T> w = zeros_like_layout<T>(config);
   for (size_t i = 0; i < w.layout.tensors.size(); ++i) {
+    const TensorSpec& spec = w.layout.tensors[i];
     if (config.variant == CheckpointVariant::qwen3_next)
       load_qwen3_next_tensor(config, checkpoint, w.layout, w, i);
-    else
-      checkpoint.read<T>(w.layout.tensors[i].name, w.layout.tensors[i].shape, w.values[i].data());
+    else if (checkpoint.contains(spec.name) || !read_per_expert(config, checkpoint, spec.name, w.values[i].data()))
+      checkpoint.read<T>(spec.name, spec.shape, w.values[i].data());
   }
   return w;
 }
@@ -163,6 +175,80 @@ void save_checkpoint(const std::string& dir, const Weights<float>& w, Dtype dtyp
   for (size_t i = 0; i < w.layout.tensors.size(); ++i)
     tensors.push_back({w.layout.tensors[i].name, w.layout.tensors[i].shape, w.values[i].data(), dtype});
   write_checkpoint(dir, tensors, max_shard_bytes);
+  write_file_atomic(dir + "/config.json", w.config.source.dump(2) + "\n");
+}
+
+namespace {
+
+// Collects what save_checkpoint_as writes, keeping FP8 encodings alive until the write.
+class SourceLikeWriter {
+ public:
+  explicit SourceLikeWriter(const SafetensorsCheckpoint& source, Dtype fallback) : source_(source), fallback_(fallback) {}
+
+  // One tensor (or expert slice) named `name` with `values`, in the dtype the source stored it.
+  void add(const std::string& name, const std::vector<int64_t>& shape, const float* values) {
+    Dtype d = source_.contains(name) ? source_.entry(name).dtype : fallback_;
+    written_.insert(name);
+    if (d != Dtype::f8_e4m3) {
+      if (!is_weight_dtype(d)) throw Error(MLPT_INVALID_ARGUMENT, source_.file_of(name) + ": tensor '" + name +
+                                                                      "' is stored as " + dtype_code(d) + ", not a weight dtype");
+      tensors_.push_back({name, shape, values, d});
+      return;
+    }
+    const std::string sname = scale_inv_name(name);
+    Dtype scale_dtype = source_.contains(sname) ? source_.entry(sname).dtype : Dtype::f32;
+    fp8_.push_back(std::make_unique<Fp8Tensor>(quantize_fp8(values, shape, source_.fp8_block())));
+    tensors_.push_back({name, shape, nullptr, Dtype::f8_e4m3, fp8_.back()->values.data()});
+    tensors_.push_back({sname, fp8_.back()->scale_shape, fp8_.back()->scale_inv.data(), scale_dtype});
+    written_.insert(sname);
+  }
+
+  // Everything else the source holds (mtp.*, model.visual.*, ...), byte for byte.
+  std::vector<TensorToWrite> finish() {
+    for (const std::string& name : source_.names()) {
+      if (written_.count(name)) continue;
+      const TensorEntry& e = source_.entry(name);
+      tensors_.push_back({name, e.shape, nullptr, e.dtype, source_.stored_bytes(name)});
+    }
+    return tensors_;
+  }
+
+ private:
+  const SafetensorsCheckpoint& source_;
+  Dtype fallback_;
+  std::vector<TensorToWrite> tensors_;
+  std::vector<std::unique_ptr<Fp8Tensor>> fp8_;
+  std::set<std::string> written_;
+};
+
+}  // namespace
+
+void save_checkpoint_as(const std::string& dir, const Weights<float>& w, const SafetensorsCheckpoint& source,
+                        size_t max_shard_bytes) {
+  if (w.config.variant != CheckpointVariant::qwen3_5_moe)
+    throw Error(MLPT_UNIMPLEMENTED, dir + ": saving writes Qwen3.5 names; convert a qwen3_next config first");
+  SourceLikeWriter out(source, parse_dtype(w.config.dtype));
+  const int64_t H = w.config.hidden_size, I = w.config.moe_intermediate;
+  for (size_t i = 0; i < w.layout.tensors.size(); ++i) {
+    const TensorSpec& spec = w.layout.tensors[i];
+    const float* v = w.values[i].data();
+    const bool gate_up = ends_with(spec.name, "mlp.experts.gate_up_proj"), down = ends_with(spec.name, "mlp.experts.down_proj");
+    const std::string base = spec.name.substr(0, spec.name.rfind('.') + 1);
+    if ((gate_up || down) && !source.contains(spec.name) && source.contains(base + "0." + (gate_up ? "gate_proj.weight" : "down_proj.weight"))) {
+      for (int64_t e = 0; e < w.config.num_experts; ++e) {  // per-expert names, as the source has them
+        const std::string ep = base + std::to_string(e) + ".";
+        if (gate_up) {
+          out.add(ep + "gate_proj.weight", {I, H}, v + e * 2 * I * H);
+          out.add(ep + "up_proj.weight", {I, H}, v + e * 2 * I * H + I * H);
+        } else {
+          out.add(ep + "down_proj.weight", {H, I}, v + e * H * I);
+        }
+      }
+      continue;
+    }
+    out.add(spec.name, spec.shape, v);
+  }
+  write_checkpoint(dir, out.finish(), max_shard_bytes);
   write_file_atomic(dir + "/config.json", w.config.source.dump(2) + "\n");
 }
 

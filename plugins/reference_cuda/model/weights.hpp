@@ -31,8 +31,8 @@ Weights<T> zeros_like_layout(const ModelConfig& config);
 template <class T>
 Weights<T> init_weights(const ModelConfig& config, uint64_t seed);
 
-// Loads DIR/config.json and the safetensors of DIR (Qwen3.5 names, or Qwen3-Next's fused layout,
-// converted). Every tensor the model needs must be there with its shape; errors name it.
+// Loads DIR/config.json and the safetensors of DIR (Qwen3.5 names, fused or one tensor per expert,
+// or Qwen3-Next's fused layout, converted; FP8 block-scaled tensors dequantised). Every tensor the model needs must be there with its shape; errors name it.
 template <class T>
 Weights<T> load_weights(const std::string& dir);
 template <class T>
@@ -41,6 +41,14 @@ Weights<T> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& 
 // Writes config.json and the weights (Qwen3.5 names) into `dir` in `dtype`.
 void save_checkpoint(const std::string& dir, const Weights<float>& weights, Dtype dtype,
                      size_t max_shard_bytes = 0);
+
+// Writes config.json and the weights into `dir` the way `source` (the checkpoint they came from)
+// stores them, so that HF transformers and vLLM load it like the original: every tensor in its
+// source dtype (FP8 re-quantised with fresh block scales), per-expert names where the source had
+// them, and every source tensor the model does not use (mtp.*, model.visual.*) copied byte for
+// byte. Tensors the source lacks are written in the config's dtype.
+void save_checkpoint_as(const std::string& dir, const Weights<float>& weights, const SafetensorsCheckpoint& source,
+                        size_t max_shard_bytes = 0);
 
 template <class To, class From>
 Weights<To> convert_weights(const Weights<From>& w) {

@@ -1,6 +1,11 @@
 // `mlpt model`: make and inspect reference-model checkpoints.
 //   mlpt model init --config FILE --seed N --out DIR [--tokenizer DIR] [--dtype D] [--shard-bytes N]
 //   mlpt model score --checkpoint DIR [--top N] [--threads N]
+//   mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB
+//                   [--trainer-nodes N] [--gpus-per-node 4] [--context 65536]
+//   mlpt model refit-time --config FILE --trainer L --engine L --nodes N --changed-fraction F
+//                   [--trainer-nodes N] [--gpus-per-node 4] [--network-gbit 800] [--nvlink-gbyte 900]
+//                   [--hbm-gbyte 8000]
 // score reads one sequence of token ids per line on stdin (spaces, commas or a JSON array) and
 // prints one JSON object per line: {"tokens": [...], "logprobs": [...], "top": [[[id, logprob], ...], ...]}.
 #include <cstdio>
@@ -14,6 +19,8 @@
 
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
+#include "model/memory_plan.hpp"
+#include "model/refit_model.hpp"
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
 #include "model/weights.hpp"
@@ -29,7 +36,13 @@ const char* kUsage =
     "usage:\n"
     "  mlpt model init --config FILE --seed N --out DIR [--tokenizer DIR] [--dtype float32|bfloat16|float16]\n"
     "                  [--shard-bytes N]\n"
-    "  mlpt model score --checkpoint DIR [--top N] [--threads N]   (token ids on stdin, one sequence per line)\n";
+    "  mlpt model score --checkpoint DIR [--top N] [--threads N]   (token ids on stdin, one sequence per line)\n"
+    "  mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB\n"
+    "                  [--trainer-nodes N (default N/4)] [--gpus-per-node 4] [--context 65536]\n"
+    "                  (per-GPU memory; exit status 0 when the plan fits, 3 when it does not)\n"
+    "  mlpt model refit-time --config FILE --trainer L --engine L --nodes N --changed-fraction F\n"
+    "                  [--trainer-nodes N] [--gpus-per-node 4] [--network-gbit 800 (per GPU)]\n"
+    "                  [--nvlink-gbyte 900 (per GPU, one way)] [--hbm-gbyte 8000]   (a model of the refit time)\n";
 
 // --key value pairs; every key must be known.
 std::map<std::string, std::string> parse_options(int argc, char** argv, int first,
@@ -143,6 +156,62 @@ int score(int argc, char** argv) {
   return 0;
 }
 
+double number(const std::map<std::string, std::string>& o, const std::string& key, double fallback) {
+  auto it = o.find(key);
+  if (it == o.end()) return fallback;
+  try {
+    size_t used = 0;
+    double v = std::stod(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("trailing");
+    return v;
+  } catch (const std::exception&) {
+    throw Error(MLPT_INVALID_ARGUMENT, "--" + key + " expects a number, got '" + it->second + "'");
+  }
+}
+
+// The options `plan` and `refit-time` share: the two layouts and the machines.
+PlanRequest placement(const std::map<std::string, std::string>& o) {
+  PlanRequest r;
+  r.trainer = parse_parallel_layout(required(o, "trainer"));
+  r.engine = parse_parallel_layout(required(o, "engine"));
+  r.nodes = integer(o, "nodes", 0);
+  r.trainer_nodes = integer(o, "trainer-nodes", 0);
+  r.gpus_per_node = integer(o, "gpus-per-node", 4);
+  r.context = integer(o, "context", 65536);
+  if (r.context <= 0) throw Error(MLPT_INVALID_ARGUMENT, "--context must be positive");
+  return r;
+}
+
+// Exit status 3 (not 1) when the plan is valid but does not fit: scripts can tell it from an error.
+int plan(int argc, char** argv) {
+  auto o = parse_options(argc, argv, 2,
+                         {"config", "trainer", "engine", "nodes", "trainer-nodes", "gpus-per-node", "gpu-mem", "context"});
+  ModelConfig config = load_model_config(required(o, "config"));
+  PlanRequest r = placement(o);
+  r.gpu_bytes = parse_bytes(required(o, "gpu-mem"));
+  MemoryPlan p = plan_memory(config, r);
+  std::cout << format_plan(config, r, p);
+  return p.trainer_fits && p.engine_fits ? 0 : 3;
+}
+
+int refit_time_model(int argc, char** argv) {
+  auto o = parse_options(argc, argv, 2,
+                         {"config", "trainer", "engine", "nodes", "trainer-nodes", "gpus-per-node", "changed-fraction",
+                          "network-gbit", "nvlink-gbyte", "hbm-gbyte"});
+  ModelConfig config = load_model_config(required(o, "config"));
+  PlanRequest r = placement(o);
+  r.gpu_bytes = 1e30;  // memory is plan's question, not this one's
+  RefitLinks links;
+  links.network_bytes_per_s = number(o, "network-gbit", 800) * 1e9 / 8;
+  links.nvlink_bytes_per_s = number(o, "nvlink-gbyte", 900) * 1e9;
+  links.hbm_bytes_per_s = number(o, "hbm-gbyte", 8000) * 1e9;
+  if (!(links.network_bytes_per_s > 0 && links.nvlink_bytes_per_s > 0 && links.hbm_bytes_per_s > 0))
+    throw Error(MLPT_INVALID_ARGUMENT, "link bandwidths must be positive");
+  required(o, "changed-fraction");
+  std::cout << format_refit(config, r, links, number(o, "changed-fraction", 0));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,6 +223,8 @@ int main(int argc, char** argv) {
     std::string cmd = argv[1];
     if (cmd == "init") return init(argc, argv);
     if (cmd == "score") return score(argc, argv);
+    if (cmd == "plan") return plan(argc, argv);
+    if (cmd == "refit-time") return refit_time_model(argc, argv);
     std::cerr << "mlpt model: unknown sub-command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {

@@ -25,6 +25,10 @@ using sdk::Error;
 
 namespace {
 constexpr const char* kStateFormat = "mlpt-reference-trainer-state";
+// Shards of a saved model directory, as the published checkpoints are split (HF's default 5 GB).
+constexpr size_t kShardBytes = size_t{5} << 30;
+// The fp32 master weights live next to the moments: the model shards are in the input's dtypes.
+constexpr const char* kMasterPrefix = "master.";
 constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exist for a whole batch
 
 double read_range(Settings& s, const std::string& key, double fallback, double lo, double hi) {
@@ -315,9 +319,14 @@ void ReferenceTrainer::save_state(std::string_view path_view) {
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
   try {
-    save_checkpoint(tmp.string(), weights_, Dtype::f32);
+    // A model directory HF and vLLM load like the input: its dtypes, its names, its mtp.* and
+    // vision tensors.
+    SafetensorsCheckpoint source(checkpoint_);
+    save_checkpoint_as(tmp.string(), weights_, source, kShardBytes);
     std::vector<TensorToWrite> moments;
     for (size_t i = 0; i < weights_.layout.tensors.size(); ++i) {
+      moments.push_back({kMasterPrefix + weights_.layout.tensors[i].name, weights_.layout.tensors[i].shape,
+                         weights_.values[i].data(), Dtype::f32});
       moments.push_back({"exp_avg." + weights_.layout.tensors[i].name, weights_.layout.tensors[i].shape,
                          m_.values[i].data(), Dtype::f32});
       moments.push_back({"exp_avg_sq." + weights_.layout.tensors[i].name, weights_.layout.tensors[i].shape,
@@ -365,12 +374,12 @@ void ReferenceTrainer::load_state(std::string_view path_view) {
                                              layout.tensors[i].name + "' differs");
   Weights<float> w, m, v;
   try {
-    SafetensorsCheckpoint ck(path);
-    w = load_weights<float>(cfg, ck);
+    w = zeros_like_layout<float>(cfg);
     m = zeros_like_layout<float>(cfg);
     v = zeros_like_layout<float>(cfg);
     SafetensorsFile opt(path + "/optimizer.safetensors");
     for (size_t i = 0; i < layout.tensors.size(); ++i) {
+      read_tensor(opt, kMasterPrefix + layout.tensors[i].name, layout.tensors[i].shape, w.values[i].data());
       read_tensor(opt, "exp_avg." + layout.tensors[i].name, layout.tensors[i].shape, m.values[i].data());
       read_tensor(opt, "exp_avg_sq." + layout.tensors[i].name, layout.tensors[i].shape, v.values[i].data());
     }

@@ -1,4 +1,6 @@
 // `mlpt model init` and `mlpt model score` as a user runs them.
+#include <sys/wait.h>
+
 #include <filesystem>
 
 #include "harness.hpp"
@@ -90,4 +92,21 @@ TEST_CASE("the tiny config with the tiny tokenizer derived from the real Qwen3 t
   o.max_new = 16;
   o.temperature = 50.0f;
   for (int32_t t : generate(e, {151 % 1050, 42}, o).tokens) CHECK(t < 1050);  // 1024 BPE + 26 added ids
+}
+
+TEST_CASE("mlpt model plan reports the reference placement of the 397B config and exits 3 when it does not fit") {
+  int status = 0;
+  const std::string cmd = tool() + " plan --config " + MLPT_SOURCE_DIR +
+                          "/configs/qwen35-397b/config.json --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes 64"
+                          " --trainer-nodes 16 --gpu-mem ";
+  std::string out = mlpt_test::run_command(cmd + "288GiB 2>&1", &status);
+  INFO(out);
+  CHECK(status == 0);
+  CHECK_THAT(out, Catch::Contains("active per token"));
+  CHECK_THAT(out, Catch::Contains("plan fits"));
+  out = mlpt_test::run_command(cmd + "80GiB 2>&1", &status);
+  CHECK(WEXITSTATUS(status) == 3);
+  CHECK_THAT(out, Catch::Contains("DOES NOT FIT"));
+  out = mlpt_test::run_command(cmd + "288GiB --engine tp8,ep7 2>&1", &status);
+  CHECK(WEXITSTATUS(status) == 1);
 }
