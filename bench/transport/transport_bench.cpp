@@ -6,7 +6,11 @@
 //     the transport uses: tagged rendezvous messages, CMA/shared memory between processes).
 // A transport time is one whole send(): metadata, every bucket, commit and the receiver's ack.
 //
-//   bench_transport [--mib N] [--reps N] [--buckets 1,4,16,64] [--no-perftest]
+// With --sparse-fraction F it also times a sparse refit of the same bytes read as BF16 weights of
+// which a fraction F changed (core/refit/sparse_delta.hpp; bench_refit measures F on the ~100M
+// model): encode, send the updates, apply them, against the dense send and ucx_perftest.
+//
+//   bench_transport [--mib N] [--reps N] [--buckets 1,4,16,64] [--no-perftest] [--sparse-fraction F]
 // The receiving process is this executable started with --receiver (internal).
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -20,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "core/plugin/plugin.hpp"
+#include "core/refit/sparse_delta.hpp"
 #include "mlpt/transport.h"
 
 extern char** environ;
@@ -161,7 +167,8 @@ struct TransportResult {
   std::string error;
 };
 
-TransportResult transport_gbps(Transport& t, const std::string& self, const Weights& w, size_t bucket, bool checksum, int reps) {
+TransportResult transport_gbps(Transport& t, const std::string& self, const std::vector<mlpt_named_tensor>& views, size_t total,
+                               size_t bucket, bool checksum, int reps) {
   constexpr int kWarmup = 3;  // connect, and fault in the receiver's recycled buffers
   TransportResult out;
   int port = free_port();
@@ -175,14 +182,14 @@ TransportResult transport_gbps(Transport& t, const std::string& self, const Weig
   std::vector<double> times;
   try {
     for (int v = 1; v <= kWarmup + reps; ++v) {
-      mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE, tx, static_cast<uint64_t>(v), w.views.data(), w.views.size(), 60000};
+      mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE, tx, static_cast<uint64_t>(v), views.data(), views.size(), 60000};
       auto t0 = Clock::now();
       mlpt::plugin::check(t.component, t.api->send(&a), "send");
       if (v > kWarmup) times.push_back(seconds_since(t0));
     }
     std::sort(times.begin(), times.end());
-    out.best_gbps = w.total / times.front() / 1e9;
-    out.median_gbps = w.total / times[times.size() / 2] / 1e9;
+    out.best_gbps = total / times.front() / 1e9;
+    out.median_gbps = total / times[times.size() / 2] / 1e9;
     out.ok = true;
   } catch (const std::exception& e) {
     out.error = e.what();
@@ -232,6 +239,57 @@ std::optional<double> perftest_gbps(size_t bucket, size_t total, bool error_hand
   return result;
 }
 
+// A sparse refit of `w` read as BF16 weights of which `fraction` changed (evenly spread): encode
+// per tensor, send the updates through the transport, apply them; the dense send of the same
+// weights and ucx_perftest at the same total are the baselines.
+void sparse_refit(Transport& t, const std::string& self, const Weights& w, double fraction, int reps, bool perftest) {
+  const size_t bucket = 16 << 20;
+  const int64_t n = static_cast<int64_t>(w.tensor_bytes / 2);
+  const int64_t stride = fraction > 0 ? std::max<int64_t>(1, static_cast<int64_t>(std::llround(1 / fraction))) : n + 1;
+  std::vector<std::vector<std::byte>> blobs(w.data.size());
+  std::vector<std::vector<uint16_t>> engine(w.data.size());
+  size_t wire = 0;
+  for (size_t i = 0; i < w.data.size(); ++i) {
+    const auto* next = reinterpret_cast<const uint16_t*>(w.data[i]);
+    engine[i].assign(next, next + n);  // the engine's previous copy: `next` with the changes undone
+    for (int64_t k = static_cast<int64_t>(i) % stride; k < n; k += stride) engine[i][k] ^= 0x0001;
+  }
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < w.data.size(); ++i)
+    wire += mlpt::refit::encode_bf16_delta(engine[i].data(), reinterpret_cast<const uint16_t*>(w.data[i]), n, blobs[i]).bytes;
+  const double encode = seconds_since(t0);
+  std::vector<int64_t> shapes(blobs.size());
+  std::vector<mlpt_named_tensor> views = w.views;
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    shapes[i] = static_cast<int64_t>(blobs[i].size());
+    views[i].tensor.data = blobs[i].data();
+    views[i].tensor.dtype = {kDLUInt, 8, 1};
+    views[i].tensor.shape = &shapes[i];
+  }
+  TransportResult dense = transport_gbps(t, self, w.views, w.total, bucket, false, reps);
+  TransportResult sparse = transport_gbps(t, self, views, wire, bucket, false, reps);
+  auto ta = Clock::now();
+  for (size_t i = 0; i < blobs.size(); ++i)
+    mlpt::refit::apply_bf16_delta(blobs[i].data(), blobs[i].size(), engine[i].data(), n, w.names[i]);
+  const double apply = seconds_since(ta);
+  bool exact = true;
+  for (size_t i = 0; i < blobs.size(); ++i) exact = exact && std::memcmp(engine[i].data(), w.data[i], w.tensor_bytes) == 0;
+  const double pt = perftest ? perftest_gbps(bucket, w.total, false).value_or(0) : 0;
+  if (!dense.ok || !sparse.ok) {
+    std::printf("\nsparse refit: failed: %s\n", (dense.ok ? sparse.error : dense.error).c_str());
+    return;
+  }
+  const double dense_s = w.total / (dense.best_gbps * 1e9), sparse_s = wire / (sparse.best_gbps * 1e9);
+  std::printf("\nsparse refit, %.4g of the BF16 elements changed: %.2f MiB on the wire for %.2f MiB dense (%.4f)\n", fraction,
+              wire / 1048576.0, w.total / 1048576.0, static_cast<double>(wire) / static_cast<double>(w.total));
+  std::printf("  dense send %.4f s; sparse encode %.4f s + send %.4f s + apply %.4f s = %.4f s (%.3f of dense); engine copy %s\n",
+              dense_s, encode, sparse_s, apply, encode + sparse_s + apply, (encode + sparse_s + apply) / dense_s,
+              exact ? "bit-exact" : "DIFFERS");
+  if (pt > 0)
+    std::printf("  ucx_perftest tag_bw for the dense bytes: %.4f s; sparse refit / that: %.3f\n", w.total / (pt * 1e9),
+                (encode + sparse_s + apply) / (w.total / (pt * 1e9)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -246,6 +304,7 @@ int main(int argc, char** argv) {
   size_t mib = 1024;
   int reps = 5;
   bool perftest = true;
+  double sparse_fraction = -1;
   std::vector<size_t> buckets_mib = {1, 4, 16, 64};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -259,8 +318,10 @@ int main(int argc, char** argv) {
       for (std::string x; std::getline(s, x, ',');) buckets_mib.push_back(std::stoul(x));
     } else if (a == "--no-perftest") {
       perftest = false;
+    } else if (a == "--sparse-fraction" && i + 1 < argc) {
+      sparse_fraction = std::stod(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--mib N] [--reps N] [--buckets 1,4,16,64] [--no-perftest]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--mib N] [--reps N] [--buckets 1,4,16,64] [--no-perftest] [--sparse-fraction F]\n", argv[0]);
       return 64;
     }
   }
@@ -285,7 +346,7 @@ int main(int argc, char** argv) {
   rows.push_back({16, true});
   for (const Row& row : rows) {
     size_t bucket = row.mib << 20;
-    TransportResult r = transport_gbps(t, self, w, bucket, row.checksum, reps);
+    TransportResult r = transport_gbps(t, self, w.views, w.total, bucket, row.checksum, reps);
     // 0: not measured (checksum rows) or ucx_perftest failed.
     const double pe = perftest && !row.checksum ? perftest_gbps(bucket, w.total, true).value_or(0) : 0;
     const double pt = perftest && !row.checksum ? perftest_gbps(bucket, w.total, false).value_or(0) : 0;
@@ -306,6 +367,7 @@ int main(int argc, char** argv) {
                 r.median_gbps, pes, pe_ratio, pts, ratio, 100 * r.best_gbps / memcpy_rate);
     std::fflush(stdout);
   }
+  if (sparse_fraction >= 0) sparse_refit(t, self, w, sparse_fraction, reps, perftest);
   std::printf("\nmemcpy of the same %.2f GB (one thread, pre-faulted destination): %.2f GB/s\n", w.total / 1e9, memcpy_rate);
   std::printf("goal: the transport within 80%% of ucx_perftest tag_bw at the same message size and error-handling mode\n"
               "(the transport must notice receivers that die midway, so its endpoints use UCP_ERR_HANDLING_MODE_PEER)\n");

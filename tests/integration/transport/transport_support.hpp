@@ -170,33 +170,56 @@ inline void write_dump(const std::string& path, const mlpt_named_tensor* t, size
   }
 }
 
+struct DumpedTensor {
+  std::string name;
+  DLDataType dtype{};
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+// The tensors of a dump, or "" and an error in `why` when it is missing or truncated.
+inline std::vector<DumpedTensor> read_dump(const std::string& path, std::string& why) {
+  std::vector<DumpedTensor> out;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    why = "no dump at " + path;
+    return out;
+  }
+  auto get = [&](void* p, size_t k) { in.read(static_cast<char*>(p), static_cast<std::streamsize>(k)); return bool(in) || k == 0; };
+  uint64_t count = 0;
+  get(&count, 8);
+  for (size_t i = 0; i < count; ++i) {
+    DumpedTensor t;
+    uint64_t len = 0, nbytes = 0;
+    int64_t ndim = 0;
+    bool ok = get(&len, 8);
+    t.name.resize(len);
+    ok = ok && get(t.name.data(), len) && get(&t.dtype, sizeof(DLDataType)) && get(&ndim, 8);
+    t.shape.resize(ok ? static_cast<size_t>(ndim) : 0);
+    ok = ok && get(t.shape.data(), sizeof(int64_t) * t.shape.size()) && get(&nbytes, 8);
+    t.bytes.resize(ok ? nbytes : 0);
+    if (!ok || !get(t.bytes.data(), nbytes)) {
+      why = path + ": truncated at tensor " + std::to_string(i);
+      return out;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 // "" when the dump at `path` equals `expected` bit for bit, else what differs.
 inline std::string compare_dump(const std::string& path, const TensorSet& expected) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "no dump at " + path;
-  auto get = [&](void* p, size_t k) { in.read(static_cast<char*>(p), static_cast<std::streamsize>(k)); return bool(in); };
-  uint64_t count = 0;
-  if (!get(&count, 8) || count != expected.names.size()) return "tensor count " + std::to_string(count);
-  for (size_t i = 0; i < count; ++i) {
-    uint64_t len = 0;
-    get(&len, 8);
-    std::string name(len, '\0');
-    get(name.data(), len);
-    if (name != expected.names[i]) return "tensor " + std::to_string(i) + " is named " + name;
-    DLDataType dt{};
-    get(&dt, sizeof(dt));
-    if (dt.code != expected.dtypes[i].code || dt.bits != expected.dtypes[i].bits || dt.lanes != expected.dtypes[i].lanes)
-      return name + ": dtype differs";
-    int64_t ndim = 0;
-    get(&ndim, 8);
-    std::vector<int64_t> shape(static_cast<size_t>(ndim));
-    get(shape.data(), sizeof(int64_t) * shape.size());
-    if (shape != expected.shapes[i]) return name + ": shape differs";
-    uint64_t nbytes = 0;
-    get(&nbytes, 8);
-    std::vector<uint8_t> data(nbytes);
-    if (!get(data.data(), nbytes) && nbytes) return name + ": truncated";
-    if (data != expected.bytes[i]) return name + ": bytes differ";
+  std::string why;
+  std::vector<DumpedTensor> got = read_dump(path, why);
+  if (!why.empty()) return why;
+  if (got.size() != expected.names.size()) return "tensor count " + std::to_string(got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const DumpedTensor& t = got[i];
+    if (t.name != expected.names[i]) return "tensor " + std::to_string(i) + " is named " + t.name;
+    if (t.dtype.code != expected.dtypes[i].code || t.dtype.bits != expected.dtypes[i].bits || t.dtype.lanes != expected.dtypes[i].lanes)
+      return t.name + ": dtype differs";
+    if (t.shape != expected.shapes[i]) return t.name + ": shape differs";
+    if (t.bytes != expected.bytes[i]) return t.name + ": bytes differ";
   }
   return "";
 }

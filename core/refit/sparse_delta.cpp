@@ -1,0 +1,151 @@
+#include "core/refit/sparse_delta.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace mlpt::refit {
+
+namespace {
+
+constexpr char kMagic[4] = {'M', 'L', 'S', 'D'};
+constexpr size_t kHeader = 4 + 4 + 3 * 8;
+
+void put_u64(std::vector<std::byte>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
+}
+
+uint64_t get_u64(const std::byte* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+void put_value(std::vector<std::byte>& out, uint16_t v) {
+  out.push_back(static_cast<std::byte>(v & 0xff));
+  out.push_back(static_cast<std::byte>(v >> 8));
+}
+
+size_t leb128_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) v >>= 7, ++n;
+  return n;
+}
+
+}  // namespace
+
+const char* form_name(DeltaForm f) {
+  switch (f) {
+    case DeltaForm::dense: return "dense";
+    case DeltaForm::indices: return "indices";
+    case DeltaForm::bitmap: return "bitmap";
+  }
+  return "?";
+}
+
+DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t numel, std::vector<std::byte>& out) {
+  DeltaStats s;
+  s.numel = numel;
+  size_t index_bytes = 0;
+  int64_t last = -1;
+  for (int64_t i = 0; i < numel; ++i)
+    if (prev[i] != next[i]) {
+      ++s.changed;
+      index_bytes += leb128_size(static_cast<uint64_t>(i - last - 1));
+      last = i;
+    }
+  const size_t n = static_cast<size_t>(numel), k = static_cast<size_t>(s.changed);
+  const size_t dense = 2 * n, indices = index_bytes + 2 * k, bitmap = (n + 7) / 8 + 2 * k;
+  s.form = indices <= bitmap && indices < dense ? DeltaForm::indices : bitmap < dense ? DeltaForm::bitmap : DeltaForm::dense;
+  const size_t payload = s.form == DeltaForm::dense ? dense : s.form == DeltaForm::indices ? indices : bitmap;
+  const size_t start = out.size();
+  out.reserve(start + kHeader + payload);
+  for (char c : kMagic) out.push_back(static_cast<std::byte>(c));
+  out.push_back(static_cast<std::byte>(s.form));
+  out.insert(out.end(), 3, std::byte{0});
+  put_u64(out, static_cast<uint64_t>(numel));
+  put_u64(out, static_cast<uint64_t>(s.changed));
+  put_u64(out, payload);
+  if (s.form == DeltaForm::dense) {
+    for (int64_t i = 0; i < numel; ++i) put_value(out, next[i]);
+  } else if (s.form == DeltaForm::indices) {
+    last = -1;
+    for (int64_t i = 0; i < numel; ++i)
+      if (prev[i] != next[i]) {
+        uint64_t gap = static_cast<uint64_t>(i - last - 1);
+        while (gap >= 0x80) {
+          out.push_back(static_cast<std::byte>(0x80 | (gap & 0x7f)));
+          gap >>= 7;
+        }
+        out.push_back(static_cast<std::byte>(gap));
+        last = i;
+      }
+    for (int64_t i = 0; i < numel; ++i)
+      if (prev[i] != next[i]) put_value(out, next[i]);
+  } else {
+    const size_t bits = out.size();
+    out.insert(out.end(), (n + 7) / 8, std::byte{0});
+    for (int64_t i = 0; i < numel; ++i)
+      if (prev[i] != next[i]) out[bits + static_cast<size_t>(i) / 8] |= static_cast<std::byte>(1u << (i % 8));
+    for (int64_t i = 0; i < numel; ++i)
+      if (prev[i] != next[i]) put_value(out, next[i]);
+  }
+  s.bytes = out.size() - start;
+  return s;
+}
+
+void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int64_t numel, const std::string& tensor) {
+  auto bad = [&](const std::string& why) { return Error(MLPT_DATA_LOSS, "sparse refit of '" + tensor + "': " + why); };
+  if (size < kHeader || std::memcmp(data, kMagic, 4) != 0) throw bad("not a sparse delta (bad magic or shorter than its header)");
+  const auto form = static_cast<DeltaForm>(data[4]);
+  const uint64_t n = get_u64(data + 8), k = get_u64(data + 16), payload = get_u64(data + 24);
+  if (n != static_cast<uint64_t>(numel))
+    throw bad("encodes " + std::to_string(n) + " elements, the tensor has " + std::to_string(numel));
+  if (payload != size - kHeader) throw bad("payload of " + std::to_string(payload) + " bytes in a " + std::to_string(size) + "-byte message");
+  if (k > n) throw bad(std::to_string(k) + " changes in " + std::to_string(n) + " elements");
+  const std::byte* p = data + kHeader;
+  auto value = [](const std::byte* v) { return static_cast<uint16_t>(static_cast<uint8_t>(v[0]) | static_cast<uint8_t>(v[1]) << 8); };
+  if (form == DeltaForm::dense) {
+    if (payload != 2 * n) throw bad("dense payload is not 2 bytes per element");
+    for (uint64_t i = 0; i < n; ++i) values[i] = value(p + 2 * i);
+    return;
+  }
+  // Decode the positions first, so a malformed message changes nothing.
+  std::vector<uint64_t> at;
+  at.reserve(k);
+  const std::byte* vals = nullptr;
+  if (form == DeltaForm::indices) {
+    if (payload < 2 * k) throw bad("index payload too short for its values");
+    const std::byte* end = p + payload - 2 * k;
+    uint64_t pos = 0;
+    bool first = true;
+    while (at.size() < k) {
+      uint64_t gap = 0;
+      int shift = 0;
+      for (;;) {
+        if (p == end || shift > 63) throw bad("index list truncated or overlong");
+        uint8_t b = static_cast<uint8_t>(*p++);
+        gap |= static_cast<uint64_t>(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80)) break;
+      }
+      pos = first ? gap : pos + 1 + gap;
+      first = false;
+      if (pos >= n) throw bad("index " + std::to_string(pos) + " outside " + std::to_string(n) + " elements");
+      at.push_back(pos);
+    }
+    if (p != end) throw bad("bytes left over after " + std::to_string(k) + " indices");
+    vals = p;
+  } else if (form == DeltaForm::bitmap) {
+    if (payload != (n + 7) / 8 + 2 * k) throw bad("bitmap payload size does not match " + std::to_string(k) + " changes");
+    for (uint64_t i = 0; i < n; ++i)
+      if (static_cast<uint8_t>(p[i / 8]) >> (i % 8) & 1) at.push_back(i);
+    if (at.size() != k) throw bad("bitmap marks " + std::to_string(at.size()) + " changes, the header says " + std::to_string(k));
+    vals = p + (n + 7) / 8;
+  } else {
+    throw bad("unknown form " + std::to_string(static_cast<int>(form)));
+  }
+  for (size_t j = 0; j < at.size(); ++j) values[at[j]] = value(vals + 2 * j);
+}
+
+}  // namespace mlpt::refit

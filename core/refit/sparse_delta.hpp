@@ -1,0 +1,38 @@
+// Sparse refit (benchmark.md §7): with a learning rate of 1e-6 most BF16 weights do not change in
+// a step, so the engine's copy is updated by sending only what changed. A tensor's update is
+// encoded in whichever of three forms is smallest for it:
+//   dense    every BF16 value (2 bytes per element);
+//   indices  the positions of the changed elements as LEB128 gaps, then their values;
+//   bitmap   one bit per element, then the changed values in order.
+// Changes are bitwise (a NaN payload or the sign of zero counts), so applying the update to the
+// receiver's previous copy reproduces the sender's new tensor bit for bit.
+//
+// Encoding (little-endian): "MLSD" | u8 form | u8[3] 0 | u64 numel | u64 changed | u64 payload
+// bytes | payload. Anything that does not match is refused as MLPT_DATA_LOSS, naming the tensor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlpt::refit {
+
+enum class DeltaForm : uint8_t { dense = 0, indices = 1, bitmap = 2 };
+const char* form_name(DeltaForm f);
+
+struct DeltaStats {
+  int64_t numel = 0, changed = 0;
+  DeltaForm form = DeltaForm::dense;
+  size_t bytes = 0;  // of the encoding, header included
+};
+
+// Appends to `out` the update that turns `prev` into `next` (numel BF16 bit patterns each).
+DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t numel, std::vector<std::byte>& out);
+
+// Applies one encoding (exactly `size` bytes) to `values` (numel BF16) in place. Throws
+// MLPT_DATA_LOSS naming `tensor` when the encoding is malformed or for another size; `values` is
+// left untouched then.
+void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int64_t numel, const std::string& tensor);
+
+}  // namespace mlpt::refit
