@@ -1,5 +1,10 @@
-// `mlpt run CONFIG.toml` / `mlpt run --resume DIR`: the benchmark loop. Ctrl-C / SIGTERM stop it cleanly: rollouts
-// are cancelled, sandboxes destroyed, and the result log is closed with status aborted.
+// `mlpt run CONFIG.toml [--new-folder]` / `mlpt run --resume DIR|CONFIG.toml`: the benchmark loop.
+// Ctrl-C / SIGTERM stop it cleanly: rollouts are cancelled, sandboxes destroyed, and the result log
+// is closed with status aborted. A run never writes into a folder that holds another run.
+//
+// Exit status: 0 converged (the target was reached), 1 did not converge within max_steps, 2 usage
+// or config error (nothing was run), 3 the run failed (an error stopped it; the message says which),
+// 130 interrupted, 128+N the process died on signal N (a crash; the log is closed, see stderr).
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -12,20 +17,26 @@
 namespace mlpt::cli {
 namespace {
 
+constexpr int kConverged = 0, kNotConverged = 1, kFailed = 3, kInterrupted = 130;
+
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_signal(int) { g_interrupted.store(true); }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--resume"}, {});
-  // --resume takes the run's output folder (its run.json names the config) or, as before, the config.
-  std::filesystem::path target = args.positional(0, args.flag("--resume") ? "DIR" : "CONFIG.toml");
+  Args args(argv, {"--resume", "--new-folder"}, {});
+  const bool resume = args.flag("--resume");
+  if (resume && args.flag("--new-folder")) throw Error("--new-folder starts a new run; it cannot go with --resume");
+  // --resume takes the run's output folder (its run.json names the config) or the run's config.
+  std::filesystem::path target = args.positional(0, resume ? "DIR or CONFIG.toml" : "CONFIG.toml");
   std::filesystem::path resume_dir;
-  if (args.flag("--resume") && std::filesystem::is_directory(target)) resume_dir = target, target = run::config_of_run(target);
+  if (resume && std::filesystem::is_directory(target)) resume_dir = target, target = run::config_of_run(target);
   auto config = run::read_run_config(target);
   std::error_code ec;
   if (!resume_dir.empty() && !std::filesystem::equivalent(resume_dir, config.run.output_dir, ec))
     throw Error(MLPT_FAILED_PRECONDITION, target.string() + " now writes to " + config.run.output_dir.string() + ", not " +
                                               resume_dir.string() + " (check the environment its ${VARS} expand from)");
+  if (resume && resume_dir.empty()) run::check_same_config(config.run.output_dir, target);
+  if (args.flag("--new-folder")) config.run.output_dir = run::free_output_dir(config.run.output_dir);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -33,24 +44,29 @@ int run(const std::vector<std::string>& argv) {
   sigaction(SIGTERM, &sa, nullptr);
 
   run::RunOptions options;
-  options.resume = args.flag("--resume");
+  options.resume = resume;
   options.interrupted = &g_interrupted;
   std::cerr << "mlpt run: " << config.run.name << " -> " << config.run.output_dir.string() << "\n";
   auto s = run::run_benchmark(config, options);
   std::cout << "\n" << (s.converged ? "converged" : "not converged") << " after " << s.steps << " steps, "
             << s.samples << " samples, " << s.time_to_train_minutes << " min"
-            << (s.abort_reason.empty() ? "" : " (" + s.abort_reason + ")") << "\n"
-            << "  reward: first step " << s.first_step_reward << ", last step " << s.last_step_reward
+            << (s.abort_reason.empty() ? "" : " (" + s.abort_reason + ")") << "\n";
+  if (s.resumed_from_step >= 0)
+    std::cout << "  resumed from the step-" << s.resumed_from_step << " checkpoint; the time includes "
+              << s.time_already_spent_minutes << " min of earlier attempts (a resumed run is not a scored result)\n";
+  std::cout << "  reward: first step " << s.first_step_reward << ", last step " << s.last_step_reward
             << "; best pass@k " << s.best_pass_at_k << "\n"
             << "  result log: " << s.result_log.string() << "\n"
             << "  metrics:    " << s.metrics.string() << "\n"
             << "  report:     " << s.report.string() << "\n";
-  if (g_interrupted.load()) return 130;
-  return s.abort_reason.empty() || s.abort_reason == "did not reach the target within max_steps" ? 0 : 1;
+  if (g_interrupted.load()) return kInterrupted;
+  if (s.converged) return kConverged;
+  return s.abort_reason == run::kNotConvergedReason ? kNotConverged : kFailed;
 }
 
 }  // namespace
 
-MLPT_COMMAND("run", "CONFIG.toml | --resume DIR", "run the benchmark loop (async GRPO) with a run config", &run);
+MLPT_COMMAND("run", "CONFIG.toml [--new-folder] | --resume DIR|CONFIG.toml",
+             "run the benchmark loop (async GRPO); exit 0 converged, 1 not converged, 3 failed", &run);
 
 }  // namespace mlpt::cli

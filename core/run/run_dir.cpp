@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/mllog/keys.hpp"
+#include "core/mllog/reader.hpp"
 #include "core/run/dataset.hpp"
 
 namespace mlpt::run {
@@ -30,19 +32,86 @@ void write_run_marker(const std::filesystem::path& output_dir, const std::filesy
   std::filesystem::rename(tmp, path);
 }
 
-std::filesystem::path config_of_run(const std::filesystem::path& output_dir) {
+namespace {
+
+nlohmann::json read_marker(const std::filesystem::path& output_dir) {
   const auto path = output_dir / "run.json";
   std::ifstream in(path);
   if (!in) throw Error(MLPT_NOT_FOUND, path.string() + ": not a run folder (no run.json); pass the output_dir of a run");
   nlohmann::json marker = nlohmann::json::parse(in, nullptr, false);
   if (!marker.is_object() || !marker.contains("config") || !marker["config"].is_string() || !marker.contains("config_sha256"))
     throw Error(MLPT_INVALID_ARGUMENT, path.string() + ": malformed (wants {\"config\", \"config_sha256\"})");
+  return marker;
+}
+
+}  // namespace
+
+std::filesystem::path config_of_run(const std::filesystem::path& output_dir) {
+  const auto marker = read_marker(output_dir);
+  const auto path = output_dir / "run.json";
   const std::filesystem::path config = marker["config"].get<std::string>();
   if (!std::filesystem::exists(config)) throw Error(MLPT_NOT_FOUND, path.string() + ": the run's config " + config.string() + " is gone");
   if (config_sha256(config) != marker["config_sha256"].get<std::string>())
     throw Error(MLPT_FAILED_PRECONDITION, config.string() + " changed since the run in " + output_dir.string() +
                                               " started; a resumed run must use the config it started with");
   return config;
+}
+
+void check_same_config(const std::filesystem::path& output_dir, const std::filesystem::path& config_file) {
+  const auto marker = read_marker(output_dir);
+  if (config_sha256(config_file) != marker["config_sha256"].get<std::string>())
+    throw Error(MLPT_FAILED_PRECONDITION, config_file.string() + " is not the config the run in " + output_dir.string() +
+                                              " started with (" + marker["config"].get<std::string>() +
+                                              "), or it changed since; a resumed run must use the config it started with");
+}
+
+std::optional<std::string> run_traces(const std::filesystem::path& output_dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(output_dir, ec)) return std::nullopt;
+  std::string found;
+  for (const char* name : {"run.json", "result.txt", "result_resumed.txt", "metrics.jsonl", "report.html", "checkpoints", "rollouts"})
+    if (std::filesystem::exists(output_dir / name, ec)) found += (found.empty() ? "" : ", ") + std::string(name);
+  if (found.empty()) return std::nullopt;
+  return found;
+}
+
+std::filesystem::path free_output_dir(const std::filesystem::path& output_dir) {
+  auto dir = output_dir.lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();
+  for (int n = 1;; ++n) {
+    auto candidate = n == 1 ? dir : std::filesystem::path(dir.string() + "-" + std::to_string(n));
+    if (!run_traces(candidate)) return candidate;
+  }
+}
+
+std::filesystem::path resumed_result_log(const std::filesystem::path& output_dir) {
+  for (int n = 1;; ++n) {
+    auto log = output_dir / (n == 1 ? std::string("result_resumed.txt") : "result_resumed_" + std::to_string(n) + ".txt");
+    if (!std::filesystem::exists(log)) return log;
+  }
+}
+
+int64_t time_spent_before(const std::filesystem::path& output_dir) {
+  int64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(output_dir, ec)) {
+    const auto name = e.path().filename().string();
+    if (name != "result.txt" && name.rfind("result_resumed", 0) != 0) continue;
+    const auto log = mllog::parse_log_file(e.path());
+    const mllog::Record* start = nullptr;
+    for (const auto& r : log.records)
+      if (r.key == mllog::keys::kRunStart) start = &r;
+    if (start && !log.records.empty()) total += std::max<int64_t>(0, log.records.back().time_ms - start->time_ms);
+  }
+  return total;
+}
+
+void keep_aside(const std::filesystem::path& file) {
+  if (!std::filesystem::exists(file)) return;
+  for (int n = 1;; ++n) {
+    auto aside = file.parent_path() / (file.stem().string() + "_attempt_" + std::to_string(n) + file.extension().string());
+    if (!std::filesystem::exists(aside)) return std::filesystem::rename(file, aside);
+  }
 }
 
 }  // namespace mlpt::run

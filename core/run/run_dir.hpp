@@ -1,9 +1,12 @@
-// A run's output folder remembers the config that started it (run.json: its absolute path and the
-// SHA-256 of its bytes), so `mlpt run --resume DIR` finds it again and refuses a config that has
-// changed since: a resumed run must be the same run.
+// A run's output folder. It remembers the config that started it (run.json: its absolute path and
+// the SHA-256 of its bytes), so `mlpt run --resume DIR` finds it again and refuses a config that
+// has changed since: a resumed run must be the same run. A folder that holds a run is never
+// written by another one: a new run refuses it (or takes the next free sibling when asked).
 #pragma once
 
 #include <filesystem>
+#include <optional>
+#include <string>
 
 namespace mlpt::run {
 
@@ -12,5 +15,28 @@ void write_run_marker(const std::filesystem::path& output_dir, const std::filesy
 // The config file of the run in `output_dir`; throws mlpt::Error (naming the folder) if run.json is
 // missing or malformed, the config is gone, or its bytes differ from when the run started.
 std::filesystem::path config_of_run(const std::filesystem::path& output_dir);
+
+// Throws mlpt::Error unless `config_file` has the bytes of the config the run in `output_dir`
+// started with (`mlpt run --resume CONFIG.toml` checks what `--resume DIR` checks).
+void check_same_config(const std::filesystem::path& output_dir, const std::filesystem::path& config_file);
+
+// What in `output_dir` shows that a run wrote there (e.g. "run.json, result.txt"); nullopt when
+// the folder is absent or holds nothing a run writes.
+std::optional<std::string> run_traces(const std::filesystem::path& output_dir);
+
+// `output_dir` itself when it holds no run, else the first of `output_dir`-2, -3, ... that holds none.
+std::filesystem::path free_output_dir(const std::filesystem::path& output_dir);
+
+// The result log a resumed run writes: result_resumed.txt, then result_resumed_2.txt, ... (never
+// one an earlier attempt wrote).
+std::filesystem::path resumed_result_log(const std::filesystem::path& output_dir);
+
+// Milliseconds the earlier attempts of the run in `output_dir` ran: for each result log there
+// (result.txt, result_resumed*.txt), run_start to its last line.
+int64_t time_spent_before(const std::filesystem::path& output_dir);
+
+// Renames `file` (if it exists) to <stem>_attempt_<N><ext>, the first N free, so a resumed run
+// that rewrites it loses nothing.
+void keep_aside(const std::filesystem::path& file);
 
 }  // namespace mlpt::run
