@@ -1,5 +1,7 @@
 #include "core/components/instances.hpp"
 
+#include "core/plugin/call_scope.hpp"
+
 #include <algorithm>
 
 namespace mlpt::components {
@@ -39,15 +41,17 @@ Engine::Engine(plugin::Component component, const nlohmann::json& settings)
     : component_(std::move(component)), api_(component_.table<mlpt_engine_api>()) {
   std::string config = settings.dump();
   mlpt_engine_create_args a{MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), "engine create");
   engine_ = a.engine;
 }
 
-Engine::~Engine() { api_->destroy(engine_); }
+Engine::~Engine() { plugin::CallScope scope(component_, "destroy"); api_->destroy(engine_); }
 
 mlpt_engine_model_info Engine::model_info() const {
   mlpt_engine_model_info info{};
   info.struct_size = MLPT_ENGINE_MODEL_INFO_STRUCT_SIZE;
+  plugin::CallScope scope(component_, "model_info");
   plugin::check(component_, api_->model_info(engine_, &info), "model_info");
   return info;
 }
@@ -78,6 +82,7 @@ Generation Engine::generate(const GenerateRequest& r) {
                             static_cast<size_t>(info.num_moe_layers * info.experts_per_token));
     a.out_routed_experts = g.routed_experts.data();
   }
+  plugin::CallScope scope(component_, "generate");
   plugin::check(component_, api_->generate(&a), "generate");
   if (a.out_num_tokens > cap)
     throw Error(MLPT_INTERNAL, component_.name + ": generate reported " + std::to_string(a.out_num_tokens) +
@@ -96,19 +101,22 @@ Generation Engine::generate(const GenerateRequest& r) {
 
 void Engine::cancel(uint64_t request_id) {
   mlpt_cancel_args a{MLPT_CANCEL_ARGS_STRUCT_SIZE, engine_, request_id};
+  plugin::CallScope scope(component_, "cancel");
   plugin::check(component_, api_->cancel(&a), "cancel");
 }
 
 void Engine::session_release(uint64_t session_id) {
   mlpt_session_release_args a{MLPT_SESSION_RELEASE_ARGS_STRUCT_SIZE, engine_, session_id};
+  plugin::CallScope scope(component_, "session_release");
   plugin::check(component_, api_->session_release(&a), "session_release");
 }
 
-void Engine::pause() { plugin::check(component_, api_->pause(engine_), "pause"); }
-void Engine::resume() { plugin::check(component_, api_->resume(engine_), "resume"); }
+void Engine::pause() { plugin::CallScope scope(component_, "pause"); plugin::check(component_, api_->pause(engine_), "pause"); }
+void Engine::resume() { plugin::CallScope scope(component_, "resume"); plugin::check(component_, api_->resume(engine_), "resume"); }
 
 void Engine::load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count) {
   mlpt_load_weights_args a{MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE, engine_, version, tensors, count};
+  plugin::CallScope scope(component_, "load_weights");
   plugin::check(component_, api_->load_weights(&a), "load_weights");
 }
 
@@ -118,17 +126,19 @@ Trainer::Trainer(plugin::Component component, const nlohmann::json& settings)
     : component_(std::move(component)), api_(component_.table<mlpt_trainer_api>()) {
   std::string config = settings.dump();
   mlpt_trainer_create_args a{MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), "trainer create");
   trainer_ = a.trainer;
 }
 
-Trainer::~Trainer() { api_->destroy(trainer_); }
+Trainer::~Trainer() { plugin::CallScope scope(component_, "destroy"); api_->destroy(trainer_); }
 
 std::vector<Metric> Trainer::train_step(const mlpt_train_batch& batch, uint64_t* new_version) {
   mlpt_train_step_args a{};
   a.struct_size = MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE;
   a.trainer = trainer_;
   a.batch = &batch;
+  plugin::CallScope scope(component_, "train_step");
   plugin::check(component_, api_->train_step(&a), "train_step");
   std::vector<Metric> out;
   for (size_t i = 0; i < a.out_num_metrics; ++i) {
@@ -142,6 +152,7 @@ std::vector<Metric> Trainer::train_step(const mlpt_train_batch& batch, uint64_t*
 std::vector<float> Trainer::compute_logprobs(const mlpt_train_batch& batch) {
   std::vector<float> out(static_cast<size_t>(batch.offsets[batch.num_sequences]));
   mlpt_compute_logprobs_args a{MLPT_COMPUTE_LOGPROBS_ARGS_STRUCT_SIZE, trainer_, &batch, out.data()};
+  plugin::CallScope scope(component_, "compute_logprobs");
   plugin::check(component_, api_->compute_logprobs(&a), "compute_logprobs");
   return out;
 }
@@ -150,6 +161,7 @@ Trainer::Weights Trainer::export_weights() {
   mlpt_export_weights_args a{};
   a.struct_size = MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE;
   a.trainer = trainer_;
+  plugin::CallScope scope(component_, "export_weights");
   plugin::check(component_, api_->export_weights(&a), "export_weights");
   return Weights{a.out_tensors, a.out_num_tensors, a.out_weight_version};
 }
@@ -161,12 +173,14 @@ bool Trainer::can_save_state() const {
 void Trainer::save_state(const std::string& dir) {
   if (!can_save_state()) throw Error(MLPT_UNIMPLEMENTED, component_.name + " cannot save its training state");
   mlpt_trainer_state_args a{MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE, trainer_, borrow(dir)};
+  plugin::CallScope scope(component_, "save_state");
   plugin::check(component_, api_->save_state(&a), "save_state " + dir);
 }
 
 void Trainer::load_state(const std::string& dir) {
   if (!can_save_state()) throw Error(MLPT_UNIMPLEMENTED, component_.name + " cannot load a training state");
   mlpt_trainer_state_args a{MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE, trainer_, borrow(dir)};
+  plugin::CallScope scope(component_, "load_state");
   plugin::check(component_, api_->load_state(&a), "load_state " + dir);
 }
 
@@ -177,14 +191,16 @@ Transport::Transport(plugin::Component component, const nlohmann::json& settings
     : component_(std::move(component)), api_(component_.table<mlpt_transport_api>()) {
   std::string config = settings.dump();
   mlpt_transport_create_args a{MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE, borrow(config), role, borrow(group), nullptr};
+  plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), role == MLPT_TRANSPORT_SENDER ? "sender create" : "receiver create");
   transport_ = a.transport;
 }
 
-Transport::~Transport() { api_->destroy(transport_); }
+Transport::~Transport() { plugin::CallScope scope(component_, "destroy"); api_->destroy(transport_); }
 
 void Transport::send(uint64_t version, const mlpt_named_tensor* tensors, size_t count, int64_t timeout_ms) {
   mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE, transport_, version, tensors, count, timeout_ms};
+  plugin::CallScope scope(component_, "send");
   plugin::check(component_, api_->send(&a), "send version " + std::to_string(version));
 }
 
@@ -194,11 +210,13 @@ Transport::Received Transport::receive(uint64_t min_version, int64_t timeout_ms)
   a.transport = transport_;
   a.min_version = min_version;
   a.timeout_ms = timeout_ms;
+  plugin::CallScope scope(component_, "receive");
   plugin::check(component_, api_->receive(&a), "receive version >= " + std::to_string(min_version));
   return Received{a.out_version, a.out_tensors, a.out_num_tensors};
 }
 
 void Transport::release(uint64_t version) {
+  plugin::CallScope scope(component_, "release");
   plugin::check(component_, api_->release(transport_, version), "release version " + std::to_string(version));
 }
 
@@ -210,13 +228,14 @@ SandboxRuntime::SandboxRuntime(plugin::Component component, const nlohmann::json
   mlpt_sandbox_runtime_create_args a{};
   a.struct_size = MLPT_SANDBOX_RUNTIME_CREATE_ARGS_STRUCT_SIZE;
   a.config_json = borrow(config);
+  plugin::CallScope scope(component_, "runtime_create");
   plugin::check(component_, api_->runtime_create(&a), "runtime create");
   runtime_ = a.runtime;
   runtime_name_.assign(a.out_runtime_name.data ? a.out_runtime_name.data : "", a.out_runtime_name.size);
   binding_ = mlpt_sandbox_binding{MLPT_SANDBOX_BINDING_STRUCT_SIZE, api_, &component_.errors(), runtime_};
 }
 
-SandboxRuntime::~SandboxRuntime() { api_->runtime_destroy(runtime_); }
+SandboxRuntime::~SandboxRuntime() { plugin::CallScope scope(component_, "runtime_destroy"); api_->runtime_destroy(runtime_); }
 
 std::unique_ptr<SandboxRuntime::Sandbox> SandboxRuntime::create(const std::string& image, int64_t memory_limit_mb,
                                                                 int64_t max_processes) const {
@@ -226,11 +245,12 @@ std::unique_ptr<SandboxRuntime::Sandbox> SandboxRuntime::create(const std::strin
   a.image = borrow(image);
   a.memory_limit_mb = memory_limit_mb;
   a.max_processes = max_processes;
+  plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), "create sandbox from " + image);
   return std::make_unique<Sandbox>(*this, a.sandbox);
 }
 
-SandboxRuntime::Sandbox::~Sandbox() { runtime_->api_->destroy(handle_); }
+SandboxRuntime::Sandbox::~Sandbox() { plugin::CallScope scope(runtime_->component_, "destroy"); runtime_->api_->destroy(handle_); }
 
 // ---- Reward ----
 
@@ -238,11 +258,12 @@ Reward::Reward(plugin::Component component, const nlohmann::json& settings)
     : component_(std::move(component)), api_(component_.table<mlpt_reward_api>()) {
   std::string config = settings.dump();
   mlpt_reward_create_args a{MLPT_REWARD_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), "reward create");
   reward_ = a.reward;
 }
 
-Reward::~Reward() { api_->destroy(reward_); }
+Reward::~Reward() { plugin::CallScope scope(component_, "destroy"); api_->destroy(reward_); }
 
 Grade Reward::grade(const std::string& task_json, const std::string& result_json, mlpt_episode_end end,
                     const mlpt_sandbox_binding* binding) {
@@ -255,6 +276,7 @@ Grade Reward::grade(const std::string& task_json, const std::string& result_json
   a.episode_end = end;
   a.binding = binding;
   a.details = details.sink();
+  plugin::CallScope scope(component_, "grade");
   plugin::check(component_, api_->grade(&a), "grade");
   Grade g{a.out_reward, a.out_flags, nullptr};
   if (!details.text().empty()) g.details = nlohmann::json::parse(details.text(), nullptr, false);
@@ -268,11 +290,12 @@ Harness::Harness(plugin::Component component, const nlohmann::json& settings)
     : component_(std::move(component)), api_(component_.table<mlpt_harness_api>()) {
   std::string config = settings.dump();
   mlpt_harness_create_args a{MLPT_HARNESS_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), "harness create");
   harness_ = a.harness;
 }
 
-Harness::~Harness() { api_->destroy(harness_); }
+Harness::~Harness() { plugin::CallScope scope(component_, "destroy"); api_->destroy(harness_); }
 
 std::unique_ptr<Harness::Episode> Harness::start(const std::string& task_json, const mlpt_sandbox_binding* binding,
                                                  mlpt_sandbox* sandbox) {
@@ -284,18 +307,20 @@ std::unique_ptr<Harness::Episode> Harness::start(const std::string& task_json, c
   a.binding = binding;
   a.sandbox = sandbox;
   a.out = out.sink();
+  plugin::CallScope scope(component_, "episode_start");
   plugin::check(component_, api_->episode_start(&a), "episode_start");
   std::unique_ptr<Episode> episode(new Episode(*this, a.episode, nlohmann::json()));
   episode->start_ = parse_output(component_, "episode_start", out.text());
   return episode;
 }
 
-Harness::Episode::~Episode() { harness_->api_->episode_destroy(episode_); }
+Harness::Episode::~Episode() { plugin::CallScope scope(harness_->component_, "episode_destroy"); harness_->api_->episode_destroy(episode_); }
 
 nlohmann::json Harness::Episode::step(const nlohmann::json& reply) {
   StringSink out;
   std::string text = reply.dump();
   mlpt_episode_step_args a{MLPT_EPISODE_STEP_ARGS_STRUCT_SIZE, episode_, borrow(text), out.sink()};
+  plugin::CallScope scope(harness_->component_, "episode_step");
   plugin::check(harness_->component_, harness_->api_->episode_step(&a), "episode_step");
   return parse_output(harness_->component_, "episode_step", out.text());
 }
@@ -303,6 +328,7 @@ nlohmann::json Harness::Episode::step(const nlohmann::json& reply) {
 nlohmann::json Harness::Episode::finish(mlpt_episode_end end) {
   StringSink out;
   mlpt_episode_finish_args a{MLPT_EPISODE_FINISH_ARGS_STRUCT_SIZE, episode_, end, out.sink()};
+  plugin::CallScope scope(harness_->component_, "episode_finish");
   plugin::check(harness_->component_, harness_->api_->episode_finish(&a), "episode_finish");
   return parse_output(harness_->component_, "episode_finish", out.text());
 }

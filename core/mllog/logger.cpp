@@ -134,6 +134,8 @@ void Logger::event(EventType type, std::string_view key, const nlohmann::json& v
   ++lines_;
 }
 
+int Logger::fd() const { return file_ ? fileno(file_) : -1; }
+
 int64_t Logger::lines_written() const {
   std::lock_guard lock(mutex_);
   return lines_;

@@ -66,6 +66,9 @@ class Logger {
              const nlohmann::json& metadata, std::source_location where);
 
   int64_t lines_written() const;
+  // The result log's file descriptor (-1 without a file), for a crash handler that must close the
+  // log with async-signal-safe write(2) calls; every line is flushed, so nothing is buffered.
+  int fd() const;
 
  private:
   Options options_;
