@@ -408,13 +408,15 @@ const std::vector<std::pair<std::string, std::string>>& known_hacks() {
   return hacks;
 }
 
-// Golden results by instance id: rows {"instance_id", "patch"} of a JSONL file.
-std::map<std::string, std::string> load_golden(const std::filesystem::path& file) {
-  std::map<std::string, std::string> golden;
-  if (file.empty() || !std::filesystem::exists(file)) return golden;
+// Known-correct answers by instance id: rows {"instance_id", "patch"} (graded as the harness's
+// result with that patch) or {"instance_id", "result": {...}} (a whole harness result) of a JSONL file.
+std::map<std::string, json> load_golden(const std::filesystem::path& file) {
+  std::map<std::string, json> golden;
+  if (file.empty()) return golden;
   for (const auto& row : run::Dataset::load(file).rows)
-    if (row.contains("instance_id") && row.contains("patch") && row["patch"].is_string())
-      golden[row["instance_id"].get<std::string>()] = row["patch"].get<std::string>();
+    if (row.contains("instance_id") && row["instance_id"].is_string() &&
+        ((row.contains("patch") && row["patch"].is_string()) || (row.contains("result") && row["result"].is_object())))
+      golden[row["instance_id"].get<std::string>()] = row;
   return golden;
 }
 
@@ -524,26 +526,37 @@ void check_reward(Suite& s, EpisodeEnv& env, const std::filesystem::path& golden
     return g.reward == 0.0;
   });
   if (empty.is_null()) return;
-  if (!empty.contains("patch")) {
-    s.skip(name, "golden_patch_scores_1", "the harness's results carry no patch");
-    s.skip(name, "known_hacks_score_0", "the harness's results carry no patch");
-    return;
-  }
+  const bool patches = empty.contains("patch");
   auto with_patch = [&](const std::string& patch) {
     json result = empty;
     result["patch"] = patch;
     return result;
   };
+  // A reward that never scores a correct answer would pass every "scores 0" check: it conforms
+  // only once a known-correct answer is seen to score 1.
   const std::string id = env.task.value("instance_id", std::string());
   auto golden = load_golden(golden_file);
-  if (golden.count(id)) {
-    s.check(name, "golden_patch_scores_1", [&](std::string& ev) {
-      auto g = grade(with_patch(golden[id]));
-      ev = "the golden patch of " + id + " scores " + std::to_string(g.reward);
-      return g.reward == 1.0;
-    });
-  } else {
-    s.skip(name, "golden_patch_scores_1", "no golden patch for " + id + " in " + (golden_file.empty() ? "(no --golden file)" : golden_file.string()));
+  s.check(name, "correct_answer_scores_1", [&](std::string& ev) {
+    const std::string where = golden_file.empty() ? "no golden.jsonl next to the training set and no --golden FILE" : golden_file.string();
+    if (!golden.count(id)) {
+      ev = "no known-correct answer for " + id + " (" + where + "); a reward is shown to conform only when one scores 1";
+      return false;
+    }
+    const json& row = golden[id];
+    json correct;
+    if (row.contains("result")) correct = row["result"];
+    else if (patches) correct = with_patch(row["patch"].get<std::string>());
+    else {
+      ev = "the golden row of " + id + " in " + where + " has a patch, but the harness's results carry none; give a \"result\"";
+      return false;
+    }
+    auto g = grade(correct);
+    ev = "the correct answer of " + id + " (" + where + ") scores " + std::to_string(g.reward) + " (" + g.details.dump().substr(0, 120) + ")";
+    return g.reward == 1.0;
+  });
+  if (!patches) {
+    s.skip(name, "known_hacks_score_0", "the harness's results carry no patch");
+    return;
   }
   for (const auto& [hack, patch] : known_hacks())
     s.check(name, "hack_" + hack + "_scores_0", [&](std::string& ev) {
@@ -583,6 +596,8 @@ ConformanceReport check_plugins(const run::RunConfig& config, const ConformanceO
   if (set->has(MLPT_COMPONENT_SANDBOX)) env.runtime = check_sandbox(s, *set, env.image);
   check_harness(s, env);
   std::filesystem::path golden = options.golden;
+  if (!golden.empty() && !std::filesystem::is_regular_file(golden))
+    throw Error(MLPT_NOT_FOUND, "--golden " + golden.string() + ": no such file (JSONL rows {instance_id, patch|result})");
   if (golden.empty() && std::filesystem::exists(config.dataset.train.parent_path() / "golden.jsonl"))
     golden = config.dataset.train.parent_path() / "golden.jsonl";
   check_reward(s, env, golden);

@@ -174,7 +174,7 @@ const std::set<std::string_view>& known_keys() {
                      k::kEvalAccuracy, k::kEvalStop, k::kRunStop, k::kPrecisionLinear,
                      k::kPrecisionAttention, k::kPrecisionCommunication, k::kTensorParallelism,
                      k::kPipelineParallelism, k::kContextParallelism, k::kExpertParallelism,
-                     k::kMaxTrajectoryAgeSteps})
+                     k::kMaxTrajectoryAgeSteps, k::kTimeAlreadySpentMs})
       s.insert(key);
     return s;
   }();
@@ -196,6 +196,7 @@ class Checker {
     check_hyperparameters();
     check_evals();
     add_findings();
+    note_resume();
     time_to_train();
     return std::move(rep_);
   }
@@ -459,7 +460,16 @@ class Checker {
                equals_integer(*options_.expected_eval_samples));
     else
       key_rule(k::kEvalSamples, "exactly once, a positive integer", positive_integer());
-    key_rule(k::kInitCheckpointStep, "exactly once, 0", equals_integer(r::kInitCheckpointStep));
+    key_rule(k::kInitCheckpointStep, "exactly once, 0 (a run starts from the initial checkpoint)",
+             [](const json& v) -> std::optional<std::string> {
+               auto step = as_integer(v);
+               if (step && *step > 0)
+                 return "this log resumes a run from its step-" + std::to_string(*step) +
+                        " checkpoint; MLPerf times a run from step 0 in one go, so a resumed run is not a compliant "
+                        "result (its time to train counts the earlier attempts, for the record; rerun from step 0 to score)";
+               if (!step || *step != r::kInitCheckpointStep) return "expected " + std::to_string(r::kInitCheckpointStep);
+               return std::nullopt;
+             });
     key_rule(k::kOptName, "exactly once, \"adamw\"", equals_string(r::kOptimizerName));
     if (c) {
       key_rule(k::kOptBaseLearningRate, "exactly once, 1e-6·sqrt(GBS/256) within 1e-9",
@@ -647,6 +657,23 @@ class Checker {
                                   "GBS == prompts × 16, the GBS table and the eval schedule are not checked"});
   }
 
+  // A resumed run: where it started and how long its earlier attempts ran (counted in its time).
+  void note_resume() {
+    const auto& steps = occurrences(k::kInitCheckpointStep);
+    auto step = steps.empty() ? std::nullopt : as_integer(steps.front()->value);
+    if (!step || *step <= 0) return;
+    rep_.resumed_from_step = *step;
+    const auto& spent = occurrences(k::kTimeAlreadySpentMs);
+    auto ms = spent.empty() ? std::nullopt : as_integer(spent.front()->value);
+    if (ms) rep_.time_already_spent_minutes = static_cast<double>(*ms) / 60000.0;
+    rep_.findings.push_back({steps.front()->line, "resumed run: starts from the step-" + std::to_string(*step) + " checkpoint" +
+                                                     (ms ? ", after " + num(*rep_.time_already_spent_minutes) + " min in earlier attempts (" +
+                                                               at_line(spent.front()->line) + "), which its time to train includes"
+                                                         : "; the time its earlier attempts ran is not logged (" +
+                                                               std::string(k::kTimeAlreadySpentMs) + "), so its time to train is too short") +
+                                                     "; not a scored result"});
+  }
+
   void time_to_train() {
     if (!run_start_ || !run_stop_ || occurrences(k::kRunStart).size() != 1 || occurrences(k::kRunStop).size() != 1) {
       rep_.findings.push_back({0, "no time to train: the log needs exactly one run_start and one run_stop"});
@@ -663,7 +690,8 @@ class Checker {
                                                     " between run_start and run_stop"});
       return;
     }
-    rep_.time_to_train_minutes = static_cast<double>(run_stop_->time_ms - run_start_->time_ms) / 60000.0;
+    rep_.time_to_train_minutes = static_cast<double>(run_stop_->time_ms - run_start_->time_ms) / 60000.0 +
+                                 rep_.time_already_spent_minutes.value_or(0.0);
     rep_.findings.push_back({*rep_.target_reached_line,
                              "converged: target reached at " + at_line(*rep_.target_reached_line) +
                                  (rep_.target_reached_samples ? " (samples_count " + std::to_string(*rep_.target_reached_samples) + ")" : "") +
@@ -708,6 +736,8 @@ nlohmann::json to_json(const LogReport& rep) {
             {"target_reached_line", opt(rep.target_reached_line)},
             {"target_reached_samples", opt(rep.target_reached_samples)},
             {"converged", rep.converged()},
+            {"resumed_from_step", opt(rep.resumed_from_step)},
+            {"time_already_spent_minutes", opt(rep.time_already_spent_minutes)},
             {"time_to_train_minutes", opt(rep.time_to_train_minutes)}}}};
 }
 
@@ -739,7 +769,11 @@ std::string format_report(const LogReport& rep) {
   out << "\n" << (rep.compliant() ? "COMPLIANT" : "NOT COMPLIANT") << ": " << rep.rules.size() - failed << " of "
       << rep.rules.size() << " rules pass, " << violations.size() << " violation(s)\n";
   if (rep.time_to_train_minutes)
-    out << "time to train: " << num(*rep.time_to_train_minutes) << " min\n";
+    out << "time to train: " << num(*rep.time_to_train_minutes) << " min"
+        << (rep.resumed_from_step ? " (a resumed run, including " + num(rep.time_already_spent_minutes.value_or(0)) +
+                                        " min of earlier attempts; not a scored result)"
+                                  : std::string())
+        << "\n";
   else
     out << "time to train: none (needs run_stop status success and an eval_accuracy above the target)\n";
   return out.str();

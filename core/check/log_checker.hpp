@@ -88,7 +88,13 @@ struct LogReport {
   std::optional<int64_t> target_reached_line;     // first eval_accuracy > target within the run
   std::optional<int64_t> target_reached_samples;  // its samples_count
   std::optional<double> best_accuracy;
-  // Minutes run_start → run_stop; set only when run_stop says success and the target was reached.
+  // A resumed run (init_checkpoint_step > 0): the step it started from and the minutes its
+  // earlier attempts ran (time_already_spent_ms). Such a log is not compliant: MLPerf times a run
+  // from step 0 in one go.
+  std::optional<int64_t> resumed_from_step;
+  std::optional<double> time_already_spent_minutes;
+  // Minutes run_start → run_stop (plus the earlier attempts' minutes of a resumed run); set only
+  // when run_stop says success and the target was reached.
   std::optional<double> time_to_train_minutes;
 
   bool compliant() const;

@@ -60,6 +60,9 @@ Summary summarize(std::vector<LogReport> runs) {
   std::vector<std::string> problems;
   std::map<int64_t, std::string> seeds;
   for (const auto& run : s.runs) {
+    if (run.resumed_from_step)
+      problems.push_back(run.source + " resumes a run from its step-" + std::to_string(*run.resumed_from_step) +
+                         " checkpoint; a resumed run cannot be scored (each run is timed from step 0 in one go): rerun it from the start");
     auto blocking = blocking_violations(run);
     if (!blocking.empty()) {
       const auto& v = blocking.front();

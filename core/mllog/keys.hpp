@@ -63,6 +63,9 @@ inline constexpr std::string_view kContextParallelism = "context_parallelism";
 inline constexpr std::string_view kExpertParallelism = "expert_parallelism";
 // Framework extra (§2: the staleness limit must be logged); not checked by the reference.
 inline constexpr std::string_view kMaxTrajectoryAgeSteps = "max_trajectory_age_steps";
+// Framework extra: a resumed run (init_checkpoint_step > 0) logs the milliseconds its earlier
+// attempts ran (run_start to their last line), which its time to train includes.
+inline constexpr std::string_view kTimeAlreadySpentMs = "time_already_spent_ms";
 
 // ---- Metadata keys ------------------------------------------------------------------------------
 inline constexpr std::string_view kMetaFile = "file";

@@ -24,8 +24,10 @@
 #include "core/rollout/episode.hpp"
 #include "core/rules/closed_division.hpp"
 #include "core/run/checkpoint.hpp"
+#include "core/run/crash_guard.hpp"
 #include "core/run/dataset.hpp"
 #include "core/run/report.hpp"
+#include "core/run/rollout_record.hpp"
 #include "core/run/run_dir.hpp"
 #include "core/run/step_record.hpp"
 #include "core/run/trainer_settings.hpp"
@@ -89,6 +91,9 @@ class BenchmarkRun {
   std::optional<eval::PassAtK> validate(int64_t samples);
   void progress_loop();
   void fail(const std::string& reason);
+  // Writes the rollout's record and keeps the worst and best training rollouts for the report;
+  // then drops its transcript (the buffer needs only the tokens).
+  void record_rollout(rollout::Trajectory& t, const json& task, bool validation, int64_t step);
   bool stopping() const { return stop_.load() || (options_.interrupted && options_.interrupted->load()); }
 
   const RunConfig& config_;
@@ -123,6 +128,9 @@ class BenchmarkRun {
   std::atomic<uint64_t> last_staleness_{0};
   std::mutex fail_mutex_;
   std::string failure_;
+  std::unique_ptr<RolloutRecorder> rollouts_;
+  std::mutex highlight_mutex_;
+  std::optional<json> worst_rollout_, best_rollout_;
   std::vector<StepRecord> steps_;
   std::vector<EvalRecord> evals_;
   Clock::time_point run_start_;
@@ -137,6 +145,17 @@ void BenchmarkRun::fail(const std::string& reason) {
   stop_ = true;
   if (scheduler_) scheduler_->stop();
   if (buffer_) buffer_->notify();
+}
+
+void BenchmarkRun::record_rollout(rollout::Trajectory& t, const json& task, bool validation, int64_t step) {
+  json record = rollout_json(t, task, validation, step);
+  record["id"] = rollouts_->record(record);
+  t.transcript = {};
+  if (validation) return;
+  std::lock_guard l(highlight_mutex_);
+  const double reward = t.reward;
+  if (!worst_rollout_ || reward < (*worst_rollout_)["reward"]["value"].get<double>()) worst_rollout_ = record;
+  if (!best_rollout_ || reward > (*best_rollout_)["reward"]["value"].get<double>()) best_rollout_ = std::move(record);
 }
 
 void BenchmarkRun::initialise() {
@@ -192,6 +211,7 @@ void BenchmarkRun::worker_loop() {
     try {
       auto t = rollout::run_episode(env_, request);
       totals_.add(t);
+      record_rollout(t, train_.rows[row], false, job->prompt_index / config_.benchmark.num_prompts_per_step + 1);
       buffer_->add(std::move(t));
     } catch (const Error& e) {
       if (e.code() != MLPT_CANCELLED || !stopping())
@@ -264,7 +284,9 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
                                        static_cast<int32_t>(j % k), true);
         in_flight_.add(request.id);
         try {
-          rewards[task][static_cast<size_t>(j % k)] = rollout::run_episode(env_, request).reward;
+          auto t = rollout::run_episode(env_, request);
+          rewards[task][static_cast<size_t>(j % k)] = t.reward;
+          record_rollout(t, validation_.rows[task], true, samples / config_.benchmark.global_batch_size);
         } catch (const Error& e) {
           if (e.code() != MLPT_CANCELLED || !stopping()) fail(std::string("validation rollout: ") + e.what());
         }
@@ -326,12 +348,30 @@ RunSummary BenchmarkRun::run() {
   const auto& c = config_;
   const auto& b = c.benchmark;
   out_ = c.run.output_dir;
+  // Nothing is written before these checks: a folder holding another run is never touched, and a
+  // resume needs a checkpoint to start from.
+  std::optional<CheckpointState> resume_from;
+  int64_t spent_before_ms = 0;
+  if (options_.resume) {
+    resume_from = latest_checkpoint(out_ / "checkpoints");
+    if (!resume_from) throw Error(MLPT_NOT_FOUND, (out_ / "checkpoints").string() + ": no checkpoint to resume from");
+    spent_before_ms = time_spent_before(out_);
+  } else if (auto traces = run_traces(out_)) {
+    throw Error(MLPT_ALREADY_EXISTS, out_.string() + " holds another run (" + *traces +
+                                         "); a run never writes into it. Continue that run with `mlpt run --resume " +
+                                         out_.string() + "`, pass --new-folder to write to the next free " +
+                                         out_.filename().string() + "-N, or set [run] output_dir");
+  }
   std::filesystem::create_directories(out_);
   if (!options_.resume) write_run_marker(out_, c.file);
   RunSummary summary;
-  summary.result_log = out_ / (options_.resume ? "result_resumed.txt" : "result.txt");
+  summary.result_log = options_.resume ? resumed_result_log(out_) : out_ / "result.txt";
   summary.metrics = out_ / "metrics.jsonl";
   summary.report = out_ / "report.html";
+  if (resume_from) {
+    summary.resumed_from_step = resume_from->step;
+    summary.time_already_spent_minutes = static_cast<double>(spent_before_ms) / 60000.0;
+  }
 
   log_ = std::make_unique<mllog::Logger>(mllog::Logger::Options{summary.result_log, false, nullptr, nullptr});
   mllog::RunHyperparameters hp = mllog::closed_division_run(b.global_batch_size, c.run.seed, 0, 0, 0, 1, c.run.org, c.run.platform);
@@ -348,8 +388,17 @@ RunSummary BenchmarkRun::run() {
   hp.validation_top_p = b.validation_top_p;
   hp.target_accuracy = b.target_accuracy;
   hp.max_trajectory_age_steps = b.max_trajectory_age_steps;
+  if (resume_from) hp.init_checkpoint_step = resume_from->step;
+  CrashGuard crash_guard(*log_, summary.result_log);
+  rollouts_ = std::make_unique<RolloutRecorder>(out_);
 
-  std::ofstream metrics(summary.metrics, options_.resume ? std::ios::app : std::ios::trunc);
+  // A resumed run's metrics are the checkpoint's steps, then its own: the steps an earlier attempt
+  // ran past the checkpoint are redone, so its file is kept aside, not appended to.
+  if (resume_from) keep_aside(summary.metrics);
+  std::ofstream metrics(summary.metrics, std::ios::trunc);
+  if (resume_from)
+    for (const auto& r : resume_from->steps) metrics << step_record_json(r).dump() << "\n";
+  metrics.flush();
   bool run_started = false;
   try {
     // The init block needs the dataset sizes: read them first (cheap), then load the components.
@@ -363,18 +412,19 @@ RunSummary BenchmarkRun::run() {
     hp.train_samples = static_cast<int64_t>(train_.rows.size());
     hp.eval_samples = static_cast<int64_t>(validation_.rows.size());
     mllog::write_init_block(*log_, hp);
+    if (resume_from) log_->point(mllog::keys::kTimeAlreadySpentMs, spent_before_ms);
     initialise();
 
     int64_t first_step = 0;
-    if (options_.resume) {
-      auto state = latest_checkpoint(out_ / "checkpoints");
-      if (!state) throw Error(MLPT_NOT_FOUND, (out_ / "checkpoints").string() + ": no checkpoint to resume from");
+    if (resume_from) {
+      const auto& state = resume_from;
       trainer_->load_state(state->trainer_dir.string());
       first_step = state->step;
       auto w = trainer_->export_weights();
       engine_->load_weights(w.version, w.tensors, w.count);
       version_ = w.version;
       samples_ = state->samples;
+      crash_guard.samples(state->samples);
       steps_ = state->steps;
       evals_ = state->evals;
       if (!steps_.empty()) last_reward_ = steps_.back().reward_mean, last_staleness_ = steps_.back().max_staleness;
@@ -390,6 +440,7 @@ RunSummary BenchmarkRun::run() {
     log_->end(mllog::keys::kInitStop);
     log_->start(mllog::keys::kRunStart);
     run_started = true;
+    crash_guard.run_started();
     run_start_ = Clock::now();
     start_workers();
     progress_thread_ = std::thread([this] { progress_loop(); });
@@ -423,6 +474,7 @@ RunSummary BenchmarkRun::run() {
       const double transfer_s = seconds_since(transfer_started);
       step_ = step + 1;
       samples_ = samples;
+      crash_guard.samples(samples);
       log_->end(mllog::keys::kBlockStop, {{std::string(mllog::keys::kMetaSamplesCount), samples}});
 
       StepRecord r = make_step_record(step + 1, samples, batch.statistics(), groups, trainer_metrics, wait_s, train_s,
@@ -445,7 +497,10 @@ RunSummary BenchmarkRun::run() {
       }
       metrics << step_record_json(r).dump() << "\n" << std::flush;
       if (c.run.checkpoint_every_steps > 0 && (step + 1) % c.run.checkpoint_every_steps == 0 && trainer_->can_save_state())
+      {
         save_checkpoint(out_ / "checkpoints", step + 1, samples, *trainer_, steps_, evals_);
+        crash_guard.checkpoint_saved(out_ / "checkpoints" / ("step_" + std::to_string(step + 1)), step + 1);
+      }
       if (summary.converged) break;
     }
   } catch (const Error& e) {
@@ -460,11 +515,13 @@ RunSummary BenchmarkRun::run() {
   summary.samples = samples_.load();
   if (options_.interrupted && options_.interrupted->load() && failure_.empty()) failure_ = "interrupted";
   summary.aborted = !summary.converged;
-  summary.abort_reason = !failure_.empty() ? failure_ : summary.converged ? "" : "did not reach the target within max_steps";
+  summary.abort_reason = !failure_.empty() ? failure_ : summary.converged ? "" : kNotConvergedReason;
   if (!run_started) log_->start(mllog::keys::kRunStart);  // run_stop needs its run_start to be readable
   log_->end(mllog::keys::kRunStop, {{std::string(mllog::keys::kMetaSamplesCount), summary.samples},
                               {std::string(mllog::keys::kMetaStatus), std::string(summary.converged ? mllog::keys::kStatusSuccess : mllog::keys::kStatusAborted)}});
-  summary.time_to_train_minutes = run_started ? seconds_since(run_start_) / 60.0 : 0.0;
+  crash_guard.log_closed();
+  // A resumed run's time to train counts the earlier attempts too (benchmark.md §6).
+  summary.time_to_train_minutes = (run_started ? seconds_since(run_start_) / 60.0 : 0.0) + summary.time_already_spent_minutes;
 
   ReportInputs report{c.run.name, steps_, evals_, {}, summary.converged, summary.abort_reason, summary.time_to_train_minutes};
   {
@@ -475,6 +532,12 @@ RunSummary BenchmarkRun::run() {
                          {"validation", totals_.validation_s}};
     report.rollouts = totals_.rollouts;
     report.generated_tokens = totals_.generated_tokens;
+  }
+  if (rollouts_) rollouts_->flush();
+  {
+    std::lock_guard l(highlight_mutex_);
+    if (worst_rollout_) report.highlighted_rollouts.push_back({"worst training rollout", *worst_rollout_});
+    if (best_rollout_) report.highlighted_rollouts.push_back({"best training rollout", *best_rollout_});
   }
   write_report(summary.report, report);
   return summary;

@@ -21,12 +21,17 @@ struct RunOptions {
   double progress_interval_s = 5.0;
 };
 
+// RunSummary::abort_reason of a run that ran all its steps without reaching the target.
+inline constexpr const char* kNotConvergedReason = "did not reach the target within max_steps";
+
 struct RunSummary {
   bool converged = false;
   bool aborted = false;
   std::string abort_reason;
   int64_t steps = 0, samples = 0;
-  double time_to_train_minutes = 0;  // run_start to run_stop
+  double time_to_train_minutes = 0;  // run_start to run_stop, plus the earlier attempts' time when resumed
+  int64_t resumed_from_step = -1;    // the checkpoint a resumed run started from; -1 for a fresh run
+  double time_already_spent_minutes = 0;  // earlier attempts of a resumed run, run_start to their last line
   double first_step_reward = 0, last_step_reward = 0;
   double best_pass_at_k = 0;
   std::filesystem::path result_log, metrics, report;
