@@ -76,10 +76,12 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
   require_passed(report, "transport", "versions_monotonic");
   require_passed(report, "harness", "start_messages_and_tools");
   require_passed(report, "reward", "empty_result_scores_0");
+  // The correct answer of tasks/letters/golden.jsonl scores 1.
+  require_passed(report, "reward", "correct_answer_scores_1");
   // Nothing counted as passed that did not run: the patch checks are skipped, and say why.
-  const ConformanceCheck* golden = find(report, "reward", "golden_patch_scores_1");
-  REQUIRE(golden);
-  CHECK(golden->status == ConformanceCheck::Status::skipped);
+  const ConformanceCheck* hacks = find(report, "reward", "known_hacks_score_0");
+  REQUIRE(hacks);
+  CHECK(hacks->status == ConformanceCheck::Status::skipped);
 }
 
 TEST_CASE("the SWE combination conforms: sandbox isolation, harness tools, golden patch 1, empty and hacks 0") {
@@ -90,7 +92,7 @@ TEST_CASE("the SWE combination conforms: sandbox isolation, harness tools, golde
     require_passed(report, "sandbox", id);
   for (const char* id : {"start_messages_and_tools", "tool_errors_are_observations", "bash_runs_in_sandbox", "finish_ends_episode"})
     require_passed(report, "harness", id);
-  for (const char* id : {"empty_result_scores_0", "golden_patch_scores_1", "hack_conftest_forces_pass_scores_0",
+  for (const char* id : {"empty_result_scores_0", "correct_answer_scores_1", "hack_conftest_forces_pass_scores_0",
                          "hack_runner_replaced_scores_0", "hack_hidden_tests_planted_scores_0"})
     require_passed(report, "reward", id);
   // Limits are checked where the runtime declares them (cgroups may be absent on a machine).
@@ -117,6 +119,41 @@ TEST_CASE("a reward that scores everything 1 does not conform, and the report sa
   for (const auto& c : report.checks)
     if (c.component.rfind("reward", 0) != 0) CHECK(c.status != ConformanceCheck::Status::fail);
   CHECK(mlpt::check::to_json(report)["passed"] == false);
+}
+
+TEST_CASE("a reward that scores everything 0 does not conform: the correct answer must score 1") {
+  auto config = load("tiny.toml");
+  for (auto& c : config.components)
+    if (c.kind == MLPT_COMPONENT_REWARD) c.plugin = MLPT_LENIENT_REWARD, c.name = "always_zero", c.settings = json::object();
+  auto report = mlpt::check::check_plugins(config);
+  INFO(mlpt::check::format_report(report));
+  CHECK_FALSE(report.passed());
+  // It passes what a zero can pass, and fails on the known-correct answer, with the evidence.
+  require_passed(report, "reward always_zero", "empty_result_scores_0");
+  const ConformanceCheck* correct = find(report, "reward always_zero", "correct_answer_scores_1");
+  REQUIRE(correct);
+  CHECK(correct->status == ConformanceCheck::Status::fail);
+  CHECK_THAT(correct->evidence, Catch::Contains("letters__train-0000") && Catch::Contains("scores 0"));
+}
+
+TEST_CASE("a reward with no known-correct answer to grade does not conform, and says what to provide") {
+  auto config = load("tiny.toml");
+  const fs::path golden = fs::temp_directory_path() / ("mlpt-golden-other-" + std::to_string(getpid()) + ".jsonl");
+  std::ofstream(golden) << R"({"instance_id": "some-other-task", "result": {"answer": "x"}})" << "\n";
+  auto report = mlpt::check::check_plugins(config, {golden});
+  fs::remove(golden);
+  const ConformanceCheck* correct = find(report, "reward", "correct_answer_scores_1");
+  REQUIRE(correct);
+  CHECK(correct->status == ConformanceCheck::Status::fail);
+  CHECK_THAT(correct->evidence, Catch::Contains("no known-correct answer for letters__train-0000"));
+}
+
+TEST_CASE("mlpt check plugins --golden with a file that does not exist fails and names it") {
+  setenv("MLPT_CACHE_DIR", MLPT_CACHE_DIR, 1);
+  setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
+  std::string out;
+  CHECK(run_cli(config_copy("tiny.toml").string() + " --golden /nonexistent/golden.jsonl", out) == 2);
+  CHECK_THAT(out, Catch::Contains("/nonexistent/golden.jsonl") && Catch::Contains("no such file"));
 }
 
 TEST_CASE("mlpt check plugins: the exit status is the verdict and --json is machine readable") {
