@@ -14,6 +14,7 @@ struct Command {
   std::string usage;    // e.g. "PATH.so [--json]"
   std::string summary;  // one line for `mlpt --help`
   int (*run)(const std::vector<std::string>& args);  // args after the name; returns exit status
+  std::string details = {};  // more for `mlpt CMD --help`: options, exit status (may be empty)
 };
 
 std::vector<Command>& command_registry();

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <optional>
 
 #include "core/plugin/plugin.hpp"
 #include "core/rules/closed_division.hpp"
@@ -15,10 +16,14 @@ std::string expand_env(const std::string& s, const config::TomlTable& t, const s
     if (s[i] == '$' && i + 1 < s.size() && s[i + 1] == '{') {
       size_t end = s.find('}', i);
       if (end == std::string::npos) t.fail(key, "unclosed ${ in \"" + s + "\"");
+      // ${VAR} or, as in the shell, ${VAR:-default} (the default when VAR is unset or empty).
       std::string var = s.substr(i + 2, end - i - 2);
+      std::optional<std::string> fallback;
+      if (auto dash = var.find(":-"); dash != std::string::npos) fallback = var.substr(dash + 2), var.resize(dash);
       const char* value = std::getenv(var.c_str());
-      if (!value) t.fail(key, "environment variable " + var + " is not set");
-      out += value;
+      if (value && *value) out += value;
+      else if (fallback) out += *fallback;
+      else t.fail(key, "environment variable " + var + " is not set (set it, or write ${" + var + ":-default} in the config)");
       i = end;
     } else {
       out += s[i];

@@ -5,6 +5,7 @@
 //
 // Loads the sandbox and reward plugins by name, creates a fresh sandbox from the task's image
 // through the reward (exactly as a rollout is graded) and prints {"reward", "reason", "tests", ...}.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -85,7 +86,8 @@ int grade(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    const bool help = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--help" || std::string(a) == "-h"; });
+    if (argc < 2 || help) {
       std::fputs(kUsage, argc < 2 ? stderr : stdout);
       return argc < 2 ? 2 : 0;
     }

@@ -8,6 +8,7 @@
 //                   [--hbm-gbyte 8000]
 // score reads one sequence of token ids per line on stdin (spaces, commas or a JSON array) and
 // prints one JSON object per line: {"tokens": [...], "logprobs": [...], "top": [[[id, logprob], ...], ...]}.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -215,7 +216,8 @@ int refit_time_model(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+  const bool help = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--help" || std::string(a) == "-h"; });
+  if (argc < 2 || help) {
     std::cout << kUsage;
     return argc < 2 ? 2 : 0;
   }

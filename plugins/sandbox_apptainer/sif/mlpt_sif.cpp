@@ -1,6 +1,7 @@
 // mlpt-sif (`mlpt sif ...`): build a SIF image from a directory, or show what one holds.
-//   mlpt-sif build DIR OUT.sif [--comp gzip|xz|lz4|zstd] [--time EPOCH]
-//   mlpt-sif inspect FILE.sif [--json]
+//   mlpt sif build DIR OUT.sif [--comp gzip|xz|lz4|zstd] [--time EPOCH]
+//   mlpt sif inspect FILE.sif [--json]
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -14,13 +15,14 @@ namespace {
 
 using namespace mlpt::sif;
 
-int usage() {
-  std::cerr << "usage: mlpt-sif build DIR OUT.sif [--comp gzip|xz|lz4|zstd] [--time EPOCH]\n"
-               "       mlpt-sif inspect FILE.sif [--json]\n"
+// On stdout with exit 0 when asked for (--help), else on stderr with exit 2 (a usage error).
+int usage(bool asked = false) {
+  (asked ? std::cout : std::cerr) << "usage: mlpt sif build DIR OUT.sif [--comp gzip|xz|lz4|zstd] [--time EPOCH]\n"
+               "       mlpt sif inspect FILE.sif [--json]\n"
                "build: one primary system squashfs partition made by mksquashfs (all files owned by\n"
                "root, timestamps = --time, else SOURCE_DATE_EPOCH, else now). See the sandbox plugin's\n"
                "README for the layout a task image needs (/testbed, /.mlpt/binds.json).\n";
-  return 2;
+  return asked ? 0 : 2;
 }
 
 std::string hex32(uint32_t v) {
@@ -99,7 +101,8 @@ void print_table(const SifImage& img) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> a(argv + 1, argv + argc);
-  if (a.empty() || a[0] == "-h" || a[0] == "--help") return usage();
+  if (std::any_of(a.begin(), a.end(), [](const std::string& w) { return w == "-h" || w == "--help"; })) return usage(true);
+  if (a.empty()) return usage();
   try {
     if (a[0] == "build") {
       BuildOptions o;
@@ -133,10 +136,10 @@ int main(int argc, char** argv) {
     }
     return usage();
   } catch (const SifError& e) {
-    std::cerr << "mlpt-sif: error (" << error_kind_name(e.kind()) << "): " << e.what() << "\n";
+    std::cerr << "mlpt sif: error (" << error_kind_name(e.kind()) << "): " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "mlpt-sif: error: " << e.what() << "\n";
+    std::cerr << "mlpt sif: error: " << e.what() << "\n";
     return 1;
   }
 }

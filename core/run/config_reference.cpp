@@ -1,0 +1,99 @@
+#include "core/run/config_reference.hpp"
+
+#include <sstream>
+
+#include "core/rules/closed_division.hpp"
+#include "core/run/run_config.hpp"
+
+namespace mlpt::run {
+namespace {
+
+std::string text(int64_t v) { return std::to_string(v); }
+std::string text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+std::string text(bool v) { return v ? "true" : "false"; }
+std::string quoted(const std::string& v) { return "\"" + v + "\""; }
+
+const char* kRequired = "(required)";
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = [] {
+    const RunSettings r{};
+    const BenchmarkSettings b{};
+    const DatasetSettings d{};
+    return std::vector<ConfigKey>{
+        {"run", "name", "string", kRequired, "the run's name, in the progress line and the report"},
+        {"run", "output_dir", "path", kRequired,
+         "where the result log, metrics, report, rollouts and checkpoints go; a folder that holds another run is refused"},
+        {"run", "seed", "integer", kRequired, "the run's seed (logged; unique per run of a submission)"},
+        {"run", "division", "string", quoted(r.division), "\"closed\" or \"open\": which rules `mlpt check` applies"},
+        {"run", "org", "string", quoted(r.org), "submission_org in the result log"},
+        {"run", "status", "string", quoted(r.status), "submission_status in the result log (onprem, cloud, preview)"},
+        {"run", "platform", "string", quoted(r.platform), "submission_platform in the result log"},
+        {"run", "rollout_workers", "integer", text(r.rollout_workers), "rollouts in flight at once"},
+        {"run", "checkpoint_every_steps", "integer", text(r.checkpoint_every_steps),
+         "save the trainer's state and the loop's position every N steps (0: never); `--resume` starts from the last"},
+        {"run", "record_routed_experts", "boolean", text(r.record_routed_experts),
+         "routing replay (R3): record the engine's routed experts for the trainer, when both support it"},
+        {"benchmark", "num_prompts_per_step", "integer", kRequired, "prompts per training step"},
+        {"benchmark", "num_generations_per_prompt", "integer", text(b.num_generations_per_prompt), "rollouts per prompt (a GRPO group; >= 2)"},
+        {"benchmark", "global_batch_size", "integer", "prompts × generations", "sequences per step; must equal num_prompts_per_step × num_generations_per_prompt"},
+        {"benchmark", "max_turns", "integer", text(b.max_turns), "agent turns per rollout"},
+        {"benchmark", "max_sequence_length", "integer", text(b.max_sequence_length), "tokens per rollout, prompt included"},
+        {"benchmark", "max_new_tokens_per_turn", "integer", text(b.max_new_tokens_per_turn), "a cap per engine call (the context limit still rules)"},
+        {"benchmark", "max_trajectory_age_steps", "integer", text(b.max_trajectory_age_steps),
+         "staleness bound: how many weight versions a trained rollout may lag"},
+        {"benchmark", "learning_rate", "float", "1e-6·sqrt(GBS/256)", "AdamW learning rate (constant schedule)"},
+        {"benchmark", "gradient_clip_norm", "float", "the closed-division formula of GBS", "gradient clipping norm"},
+        {"benchmark", "target_accuracy", "float", text(rules::kTargetAccuracy), "pass@k that ends the run (converged when exceeded)"},
+        {"benchmark", "first_eval_samples", "integer", "GBS·ceil(2.5 + 3840/GBS)", "samples at the first evaluation; then one every step"},
+        {"benchmark", "eval_k", "integer", text(rules::kEvalPassK), "rollouts per validation task (pass@k)"},
+        {"benchmark", "training_temperature", "float", text(rules::kTrainTemperature), "sampling temperature of training rollouts"},
+        {"benchmark", "training_top_p", "float", text(rules::kTrainTopP), "top-p of training rollouts, in (0, 1]"},
+        {"benchmark", "validation_temperature", "float", text(rules::kValidationTemperature), "sampling temperature of validation rollouts"},
+        {"benchmark", "validation_top_p", "float", text(rules::kValidationTopP), "top-p of validation rollouts, in (0, 1]"},
+        {"benchmark", "command_timeout_s", "float", text(rules::kCommandTimeoutSeconds), "seconds one sandbox command may run"},
+        {"benchmark", "agent_timeout_s", "float", text(rules::kAgentTimeoutSeconds), "wall-clock seconds of one rollout"},
+        {"benchmark", "max_steps", "integer", text(b.max_steps), "stop after N steps (0: one pass over the training data)"},
+        {"dataset", "train", "path", kRequired, "training tasks, JSONL, in their fixed order"},
+        {"dataset", "validation", "path", kRequired, "validation tasks, JSONL"},
+        {"dataset", "validation_tasks", "integer", text(d.validation_tasks), "use the first N validation tasks (0: all)"},
+        {"dataset", "images", "path", "(none)", "folder of the tasks' SIF images (<repo>_final_<commit>.sif)"},
+        {"dataset", "tokenizer", "path", kRequired, "the model's tokenizer.json"},
+        {"dataset", "chat_format", "string", quoted(d.chat_format), "\"qwen3\" or \"qwen3_5\": how turns become tokens"},
+        {"dataset", "train_sha256", "string", "\"\"", "the training file's SHA-256, when declared (checked by `check config`)"},
+        {"dataset", "validation_sha256", "string", "\"\"", "the validation file's SHA-256, when declared"},
+        {"components.KIND", "plugin", "string", kRequired,
+         "the plugin's file (a name found in MLPT_PLUGIN_PATH and the plugin folders, or a path); KIND is trainer, engine, "
+         "transport, sandbox, reward or harness (all but sandbox required)"},
+        {"components.KIND", "name", "string", "\"\" (the only one)", "which component of that kind in the plugin"},
+        {"components.KIND", "settings", "table", "{}", "the component's own settings, passed to it as JSON (see the plugin's README)"},
+    };
+  }();
+  return keys;
+}
+
+std::string config_reference_markdown() {
+  std::ostringstream out;
+  out << "# Run config reference\n\n"
+      << "Generated by `mlpt config reference` from core/run/config_reference.cpp; a test keeps it up to date.\n"
+      << "A run config is one TOML file. Unknown keys and impossible values are errors naming the file, line\n"
+      << "and key. Relative paths are relative to the config's folder; `${VAR}` expands from the\n"
+      << "environment and `${VAR:-default}` falls back to `default` when VAR is unset or empty.\n";
+  std::string table;
+  for (const auto& k : config_keys()) {
+    if (k.table != table) {
+      table = k.table;
+      out << "\n## [" << table << "]\n\n| key | type | default | meaning |\n|---|---|---|---|\n";
+    }
+    out << "| `" << k.key << "` | " << k.type << " | " << k.default_value << " | " << k.meaning << " |\n";
+  }
+  return out.str();
+}
+
+}  // namespace mlpt::run
