@@ -40,6 +40,7 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
   auto core_started = Clock::now();
   const nlohmann::json tools = episode->start().value("tools", nlohmann::json::array());
   append_context(t, env.chat->render_prompt(episode->start().at("messages"), tools));
+  t.transcript.start_messages = episode->start().at("messages");
   t.core_s += seconds_since(core_started);
 
   mlpt_episode_end end = MLPT_EPISODE_MAX_TURNS;
@@ -66,8 +67,13 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
     g.record_routed_experts = env.record_routed_experts;
     g.routed_experts_from = routing_known;
     auto gen_started = Clock::now();
+    TranscriptTurn turn;
+    turn.context_tokens = static_cast<int64_t>(t.tokens.size());
     auto out = env.engine->generate(g);
-    t.generation_s += seconds_since(gen_started);
+    turn.generation_s = seconds_since(gen_started);
+    turn.generated_tokens = static_cast<int64_t>(out.tokens.size());
+    turn.weight_version = out.weight_version;
+    t.generation_s += turn.generation_s;
     ++t.turns;
     if (out.finish_reason == MLPT_FINISH_CANCELLED) throw Error(MLPT_CANCELLED, "generation cancelled");
 
@@ -87,6 +93,8 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
       end = MLPT_EPISODE_MAX_CONTEXT;
       t.truncated = true;
       t.core_s += seconds_since(core_started);
+      turn.reply = {{"content", env.tokenizer->decode(out.tokens)}, {"cut_by", "context limit"}};
+      t.transcript.turns.push_back(std::move(turn));
       break;
     }
     std::span<const int32_t> reply_ids(out.tokens.data(), out.tokens.size() - (stopped ? 1 : 0));
@@ -95,7 +103,11 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
 
     env_started = Clock::now();
     nlohmann::json observation = episode->step(reply);
-    t.environment_s += seconds_since(env_started);
+    turn.environment_s = seconds_since(env_started);
+    t.environment_s += turn.environment_s;
+    turn.reply = std::move(reply);
+    turn.observation = observation;
+    t.transcript.turns.push_back(std::move(turn));
     if (observation.value("done", false)) { end = MLPT_EPISODE_FINISHED; break; }
 
     core_started = Clock::now();
@@ -125,6 +137,8 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
   t.reward_s = seconds_since(reward_started);
   t.reward = grade.reward;
   t.reward_flags = grade.flags;
+  t.transcript.result = std::move(result);
+  t.transcript.reward_details = grade.details;
   if (grade.details.is_object() && grade.details.contains("reason") && grade.details["reason"].is_string())
     t.reward_reason = grade.details["reason"].get<std::string>();
   return t;

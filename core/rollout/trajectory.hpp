@@ -7,9 +7,29 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "mlpt/harness.h"
 
 namespace mlpt::rollout {
+
+// What a person reads of a rollout (the run records it; nothing trains on it): each turn's parsed
+// reply (content, tool calls) and the harness's observation, with token counts and timings.
+struct TranscriptTurn {
+  nlohmann::json reply;        // {"content", "tool_calls", "parse_errors"} as the harness got it
+  nlohmann::json observation;  // the harness's step output ({"messages", "done", ...})
+  int64_t context_tokens = 0;  // sequence length before this turn's generation
+  int64_t generated_tokens = 0;
+  uint64_t weight_version = 0;
+  double generation_s = 0, environment_s = 0;
+};
+
+struct Transcript {
+  nlohmann::json start_messages = nlohmann::json::array();  // the harness's first messages
+  std::vector<TranscriptTurn> turns;
+  nlohmann::json result;          // the harness's result, as graded
+  nlohmann::json reward_details;  // the reward's own details (reason, tests, ...)
+};
 
 struct Trajectory {
   int64_t prompt_index = 0;   // row of the dataset
@@ -28,6 +48,7 @@ struct Trajectory {
   uint64_t max_weight_version = 0;
   // Wall time split, seconds.
   double generation_s = 0, environment_s = 0, reward_s = 0, core_s = 0;
+  Transcript transcript;
   int64_t generated_tokens() const {
     int64_t n = 0;
     for (auto m : loss_mask) n += m;

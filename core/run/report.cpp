@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/run/rollout_record.hpp"
+
 namespace mlpt::run {
 namespace {
 
@@ -95,6 +97,13 @@ void write_report(const std::filesystem::path& file, const ReportInputs& in) {
     << in.generated_tokens << " generated tokens";
   if (elapsed > 0) o << ", " << num(in.rollouts / elapsed, 2) << " rollouts/s, " << num(in.generated_tokens / elapsed, 0) << " tokens/s";
   o << "</p>";
+  if (!in.highlighted_rollouts.empty()) {
+    o << "<p>rollouts:";
+    for (const auto& [label, r] : in.highlighted_rollouts)
+      o << " <a href='#rollout-" << r.value("id", int64_t(-1)) << "'>" << escape(label) << " (#" << r.value("id", int64_t(-1))
+        << ", reward " << num(r["reward"].value("value", 0.0)) << ")</a>";
+    o << " — every rollout: <code>mlpt rollout show RUN_DIR --id N</code></p>";
+  }
   o << line_chart("Training reward over samples", reward, "samples") << "<br>";
   o << line_chart("Validation over samples", eval, "samples") << "<br>";
   o << bar_chart("Time split (thread-seconds)", in.time_split);
@@ -114,7 +123,10 @@ void write_report(const std::filesystem::path& file, const ReportInputs& in) {
       << "</td><td>" << s.tokens << "</td><td>" << s.trainable_tokens << "</td><td>" << s.zero_advantage_groups << "</td><td>"
       << num(s.wait_s, 2) << "</td><td>" << num(s.train_s, 2) << "</td><td>" << num(s.transfer_s, 3) << "</td><td>"
       << (s.evaluated ? num(s.pass_at_k) : "") << "</td></tr>";
-  o << "</table></body></html>\n";
+  o << "</table>";
+  for (const auto& [label, r] : in.highlighted_rollouts)
+    o << "<h2 id='rollout-" << r.value("id", int64_t(-1)) << "'>" << escape(label) << "</h2><pre>" << escape(format_transcript(r)) << "</pre>";
+  o << "</body></html>\n";
   std::ofstream(file) << o.str();
 }
 

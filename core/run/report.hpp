@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/run/step_record.hpp"
 
 namespace mlpt::run {
@@ -21,6 +23,8 @@ struct ReportInputs {
   std::string abort_reason;
   double time_to_train_minutes = 0;
   int64_t rollouts = 0, generated_tokens = 0;
+  // Rollout records (rollout_record.hpp) shown as transcripts, e.g. {"worst training rollout", ...}.
+  std::vector<std::pair<std::string, nlohmann::json>> highlighted_rollouts;
 };
 
 void write_report(const std::filesystem::path& file, const ReportInputs& in);
