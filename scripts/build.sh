@@ -11,6 +11,8 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
+# The report's charting library, vendored from npm before CMake reads it (a no-op once there).
+scripts/vendor-report-charts.sh
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${MLPT_BUILD_TYPE:-RelWithDebInfo} "${launcher[@]}" "$@"
 elif [ $# -gt 0 ]; then

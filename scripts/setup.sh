@@ -9,6 +9,7 @@ packages=(
   libopenblas-dev zlib1g-dev
   squashfs-tools squashfuse bubblewrap fuse3 python3 python3-pytest
   nodejs npm ccache
+  chromium  # the report's rendering test (headless screenshot)
 )
 
 missing=()

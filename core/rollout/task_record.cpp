@@ -89,8 +89,8 @@ std::vector<TaskRecord> load_task_records(const std::filesystem::path& file) {
     json row;
     try {
       row = json::parse(line);
-    } catch (const json::exception& e) {
-      throw Error(MLPT_INVALID_ARGUMENT, where + ": not valid JSON: " + e.what());
+    } catch (const json::parse_error& e) {
+      throw Error(MLPT_INVALID_ARGUMENT, where + ": not valid JSON at byte " + std::to_string(e.byte) + " of the line: " + e.what());
     }
     tasks.push_back(parse_task_record(row, where));
     tasks.back().line = n;
@@ -107,9 +107,15 @@ const TaskRecord& find_task(const std::vector<TaskRecord>& tasks, const std::str
     if (t.instance_id.find(id) != std::string::npos) partial = &t, ++partial_count;
   }
   if (partial_count == 1) return *partial;
+  // Name the candidates: the ones that matched, else every task (up to a screenful).
+  std::string list;
+  int listed = 0;
+  for (const auto& t : tasks)
+    if ((!partial_count || t.instance_id.find(id) != std::string::npos) && listed++ < 20) list += "\n  " + t.instance_id;
+  if (listed > 20) list += "\n  ... and " + std::to_string(listed - 20) + " more";
   throw Error(MLPT_NOT_FOUND, "task \"" + id + "\": " +
-                                  (partial_count ? std::to_string(partial_count) + " tasks match; give the full instance id"
-                                                 : std::string("no task has this instance id")));
+                                  (partial_count ? std::to_string(partial_count) + " tasks match; give the full instance id:"
+                                                 : "no task has this instance id; the tasks are:") + list);
 }
 
 }  // namespace mlpt::rollout

@@ -25,8 +25,9 @@ Dataset Dataset::load(const std::filesystem::path& file) {
     nlohmann::json row;
     try {
       row = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(MLPT_INVALID_ARGUMENT, file.string() + ":" + std::to_string(n) + ": not valid JSON: " + e.what());
+    } catch (const nlohmann::json::parse_error& e) {
+      throw Error(MLPT_INVALID_ARGUMENT, file.string() + ":" + std::to_string(n) + ": not valid JSON at byte " +
+                                             std::to_string(e.byte) + " of the line: " + e.what());
     }
     if (!row.is_object()) throw Error(MLPT_INVALID_ARGUMENT, file.string() + ":" + std::to_string(n) + ": a row must be a JSON object");
     d.rows.push_back(std::move(row));

@@ -1,14 +1,17 @@
 #include "core/run/report.hpp"
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include "core/rules/closed_division.hpp"
+#include "core/run/report_assets.hpp"
 #include "core/run/rollout_record.hpp"
 
 namespace mlpt::run {
 namespace {
+
+using nlohmann::json;
 
 std::string escape(const std::string& s) {
   std::string o;
@@ -22,75 +25,106 @@ std::string num(double v, int digits = 3) {
   return b;
 }
 
-struct Series {
-  std::string label, color;
-  std::vector<std::pair<double, double>> points;
-};
-
-// A line chart of y in [0, 1] over x, as inline SVG.
-std::string line_chart(const std::string& title, const std::vector<Series>& series, const std::string& x_label) {
-  const double w = 560, h = 240, l = 48, r = 12, t = 28, b = 36;
-  double x_max = 1;
-  for (const auto& s : series)
-    for (auto [x, y] : s.points) x_max = std::max(x_max, x);
-  auto px = [&](double x) { return l + (w - l - r) * x / x_max; };
-  auto py = [&](double y) { return t + (h - t - b) * (1 - std::clamp(y, 0.0, 1.0)); };
-  std::ostringstream o;
-  o << "<svg width='" << w << "' height='" << h << "' viewBox='0 0 " << w << " " << h << "'>";
-  o << "<text x='" << l << "' y='18' font-weight='bold'>" << escape(title) << "</text>";
-  for (double y : {0.0, 0.25, 0.5, 0.75, 1.0})
-    o << "<line x1='" << l << "' x2='" << w - r << "' y1='" << py(y) << "' y2='" << py(y) << "' stroke='#ddd'/>"
-      << "<text x='" << l - 6 << "' y='" << py(y) + 4 << "' text-anchor='end' font-size='11'>" << num(y, 2) << "</text>";
-  o << "<text x='" << (l + w - r) / 2 << "' y='" << h - 6 << "' text-anchor='middle' font-size='12'>" << escape(x_label) << "</text>";
-  o << "<text x='" << w - r << "' y='" << h - b + 14 << "' text-anchor='end' font-size='11'>" << num(x_max, 0) << "</text>";
-  double legend_x = l + 160;
-  for (const auto& s : series) {
-    std::string path;
-    for (auto [x, y] : s.points) path += (path.empty() ? "M" : "L") + num(px(x), 1) + "," + num(py(y), 1) + " ";
-    if (!path.empty()) o << "<path d='" << path << "' fill='none' stroke='" << s.color << "' stroke-width='2'/>";
-    for (auto [x, y] : s.points) o << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='2.5' fill='" << s.color << "'/>";
-    o << "<rect x='" << legend_x << "' y='9' width='12' height='12' fill='" << s.color << "'/><text x='" << legend_x + 16
-      << "' y='19' font-size='12'>" << escape(s.label) << "</text>";
-    legend_x += 24 + 8.0 * s.label.size();
+// A trainer metric per step (null where the trainer did not report it: a gap in the chart).
+json trainer_series(const std::vector<StepRecord>& steps, const std::string& name) {
+  json values = json::array();
+  for (const auto& s : steps) {
+    auto it = s.trainer.find(name);
+    values.push_back(it == s.trainer.end() ? json(nullptr) : json(it->second));
   }
-  o << "</svg>";
-  return o.str();
+  return values;
 }
 
-// Horizontal bars of seconds per phase.
-std::string bar_chart(const std::string& title, const std::vector<std::pair<std::string, double>>& bars) {
-  const double w = 560, row = 24, l = 130;
-  double total = 0, max_v = 1e-9;
-  for (const auto& [k, v] : bars) total += v, max_v = std::max(max_v, v);
-  std::ostringstream o;
-  o << "<svg width='" << w << "' height='" << 34 + row * bars.size() << "'><text x='0' y='18' font-weight='bold'>" << escape(title) << "</text>";
-  double y = 30;
-  for (const auto& [k, v] : bars) {
-    double bw = (w - l - 120) * v / max_v;
-    o << "<text x='" << l - 8 << "' y='" << y + 15 << "' text-anchor='end' font-size='12'>" << escape(k) << "</text>"
-      << "<rect x='" << l << "' y='" << y + 3 << "' width='" << bw << "' height='" << row - 8 << "' fill='#4a7ab5'/>"
-      << "<text x='" << l + bw + 6 << "' y='" << y + 15 << "' font-size='12'>" << num(v, 1) << " s (" << num(total > 0 ? 100 * v / total : 0, 1) << "%)</text>";
-    y += row;
+// What the charts draw, as one JSON object the page's script reads.
+json chart_data(const ReportInputs& in) {
+  json samples = json::array(), reward = json::array(), max_staleness = json::array(), mean_staleness = json::array();
+  for (const auto& s : in.steps) {
+    samples.push_back(s.samples);
+    reward.push_back(s.reward_mean);
+    max_staleness.push_back(s.max_staleness);
+    mean_staleness.push_back(s.mean_staleness);
   }
-  o << "</svg>";
-  return o.str();
+  json eval_samples = json::array(), pass_k = json::array(), pass_1 = json::array(), pass_hat_k = json::array();
+  for (const auto& e : in.evals) {
+    eval_samples.push_back(e.samples);
+    pass_k.push_back(e.pass_at_k);
+    pass_1.push_back(e.pass_at_1);
+    pass_hat_k.push_back(e.pass_hat_k);
+  }
+  json phases = json::array(), seconds = json::array();
+  for (const auto& [phase, s] : in.time_split) phases.push_back(phase), seconds.push_back(s);
+  return {{"samples", samples},
+          {"reward", reward},
+          {"eval_samples", eval_samples},
+          {"pass_at_k", pass_k},
+          {"pass_at_1", pass_1},
+          {"pass_hat_k", pass_hat_k},
+          {"target", rules::kTargetAccuracy},
+          {"loss", trainer_series(in.steps, "loss")},
+          {"grad_norm", trainer_series(in.steps, "grad_norm")},
+          {"logprob_error", trainer_series(in.steps, "logprob_abs_diff_mean")},
+          {"logprob_error_masked", trainer_series(in.steps, "logprob_error_masked_sequences")},
+          {"tis_masked", trainer_series(in.steps, "tis_masked_sequences")},
+          {"truncated", trainer_series(in.steps, "truncated_sequences")},
+          {"max_staleness", max_staleness},
+          {"mean_staleness", mean_staleness},
+          {"phases", phases},
+          {"phase_seconds", seconds}};
 }
+
+// The page's chart code (uPlot 1.6): one chart per box, a title above, the legend below, labelled
+// axes; the validation chart carries the target as a dashed line.
+const char* kChartScript = R"js(
+const D = JSON.parse(document.getElementById('mlpt-data').textContent);
+const W = 560, H = 260;
+function line(id, title, xLabel, yLabel, xs, series) {
+  const opts = {title, width: W, height: H, scales: {x: {time: false}},
+    axes: [{label: xLabel}, {label: yLabel}],
+    series: [{label: xLabel}].concat(series.map(s => ({label: s.label, stroke: s.color, width: 2,
+      dash: s.dash, points: {show: !s.dash, size: 5, fill: s.color}})))};
+  new uPlot(opts, [xs].concat(series.map(s => s.values)), document.getElementById(id));
+}
+line('chart-reward', 'Training reward', 'samples', 'mean reward', D.samples,
+     [{label: 'reward mean', color: '#d1495b', values: D.reward}]);
+line('chart-validation', 'Validation accuracy', 'samples', 'accuracy', D.eval_samples, [
+  {label: 'pass@k', color: '#00798c', values: D.pass_at_k},
+  {label: 'pass@1', color: '#edae49', values: D.pass_at_1},
+  {label: 'pass^k', color: '#66a182', values: D.pass_hat_k},
+  {label: 'target ' + D.target, color: '#555555', dash: [6, 4], values: D.eval_samples.map(() => D.target)}]);
+line('chart-loss', 'Training loss', 'samples', 'loss', D.samples, [{label: 'loss', color: '#3d5a80', values: D.loss}]);
+line('chart-grad-norm', 'Gradient norm', 'samples', 'norm (before clipping)', D.samples,
+     [{label: 'grad norm', color: '#9c27b0', values: D.grad_norm}]);
+line('chart-logprob-error', 'Logprob error (trainer vs engine)', 'samples', 'mean |Δ logprob|', D.samples,
+     [{label: 'logprob error', color: '#ff7f0e', values: D.logprob_error}]);
+line('chart-masked', 'Masked sequences', 'samples', 'sequences', D.samples, [
+  {label: 'logprob-error masked', color: '#8c564b', values: D.logprob_error_masked},
+  {label: 'TIS masked', color: '#e377c2', values: D.tis_masked},
+  {label: 'truncated', color: '#7f7f7f', values: D.truncated}]);
+line('chart-staleness', 'Staleness', 'samples', 'weight versions behind', D.samples, [
+  {label: 'max', color: '#1f77b4', values: D.max_staleness},
+  {label: 'mean', color: '#17becf', values: D.mean_staleness}]);
+new uPlot({title: 'Time split (thread-seconds)', width: W, height: H,
+  scales: {x: {time: false, range: [-0.5, D.phases.length - 0.5]}},
+  axes: [{label: 'phase', values: (u, splits) => splits.map(i => D.phases[i] ?? ''), incrs: [1]},
+         {label: 'seconds'}],
+  series: [{label: 'phase'}, {label: 'seconds', fill: '#4a7ab5', stroke: '#4a7ab5',
+           paths: uPlot.paths.bars({size: [0.6]}), points: {show: false}}]},
+  [D.phases.map((_, i) => i), D.phase_seconds], document.getElementById('chart-time'));
+)js";
 
 }  // namespace
 
 void write_report(const std::filesystem::path& file, const ReportInputs& in) {
-  std::vector<Series> reward{{"reward mean", "#d1495b", {}}}, eval{{"pass@k", "#00798c", {}}, {"pass@1", "#edae49", {}}, {"pass^k", "#66a182", {}}};
-  for (const auto& s : in.steps) reward[0].points.push_back({static_cast<double>(s.samples), s.reward_mean});
-  for (const auto& e : in.evals) {
-    eval[0].points.push_back({static_cast<double>(e.samples), e.pass_at_k});
-    eval[1].points.push_back({static_cast<double>(e.samples), e.pass_at_1});
-    eval[2].points.push_back({static_cast<double>(e.samples), e.pass_hat_k});
-  }
+  const bool charts = kUplotJs[0] != '\0';
   double elapsed = in.steps.empty() ? 0 : in.steps.back().elapsed_s;
   std::ostringstream o;
   o << "<!doctype html><html><head><meta charset='utf-8'><title>mlpt run " << escape(in.name) << "</title>"
     << "<style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse}"
-       "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}.ok{color:#1a7f37}.bad{color:#b42318}</style></head><body>";
+       "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}.ok{color:#1a7f37}.bad{color:#b42318}"
+       ".charts{display:flex;flex-wrap:wrap;gap:24px}.chart{min-height:300px}"
+       "pre{background:#f7f7f7;padding:12px;white-space:pre-wrap}</style>";
+  if (charts) o << "<style>" << kUplotCss << "</style><script>" << kUplotJs << "</script>";
+  o << "</head><body>";
   o << "<h1>mlpt run: " << escape(in.name) << "</h1><p class='" << (in.converged ? "ok" : "bad") << "'><b>"
     << (in.converged ? "converged" : "not converged: " + escape(in.abort_reason)) << "</b> — time to train "
     << num(in.time_to_train_minutes, 2) << " min, " << in.steps.size() << " steps, " << in.rollouts << " rollouts, "
@@ -104,15 +138,30 @@ void write_report(const std::filesystem::path& file, const ReportInputs& in) {
         << ", reward " << num(r["reward"].value("value", 0.0)) << ")</a>";
     o << " — every rollout: <code>mlpt rollout show RUN_DIR --id N</code></p>";
   }
-  o << line_chart("Training reward over samples", reward, "samples") << "<br>";
-  o << line_chart("Validation over samples", eval, "samples") << "<br>";
-  o << bar_chart("Time split (thread-seconds)", in.time_split);
+  if (charts) {
+    o << "<div class='charts'>";
+    for (const char* id : {"chart-reward", "chart-validation", "chart-loss", "chart-grad-norm", "chart-logprob-error",
+                           "chart-masked", "chart-staleness", "chart-time"})
+      o << "<div class='chart' id='" << id << "'></div>";
+    std::string data = chart_data(in).dump();
+    // JSON inside <script>: a "</" would end the element.
+    for (size_t at; (at = data.find("</")) != std::string::npos;) data.replace(at, 2, "<\\/");
+    o << "</div><script type='application/json' id='mlpt-data'>" << data << "</script><script>" << kChartScript
+      << "</script><p style='color:#777;font-size:12px'>charts: " << kUplotVersion << "</p>";
+  } else {
+    o << "<p class='bad'>No charts: this mlpt was built without its charting library (run "
+         "scripts/vendor-report-charts.sh, then rebuild). The tables below hold the same data.</p>";
+  }
   // The core's own cost per rollout (chat rendering, reply parsing, token bookkeeping) against the
   // plugins' time in the same rollouts: what the framework adds.
   double core = 0, plugins = 0;
-  for (const auto& [what, seconds] : in.time_split)
+  o << "<h2>Time split</h2><table><tr><th>phase</th><th>thread-seconds</th></tr>";
+  for (const auto& [what, seconds] : in.time_split) {
+    o << "<tr><td>" << escape(what) << "</td><td>" << num(seconds, 1) << "</td></tr>";
     if (what == "core") core = seconds;
     else if (what == "generation" || what == "environment" || what == "reward") plugins += seconds;
+  }
+  o << "</table>";
   if (in.rollouts > 0)
     o << "<p>core overhead: " << num(core / static_cast<double>(in.rollouts) * 1e3, 3) << " ms per rollout, "
       << num(plugins > 0 ? core / plugins * 100 : 0, 3) << "% of the plugins' time in rollouts</p>";

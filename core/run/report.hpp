@@ -1,6 +1,8 @@
-// The end-of-run report: one self-contained HTML page (inline SVG, no scripts) with reward and
-// pass@k over samples, the time split between generation / environment / reward / training /
-// weight transfer / validation, throughput, and the step table.
+// The end-of-run report: one self-contained HTML page with charts drawn by uPlot (vendored at build
+// time and inlined): training reward and validation pass@k over samples with the target line, the
+// trainer's loss, gradient norm and logprob error, masked sequences, staleness, and the time split
+// between generation / environment / reward / training / weight transfer / validation; then
+// throughput, the step table, and the worst and best training rollouts as transcripts.
 #pragma once
 
 #include <filesystem>
