@@ -31,10 +31,9 @@ int run(const std::vector<std::string>& argv) {
   std::filesystem::path resume_dir;
   if (resume && std::filesystem::is_directory(target)) resume_dir = target, target = run::config_of_run(target);
   auto config = run::read_run_config(target);
-  std::error_code ec;
-  if (!resume_dir.empty() && !std::filesystem::equivalent(resume_dir, config.run.output_dir, ec))
-    throw Error(MLPT_FAILED_PRECONDITION, target.string() + " now writes to " + config.run.output_dir.string() + ", not " +
-                                              resume_dir.string() + " (check the environment its ${VARS} expand from)");
+  // The folder is the run: it may differ from the config's output_dir (--new-folder, or ${VARS}
+  // that expand differently now).
+  if (!resume_dir.empty()) config.run.output_dir = resume_dir;
   if (resume && resume_dir.empty()) run::check_same_config(config.run.output_dir, target);
   if (args.flag("--new-folder")) config.run.output_dir = run::free_output_dir(config.run.output_dir);
   struct sigaction sa {};
