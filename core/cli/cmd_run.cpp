@@ -66,6 +66,12 @@ int run(const std::vector<std::string>& argv) {
 }  // namespace
 
 MLPT_COMMAND("run", "CONFIG.toml [--new-folder] | --resume DIR|CONFIG.toml",
-             "run the benchmark loop (async GRPO); exit 0 converged, 1 not converged, 3 failed", &run);
+             "run the benchmark loop (async GRPO); exit 0 converged, 1 not converged, 3 failed", &run,
+             "A run writes its result log, metrics, rollouts, report and checkpoints to [run] output_dir and never\n"
+             "into a folder that holds another run: --new-folder takes the next free <output_dir>-N instead.\n"
+             "--resume continues the run in DIR (or the one CONFIG.toml wrote) from its last checkpoint; the\n"
+             "config must be unchanged. A resumed run is marked in its log and is not a scored result.\n\n"
+             "exit status: 0 converged, 1 not converged within max_steps, 2 usage or config error (nothing ran),\n"
+             "3 failed (the message says why), 130 interrupted, 128+N died on signal N (a crash; see stderr).");
 
 }  // namespace mlpt::cli
