@@ -103,9 +103,9 @@ line('chart-masked', 'Masked sequences', 'samples', 'sequences', D.samples, [
 line('chart-staleness', 'Staleness', 'samples', 'weight versions behind', D.samples, [
   {label: 'max', color: '#1f77b4', values: D.max_staleness},
   {label: 'mean', color: '#17becf', values: D.mean_staleness}]);
-new uPlot({title: 'Time split (thread-seconds)', width: W, height: H,
+new uPlot({title: 'Time split (thread-seconds)', width: W + 160, height: H,
   scales: {x: {time: false, range: [-0.5, D.phases.length - 0.5]}},
-  axes: [{label: 'phase', values: (u, splits) => splits.map(i => D.phases[i] ?? ''), incrs: [1]},
+  axes: [{label: 'phase', values: (u, splits) => splits.map(i => D.phases[i] ?? ''), incrs: [1], font: '11px sans-serif'},
          {label: 'seconds'}],
   series: [{label: 'phase'}, {label: 'seconds', fill: '#4a7ab5', stroke: '#4a7ab5',
            paths: uPlot.paths.bars({size: [0.6]}), points: {show: false}}]},

@@ -69,7 +69,7 @@ std::optional<std::string> run_traces(const std::filesystem::path& output_dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(output_dir, ec)) return std::nullopt;
   std::string found;
-  for (const char* name : {"run.json", "result.txt", "result_resumed.txt", "metrics.jsonl", "report.html", "checkpoints", "rollouts"})
+  for (const char* name : {"run.json", "result.txt", "result_resumed.txt", "metrics.jsonl", "report.html", "checkpoints", "rollouts.jsonl.gz"})
     if (std::filesystem::exists(output_dir / name, ec)) found += (found.empty() ? "" : ", ") + std::string(name);
   if (found.empty()) return std::nullopt;
   return found;
