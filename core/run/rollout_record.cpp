@@ -32,9 +32,8 @@ json flag_names(uint32_t flags) {
 }
 
 // Lines of a gzip file (several members read as one stream); throws naming the file. A process that
-// died mid-run leaves its member unterminated: the complete lines before that are returned and
-// `complete` is false.
-std::vector<std::string> read_lines(const std::filesystem::path& file, bool* complete = nullptr) {
+// died mid-run leaves its member unterminated: the complete lines before that are returned.
+std::vector<std::string> read_lines(const std::filesystem::path& file) {
   gzFile in = gzopen(file.c_str(), "rb");
   if (!in) throw Error(MLPT_NOT_FOUND, file.string() + ": cannot be read (no rollouts recorded?)");
   std::vector<std::string> lines;
@@ -47,11 +46,11 @@ std::vector<std::string> read_lines(const std::filesystem::path& file, bool* com
       else line += buf[i];
     }
   }
-  int code = 0;
+  // A truncated member may end the reads with 0 rather than -1; its error is still recorded.
+  int code = Z_OK;
   const char* message = gzerror(in, &code);
-  const std::string error = n < 0 ? message : "";
+  const std::string error = n < 0 || code != Z_OK ? std::string(message ? message : "read error") : "";
   gzclose(in);
-  if (complete) *complete = error.empty() && line.empty();
   if (!error.empty() && lines.empty()) throw Error(MLPT_DATA_LOSS, file.string() + ": " + error);
   return lines;
 }
@@ -110,12 +109,11 @@ json rollout_json(const rollout::Trajectory& t, const json& task, bool validatio
 
 RolloutRecorder::RolloutRecorder(const std::filesystem::path& output_dir) : path_(output_dir / kRolloutsFile) {
   if (std::filesystem::exists(path_)) {
-    bool complete = true;
-    auto lines = read_lines(path_, &complete);
+    auto lines = read_lines(path_);
     next_id_ = static_cast<int64_t>(lines.size());
-    // An earlier attempt that crashed left its member open; appending after it would make the
-    // rest unreadable, so its complete records are rewritten as one closed member first.
-    if (!complete) {
+    // An earlier attempt that crashed may have left its member open, and appending after it would
+    // make the rest unreadable: the complete records are rewritten as one closed member first.
+    {
       const auto tmp = path_.string() + ".tmp";
       gzFile out = gzopen(tmp.c_str(), "wb6");
       if (!out) throw Error(MLPT_UNAVAILABLE, tmp + ": cannot be opened for writing");

@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   mlpt::run::write_report(dir / "report.html", sample_run());
   const fs::path shot = dir / "report.png";
-  const std::string command = chromium + " --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,1500 "
+  const std::string command = chromium + " --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,2600 "
                               "--virtual-time-budget=10000 --screenshot=" + shot.string() + " file://" +
                               fs::absolute(dir / "report.html").string() + " >" + (dir / "chromium.log").string() + " 2>&1";
   if (std::system(command.c_str()) != 0 || !fs::exists(shot)) {
