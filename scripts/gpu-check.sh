@@ -1,22 +1,70 @@
 #!/usr/bin/env bash
-# GPU check for the weight transports, for a machine with NVIDIA GPUs (no GPU exists in CI, so these
-# tests are registered only here): builds with CUDA and MLPT_GPU_TESTS=1 into build-gpu/, runs the
-# NCCL transport test (needs 2 GPUs: NCCL refuses two ranks on one device) and the CPU transport
-# tests for reference. Exits non-zero when anything fails, including "fewer than 2 GPUs".
-#   scripts/gpu-check.sh            # build + test
-#   BUILD_DIR=... JOBS=... scripts/gpu-check.sh
-set -euo pipefail
+# GPU check, for a machine with an NVIDIA GPU (none exists in CI, so the GPU tests are registered
+# only here). Builds with CUDA and MLPT_GPU_TESTS=1 into build-gpu/, then:
+#   1. the CUDA backend's op tests against the CPU backend (test_reference_cuda_ops, label gpu),
+#   2. compute-sanitizer (memcheck) on one op test,
+#   3. bench_reference_cuda (GEMM peak, bandwidth, and the ops at a ~1B config's shapes),
+#   4. the NCCL transport test when there are 2 GPUs (NCCL refuses two ranks on one device).
+# Prints a one-screen summary; exits non-zero when anything fails, when there is no GPU, or when no
+# GPU test was registered. Target: under 8 minutes on one H200 (JOBS defaults to nproc).
+#   scripts/gpu-check.sh            # build + test + bench
+#   BUILD_DIR=... JOBS=... SKIP_BUILD=1 scripts/gpu-check.sh
+set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
-nvidia-smi -L || { echo "gpu-check: nvidia-smi found no GPU" >&2; exit 1; }
-MLPT_GPU_TESTS=1 cmake -S . -B "$BUILD_DIR" -G Ninja -DMLPT_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build "$BUILD_DIR" -j "$JOBS" --target test_transport test_transport_gpu bench_transport \
-  mlpt_transport_inprocess mlpt_transport_ucx mlpt_transport_nccl transport_ucx_peer transport_nccl_peer
-ctest --test-dir "$BUILD_DIR" -R '^test_transport_gpu:' --output-on-failure --timeout 300 \
-  || { echo "gpu-check: NCCL transport test FAILED" >&2; exit 1; }
-# A run that registered no GPU test must not look like a pass.
-count=$(ctest --test-dir "$BUILD_DIR" -N -R '^test_transport_gpu:' | sed -n 's/^Total Tests: //p')
-[ "${count:-0}" -gt 0 ] || { echo "gpu-check: no GPU test was registered" >&2; exit 1; }
-ctest --test-dir "$BUILD_DIR" -R '^test_transport:' --output-on-failure --timeout 300
-echo "gpu-check: transport GPU tests passed ($count)"
+LOG_DIR=${LOG_DIR:-$BUILD_DIR/gpu-check}
+start=$(date +%s)
+declare -a summary
+fail=0
+note() { summary+=("$(printf '%-34s %s' "$1" "$2")"); }
+step() {  # step NAME LOG CMD...: runs CMD, logs it, records PASS/FAIL
+  local name=$1 log=$2; shift 2
+  local t0=$(date +%s)
+  if "$@" >"$log" 2>&1; then note "$name" "PASS ($(( $(date +%s) - t0 )) s)"; return 0; fi
+  note "$name" "FAIL ($(( $(date +%s) - t0 )) s, see $log)"; fail=1; return 1
+}
+
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu-check: FAILED: nvidia-smi found no GPU (this check needs one; it never passes without)" >&2
+  exit 1
+fi
+gpus=$(nvidia-smi -L | grep -c '^GPU ')
+mkdir -p "$LOG_DIR"
+if [ -z "${SKIP_BUILD:-}" ]; then
+  MLPT_GPU_TESTS=1 cmake -S . -B "$BUILD_DIR" -G Ninja -DMLPT_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    >"$LOG_DIR/configure.log" 2>&1 || { echo "gpu-check: FAILED to configure (see $LOG_DIR/configure.log)" >&2; exit 1; }
+  targets=(test_reference_cuda_ops bench_reference_cuda)
+  [ "$gpus" -ge 2 ] && targets+=(test_transport_gpu mlpt_transport_nccl transport_nccl_peer)
+  step "build (${targets[*]})" "$LOG_DIR/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" || {
+    printf '%s\n' "${summary[@]}"; exit 1; }
+fi
+
+count=$(ctest --test-dir "$BUILD_DIR" -N -L gpu -R '^test_reference_cuda_ops:' | sed -n 's/^Total Tests: //p')
+if [ "${count:-0}" -eq 0 ] || ctest --test-dir "$BUILD_DIR" -N -R ':not-run$' | grep -q reference_cuda; then
+  echo "gpu-check: FAILED: no GPU op test was registered (configure did not see the GPU)" >&2; exit 1
+fi
+step "op tests vs CPU ($count cases)" "$LOG_DIR/ops.log" \
+  ctest --test-dir "$BUILD_DIR" -L gpu -R '^test_reference_cuda_ops:' --output-on-failure --timeout 300
+sanitizer=/usr/local/cuda/bin/compute-sanitizer
+if [ -x "$sanitizer" ]; then
+  step "compute-sanitizer memcheck (gdn)" "$LOG_DIR/sanitizer.log" \
+    "$sanitizer" --tool memcheck --error-exitcode 9 "$BUILD_DIR/tests/gpu/reference_cuda/test_reference_cuda_ops" \
+    "gdn: recurrent and chunked forward with states, and the backward, match the CPU backend"
+else
+  note "compute-sanitizer" "FAIL (not found at $sanitizer)"; fail=1
+fi
+if step "bench_reference_cuda" "$LOG_DIR/bench.log" timeout 240 "$BUILD_DIR/bin/bench_reference_cuda"; then
+  while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^(peak|bandwidth|op|train|decode)' "$LOG_DIR/bench.log")
+fi
+if [ "$gpus" -ge 2 ]; then
+  step "NCCL transport (2 GPUs)" "$LOG_DIR/nccl.log" \
+    ctest --test-dir "$BUILD_DIR" -R '^test_transport_gpu:' --output-on-failure --timeout 300
+else
+  note "NCCL transport" "not run: needs 2 GPUs, found $gpus"
+fi
+
+echo "== gpu-check on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) ($gpus GPU) in $(( $(date +%s) - start )) s"
+printf '%s\n' "${summary[@]}"
+[ "$fail" -eq 0 ] && echo "gpu-check: PASSED" || echo "gpu-check: FAILED"
+exit "$fail"

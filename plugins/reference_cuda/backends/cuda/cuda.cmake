@@ -1,0 +1,21 @@
+# The CUDA backend's ops as their own static library (mlpt_ref_cuda_ops), built only when the CUDA
+# toolchain is found (MLPT_HAVE_CUDA); the CPU-only build never sees it. Included from
+# plugins/reference_cuda/CMakeLists.txt. CUDA files compile with warnings as errors; the target
+# architectures come from CMAKE_CUDA_ARCHITECTURES (90 = H100/H200 by default, MlptOptions.cmake).
+if(NOT MLPT_HAVE_CUDA)
+  return()
+endif()
+
+file(GLOB MLPT_REF_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.cu ${CMAKE_CURRENT_LIST_DIR}/*.cpp)
+add_library(mlpt_ref_cuda_ops STATIC ${MLPT_REF_CUDA_SOURCES})
+# Headers are included as "backends/cuda/<op>.hpp".
+target_include_directories(mlpt_ref_cuda_ops PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../..)
+target_link_libraries(mlpt_ref_cuda_ops PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt mlpt_reference_model
+                      PRIVATE mlpt_warnings)
+target_compile_options(mlpt_ref_cuda_ops PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror,-Wno-missing-field-initializers
+                             --expt-relaxed-constexpr -O3>
+  $<$<COMPILE_LANGUAGE:CXX>:-O2>)
+set_target_properties(mlpt_ref_cuda_ops PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 20
+                      CUDA_STANDARD_REQUIRED ON CXX_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
+                      VISIBILITY_INLINES_HIDDEN ON)

@@ -1,0 +1,39 @@
+// The output head on the device (qwen35-architecture.md §2.7): fp32 logits from the bf16 LM head,
+// per-token logprobs and their gradient for the trainer, and sampling (temperature, top-p) with the
+// sampled token's logprob for the engine. Ids >= `valid` (padding rows) take no probability mass.
+#pragma once
+
+#include "backends/cuda/context.hpp"
+
+namespace mlpt::ref::cuda {
+
+// logits[rows, V] (fp32) = hidden[rows, H] · W[V, H]ᵀ (bf16 inputs, fp32 accumulation).
+void logits_forward(const Context& ctx, int64_t rows, int64_t V, int64_t H, const bf16* hidden, const bf16* W,
+                    float* logits);
+
+// logprob[r] = log_softmax(logits[r, 0:valid])[targets[r]], lse[r] the row's log-sum-exp (fp32).
+void token_logprobs(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,
+                    const int32_t* targets, float* logprob, float* lse);
+
+// d logits[r, :] = coef[r] · (onehot(targets[r]) − softmax(logits[r, 0:valid])) as bf16 (0 on
+// padding ids and on rows with coef 0): the gradient of Σ_r coef[r] · logprob[r].
+void token_logprobs_backward(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,
+                             const float* lse, const int32_t* targets, const float* coef, bf16* dlogits);
+
+// One row's sampling request (device array of them). The uniform draw is
+// mlpt::ref::counter_uniform(seed, counter) (model/sampling.hpp), reproduced bit for bit.
+struct SamplingRow {
+  float temperature;  // > 0
+  float top_p;        // (0, 1]
+  uint64_t seed, counter;
+};
+
+// Samples one id per row from softmax(logits / temperature) over [0, valid), restricted to the
+// top-p set when top_p < 1: the ids whose probability is at least the threshold τ where the mass
+// of {p >= τ} first reaches top_p (ties at τ are all kept). The draw walks the kept ids in id order
+// (as the CPU sampler does without a filter). logprob[r] is the chosen id's log-probability under
+// the renormalised distribution it was drawn from.
+void sample_tokens(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,
+                   const SamplingRow* params, int32_t* tokens, float* logprob);
+
+}  // namespace mlpt::ref::cuda

@@ -1,0 +1,121 @@
+// Row-major products as column-major cuBLAS calls: row-major C = A·Bᵀ is column-major Cᵀ = B·Aᵀ.
+#include "backends/cuda/linear.hpp"
+
+#include <cstdint>
+
+#include "backends/cuda/context.hpp"
+
+namespace mlpt::ref::cuda {
+
+namespace {
+
+// The column-major call one LinearKind makes, for one group.
+struct Gemm {
+  cublasOperation_t ta, tb;
+  int m, n, k;
+  const void* A;
+  int lda;
+  const void* B;
+  int ldb;
+  void* C;
+  int ldc;
+};
+
+Gemm plan(LinearKind kind, const LinearGroup& g) {
+  const int M = static_cast<int>(g.M), N = static_cast<int>(g.N), K = static_cast<int>(g.K);
+  switch (kind) {
+    case LinearKind::forward:  // yᵀ[N,M] = W[N,K] · xᵀ[K,M]
+      return {CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, g.W, K, g.a, K, g.out, N};
+    case LinearKind::backward_input:  // dxᵀ[K,M] = Wᵀ[K,N] · dyᵀ[N,M]
+      return {CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, g.W, K, g.a, N, g.out, K};
+    case LinearKind::backward_weight:  // dWᵀ[K,N] += xᵀ[K,M] · dy[M,N]
+      return {CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, g.W, K, g.a, N, g.out, K};
+  }
+  return {};
+}
+
+void gemm(const Context& ctx, const Gemm& p, bool fp32_out, float beta, const char* what) {
+  const float alpha = 1.f;
+  check(cublasGemmEx(ctx.blas, p.ta, p.tb, p.m, p.n, p.k, &alpha, p.A, CUDA_R_16BF, p.lda, p.B, CUDA_R_16BF, p.ldb,
+                     &beta, p.C, fp32_out ? CUDA_R_32F : CUDA_R_16BF, p.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        what);
+}
+
+void check_dims(int64_t M, int64_t N, int64_t K, const char* what) {
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) check(CUBLAS_STATUS_INVALID_VALUE, what);
+}
+
+}  // namespace
+
+void linear_forward(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* x, const bf16* W, bf16* y,
+                    bool accumulate) {
+  if (M == 0 || N == 0) return;
+  check_dims(M, N, K, "linear_forward: dimension above 2^31");
+  if (K == 0) {
+    if (!accumulate) check(cudaMemsetAsync(y, 0, size_t(M * N) * sizeof(bf16), ctx.stream), "linear_forward(K=0)");
+    return;
+  }
+  gemm(ctx, plan(LinearKind::forward, {M, N, K, x, W, y}), false, accumulate ? 1.f : 0.f, "linear_forward");
+}
+
+void linear_backward_input(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* dy, const bf16* W,
+                           bf16* dx, bool accumulate) {
+  if (M == 0 || K == 0) return;
+  check_dims(M, N, K, "linear_backward_input: dimension above 2^31");
+  if (N == 0) {
+    if (!accumulate)
+      check(cudaMemsetAsync(dx, 0, size_t(M * K) * sizeof(bf16), ctx.stream), "linear_backward_input(N=0)");
+    return;
+  }
+  gemm(ctx, plan(LinearKind::backward_input, {M, N, K, dy, W, dx}), false, accumulate ? 1.f : 0.f,
+       "linear_backward_input");
+}
+
+void linear_backward_weight(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* dy, const bf16* x,
+                            float* dW) {
+  if (M == 0 || N == 0 || K == 0) return;
+  check_dims(M, N, K, "linear_backward_weight: dimension above 2^31");
+  gemm(ctx, plan(LinearKind::backward_weight, {M, N, K, dy, x, dW}), true, 1.f, "linear_backward_weight");
+}
+
+void linear_grouped(const Context& ctx, LinearKind kind, const std::vector<LinearGroup>& groups) {
+  const bool fp32_out = kind == LinearKind::backward_weight;
+  const float beta = fp32_out ? 1.f : 0.f;
+  std::vector<Gemm> gemms;
+  for (const LinearGroup& g : groups) {
+    if (g.M == 0 || g.N == 0 || g.K == 0) continue;
+    check_dims(g.M, g.N, g.K, "linear_grouped: dimension above 2^31");
+    gemms.push_back(plan(kind, g));
+  }
+  if (gemms.empty()) return;
+  // The grouped call takes per-group host arrays of sizes and a device array of pointers.
+  const size_t n = gemms.size();
+  std::vector<cublasOperation_t> ta(n), tb(n);
+  std::vector<int> m(n), nn(n), k(n), lda(n), ldb(n), ldc(n), size(n, 1);
+  std::vector<float> alpha(n, 1.f), betas(n, beta);
+  std::vector<const void*> ptrs(3 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const Gemm& p = gemms[i];
+    ta[i] = p.ta, tb[i] = p.tb, m[i] = p.m, nn[i] = p.n, k[i] = p.k;
+    lda[i] = p.lda, ldb[i] = p.ldb, ldc[i] = p.ldc;
+    ptrs[i] = p.A, ptrs[n + i] = p.B, ptrs[2 * n + i] = p.C;
+  }
+  DeviceBuffer dptrs(ptrs.size() * sizeof(void*));
+  check(cudaMemcpyAsync(dptrs.get(), ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice, ctx.stream),
+        "linear_grouped: pointer upload");
+  void** dev = dptrs.as<void*>();
+  const void* const* inputs = dev;
+  cublasStatus_t st = cublasGemmGroupedBatchedEx(
+      ctx.blas, ta.data(), tb.data(), m.data(), nn.data(), k.data(), alpha.data(), inputs, CUDA_R_16BF, lda.data(),
+      inputs + n, CUDA_R_16BF, ldb.data(), betas.data(), dev + 2 * n, fp32_out ? CUDA_R_32F : CUDA_R_16BF,
+      ldc.data(), static_cast<int>(n), size.data(), CUBLAS_COMPUTE_32F);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+    for (const Gemm& p : gemms) gemm(ctx, p, fp32_out, beta, "linear_grouped(per group)");
+  } else {
+    check(st, "cublasGemmGroupedBatchedEx");
+  }
+  // The pointer array must outlive the queued GEMMs.
+  check(cudaStreamSynchronize(ctx.stream), "linear_grouped: synchronise");
+}
+
+}  // namespace mlpt::ref::cuda
