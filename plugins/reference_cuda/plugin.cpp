@@ -1,6 +1,10 @@
-// The mlpt_reference plugin: the Qwen3.5 MoE reference engine and trainer on the CPU backend.
+// The mlpt_reference plugin: the Qwen3.5 MoE reference engine and trainer on the CPU backend,
+// and, when built with CUDA (MLPT_REFERENCE_CUDA), the trainer on the CUDA backend.
 #include "engine/engine.hpp"
 #include "trainer/trainer.hpp"
+#ifdef MLPT_REFERENCE_CUDA
+#include "backends/cuda/components/trainer.hpp"
+#endif
 
 namespace {
 
@@ -11,6 +15,16 @@ const mlpt_engine_capabilities kEngineCaps = {MLPT_ENGINE_CAPABILITIES_STRUCT_SI
 const mlpt_trainer_capabilities kTrainerCaps = {MLPT_TRAINER_CAPABILITIES_STRUCT_SIZE,
                                                 /*supports_routing_replay=*/1, /*supports_state_save=*/1,
                                                 /*device_type=*/kDLCPU};
+#ifdef MLPT_REFERENCE_CUDA
+const mlpt_trainer_capabilities kCudaTrainerCaps = {MLPT_TRAINER_CAPABILITIES_STRUCT_SIZE,
+                                                    /*supports_routing_replay=*/1, /*supports_state_save=*/1,
+                                                    /*device_type=*/kDLCUDA};
+#define MLPT_REFERENCE_CUDA_COMPONENTS                                                                 \
+  , mlpt::sdk::trainer_component<mlpt::ref::cuda::CudaTrainer>(                                        \
+        "qwen35_cuda", "Qwen3.5 MoE reference GRPO trainer (CUDA, bf16, fp32 AdamW, R3 replay)", &kCudaTrainerCaps)
+#else
+#define MLPT_REFERENCE_CUDA_COMPONENTS
+#endif
 
 }  // namespace
 
@@ -18,4 +32,5 @@ MLPT_SDK_PLUGIN("mlpt-reference", "0.1.0",
                 mlpt::sdk::engine_component<mlpt::ref::ReferenceEngine>(
                     "qwen35_cpu", "Qwen3.5 MoE reference engine (CPU, fp32, continuous batching)", &kEngineCaps),
                 mlpt::sdk::trainer_component<mlpt::ref::ReferenceTrainer>(
-                    "qwen35_cpu", "Qwen3.5 MoE reference GRPO trainer (CPU, fp32 AdamW, R3 replay)", &kTrainerCaps))
+                    "qwen35_cpu", "Qwen3.5 MoE reference GRPO trainer (CPU, fp32 AdamW, R3 replay)", &kTrainerCaps)
+                    MLPT_REFERENCE_CUDA_COMPONENTS)

@@ -1,131 +1,37 @@
 #include "trainer/trainer.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
 
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
 #include "model/named_tensors.hpp"
 #include "model/sampling.hpp"
 #include "model/scoring.hpp"
-#include "model/settings.hpp"
 #include "model/vocabulary.hpp"
 
 namespace mlpt::ref {
 
-namespace fs = std::filesystem;
 using sdk::Error;
 
 namespace {
-constexpr const char* kStateFormat = "mlpt-reference-trainer-state";
-// Shards of a saved model directory, as the published checkpoints are split (HF's default 5 GB).
-constexpr size_t kShardBytes = size_t{5} << 30;
-// The fp32 master weights live next to the moments: the model shards are in the input's dtypes.
-constexpr const char* kMasterPrefix = "master.";
 constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exist for a whole batch
-
-double read_range(Settings& s, const std::string& key, double fallback, double lo, double hi) {
-  double v = s.number_or(key, fallback);
-  if (!(v >= lo && v <= hi)) s.fail(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return v;
-}
 }  // namespace
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json) {
-  Settings s(config_json, "trainer qwen35_cpu");
-  checkpoint_ = s.string("checkpoint");
-  int64_t threads = s.integer_or("threads", 1, 1);
-  micro_batch_tokens_ = s.integer_or("micro_batch_tokens", 8192, 1);
-  int64_t vocab_override = s.integer_or("sampling_vocab_size", 0, 1);
-  Settings opt = s.object("optimizer");
-  optimizer_.lr = read_range(opt, "lr", 1e-6, 0.0, 1.0);
-  if (opt.has("betas")) {
-    const auto& b = opt.json()["betas"];
-    if (!b.is_array() || b.size() != 2 || !b[0].is_number() || !b[1].is_number())
-      opt.fail("betas", "expected [beta1, beta2]");
-    optimizer_.beta1 = b[0].get<double>();
-    optimizer_.beta2 = b[1].get<double>();
-    if (!(optimizer_.beta1 >= 0 && optimizer_.beta1 < 1 && optimizer_.beta2 >= 0 && optimizer_.beta2 < 1))
-      opt.fail("betas", "each must be in [0, 1)");
-  }
-  optimizer_.eps = read_range(opt, "eps", 1e-8, 0.0, 1.0);
-  optimizer_.weight_decay = read_range(opt, "weight_decay", 0.0, 0.0, 1.0);
-  optimizer_.grad_clip = opt.number_or("grad_clip", 0.125);
-  bool freeze_router = opt.boolean_or("freeze_router", true);
-  opt.reject_unknown();
-  Settings loss = s.object("loss");
-  loss_.tis_min = loss.number_or("tis_min", 0.999);
-  loss_.tis_max = loss.number_or("tis_max", 1.002);
-  if (!(loss_.tis_min <= loss_.tis_max)) loss.fail("tis_min", "must not exceed tis_max");
-  loss_.logprob_error_max = loss.number_or("logprob_error_max", 2.0);
-  loss_.ppo_clip = loss.boolean_or("ppo_clip", false);
-  loss_.clip_low = read_range(loss, "clip_low", 0.2, 0.0, 1.0);
-  loss_.clip_high = read_range(loss, "clip_high", 0.28, 0.0, 10.0);
-  if (loss.number_or("kl_coef", 0.0) != 0.0)
-    loss.fail("kl_coef", "only 0 is supported (this trainer keeps no reference policy)");
-  loss.reject_unknown();
-  s.reject_unknown();
-
-  threads_ = static_cast<int>(threads);
+  const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu");
+  checkpoint_ = s.checkpoint;
+  micro_batch_tokens_ = s.micro_batch_tokens;
+  optimizer_ = s.optimizer;
+  loss_ = s.loss;
+  threads_ = static_cast<int>(s.threads);
   weights_ = load_weights<float>(checkpoint_);
   config_ = weights_.config;
-  valid_vocab_ = sampling_vocab_size(config_, checkpoint_, vocab_override);
+  valid_vocab_ = sampling_vocab_size(config_, checkpoint_, s.sampling_vocab_size);
   m_ = zeros_like_layout<float>(config_);
   v_ = zeros_like_layout<float>(config_);
   grads_ = zeros_like_layout<float>(config_);
-  trainable_.assign(weights_.layout.tensors.size(), true);
-  if (freeze_router)
-    for (const auto& l : weights_.layout.layers) trainable_[l.moe.router] = false;
-}
-
-void ReferenceTrainer::check_batch(const mlpt_train_batch& b, bool training) const {
-  if (training && (!b.loss_mask || !b.generation_logprobs || !b.advantages))
-    throw Error(MLPT_INVALID_ARGUMENT, "train_step needs loss_mask, generation_logprobs and advantages");
-  if (b.routed_experts && (b.num_moe_layers != config_.num_moe_layers() || b.experts_per_token != config_.experts_per_token))
-    throw Error(MLPT_INVALID_ARGUMENT, "routed_experts are [token][" + std::to_string(b.num_moe_layers) + "][" +
-                                           std::to_string(b.experts_per_token) + "], the model routes [token][" +
-                                           std::to_string(config_.num_moe_layers()) + "][" +
-                                           std::to_string(config_.experts_per_token) + "]");
-  if (training)
-    for (size_t i = 0; i < b.num_sequences; ++i)
-      if (!std::isfinite(b.advantages[i]))
-        throw Error(MLPT_INVALID_ARGUMENT, "advantage of sequence " + std::to_string(i) + " is not finite");
-}
-
-// A sequence changes the weights only with a nonzero advantage, not truncated, and with a trainable
-// token; the rest are forwarded for their logprobs (the masks and N_tok need them) and nothing more.
-bool ReferenceTrainer::trains(const mlpt_train_batch& b, size_t i) {
-  if (!b.advantages || b.advantages[i] == 0.0f || (b.truncated && b.truncated[i])) return false;
-  for (int64_t t = b.offsets[i] + 1; t < b.offsets[i + 1]; ++t)
-    if (b.loss_mask[t]) return true;
-  return false;
-}
-
-// Whole sequences up to micro_batch_tokens; in a train step a micro-batch also never mixes
-// sequences that train with ones that do not, so the latter skip the backward as a whole.
-std::vector<ReferenceTrainer::MicroBatch> ReferenceTrainer::split(const mlpt_train_batch& b, bool training) const {
-  std::vector<MicroBatch> out;
-  size_t i = 0;
-  while (i < b.num_sequences) {
-    const bool first_trains = training && trains(b, i);
-    MicroBatch mb{i, i, b.offsets[i], b.offsets[i], first_trains};
-    while (mb.end_seq < b.num_sequences &&
-           (mb.end_seq == mb.first_seq ||
-            (b.offsets[mb.end_seq + 1] - mb.first_token <= micro_batch_tokens_ &&
-             (!training || trains(b, mb.end_seq) == first_trains))))
-      ++mb.end_seq;
-    mb.end_token = b.offsets[mb.end_seq];
-    out.push_back(mb);
-    i = mb.end_seq;
-  }
-  return out;
+  trainable_ = trainable_tensors(weights_.layout, s.freeze_router);
 }
 
 ForwardBatch<float> ReferenceTrainer::forward_batch(const mlpt_train_batch& b, const MicroBatch& mb) const {
@@ -151,10 +57,10 @@ std::vector<int64_t> ReferenceTrainer::scored_rows(const mlpt_train_batch& b, co
 void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   const mlpt_train_batch& b = *args.batch;
   cpu::set_cpu_threads(threads_);  // per calling thread (OpenMP)
-  check_batch(b, true);
+  check_train_batch(b, config_, true);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
-  std::vector<MicroBatch> mbs = split(b, true);
+  std::vector<MicroBatch> mbs = split_micro_batches(b, micro_batch_tokens_, true);
 
   // Pass 1: forward every micro-batch once under the current weights for logp_prev of the scored
   // tokens. Micro-batches that train also keep their layer inputs, the experts used (recorded, or
@@ -263,29 +169,8 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   adamw_update(weights_, grads_, m_, v_, step_, optimizer_, scale, trainable_);
   ++version_;
 
-  auto metric = [](const char* name, double value) {
-    mlpt_metric m{};
-    m.struct_size = MLPT_METRIC_STRUCT_SIZE;
-    m.name = mlpt_string{name, std::char_traits<char>::length(name)};
-    m.value = value;
-    return m;
-  };
-  metrics_ = {metric("loss", total_loss),
-              metric("grad_norm", norm),
-              metric("grad_clip_scale", scale),
-              metric("tokens", static_cast<double>(plan.num_tokens)),
-              metric("sequences", static_cast<double>(plan.sequences)),
-              metric("truncated_sequences", static_cast<double>(plan.truncated)),
-              metric("logprob_error_masked_sequences", static_cast<double>(plan.logprob_error_masked)),
-              metric("tis_masked_sequences", static_cast<double>(plan.tis_masked)),
-              metric("importance_weight_mean", plan.mean_importance_weight),
-              metric("logprob_abs_diff_mean", plan.mean_abs_logprob_diff),
-              metric("micro_batches", static_cast<double>(mbs.size())),
-              metric("forward_tokens", static_cast<double>(computed_tokens)),
-              metric("backward_tokens", static_cast<double>(backward_tokens)),
-              metric("head_rows", static_cast<double>(head_rows)),
-              metric("lr", optimizer_.lr),
-              metric("step", static_cast<double>(step_))};
+  const StepWork work{mbs.size(), computed_tokens, backward_tokens, head_rows};
+  metrics_ = step_metrics(total_loss, norm, scale, plan, work, optimizer_.lr, step_);
   args.out_metrics = metrics_.data();
   args.out_num_metrics = metrics_.size();
   args.out_weight_version = version_;
@@ -294,9 +179,9 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
 void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
   const mlpt_train_batch& b = *args.batch;
   cpu::set_cpu_threads(threads_);
-  check_batch(b, false);
+  check_train_batch(b, config_, false);
   if (!args.out_logprobs) throw Error(MLPT_INVALID_ARGUMENT, "out_logprobs is NULL");
-  for (const MicroBatch& mb : split(b, false)) {
+  for (const MicroBatch& mb : split_micro_batches(b, micro_batch_tokens_, false)) {
     ForwardBatch<float> fb = forward_batch(b, mb);
     ScoreResult<float> r = score_sequences(weights_, fb, valid_vocab_);
     for (int64_t t = 0; t < fb.num_tokens(); ++t) args.out_logprobs[mb.first_token + t] = static_cast<float>(r.logprobs[t]);
@@ -310,88 +195,17 @@ void ReferenceTrainer::export_weights(mlpt_export_weights_args& args) {
   args.out_weight_version = version_;
 }
 
-void ReferenceTrainer::save_state(std::string_view path_view) {
-  const std::string path(path_view);
-  if (path.empty()) throw Error(MLPT_INVALID_ARGUMENT, "save_state: empty path");
-  fs::path target = fs::absolute(path);
-  fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp);
-  try {
-    // A model directory HF and vLLM load like the input: its dtypes, its names, its mtp.* and
-    // vision tensors.
-    SafetensorsCheckpoint source(checkpoint_);
-    save_checkpoint_as(tmp.string(), weights_, source, kShardBytes);
-    std::vector<TensorToWrite> moments;
-    for (size_t i = 0; i < weights_.layout.tensors.size(); ++i) {
-      moments.push_back({kMasterPrefix + weights_.layout.tensors[i].name, weights_.layout.tensors[i].shape,
-                         weights_.values[i].data(), Dtype::f32});
-      moments.push_back({"exp_avg." + weights_.layout.tensors[i].name, weights_.layout.tensors[i].shape,
-                         m_.values[i].data(), Dtype::f32});
-      moments.push_back({"exp_avg_sq." + weights_.layout.tensors[i].name, weights_.layout.tensors[i].shape,
-                         v_.values[i].data(), Dtype::f32});
-    }
-    write_safetensors((tmp / "optimizer.safetensors").string(), moments);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})  // a state is also a checkpoint
-      if (fs::exists(fs::path(checkpoint_) / f)) fs::copy_file(fs::path(checkpoint_) / f, tmp / f);
-    nlohmann::json state = {{"format", kStateFormat}, {"format_version", 1}, {"step", step_}, {"weight_version", version_}};
-    write_file_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
-    // Swap the complete new directory in with one atomic call; the old one is removed after.
-    if (fs::exists(target)) {
-      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
-        throw Error(MLPT_INTERNAL, target.string() + ": atomic exchange failed: " + std::strerror(errno));
-      fs::remove_all(tmp, ec);
-    } else {
-      fs::rename(tmp, target);
-    }
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+void ReferenceTrainer::save_state(std::string_view path) {
+  save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_);
 }
 
-void ReferenceTrainer::load_state(std::string_view path_view) {
-  const std::string path(path_view);
-  auto corrupt = [&](const std::string& why) { return Error(MLPT_DATA_LOSS, "trainer state " + path + ": " + why); };
-  nlohmann::json state;
-  ModelConfig cfg;
-  try {
-    state = parse_json_file(path + "/trainer_state.json");
-    cfg = load_model_config(path + "/config.json");
-  } catch (const Error& e) {
-    throw corrupt(e.what());
-  }
-  if (!state.is_object() || state.value("format", "") != kStateFormat || !state.contains("step") ||
-      !state["step"].is_number_integer() || !state.contains("weight_version") || !state["weight_version"].is_number_unsigned())
-    throw corrupt("trainer_state.json is not a " + std::string(kStateFormat) + " document");
-  ModelLayout layout = make_layout(cfg);
-  if (layout.tensors.size() != weights_.layout.tensors.size())
-    throw Error(MLPT_INVALID_ARGUMENT, "trainer state " + path + " was saved for another model (tensor count differs)");
-  for (size_t i = 0; i < layout.tensors.size(); ++i)
-    if (layout.tensors[i].name != weights_.layout.tensors[i].name || layout.tensors[i].shape != weights_.layout.tensors[i].shape)
-      throw Error(MLPT_INVALID_ARGUMENT, "trainer state " + path + " was saved for another model: tensor '" +
-                                             layout.tensors[i].name + "' differs");
-  Weights<float> w, m, v;
-  try {
-    w = zeros_like_layout<float>(cfg);
-    m = zeros_like_layout<float>(cfg);
-    v = zeros_like_layout<float>(cfg);
-    SafetensorsFile opt(path + "/optimizer.safetensors");
-    for (size_t i = 0; i < layout.tensors.size(); ++i) {
-      read_tensor(opt, kMasterPrefix + layout.tensors[i].name, layout.tensors[i].shape, w.values[i].data());
-      read_tensor(opt, "exp_avg." + layout.tensors[i].name, layout.tensors[i].shape, m.values[i].data());
-      read_tensor(opt, "exp_avg_sq." + layout.tensors[i].name, layout.tensors[i].shape, v.values[i].data());
-    }
-  } catch (const Error& e) {
-    throw corrupt(e.what());
-  }
-  w.config = config_;  // same shapes; keep the running config document
-  weights_ = std::move(w);
-  m_ = std::move(m);
-  v_ = std::move(v);
-  step_ = state["step"].get<int64_t>();
-  version_ = state["weight_version"].get<uint64_t>();
+void ReferenceTrainer::load_state(std::string_view path) {
+  TrainerState st = load_trainer_state(std::string(path), weights_);
+  weights_ = std::move(st.weights);
+  m_ = std::move(st.m);
+  v_ = std::move(st.v);
+  step_ = st.step;
+  version_ = st.version;
 }
 
 }  // namespace mlpt::ref

@@ -22,6 +22,7 @@
 #include "model/model.hpp"
 #include "trainer/adamw.hpp"
 #include "trainer/grpo_loss.hpp"
+#include "trainer/trainer_common.hpp"
 #include "mlpt/sdk/trainer.hpp"
 
 namespace mlpt::ref {
@@ -37,15 +38,7 @@ class ReferenceTrainer final : public sdk::Trainer {
   void load_state(std::string_view path) override;
 
  private:
-  struct MicroBatch {
-    size_t first_seq, end_seq;
-    int64_t first_token, end_token;
-    bool trains;  // holds sequences that can change the weights (then all of them do)
-  };
-  static bool trains(const mlpt_train_batch& b, size_t sequence);
-  std::vector<MicroBatch> split(const mlpt_train_batch& b, bool training) const;
   static std::vector<int64_t> scored_rows(const mlpt_train_batch& b, const MicroBatch& mb, const ForwardBatch<float>& fb);
-  void check_batch(const mlpt_train_batch& b, bool training) const;
   ForwardBatch<float> forward_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
 
   std::string checkpoint_;
