@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check, for a machine with an NVIDIA GPU (none exists in CI, so the GPU tests are registered
 # only here). Builds with CUDA and MLPT_GPU_TESTS=1 into build-gpu/, then:
-#   1. the CUDA backend's op tests against the CPU backend (test_reference_cuda_ops, label gpu),
+#   1. the CUDA backend's tests against the CPU backend (label gpu): every op forward and backward,
+#      the whole model, and the qwen35_cuda trainer against qwen35_cpu,
 #   2. compute-sanitizer (memcheck) on one op test,
 #   3. bench_reference_cuda (GEMM peak, bandwidth, and the ops at a ~1B config's shapes),
 #   4. the NCCL transport test when there are 2 GPUs (NCCL refuses two ranks on one device).
@@ -34,18 +35,20 @@ mkdir -p "$LOG_DIR"
 if [ -z "${SKIP_BUILD:-}" ]; then
   MLPT_GPU_TESTS=1 cmake -S . -B "$BUILD_DIR" -G Ninja -DMLPT_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     >"$LOG_DIR/configure.log" 2>&1 || { echo "gpu-check: FAILED to configure (see $LOG_DIR/configure.log)" >&2; exit 1; }
-  targets=(test_reference_cuda_ops bench_reference_cuda)
+  targets=(test_reference_cuda_ops test_reference_cuda_model test_reference_cuda_trainer bench_reference_cuda)
   [ "$gpus" -ge 2 ] && targets+=(test_transport_gpu mlpt_transport_nccl transport_nccl_peer)
   step "build (${targets[*]})" "$LOG_DIR/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" || {
     printf '%s\n' "${summary[@]}"; exit 1; }
 fi
 
-count=$(ctest --test-dir "$BUILD_DIR" -N -L gpu -R '^test_reference_cuda_ops:' | sed -n 's/^Total Tests: //p')
+count=$(ctest --test-dir "$BUILD_DIR" -N -L gpu -R '^test_reference_cuda_' | sed -n 's/^Total Tests: //p')
 if [ "${count:-0}" -eq 0 ] || ctest --test-dir "$BUILD_DIR" -N -R ':not-run$' | grep -q reference_cuda; then
-  echo "gpu-check: FAILED: no GPU op test was registered (configure did not see the GPU)" >&2; exit 1
+  echo "gpu-check: FAILED: no GPU test was registered (configure did not see the GPU)" >&2; exit 1
 fi
-step "op tests vs CPU ($count cases)" "$LOG_DIR/ops.log" \
-  ctest --test-dir "$BUILD_DIR" -L gpu -R '^test_reference_cuda_ops:' --output-on-failure --timeout 300
+step "GPU tests vs CPU ($count cases)" "$LOG_DIR/tests.log" \
+  ctest --test-dir "$BUILD_DIR" -L gpu -R '^test_reference_cuda_' --output-on-failure --timeout 300
+while IFS= read -r line; do summary+=("$line"); done < <(grep -E 'Failed|\*\*\*' "$LOG_DIR/tests.log" \
+  | sed 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: /  /' | cut -c1-110)
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
 if [ -x "$sanitizer" ]; then
   step "compute-sanitizer memcheck (gdn)" "$LOG_DIR/sanitizer.log" \

@@ -12,15 +12,22 @@ using sdk::Error;
 using sdk::operator==;
 
 std::vector<mlpt_named_tensor> export_named_tensors(Weights<float>& w, std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<void*> data;
+  for (auto& v : w.values) data.push_back(v.data());
+  return named_tensor_views(w.layout, data, DLDevice{kDLCPU, 0}, shapes);
+}
+
+std::vector<mlpt_named_tensor> named_tensor_views(const ModelLayout& layout, const std::vector<void*>& data,
+                                                  DLDevice device, std::vector<std::vector<int64_t>>& shapes) {
   shapes.clear();
-  for (const auto& spec : w.layout.tensors) shapes.push_back(spec.shape);
+  for (const auto& spec : layout.tensors) shapes.push_back(spec.shape);
   std::vector<mlpt_named_tensor> out;
-  for (size_t i = 0; i < w.layout.tensors.size(); ++i) {
+  for (size_t i = 0; i < layout.tensors.size(); ++i) {
     mlpt_named_tensor t{};
     t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
-    t.name = sdk::borrow(w.layout.tensors[i].name);
-    t.tensor.data = w.values[i].data();
-    t.tensor.device = DLDevice{kDLCPU, 0};
+    t.name = sdk::borrow(layout.tensors[i].name);
+    t.tensor.data = data[i];
+    t.tensor.device = device;
     t.tensor.ndim = static_cast<int32_t>(shapes[i].size());
     t.tensor.dtype = sdk::kFloat32;
     t.tensor.shape = shapes[i].data();

@@ -13,6 +13,10 @@ namespace mlpt::ref {
 // live and are not resized.
 std::vector<mlpt_named_tensor> export_named_tensors(Weights<float>& weights, std::vector<std::vector<int64_t>>& shapes);
 
+// The same views over fp32 tensors anywhere (one data pointer per layout tensor, on `device`).
+std::vector<mlpt_named_tensor> named_tensor_views(const ModelLayout& layout, const std::vector<void*>& data,
+                                                  DLDevice device, std::vector<std::vector<int64_t>>& shapes);
+
 // Copies (converting) the tensors into a new Weights of `config`. Throws MLPT_INVALID_ARGUMENT naming
 // the first missing, extra, duplicated or misshapen tensor; the caller's weights are untouched.
 Weights<float> import_named_tensors(const ModelConfig& config, const mlpt_named_tensor* tensors, size_t count);

@@ -52,6 +52,17 @@ __device__ QueryPlace place_query(const int64_t* q_offsets, int64_t num_seqs, co
   return {s, kv.length(s) - Q + i + 1};
 }
 
+// Rows j0 .. j0 + n of sequence s's keys and values (kv head hk) into the shared tiles.
+template <class KV>
+__device__ void load_kv_tile(const KV& kv, int64_t s, int64_t j0, int64_t n, int64_t hk, int64_t D,
+                             bf16 (*ks)[kMaxD], bf16 (*vs)[kMaxD]) {
+  for (int64_t x = threadIdx.x; x < n * D; x += blockDim.x) {
+    const int64_t jj = x / D, d = x % D;
+    ks[jj][d] = kv.key(s, j0 + jj, hk)[d];
+    vs[jj][d] = kv.value(s, j0 + jj, hk)[d];
+  }
+}
+
 template <class KV>
 __global__ void forward_kernel(AttentionShape sh, const int64_t* q_offsets, int64_t num_seqs, KV kv, const bf16* q,
                                bf16* out, float* lse, float scale) {
@@ -70,11 +81,7 @@ __global__ void forward_kernel(AttentionShape sh, const int64_t* q_offsets, int6
   for (int64_t j0 = 0; j0 < at.visible; j0 += kTile) {
     const int64_t n = at.visible - j0 < kTile ? at.visible - j0 : kTile;
     __syncthreads();
-    for (int64_t x = threadIdx.x; x < n * D; x += blockDim.x) {
-      const int64_t jj = x / D, d = x % D;
-      ks[jj][d] = kv.key(at.s, j0 + jj, hk)[d];
-      vs[jj][d] = kv.value(at.s, j0 + jj, hk)[d];
-    }
+    load_kv_tile(kv, at.s, j0, n, hk, D, ks, vs);
     __syncthreads();
     for (int64_t jj = warp; jj < n; jj += warps) {
       float acc = 0.f;
@@ -142,11 +149,7 @@ __global__ void dq_kernel(AttentionShape sh, const int64_t* q_offsets, int64_t n
   for (int64_t j0 = 0; j0 < at.visible; j0 += kTile) {
     const int64_t n = at.visible - j0 < kTile ? at.visible - j0 : kTile;
     __syncthreads();
-    for (int64_t x = threadIdx.x; x < n * D; x += blockDim.x) {
-      const int64_t jj = x / D, d = x % D;
-      ks[jj][d] = kv.key(at.s, j0 + jj, hk)[d];
-      vs[jj][d] = kv.value(at.s, j0 + jj, hk)[d];
-    }
+    load_kv_tile(kv, at.s, j0, n, hk, D, ks, vs);
     __syncthreads();
     for (int64_t jj = warp; jj < n; jj += warps) {
       float s = 0.f, dp = 0.f;

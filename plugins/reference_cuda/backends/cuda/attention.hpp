@@ -7,15 +7,12 @@
 //   lse [Tq, H] fp32 (log-sum-exp of each softmax row, kept for the backward; may be NULL).
 #pragma once
 
+#include "backends/cpu/attention.hpp"
 #include "backends/cuda/context.hpp"
 
 namespace mlpt::ref::cuda {
 
-struct AttentionShape {
-  int64_t num_heads;     // H
-  int64_t num_kv_heads;  // Hkv, divides H
-  int64_t head_dim;      // D <= 256
-};
+using AttentionShape = cpu::AttentionShape;  // the CPU backend's shape (H, Hkv, D), here D <= 256
 
 void attention_forward(const Context& ctx, const AttentionShape& shape, const int64_t* q_offsets,
                        const int64_t* kv_offsets, int64_t num_seqs, int64_t num_q_tokens, const bf16* q, const bf16* k,

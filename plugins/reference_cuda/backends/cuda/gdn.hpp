@@ -14,16 +14,12 @@
 // block (checked).
 #pragma once
 
+#include "backends/cpu/gdn.hpp"
 #include "backends/cuda/context.hpp"
 
 namespace mlpt::ref::cuda {
 
-struct GdnShape {
-  int64_t num_key_heads;    // Hk
-  int64_t num_value_heads;  // Hv, a multiple of Hk
-  int64_t key_dim;          // dk
-  int64_t value_dim;        // dv
-};
+using GdnShape = cpu::GdnShape;  // the CPU backend's shape (Hk, Hv, dk, dv)
 
 // The token-by-token recurrence: the decode step (one token per sequence) and the definition.
 // Each block owns (sequence, value head, 32 value columns): columns of the state evolve independently.

@@ -3,17 +3,12 @@
 // the tokens each expert received (fused gate_up_proj [E, 2I, H], down_proj [E, H, I], bf16).
 #pragma once
 
+#include "backends/cpu/moe.hpp"
 #include "backends/cuda/context.hpp"
 
 namespace mlpt::ref::cuda {
 
-struct MoeShape {
-  int64_t hidden;        // H
-  int64_t num_experts;   // E
-  int64_t top_k;         // k
-  int64_t intermediate;  // I
-  bool norm_topk_prob;   // renormalise the top-k probabilities (Qwen3.5: true)
-};
+using MoeShape = cpu::MoeShape;  // the CPU backend's shape (H, E, k, I, norm_topk_prob)
 
 // logits [rows, E] fp32 -> experts [rows, k] int16 and weights [rows, k] fp32: top-k by logit
 // (ties to the lower index), or with `replay` the recorded experts (R3), weights from the logits.

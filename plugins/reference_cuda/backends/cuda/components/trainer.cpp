@@ -6,6 +6,7 @@
 #include "backends/cuda/head.hpp"
 #include "backends/cuda/linear.hpp"
 #include "backends/cuda/optimizer.hpp"
+#include "model/named_tensors.hpp"
 #include "model/vocabulary.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/types.hpp"
@@ -222,22 +223,9 @@ void CudaTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
 }
 
 void CudaTrainer::export_weights(mlpt_export_weights_args& args) {
-  exported_.clear();
-  exported_shapes_.clear();
-  for (const auto& spec : weights_.layout.tensors) exported_shapes_.push_back(spec.shape);
-  for (size_t i = 0; i < weights_.layout.tensors.size(); ++i) {
-    mlpt_named_tensor t{};
-    t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
-    t.name = sdk::borrow(weights_.layout.tensors[i].name);
-    t.tensor.data = master_[i].get();
-    t.tensor.device = DLDevice{kDLCUDA, device_};
-    t.tensor.ndim = static_cast<int32_t>(exported_shapes_[i].size());
-    t.tensor.dtype = sdk::kFloat32;
-    t.tensor.shape = exported_shapes_[i].data();
-    t.tensor.strides = nullptr;
-    t.tensor.byte_offset = 0;
-    exported_.push_back(t);
-  }
+  std::vector<void*> data;
+  for (auto& m : master_) data.push_back(m.get());
+  exported_ = named_tensor_views(weights_.layout, data, DLDevice{kDLCUDA, device_}, exported_shapes_);
   args.out_tensors = exported_.data();
   args.out_num_tensors = exported_.size();
   args.out_weight_version = version_;
