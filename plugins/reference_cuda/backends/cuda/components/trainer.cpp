@@ -102,6 +102,7 @@ void CudaTrainer::logprobs_of(const DeviceBatch& db, const bf16* hidden, int64_t
 }
 
 void CudaTrainer::train_step(mlpt_train_step_args& args) {
+  check(cudaSetDevice(device_), "cudaSetDevice");  // the calling thread may be new
   const mlpt_train_batch& b = *args.batch;
   check_train_batch(b, config_, true);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
@@ -208,6 +209,7 @@ void CudaTrainer::train_step(mlpt_train_step_args& args) {
 }
 
 void CudaTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
+  check(cudaSetDevice(device_), "cudaSetDevice");  // the calling thread may be new
   const mlpt_train_batch& b = *args.batch;
   check_train_batch(b, config_, false);
   if (!args.out_logprobs) throw Error(MLPT_INVALID_ARGUMENT, "out_logprobs is NULL");
@@ -232,12 +234,14 @@ void CudaTrainer::export_weights(mlpt_export_weights_args& args) {
 }
 
 void CudaTrainer::save_state(std::string_view path) {
+  check(cudaSetDevice(device_), "cudaSetDevice");  // the calling thread may be new
   Weights<float> w = download(master_);
   w.config = config_;
   save_trainer_state(std::string(path), settings_.checkpoint, w, download(m_), download(v_), step_, version_);
 }
 
 void CudaTrainer::load_state(std::string_view path) {
+  check(cudaSetDevice(device_), "cudaSetDevice");  // the calling thread may be new
   Weights<float> current = zeros_like_layout<float>(config_);
   current.config = config_;
   TrainerState st = load_trainer_state(std::string(path), current);
