@@ -14,8 +14,8 @@ target_link_libraries(mlpt_ref_cuda_ops PUBLIC CUDA::cudart CUDA::cublas CUDA::c
                       PRIVATE mlpt_warnings)
 target_compile_options(mlpt_ref_cuda_ops PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror,-Wno-missing-field-initializers
-                             --expt-relaxed-constexpr -O3>
+                             --expt-relaxed-constexpr>
   $<$<COMPILE_LANGUAGE:CXX>:-O2>)
-set_target_properties(mlpt_ref_cuda_ops PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 20
+set_target_properties(mlpt_ref_cuda_ops PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 17
                       CUDA_STANDARD_REQUIRED ON CXX_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
                       VISIBILITY_INLINES_HIDDEN ON)
