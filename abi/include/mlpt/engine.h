@@ -38,8 +38,13 @@ typedef struct mlpt_engine_create_args {
   size_t struct_size;
   mlpt_string config_json; /* in: the component's settings (e.g. checkpoint path, threads) */
   mlpt_engine* engine;     /* out: destroyed with `destroy` */
+  /* Since 1.2 (in): the group this engine is one rank of. Absent or NULL: a group of one. */
+  const mlpt_component_group* component_group;
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_engine_create_args;
-#define MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_create_args, engine)
+#define MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_create_args, extension_start)
+#define MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_engine_create_args, engine)
 
 /* Facts about the loaded model that the host needs to size buffers. */
 typedef struct mlpt_engine_model_info {
@@ -139,8 +144,11 @@ typedef struct mlpt_load_weights_args {
   uint64_t version;                 /* in: greater than the version now loaded */
   const mlpt_named_tensor* tensors; /* in */
   size_t num_tensors;               /* in */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_load_weights_args;
-#define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_load_weights_args, num_tensors)
+#define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_load_weights_args, extension_start)
+#define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_load_weights_args, num_tensors)
 
 /* ---- The table ------------------------------------------------------------------------------- */
 
@@ -168,8 +176,11 @@ typedef struct mlpt_engine_api {
   mlpt_error* (*resume)(mlpt_engine* engine);
   /* Replaces the weights (see above). Not thread-safe with generate; call while paused. */
   mlpt_error* (*load_weights)(mlpt_load_weights_args* args);
+  /* Since 1.2 (the plugin's). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_engine_api;
-#define MLPT_ENGINE_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_api, load_weights)
+#define MLPT_ENGINE_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_api, extension_start)
+#define MLPT_ENGINE_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_engine_api, load_weights)
 
 #ifdef __cplusplus
 }

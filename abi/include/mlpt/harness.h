@@ -45,8 +45,11 @@ typedef struct mlpt_harness_create_args {
   size_t struct_size;
   mlpt_string config_json; /* in: e.g. command timeouts, output caps */
   mlpt_harness* harness;   /* out: destroyed with `destroy` */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_harness_create_args;
-#define MLPT_HARNESS_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_harness_create_args, harness)
+#define MLPT_HARNESS_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_harness_create_args, extension_start)
+#define MLPT_HARNESS_CREATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_harness_create_args, harness)
 
 /* ---- Episodes -------------------------------------------------------------------------------- */
 
@@ -61,8 +64,11 @@ typedef struct mlpt_episode_start_args {
   mlpt_sandbox* sandbox;                 /* in */
   const mlpt_sink* out;                  /* in */
   mlpt_harness_episode* episode;         /* out: destroyed with episode_destroy */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_episode_start_args;
-#define MLPT_EPISODE_START_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_episode_start_args, episode)
+#define MLPT_EPISODE_START_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_episode_start_args, extension_start)
+#define MLPT_EPISODE_START_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_episode_start_args, episode)
 
 /* One agent turn: `reply_json` is the model's parsed reply (see the vocabulary above). The harness
  * executes its tool calls in order and writes {"messages": [message...], "done": bool,
@@ -74,8 +80,11 @@ typedef struct mlpt_episode_step_args {
   mlpt_harness_episode* episode;
   mlpt_string reply_json; /* in */
   const mlpt_sink* out;   /* in */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_episode_step_args;
-#define MLPT_EPISODE_STEP_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_episode_step_args, out)
+#define MLPT_EPISODE_STEP_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_episode_step_args, extension_start)
+#define MLPT_EPISODE_STEP_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_episode_step_args, out)
 
 /* Why the host ended an episode. */
 typedef enum mlpt_episode_end {
@@ -94,8 +103,11 @@ typedef struct mlpt_episode_finish_args {
   mlpt_harness_episode* episode;
   mlpt_episode_end end;  /* in */
   const mlpt_sink* out;  /* in */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_episode_finish_args;
-#define MLPT_EPISODE_FINISH_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_episode_finish_args, out)
+#define MLPT_EPISODE_FINISH_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_episode_finish_args, extension_start)
+#define MLPT_EPISODE_FINISH_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_episode_finish_args, out)
 
 /* ---- The table ------------------------------------------------------------------------------- */
 
@@ -109,8 +121,11 @@ typedef struct mlpt_harness_api {
   mlpt_error* (*episode_step)(mlpt_episode_step_args* args);
   mlpt_error* (*episode_finish)(mlpt_episode_finish_args* args);
   void (*episode_destroy)(mlpt_harness_episode* episode); /* NULL is a no-op */
+  /* Since 1.2 (the plugin's). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_harness_api;
-#define MLPT_HARNESS_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_harness_api, episode_destroy)
+#define MLPT_HARNESS_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_harness_api, extension_start)
+#define MLPT_HARNESS_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_harness_api, episode_destroy)
 
 #ifdef __cplusplus
 }

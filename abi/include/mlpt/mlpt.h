@@ -1,4 +1,4 @@
-/* mlpt.h: the plugin boundary of mlpt, version 1.
+/* mlpt.h: the plugin boundary of mlpt, version 1.2.
  *
  * mlpt runs the MLPerf LLM post-training benchmark (GRPO on agentic SWE tasks) as a small host
  * (the `mlpt` driver) that loads every moving part from shared objects through this C11 ABI:
@@ -7,13 +7,16 @@
  * function table (trainer.h, engine.h, transport.h, sandbox.h, reward.h, harness.h).
  *
  * Reading guide, top to bottom:
- *   Versions          what the numbers mean and which changes bump which number
- *   Struct sizes      the `struct_size` convention and the checked accessor
+ *   Versions          what the numbers mean, the history, and how old and new sides meet
+ *   Struct sizes      the `struct_size` convention, the checked accessor, frozen sizes
+ *   Extensions        typed chains (`extension_start`) for additions that need no new version
  *   Strings, sinks    binary-safe strings, and how a plugin hands variable-size output back
  *   Errors            error objects: code, message, who destroys them
  *   Tensors           DLPack, as tensors cross the boundary
- *   Host services     what the host lends to a plugin: log, metric, clock, cancellation
+ *   Host services     what the host lends to a plugin: log, metric, clock, cancellation, and
+ *                     (1.2) where the process runs and a key-value store for rendezvous
  *   Components        kinds, the per-component record
+ *   Component groups  (1.2) an instance as one rank of several; what "collective" means
  *   Plugin            the descriptor and the single exported entry point
  *
  * Conventions used by every function in the ABI:
@@ -22,8 +25,14 @@
  *     with MLPT_HAS_FIELD before touching a field that a smaller (older) struct may not have.
  *   - Every function returns `mlpt_error*`: NULL on success. An error is owned by the caller once
  *     returned and is destroyed with the `error_destroy` of the table whose function returned it.
- *   - Every call takes one `*_args` struct. Fields marked `in` are set by the caller; fields marked
- *     `out` are set by the callee on success and are unspecified on error.
+ *   - Every component function takes one `*_args` struct (since 1.2 without exception; `destroy`
+ *     functions, which cannot fail, take the handle). Fields marked `in` are set by the caller;
+ *     fields marked `out` are set by the callee on success and are unspecified on error. Host
+ *     services take the table's `ctx` first, then their arguments.
+ *   - Enumerations are typed (an `mlpt_*` or DLPack enum type, never a bare int); every enum is
+ *     int-sized. A reader treats a value it does not know as the documentation of that field says.
+ *   - Arrays of structs never grow: the element type of an array is frozen at the version that
+ *     introduced it (a reader indexes with its own sizeof). A later minor adds a parallel array.
  *   - Pointers passed into a call are borrowed: they only need to live for the duration of the call
  *     unless the documentation says otherwise. Pointers handed out by a call say how long they live.
  *   - Every function says whether it may be called concurrently. "Thread-safe" means any number of
@@ -49,17 +58,34 @@ extern "C" {
  * The ABI version is (major, minor). History:
  *   1.0  the first stable boundary.
  *   1.1  mlpt_plugin_descriptor.build_info appended.
+ *   1.2  extension chains (`extension_start`) appended to the descriptor, the init args, the host
+ *        services and every component table; host services: the process description and the
+ *        key-value store; component groups (create args of trainer, engine and transport) and
+ *        the global normaliser of train_step; one calling convention (transport `release` takes its args); typed enums
+ *        (trainer `device_type`, reward `episode_end`); a plugin refuses a host with an error
+ *        object; the DLPack version is pinned. The headers of 1.0 and 1.1 are kept, frozen, in
+ *        abi/snapshots/<version>/.
  *
- * The ABI version is (major, minor).
+ * What changes which number:
  *   - major changes when a struct field is removed, reordered or retyped, a function's meaning
- *     changes, or an enum value is renumbered. A host refuses a plugin of another major.
+ *     changes, or an enum value is renumbered. A host refuses a plugin of another major, and a
+ *     plugin refuses a host of another major.
  *   - minor changes when a field is appended to a struct, a function is appended to a table, or an
- *     enum value is added. Both directions keep working: a newer host reads an older struct only up
- *     to its `struct_size`; a plugin built against a newer minor than the host is loaded with a note
- *     in the log, and the host never reads past the sizes it knows.
+ *     enum value is added. Both directions keep working: each side reads a struct of the other only
+ *     up to the `struct_size` the other side wrote, field by field (MLPT_HAS_FIELD), and a field
+ *     that is absent means what its documentation says ("absent: ..."). A side refuses only what it
+ *     truly needs and the other lacks, naming the field and the version that introduced it.
+ *   - The one exception so far: 1.2 gave transport `release` its `*_args` struct in the slot that
+ *     1.1 had it without. Which shape a table has follows the version its writer declared: the host
+ *     calls a plugin that declares 1.0 or 1.1 through that version's shape (mlpt/compat_1_1.h), and
+ *     a 1.2 plugin hands a host that declares 1.0 or 1.1 tables of that version's shape (the SDK
+ *     does this by itself).
+ *
+ * The negotiated version of a loaded plugin is the smaller of the host's and the plugin's (same
+ * major); both sides behave as that version promises. `mlpt plugins inspect` shows it.
  */
 #define MLPT_ABI_VERSION_MAJOR 1
-#define MLPT_ABI_VERSION_MINOR 1
+#define MLPT_ABI_VERSION_MINOR 2
 
 typedef struct mlpt_abi_version {
   uint32_t major;
@@ -80,6 +106,53 @@ typedef struct mlpt_abi_version {
 
 #define MLPT_HAS_FIELD(ptr, type, field) \
   ((ptr) != NULL && (ptr)->struct_size >= MLPT_STRUCT_SIZE(type, field))
+
+/* The size of each version of a struct that grew is frozen as a named constant beside it:
+ * `<TYPE>_STRUCT_SIZE_1_0` (and `_1_1` where 1.1 differed from 1.0): the size that version's header
+ * gave `<TYPE>_STRUCT_SIZE`.
+ * A reader requires the 1.0 size (or the size of the version that introduced the struct) and
+ * checks every later field with MLPT_HAS_FIELD; a struct without such constants has not grown. */
+
+/* ---- Extensions -------------------------------------------------------------------------------
+ *
+ * Optional, typed additions that travel beside a struct without changing its layout (PJRT's
+ * `extension_start`). A struct that carries `const mlpt_extension* extension_start` (the
+ * descriptor, the init args, the host services and every component table, since 1.2) points to a
+ * chain of entries. Each entry starts with an mlpt_extension header; `type` says which struct it
+ * is, `struct_size` its whole size (header included), `next` the following entry or NULL.
+ *
+ * Rules: a reader walks the chain and skips every entry whose type it does not know (never an
+ * error); it reads a known entry only up to that entry's `struct_size`. The chain and its entries
+ * are owned by the writer of the struct that carries them and live as long as that struct.
+ * mlpt_find_extension stops after MLPT_EXTENSION_CHAIN_LIMIT entries, so a cyclic chain (a bug)
+ * cannot hang a reader. No extension type is defined yet; types 0x10000 and above are free for a
+ * plugin and host to agree on privately (a reader that does not know one skips it).
+ */
+typedef enum mlpt_extension_type {
+  MLPT_EXTENSION_TYPE_PRIVATE_BASE = 0x10000, /* first type for private agreements */
+} mlpt_extension_type;
+
+typedef struct mlpt_extension {
+  size_t struct_size;
+  mlpt_extension_type type;
+  const struct mlpt_extension* next;
+} mlpt_extension;
+#define MLPT_EXTENSION_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_extension, next)
+
+#define MLPT_EXTENSION_CHAIN_LIMIT 256
+
+/* The first entry of `type` in the chain starting at `start`, or NULL (also for a malformed entry:
+ * struct_size smaller than the header). Thread-safe; reads nothing but the chain. */
+static inline const mlpt_extension* mlpt_find_extension(const mlpt_extension* start,
+                                                        mlpt_extension_type type) {
+  int walked = 0;
+  for (const mlpt_extension* e = start; e != NULL && walked < MLPT_EXTENSION_CHAIN_LIMIT;
+       e = e->next, ++walked) {
+    if (e->struct_size < MLPT_EXTENSION_STRUCT_SIZE) return NULL;
+    if (e->type == type) return e;
+  }
+  return NULL;
+}
 
 /* ---- Strings and sinks ------------------------------------------------------------------------
  *
@@ -129,6 +202,10 @@ typedef enum mlpt_error_code {
   MLPT_DATA_LOSS = 15,
 } mlpt_error_code;
 
+/* Every enum of the ABI is int-sized (an enum whose values fit in int is as wide as int in C and
+ * C++ on the platforms mlpt supports); this typedef fails to compile where that is not so. */
+typedef char mlpt_enums_are_int_sized[sizeof(mlpt_error_code) == sizeof(int) ? 1 : -1];
+
 /* An error object. Opaque: only its creator knows its layout. Created by a plugin function (and
  * then destroyed by that plugin's `error_destroy`) or by a host service (destroyed by the host's). */
 typedef struct mlpt_error mlpt_error;
@@ -152,7 +229,23 @@ typedef struct mlpt_error_api {
  * zero-copy within a process. A DLTensor is always borrowed: its `data`, `shape` and `strides`
  * live as long as the function that handed it out says. `strides` NULL means compact row-major.
  *
- * mlpt_named_tensor: a tensor with the name it has in the model's checkpoint (HF naming, e.g.
+ * The DLPack the ABI speaks: `DLTensor`, `DLDevice` and `DLDataType` as DLPack 0.6 defines them
+ * (DLPACK_VERSION 60), whose layout DLPack has kept unchanged through 1.x; nothing else of DLPack
+ * (no DLManagedTensor: ownership is this ABI's, per function). Building against an older DLPack
+ * fails below.
+ *
+ * Device memory: a CUDA tensor that crosses the boundary is ready when the call that hands it over
+ * returns: its producer has finished (or synchronised) every stream that writes it, and the
+ * consumer may read it from any stream without further waiting. A tensor a callee receives as
+ * input is ready at the call. No function of 1.2 hands over a CUDA event or stream; one that does
+ * later will say so in its documentation.
+ */
+#if !defined(DLPACK_VERSION) || DLPACK_VERSION < 60
+#error "mlpt's ABI needs DLPack 0.6 or newer (DLPACK_VERSION >= 60)"
+#endif
+#define MLPT_DLPACK_VERSION 60 /* the DLPack version whose DLTensor layout the ABI speaks */
+
+/* mlpt_named_tensor: a tensor with the name it has in the model's checkpoint (HF naming, e.g.
  * "model.language_model.layers.0.linear_attn.in_proj_qkv.weight").
  */
 typedef struct mlpt_named_tensor {
@@ -164,9 +257,9 @@ typedef struct mlpt_named_tensor {
 
 /* ---- Host services ----------------------------------------------------------------------------
  *
- * What the host lends to every plugin at load time. The table and `ctx` live until the plugin's
- * `shutdown` returns. Every function here is thread-safe and may be called from any thread the
- * plugin creates, and never blocks for long.
+ * What the host lends to every plugin at load time. The table, `ctx` and everything they point to
+ * live until the plugin's `shutdown` returns. Every function here is thread-safe and may be called
+ * from any thread the plugin creates. log, metric, now_ns and is_cancelled never block for long.
  */
 typedef enum mlpt_log_level {
   MLPT_LOG_DEBUG = 0,
@@ -174,6 +267,63 @@ typedef enum mlpt_log_level {
   MLPT_LOG_WARNING = 2,
   MLPT_LOG_ERROR = 3,
 } mlpt_log_level;
+
+/* What the process the plugin runs in does in the run (since 1.2). */
+typedef enum mlpt_process_role {
+  MLPT_PROCESS_ROLE_ALL = 1,     /* one process runs the host loop and every component */
+  MLPT_PROCESS_ROLE_HOST = 2,    /* runs the host loop (rollouts, reward, harness) */
+  MLPT_PROCESS_ROLE_TRAINER = 3, /* runs trainer ranks */
+  MLPT_PROCESS_ROLE_ENGINE = 4,  /* runs engine ranks */
+} mlpt_process_role;
+
+/* Where the process runs among all processes of the run (since 1.2). Ranks count from 0. One
+ * process alone is {rank 0, world_size 1, local_rank 0, local_size 1, node_index 0,
+ * num_nodes 1, MLPT_PROCESS_ROLE_ALL}. */
+typedef struct mlpt_process_info {
+  size_t struct_size;
+  int32_t rank;       /* this process among all processes of the run */
+  int32_t world_size; /* processes in the run */
+  int32_t local_rank; /* this process among the processes on its node */
+  int32_t local_size; /* processes on this node */
+  int32_t node_index; /* this node among the run's nodes */
+  int32_t num_nodes;  /* nodes in the run */
+  mlpt_process_role role;
+} mlpt_process_info;
+#define MLPT_PROCESS_INFO_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_process_info, role)
+
+/* The key-value store the launcher provides for rendezvous (since 1.2): how ranks exchange small
+ * things such as NCCL unique ids and UCX worker addresses, never through files or fixed ports.
+ * Keys and values are bytes; keys are shared by every process of the run, so a plugin prefixes its
+ * own (e.g. "transport.ucx/<group>/address"). Keys are written once: a second put of a key with a
+ * different value is MLPT_ALREADY_EXISTS (the same value again is not an error). Errors returned
+ * here are the host's: destroy them with the host services' `errors`. */
+typedef struct mlpt_kv_put_args {
+  size_t struct_size;
+  mlpt_string key;   /* in: not empty */
+  mlpt_string value; /* in: may be empty */
+} mlpt_kv_put_args;
+#define MLPT_KV_PUT_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_kv_put_args, value)
+
+/* Waits until `key` is put by any process, then writes its value to `value`. Returns
+ * MLPT_DEADLINE_EXCEEDED naming the key after `timeout_ms` (< 0: no limit), MLPT_CANCELLED promptly
+ * once the run is being stopped. */
+typedef struct mlpt_kv_get_args {
+  size_t struct_size;
+  mlpt_string key;        /* in */
+  int64_t timeout_ms;     /* in */
+  const mlpt_sink* value; /* in: receives the value */
+} mlpt_kv_get_args;
+#define MLPT_KV_GET_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_kv_get_args, value)
+
+/* Returns once every process of the run has entered a barrier of the same `name` (each name is
+ * used once), MLPT_DEADLINE_EXCEEDED after `timeout_ms` (< 0: no limit), MLPT_CANCELLED promptly
+ * once the run is being stopped. Collective over the whole run. */
+typedef struct mlpt_barrier_args {
+  size_t struct_size;
+  mlpt_string name;   /* in: not empty */
+  int64_t timeout_ms; /* in */
+} mlpt_barrier_args;
+#define MLPT_BARRIER_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_barrier_args, timeout_ms)
 
 typedef struct mlpt_host_services {
   size_t struct_size;
@@ -197,8 +347,21 @@ typedef struct mlpt_host_services {
 
   /* Errors the host creates (e.g. from a sink or a callback) are destroyed with these. */
   mlpt_error_api errors;
+
+  /* Since 1.2. Absent (older host): no extensions. */
+  const mlpt_extension* extension_start;
+  /* Since 1.2: where this process runs. Absent (older host): one process alone (see above). */
+  const mlpt_process_info* process;
+  /* Since 1.2: the key-value store and barrier (see above). Absent (older host): none; a plugin
+   * that needs them to work across processes refuses the configuration that needs them, naming
+   * ABI 1.2; within one process it needs none. */
+  mlpt_error* (*kv_put)(void* ctx, mlpt_kv_put_args* args);
+  mlpt_error* (*kv_get)(void* ctx, mlpt_kv_get_args* args);
+  mlpt_error* (*barrier)(void* ctx, mlpt_barrier_args* args);
 } mlpt_host_services;
-#define MLPT_HOST_SERVICES_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_host_services, errors)
+#define MLPT_HOST_SERVICES_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_host_services, barrier)
+#define MLPT_HOST_SERVICES_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_host_services, errors)
+#define MLPT_HOST_SERVICES_STRUCT_SIZE_1_1 MLPT_HOST_SERVICES_STRUCT_SIZE_1_0
 
 /* ---- Components -------------------------------------------------------------------------------
  *
@@ -226,6 +389,23 @@ typedef struct mlpt_component {
 } mlpt_component;
 #define MLPT_COMPONENT_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_component, capabilities)
 
+/* ---- Component groups ---------------------------------------------------------------------------
+ *
+ * Since 1.2 a trainer, an engine or a transport endpoint may be one rank of a group of instances
+ * that act as one (data, tensor or pipeline parallel ranks, usually in different processes). Its
+ * create args say which group it belongs to and its rank in it (absent or NULL: a group of one,
+ * rank 0). Functions documented as "collective" are called on every rank of the group, in the same
+ * order, each with its own args; the ranks meet inside the plugin (through the host's key-value
+ * store for their rendezvous). Every other function is per rank.
+ */
+typedef struct mlpt_component_group {
+  size_t struct_size;
+  mlpt_string name; /* the same on every rank and unique in the run, e.g. "trainer" */
+  int32_t rank;     /* this instance: 0 .. size - 1 */
+  int32_t size;     /* instances in the group, >= 1 */
+} mlpt_component_group;
+#define MLPT_COMPONENT_GROUP_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_component_group, size)
+
 /* ---- Plugin -----------------------------------------------------------------------------------
  *
  * The descriptor a plugin returns from its entry point. It and everything it points to (strings,
@@ -248,12 +428,16 @@ typedef struct mlpt_plugin_descriptor {
   void (*shutdown)(void);
 
   /* Since 1.1: how the plugin was built (compiler, CUDA, NCCL versions), for the compliance report.
-   * Read only after MLPT_HAS_FIELD(descriptor, mlpt_plugin_descriptor, build_info). */
+   * Absent (1.0 plugin): unknown. */
   mlpt_string build_info;
+
+  /* Since 1.2. Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_plugin_descriptor;
-#define MLPT_PLUGIN_DESCRIPTOR_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_plugin_descriptor, build_info)
+#define MLPT_PLUGIN_DESCRIPTOR_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_plugin_descriptor, extension_start)
 /* The size of a 1.0 descriptor: the least a host accepts. */
 #define MLPT_PLUGIN_DESCRIPTOR_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_plugin_descriptor, shutdown)
+#define MLPT_PLUGIN_DESCRIPTOR_STRUCT_SIZE_1_1 MLPT_STRUCT_SIZE(mlpt_plugin_descriptor, build_info)
 
 /* The arguments of the entry point. */
 typedef struct mlpt_plugin_init_args {
@@ -261,16 +445,24 @@ typedef struct mlpt_plugin_init_args {
   mlpt_abi_version host_abi_version;  /* in */
   const mlpt_host_services* host;     /* in: lives until shutdown returns */
   const mlpt_plugin_descriptor* descriptor; /* out: lives until shutdown returns */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_plugin_init_args;
-#define MLPT_PLUGIN_INIT_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_plugin_init_args, descriptor)
+#define MLPT_PLUGIN_INIT_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_plugin_init_args, extension_start)
+#define MLPT_PLUGIN_INIT_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_plugin_init_args, descriptor)
+#define MLPT_PLUGIN_INIT_ARGS_STRUCT_SIZE_1_1 MLPT_PLUGIN_INIT_ARGS_STRUCT_SIZE_1_0
 
 /* The single symbol a plugin exports (extern "C", default visibility). The host calls it once,
- * right after dlopen, before anything else. The plugin:
- *   - refuses a host of another major version by returning NULL after saying why through
- *     `host->log` (the host then reports the refusal);
- *   - otherwise sets `args->descriptor` and returns NULL.
- * A non-NULL return is an error the host reports; it is destroyed with the descriptor's
- * `errors.error_destroy` when `descriptor` was set, else leaked (plugins should not do that).
+ * right after dlopen, before anything else. The plugin either
+ *   - accepts: sets `args->descriptor` and returns NULL; or
+ *   - refuses the host (another major version, or something it truly needs that the host's
+ *     version lacks): returns an error whose message says why (code MLPT_FAILED_PRECONDITION) and
+ *     sets `args->descriptor` to a descriptor whose struct_size, abi_version, name and errors are
+ *     valid, so that the host can destroy the error (it uses nothing else of that descriptor, and
+ *     calls its `shutdown` if set); or
+ *   - fails (e.g. a license server is unreachable): the same, with the code that fits.
+ * 1.0 and 1.1 plugins may also refuse by returning NULL with `args->descriptor` NULL after saying
+ * why through `host->log`; a host reports that as a refusal with what was logged.
  * Not thread-safe; called once per load. */
 #define MLPT_PLUGIN_ENTRY_SYMBOL "mlpt_plugin_init"
 typedef mlpt_error* (*mlpt_plugin_init_fn)(mlpt_plugin_init_args* args);

@@ -10,6 +10,7 @@
 #ifndef MLPT_REWARD_H_
 #define MLPT_REWARD_H_
 
+#include "mlpt/harness.h"
 #include "mlpt/mlpt.h"
 #include "mlpt/sandbox.h"
 
@@ -34,8 +35,11 @@ typedef struct mlpt_reward_create_args {
   size_t struct_size;
   mlpt_string config_json; /* in: e.g. test timeout, image directory */
   mlpt_reward* reward;     /* out: destroyed with `destroy` */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_reward_create_args;
-#define MLPT_REWARD_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_reward_create_args, reward)
+#define MLPT_REWARD_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_reward_create_args, extension_start)
+#define MLPT_REWARD_CREATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_reward_create_args, reward)
 
 /* ---- Grading --------------------------------------------------------------------------------- */
 
@@ -49,14 +53,18 @@ typedef struct mlpt_grade_args {
   mlpt_reward* reward;
   mlpt_string task_json;   /* in: the dataset record */
   mlpt_string result_json; /* in: the harness's episode result (patch, answer, ...) */
-  int32_t episode_end;     /* in: an mlpt_episode_end value (harness.h) */
+  /* in: why the episode ended. Typed since 1.2; the layout is that of the int32_t it was before. */
+  mlpt_episode_end episode_end;
   const mlpt_sandbox_binding* binding; /* in: NULL when needs_sandbox is 0 */
   /* in: receives {"reason": str, "tests": {name: status}, ...} for people and logs; may be NULL */
   const mlpt_sink* details;
   double out_reward;       /* out */
   uint32_t out_flags;      /* out: MLPT_REWARD_FLAG_* */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_grade_args;
-#define MLPT_GRADE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_grade_args, out_flags)
+#define MLPT_GRADE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_grade_args, extension_start)
+#define MLPT_GRADE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_grade_args, out_flags)
 
 /* ---- The table ------------------------------------------------------------------------------- */
 
@@ -68,8 +76,11 @@ typedef struct mlpt_reward_api {
   mlpt_error* (*create)(mlpt_reward_create_args* args);
   void (*destroy)(mlpt_reward* reward); /* NULL is a no-op */
   mlpt_error* (*grade)(mlpt_grade_args* args);
+  /* Since 1.2 (the plugin's). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_reward_api;
-#define MLPT_REWARD_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_reward_api, grade)
+#define MLPT_REWARD_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_reward_api, extension_start)
+#define MLPT_REWARD_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_reward_api, grade)
 
 #ifdef __cplusplus
 }

@@ -43,9 +43,11 @@ typedef struct mlpt_sandbox_runtime_create_args {
   mlpt_string config_json;        /* in: e.g. runtime "auto" | "apptainer" | "bwrap", cache dir */
   mlpt_sandbox_runtime* runtime;  /* out: destroyed with `runtime_destroy` */
   mlpt_string out_runtime_name;   /* out: the runtime chosen, lives as long as `runtime` */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_sandbox_runtime_create_args;
-#define MLPT_SANDBOX_RUNTIME_CREATE_ARGS_STRUCT_SIZE \
-  MLPT_STRUCT_SIZE(mlpt_sandbox_runtime_create_args, out_runtime_name)
+#define MLPT_SANDBOX_RUNTIME_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_runtime_create_args, extension_start)
+#define MLPT_SANDBOX_RUNTIME_CREATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_sandbox_runtime_create_args, out_runtime_name)
 
 /* ---- Sandbox lifetime ------------------------------------------------------------------------ */
 
@@ -56,8 +58,11 @@ typedef struct mlpt_sandbox_create_args {
   int64_t memory_limit_mb;  /* in: 0 = the runtime's default */
   int64_t max_processes;    /* in: 0 = the runtime's default */
   mlpt_sandbox* sandbox;    /* out: destroyed with `destroy` */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_sandbox_create_args;
-#define MLPT_SANDBOX_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_create_args, sandbox)
+#define MLPT_SANDBOX_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_create_args, extension_start)
+#define MLPT_SANDBOX_CREATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_sandbox_create_args, sandbox)
 
 /* ---- Exec ------------------------------------------------------------------------------------ */
 
@@ -75,9 +80,11 @@ typedef struct mlpt_sandbox_exec_args {
   int32_t out_exit_code;     /* out: the shell's status; 128+N when killed by signal N; -1 timeout */
   int out_timed_out;         /* out: nonzero when the timeout killed it */
   int out_output_truncated;  /* out: nonzero when output beyond output_limit was dropped */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_sandbox_exec_args;
-#define MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE \
-  MLPT_STRUCT_SIZE(mlpt_sandbox_exec_args, out_output_truncated)
+#define MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_exec_args, extension_start)
+#define MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_sandbox_exec_args, out_output_truncated)
 
 /* ---- Files ----------------------------------------------------------------------------------- */
 
@@ -87,9 +94,11 @@ typedef struct mlpt_sandbox_read_file_args {
   mlpt_sandbox* sandbox;
   mlpt_string path;         /* in: absolute path inside the sandbox */
   const mlpt_sink* content; /* in */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_sandbox_read_file_args;
-#define MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE \
-  MLPT_STRUCT_SIZE(mlpt_sandbox_read_file_args, content)
+#define MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_read_file_args, extension_start)
+#define MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_sandbox_read_file_args, content)
 
 /* Creates or replaces a file in the sandbox's writable layer, making parent directories. */
 typedef struct mlpt_sandbox_write_file_args {
@@ -98,8 +107,11 @@ typedef struct mlpt_sandbox_write_file_args {
   mlpt_string path;     /* in: absolute path inside the sandbox */
   mlpt_string content;  /* in */
   uint32_t mode;        /* in: permission bits, e.g. 0644 */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_sandbox_write_file_args;
-#define MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_write_file_args, mode)
+#define MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_write_file_args, extension_start)
+#define MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_sandbox_write_file_args, mode)
 
 /* ---- The table ------------------------------------------------------------------------------- */
 
@@ -118,8 +130,11 @@ typedef struct mlpt_sandbox_api {
   mlpt_error* (*exec)(mlpt_sandbox_exec_args* args);
   mlpt_error* (*read_file)(mlpt_sandbox_read_file_args* args);
   mlpt_error* (*write_file)(mlpt_sandbox_write_file_args* args);
+  /* Since 1.2 (the plugin's). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_sandbox_api;
-#define MLPT_SANDBOX_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_api, write_file)
+#define MLPT_SANDBOX_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_api, extension_start)
+#define MLPT_SANDBOX_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_sandbox_api, write_file)
 
 /* What the host passes to a harness or reward so that it can use the sandbox component without
  * knowing which plugin provides it. Borrowed: lives as long as the object it was given to. */

@@ -1,10 +1,14 @@
 /* trainer.h: the policy trainer component (MLPT_COMPONENT_TRAINER).
  *
  * The trainer owns the policy weights and the optimizer. Each benchmark step the host hands it the
- * step's whole global batch (GRPO groups flattened into sequences) and the trainer computes the
- * benchmark loss (benchmark.md §3), splits the batch into micro-batches as it likes (normalising by
- * the global valid-token count), applies one optimizer step and returns metrics. After the step
- * it exports its weights as named tensors for the weight transport.
+ * step's global batch (GRPO groups flattened into sequences; since 1.2 each rank of a trainer group
+ * gets its share and the global normaliser) and the trainer computes the benchmark loss
+ * (benchmark.md §3), splits the batch into micro-batches as it likes (normalising by the global
+ * valid-token count), applies one optimizer step and returns metrics. After the step it exports
+ * its weights as named tensors for the weight transport.
+ *
+ * Groups (mlpt.h, Component groups): train_step, compute_logprobs, save_state and load_state are
+ * collective over the trainer's group; export_weights is per rank.
  *
  * Sections: Capabilities, Trainer lifetime, The batch, Step, Logprobs, Weights, State, The table.
  */
@@ -23,7 +27,9 @@ typedef struct mlpt_trainer_capabilities {
   size_t struct_size;
   int supports_routing_replay; /* nonzero: routed experts in the batch are used in the forward */
   int supports_state_save;     /* nonzero: save_state / load_state work */
-  int device_type;             /* DLDeviceType of the exported weights (kDLCPU, kDLCUDA) */
+  /* Where the exported weights live (kDLCPU, kDLCUDA). Typed since 1.2; the layout is that of the
+   * int it was before. */
+  DLDeviceType device_type;
 } mlpt_trainer_capabilities;
 #define MLPT_TRAINER_CAPABILITIES_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_capabilities, device_type)
 
@@ -37,8 +43,13 @@ typedef struct mlpt_trainer_create_args {
    * (importance-ratio bounds, masks, clipping, KL), micro-batch size, threads. */
   mlpt_string config_json;
   mlpt_trainer* trainer; /* out: destroyed with `destroy` */
+  /* Since 1.2 (in): the group this trainer is one rank of. Absent or NULL: a group of one. */
+  const mlpt_component_group* component_group;
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_trainer_create_args;
-#define MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_create_args, trainer)
+#define MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_create_args, extension_start)
+#define MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_trainer_create_args, trainer)
 
 /* ---- The batch ------------------------------------------------------------------------------- */
 
@@ -72,16 +83,28 @@ typedef struct mlpt_metric {
 } mlpt_metric;
 #define MLPT_METRIC_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_metric, value)
 
+/* One optimizer step. Collective over the trainer's group: every rank gets its own share of the
+ * step's global batch (a group of one gets the whole batch) and the normaliser of the whole batch,
+ * so data parallelism needs no gather by the host; the ranks reduce gradients among themselves. */
 typedef struct mlpt_train_step_args {
   size_t struct_size;
   mlpt_trainer* trainer;
-  const mlpt_train_batch* batch; /* in: the whole global batch of one step */
+  const mlpt_train_batch* batch; /* in: this rank's share of the step's global batch */
   /* out: metrics of this step; owned by the trainer, valid until the next call on it. */
   const mlpt_metric* out_metrics;
   size_t out_num_metrics;
   uint64_t out_weight_version; /* out: version after the step (the previous one + 1) */
+  /* Since 1.2 (in): N_tok of benchmark.md §3 as the host knows it: the trainable tokens (loss_mask
+   * 1, not the first token of a sequence) of the sequences not truncated, over the whole global
+   * batch (every rank's share). The trainer divides by it less the tokens of sequences its logprob
+   * error mask removes (in a group of several ranks, the sum of what every rank removed).
+   * Absent or 0: `batch` is the whole global batch; the trainer counts N_tok from it. */
+  int64_t global_num_loss_tokens;
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_train_step_args;
-#define MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_train_step_args, out_weight_version)
+#define MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_train_step_args, extension_start)
+#define MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_train_step_args, out_weight_version)
 
 /* ---- Logprobs -------------------------------------------------------------------------------- */
 
@@ -92,9 +115,11 @@ typedef struct mlpt_compute_logprobs_args {
   mlpt_trainer* trainer;
   const mlpt_train_batch* batch; /* in: tokens and offsets (and routed_experts if replaying) */
   float* out_logprobs;           /* out: caller-provided, offsets[num_sequences] entries */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_compute_logprobs_args;
-#define MLPT_COMPUTE_LOGPROBS_ARGS_STRUCT_SIZE \
-  MLPT_STRUCT_SIZE(mlpt_compute_logprobs_args, out_logprobs)
+#define MLPT_COMPUTE_LOGPROBS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_compute_logprobs_args, extension_start)
+#define MLPT_COMPUTE_LOGPROBS_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_compute_logprobs_args, out_logprobs)
 
 /* ---- Weights --------------------------------------------------------------------------------- */
 
@@ -107,9 +132,11 @@ typedef struct mlpt_export_weights_args {
   const mlpt_named_tensor* out_tensors; /* out */
   size_t out_num_tensors;               /* out */
   uint64_t out_weight_version;          /* out */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_export_weights_args;
-#define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE \
-  MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_weight_version)
+#define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_export_weights_args, extension_start)
+#define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_weight_version)
 
 /* ---- State ----------------------------------------------------------------------------------- */
 
@@ -120,8 +147,11 @@ typedef struct mlpt_trainer_state_args {
   size_t struct_size;
   mlpt_trainer* trainer;
   mlpt_string path; /* in: a directory */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_trainer_state_args;
-#define MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_state_args, path)
+#define MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_state_args, extension_start)
+#define MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_trainer_state_args, path)
 
 /* ---- The table ------------------------------------------------------------------------------- */
 
@@ -135,8 +165,11 @@ typedef struct mlpt_trainer_api {
   mlpt_error* (*export_weights)(mlpt_export_weights_args* args);
   mlpt_error* (*save_state)(mlpt_trainer_state_args* args); /* may be NULL: see capabilities */
   mlpt_error* (*load_state)(mlpt_trainer_state_args* args); /* may be NULL: see capabilities */
+  /* Since 1.2 (the plugin's). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_trainer_api;
-#define MLPT_TRAINER_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_api, load_state)
+#define MLPT_TRAINER_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_api, extension_start)
+#define MLPT_TRAINER_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_trainer_api, load_state)
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@
  * Versions: every send carries a version strictly greater than the previous send's; a receiver
  * asks for at least some version and gets the newest one available.
  *
- * Sections: Capabilities, Endpoint lifetime, Send, Receive, The table.
+ * Sections: Capabilities, Endpoint lifetime, Send, Receive, Release, The table.
  */
 #ifndef MLPT_TRANSPORT_H_
 #define MLPT_TRANSPORT_H_
@@ -48,8 +48,13 @@ typedef struct mlpt_transport_create_args {
    * in-process transport uses it; others may ignore it). */
   mlpt_string group;
   mlpt_transport* transport; /* out: destroyed with `destroy` */
+  /* Since 1.2 (in): the group this endpoint is one rank of. Absent or NULL: a group of one. */
+  const mlpt_component_group* component_group;
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_transport_create_args;
-#define MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_transport_create_args, transport)
+#define MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_transport_create_args, extension_start)
+#define MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_transport_create_args, transport)
 
 /* ---- Send ------------------------------------------------------------------------------------ */
 
@@ -65,8 +70,11 @@ typedef struct mlpt_transport_send_args {
   const mlpt_named_tensor* tensors; /* in */
   size_t num_tensors;               /* in */
   int64_t timeout_ms;               /* in: < 0 waits forever (not recommended) */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_transport_send_args;
-#define MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_transport_send_args, timeout_ms)
+#define MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_transport_send_args, extension_start)
+#define MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_transport_send_args, timeout_ms)
 
 /* ---- Receive --------------------------------------------------------------------------------- */
 
@@ -82,9 +90,26 @@ typedef struct mlpt_transport_receive_args {
   uint64_t out_version;  /* out */
   const mlpt_named_tensor* out_tensors; /* out */
   size_t out_num_tensors;               /* out */
+  /* Since 1.2 (in). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_transport_receive_args;
-#define MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE \
-  MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_num_tensors)
+#define MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_transport_receive_args, extension_start)
+#define MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_num_tensors)
+
+/* ---- Release --------------------------------------------------------------------------------- */
+
+/* Gives back what `receive` returned for `version`: the tensors are invalid afterwards. Releasing
+ * a version that is not held is MLPT_FAILED_PRECONDITION. Receivers only. */
+typedef struct mlpt_transport_release_args {
+  size_t struct_size;
+  mlpt_transport* transport;
+  uint64_t version; /* in */
+  const mlpt_extension* extension_start; /* in: NULL for none */
+} mlpt_transport_release_args;
+#define MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE \
+  MLPT_STRUCT_SIZE(mlpt_transport_release_args, extension_start)
+/* The size of the version that introduced it: the least a plugin accepts. */
+#define MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE_1_2 MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE
 
 /* ---- The table ------------------------------------------------------------------------------- */
 
@@ -95,10 +120,17 @@ typedef struct mlpt_transport_api {
   void (*destroy)(mlpt_transport* transport); /* NULL is a no-op; unblocks nobody else forever */
   mlpt_error* (*send)(mlpt_transport_send_args* args);       /* senders only */
   mlpt_error* (*receive)(mlpt_transport_receive_args* args); /* receivers only */
-  /* Gives back what `receive` returned for `version`. Receivers only. */
-  mlpt_error* (*release)(mlpt_transport* transport, uint64_t version);
+  /* Since 1.2 this slot takes its args. A table of a plugin that declares 1.0 or 1.1 (and the table
+   * a 1.2 plugin hands a host that declares 1.0 or 1.1) has the older shape here:
+   * `mlpt_error* (*release)(mlpt_transport*, uint64_t version)` (mlpt_transport_api_1_1 in
+   * mlpt/compat_1_1.h). */
+  mlpt_error* (*release)(mlpt_transport_release_args* args); /* receivers only */
+
+  /* Since 1.2 (the plugin's). Absent: no extensions. */
+  const mlpt_extension* extension_start;
 } mlpt_transport_api;
-#define MLPT_TRANSPORT_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_transport_api, release)
+#define MLPT_TRANSPORT_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_transport_api, extension_start)
+#define MLPT_TRANSPORT_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_transport_api, release)
 
 #ifdef __cplusplus
 }
