@@ -10,8 +10,9 @@ namespace mlpt::cli {
 namespace {
 
 void print_table(const nlohmann::json& d) {
-  std::cout << d["name"].get<std::string>() << " " << d["version"].get<std::string>() << "  (ABI "
-            << d["abi_version"].get<std::string>() << ")\n  file: " << d["path"].get<std::string>() << "\n";
+  std::cout << d["name"].get<std::string>() << " " << d["version"].get<std::string>() << "  (built for ABI "
+            << d["abi_version"].get<std::string>() << ", speaks ABI " << d["negotiated_abi_version"].get<std::string>()
+            << " with this host)\n  file: " << d["path"].get<std::string>() << "\n";
   if (!d["build_info"].get<std::string>().empty())
     std::cout << "  built with: " << d["build_info"].get<std::string>() << "\n";
   for (const auto& n : d["notes"]) std::cout << "  note: " << n.get<std::string>() << "\n";

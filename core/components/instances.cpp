@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "mlpt/compat_1_1.h"
+
 namespace mlpt::components {
 namespace {
 
@@ -217,7 +219,13 @@ Transport::Received Transport::receive(uint64_t min_version, int64_t timeout_ms)
 
 void Transport::release(uint64_t version) {
   plugin::CallScope scope(component_, "release");
-  plugin::check(component_, api_->release(transport_, version), "release version " + std::to_string(version));
+  const std::string what = "release version " + std::to_string(version);
+  if (component_.abi_minor() >= 2) {
+    mlpt_transport_release_args a{MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE, transport_, version, nullptr};
+    plugin::check(component_, api_->release(&a), what);
+  } else {  // a 1.0/1.1 plugin: its table has that version's shape (mlpt/compat_1_1.h)
+    plugin::check(component_, component_.table<mlpt_transport_api_1_1>()->release(transport_, version), what);
+  }
 }
 
 // ---- Sandbox runtime ----

@@ -24,7 +24,8 @@ struct TableRules {
 
 const TableRules& table_rules(mlpt_component_kind kind);
 
-// Names of required functions that `api` (a table of `kind`, already size-checked) leaves NULL.
+// Names of required functions that `api` (a table of `kind`, already size-checked) leaves NULL or
+// that lie past its struct_size.
 std::vector<std::string> missing_functions(mlpt_component_kind kind, const void* api);
 
 }  // namespace mlpt::plugin

@@ -74,7 +74,10 @@ nlohmann::json describe(const Plugin& plugin) {
   j["path"] = plugin.path().string();
   j["name"] = plugin.name();
   j["version"] = plugin.version();
-  j["abi_version"] = std::to_string(plugin.abi_version().major) + "." + std::to_string(plugin.abi_version().minor);
+  auto text = [](mlpt_abi_version v) { return std::to_string(v.major) + "." + std::to_string(v.minor); };
+  j["abi_version"] = text(plugin.abi_version());
+  j["negotiated_abi_version"] = text(plugin.negotiated_version());
+  j["host_abi_version"] = text(mlpt_abi_version{MLPT_ABI_VERSION_MAJOR, MLPT_ABI_VERSION_MINOR});
   j["build_info"] = plugin.build_info();
   j["notes"] = plugin.notes();
   j["components"] = nlohmann::json::array();

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "core/error.hpp"
+
 namespace mlpt::plugin {
 namespace {
 
@@ -36,6 +38,16 @@ HostServices::HostServices() {
   table_.now_ns = &now_ns_fn;
   table_.is_cancelled = &is_cancelled_fn;
   table_.errors = kHostErrors;
+  table_.extension_start = nullptr;
+  set_rendezvous(std::make_unique<LocalRendezvous>());
+  table_.kv_put = &kv_put_fn;
+  table_.kv_get = &kv_get_fn;
+  table_.barrier = &barrier_fn;
+}
+
+void HostServices::set_rendezvous(std::unique_ptr<Rendezvous> rendezvous) {
+  rendezvous_ = std::move(rendezvous);
+  table_.process = &rendezvous_->process();
 }
 
 void HostServices::set_metric_sink(std::function<void(const std::string&, double)> sink) {
@@ -92,6 +104,46 @@ uint64_t HostServices::now_ns_fn(void*) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
+}
+
+namespace {
+// Runs a rendezvous call for a plugin: what it throws becomes a host error object.
+template <class Body>
+mlpt_error* as_host_error(const char* what, Body&& body) noexcept {
+  try {
+    body();
+    return nullptr;
+  } catch (const Error& e) {
+    return HostServices::make_error(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return HostServices::make_error(MLPT_INTERNAL, std::string(what) + ": " + e.what());
+  }
+}
+}  // namespace
+
+mlpt_error* HostServices::kv_put_fn(void* ctx, mlpt_kv_put_args* a) {
+  auto* self = static_cast<HostServices*>(ctx);
+  return as_host_error("kv_put", [&] {
+    if (!a || a->struct_size < MLPT_KV_PUT_ARGS_STRUCT_SIZE) throw Error(MLPT_INVALID_ARGUMENT, "kv_put: args too small");
+    self->rendezvous_->put(std::string(view(a->key)), std::string(view(a->value)));
+  });
+}
+
+mlpt_error* HostServices::kv_get_fn(void* ctx, mlpt_kv_get_args* a) {
+  auto* self = static_cast<HostServices*>(ctx);
+  return as_host_error("kv_get", [&] {
+    if (!a || a->struct_size < MLPT_KV_GET_ARGS_STRUCT_SIZE) throw Error(MLPT_INVALID_ARGUMENT, "kv_get: args too small");
+    std::string value = self->rendezvous_->get(std::string(view(a->key)), a->timeout_ms, self->cancelled_);
+    if (a->value && a->value->write && !value.empty()) a->value->write(a->value->ctx, value.data(), value.size());
+  });
+}
+
+mlpt_error* HostServices::barrier_fn(void* ctx, mlpt_barrier_args* a) {
+  auto* self = static_cast<HostServices*>(ctx);
+  return as_host_error("barrier", [&] {
+    if (!a || a->struct_size < MLPT_BARRIER_ARGS_STRUCT_SIZE) throw Error(MLPT_INVALID_ARGUMENT, "barrier: args too small");
+    self->rendezvous_->barrier(std::string(view(a->name)), a->timeout_ms, self->cancelled_);
+  });
 }
 
 int HostServices::is_cancelled_fn(void* ctx) { return static_cast<HostServices*>(ctx)->cancelled() ? 1 : 0; }

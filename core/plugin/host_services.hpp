@@ -1,12 +1,15 @@
 // The host services every plugin receives (mlpt_host_services): logging into spdlog, metrics into a
-// sink the run installs, the monotonic clock, and the run-wide cancellation flag.
+// sink the run installs, the monotonic clock, the run-wide cancellation flag, and (ABI 1.2) the
+// process description and key-value store of a Rendezvous (one process alone by default).
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
+#include "core/plugin/rendezvous.hpp"
 #include "mlpt/mlpt.h"
 
 namespace mlpt::plugin {
@@ -22,6 +25,11 @@ class HostServices {
 
   // Where plugin metrics go (the run's metrics file); default: dropped after a debug log.
   void set_metric_sink(std::function<void(const std::string&, double)> sink);
+
+  // Where this process runs and how it meets the others; set by the launcher before any plugin
+  // loads (default: LocalRendezvous).
+  void set_rendezvous(std::unique_ptr<Rendezvous> rendezvous);
+  Rendezvous& rendezvous() { return *rendezvous_; }
 
   void cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
@@ -39,9 +47,13 @@ class HostServices {
   static void metric_fn(void* ctx, mlpt_string name, double value);
   static uint64_t now_ns_fn(void* ctx);
   static int is_cancelled_fn(void* ctx);
+  static mlpt_error* kv_put_fn(void* ctx, mlpt_kv_put_args* args);
+  static mlpt_error* kv_get_fn(void* ctx, mlpt_kv_get_args* args);
+  static mlpt_error* barrier_fn(void* ctx, mlpt_barrier_args* args);
 
   mlpt_host_services table_{};
   std::atomic<bool> cancelled_{false};
+  std::unique_ptr<Rendezvous> rendezvous_;
   std::mutex mutex_;
   std::function<void(const std::string&, double)> metric_sink_;
   bool capturing_ = false;

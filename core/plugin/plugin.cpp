@@ -78,6 +78,13 @@ std::string Plugin::build_info() const {
 }
 
 const mlpt_error_api& Component::errors() const { return plugin->errors(); }
+uint32_t Component::abi_minor() const { return plugin->negotiated_version().minor; }
+
+mlpt_abi_version Plugin::negotiated_version() const {
+  mlpt_abi_version v = descriptor_->abi_version;
+  if (v.minor > MLPT_ABI_VERSION_MINOR) v.minor = MLPT_ABI_VERSION_MINOR;
+  return v;
+}
 
 std::shared_ptr<Plugin> Plugin::load(const std::filesystem::path& path, HostServices& host) {
   require_elf(path);
@@ -99,21 +106,29 @@ std::shared_ptr<Plugin> Plugin::load(const std::filesystem::path& path, HostServ
   args.struct_size = MLPT_PLUGIN_INIT_ARGS_STRUCT_SIZE;
   args.host_abi_version = mlpt_abi_version{MLPT_ABI_VERSION_MAJOR, MLPT_ABI_VERSION_MINOR};
   args.host = host.table();
+  args.extension_start = nullptr;
   host.begin_capture();
   mlpt_error* error = init(&args);
   std::string said = host.end_capture();
   plugin->descriptor_ = args.descriptor;
+  const std::string where = "plugin " + path.string();
+  const std::string host_abi = version_text(args.host_abi_version);
   if (error) {
-    std::string where = "plugin " + path.string() + ": entry point failed";
-    if (plugin->descriptor_ && plugin->descriptor_->struct_size >= MLPT_PLUGIN_DESCRIPTOR_STRUCT_SIZE_1_0) {
-      check(plugin->descriptor_->errors, error, where);
+    // A refusal or a failure, with a descriptor to destroy the error with (since 1.2 the way to
+    // refuse; a 1.0/1.1 plugin may also fail this way).
+    if (!plugin->descriptor_ || plugin->descriptor_->struct_size < MLPT_PLUGIN_DESCRIPTOR_STRUCT_SIZE_1_0 ||
+        !plugin->descriptor_->errors.error_destroy || !plugin->descriptor_->errors.error_code ||
+        !plugin->descriptor_->errors.error_message) {
+      plugin->descriptor_ = nullptr;  // nothing of it is usable, not even shutdown
+      throw Error(MLPT_INTERNAL, where + ": entry point failed (and returned no descriptor to destroy its error with)");
     }
-    throw Error(MLPT_INTERNAL, where + " (and returned no descriptor to destroy its error with)");
+    const mlpt_error_api& errors = plugin->descriptor_->errors;
+    bool refused = errors.error_code(error) == MLPT_FAILED_PRECONDITION;
+    check(errors, error, refused ? where + " refused to load with host ABI " + host_abi : where + ": entry point failed");
   }
-  if (!plugin->descriptor_)
+  if (!plugin->descriptor_)  // the 1.0/1.1 way to refuse: NULL and a reason in the log
     throw Error(MLPT_FAILED_PRECONDITION,
-                "plugin " + path.string() + " refused to load with host ABI " +
-                    version_text(args.host_abi_version) + (said.empty() ? "" : ": " + said));
+                where + " refused to load with host ABI " + host_abi + (said.empty() ? "" : ": " + said));
   plugin->validate();
   return plugin;
 }

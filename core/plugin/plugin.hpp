@@ -30,6 +30,8 @@ struct Component {
   template <class Caps>
   const Caps* caps() const { return static_cast<const Caps*>(capabilities); }
   const mlpt_error_api& errors() const;
+  // The ABI minor both sides speak for this component's tables (see Plugin::negotiated_version).
+  uint32_t abi_minor() const;
 };
 
 class Plugin : public std::enable_shared_from_this<Plugin> {
@@ -43,7 +45,9 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   const std::filesystem::path& path() const { return path_; }
   const std::string& name() const { return name_; }
   const std::string& version() const { return version_; }
+  // The version the plugin declares, and the one both sides speak (the smaller, same major).
   mlpt_abi_version abi_version() const { return descriptor_->abi_version; }
+  mlpt_abi_version negotiated_version() const;
   // Since ABI 1.1; empty for a 1.0 plugin.
   std::string build_info() const;
   const mlpt_error_api& errors() const { return descriptor_->errors; }
