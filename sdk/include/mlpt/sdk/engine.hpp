@@ -34,7 +34,7 @@ const mlpt_engine_api* engine_api() {
       MLPT_ENGINE_API_STRUCT_SIZE,
       [](mlpt_engine_create_args* a) {
         return guard("engine.create", [&] {
-          require_struct(a, MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE, "mlpt_engine_create_args");
+          require_struct(a, MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE_1_0, "mlpt_engine_create_args");
           a->engine = reinterpret_cast<mlpt_engine*>(static_cast<Engine*>(new T(view(a->config_json))));
         });
       },
@@ -67,16 +67,17 @@ const mlpt_engine_api* engine_api() {
       [](mlpt_engine* e) { return guard("engine.resume", [&] { as_engine(e)->resume(); }); },
       [](mlpt_load_weights_args* a) {
         return guard("engine.load_weights", [&] {
-          require_struct(a, MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE, "mlpt_load_weights_args");
+          require_struct(a, MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE_1_0, "mlpt_load_weights_args");
           as_engine(a->engine)->load_weights(*a);
         });
       },
+      nullptr,  // extension_start
   };
   return &api;
 }
 
 template <class T>
-mlpt_component engine_component(std::string_view name, std::string_view description,
+ComponentSpec engine_component(std::string_view name, std::string_view description,
                                 const mlpt_engine_capabilities* caps) {
   return detail::component(MLPT_COMPONENT_ENGINE, name, description, engine_api<T>(), caps);
 }

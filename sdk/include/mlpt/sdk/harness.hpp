@@ -36,14 +36,14 @@ const mlpt_harness_api* harness_api() {
       MLPT_HARNESS_API_STRUCT_SIZE,
       [](mlpt_harness_create_args* a) {
         return guard("harness.create", [&] {
-          require_struct(a, MLPT_HARNESS_CREATE_ARGS_STRUCT_SIZE, "mlpt_harness_create_args");
+          require_struct(a, MLPT_HARNESS_CREATE_ARGS_STRUCT_SIZE_1_0, "mlpt_harness_create_args");
           a->harness = reinterpret_cast<mlpt_harness*>(static_cast<Harness*>(new T(view(a->config_json))));
         });
       },
       [](mlpt_harness* h) { delete reinterpret_cast<Harness*>(h); },
       [](mlpt_episode_start_args* a) {
         return guard("harness.episode_start", [&] {
-          require_struct(a, MLPT_EPISODE_START_ARGS_STRUCT_SIZE, "mlpt_episode_start_args");
+          require_struct(a, MLPT_EPISODE_START_ARGS_STRUCT_SIZE_1_0, "mlpt_episode_start_args");
           if (!a->harness) throw Error(MLPT_INVALID_ARGUMENT, "harness handle is NULL");
           auto episode = reinterpret_cast<Harness*>(a->harness)->start(*a);
           a->episode = reinterpret_cast<mlpt_harness_episode*>(episode.release());
@@ -51,23 +51,24 @@ const mlpt_harness_api* harness_api() {
       },
       [](mlpt_episode_step_args* a) {
         return guard("harness.episode_step", [&] {
-          require_struct(a, MLPT_EPISODE_STEP_ARGS_STRUCT_SIZE, "mlpt_episode_step_args");
+          require_struct(a, MLPT_EPISODE_STEP_ARGS_STRUCT_SIZE_1_0, "mlpt_episode_step_args");
           as_episode(a->episode)->step(view(a->reply_json), a->out);
         });
       },
       [](mlpt_episode_finish_args* a) {
         return guard("harness.episode_finish", [&] {
-          require_struct(a, MLPT_EPISODE_FINISH_ARGS_STRUCT_SIZE, "mlpt_episode_finish_args");
+          require_struct(a, MLPT_EPISODE_FINISH_ARGS_STRUCT_SIZE_1_0, "mlpt_episode_finish_args");
           as_episode(a->episode)->finish(a->end, a->out);
         });
       },
       [](mlpt_harness_episode* e) { delete reinterpret_cast<Episode*>(e); },
+      nullptr,  // extension_start
   };
   return &api;
 }
 
 template <class T>
-mlpt_component harness_component(std::string_view name, std::string_view description,
+ComponentSpec harness_component(std::string_view name, std::string_view description,
                                  const mlpt_harness_capabilities* caps) {
   return detail::component(MLPT_COMPONENT_HARNESS, name, description, harness_api<T>(), caps);
 }

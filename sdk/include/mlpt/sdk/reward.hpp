@@ -19,24 +19,25 @@ const mlpt_reward_api* reward_api() {
       MLPT_REWARD_API_STRUCT_SIZE,
       [](mlpt_reward_create_args* a) {
         return guard("reward.create", [&] {
-          require_struct(a, MLPT_REWARD_CREATE_ARGS_STRUCT_SIZE, "mlpt_reward_create_args");
+          require_struct(a, MLPT_REWARD_CREATE_ARGS_STRUCT_SIZE_1_0, "mlpt_reward_create_args");
           a->reward = reinterpret_cast<mlpt_reward*>(static_cast<Reward*>(new T(view(a->config_json))));
         });
       },
       [](mlpt_reward* r) { delete reinterpret_cast<Reward*>(r); },
       [](mlpt_grade_args* a) {
         return guard("reward.grade", [&] {
-          require_struct(a, MLPT_GRADE_ARGS_STRUCT_SIZE, "mlpt_grade_args");
+          require_struct(a, MLPT_GRADE_ARGS_STRUCT_SIZE_1_0, "mlpt_grade_args");
           if (!a->reward) throw Error(MLPT_INVALID_ARGUMENT, "reward handle is NULL");
           reinterpret_cast<Reward*>(a->reward)->grade(*a);
         });
       },
+      nullptr,  // extension_start
   };
   return &api;
 }
 
 template <class T>
-mlpt_component reward_component(std::string_view name, std::string_view description,
+ComponentSpec reward_component(std::string_view name, std::string_view description,
                                 const mlpt_reward_capabilities* caps) {
   return detail::component(MLPT_COMPONENT_REWARD, name, description, reward_api<T>(), caps);
 }

@@ -38,7 +38,7 @@ const mlpt_sandbox_api* sandbox_api() {
       MLPT_SANDBOX_API_STRUCT_SIZE,
       [](mlpt_sandbox_runtime_create_args* a) {
         return guard("sandbox.runtime_create", [&] {
-          require_struct(a, MLPT_SANDBOX_RUNTIME_CREATE_ARGS_STRUCT_SIZE,
+          require_struct(a, MLPT_SANDBOX_RUNTIME_CREATE_ARGS_STRUCT_SIZE_1_0,
                          "mlpt_sandbox_runtime_create_args");
           auto* runtime = static_cast<SandboxRuntime*>(new R(view(a->config_json)));
           a->runtime = reinterpret_cast<mlpt_sandbox_runtime*>(runtime);
@@ -48,7 +48,7 @@ const mlpt_sandbox_api* sandbox_api() {
       [](mlpt_sandbox_runtime* r) { delete reinterpret_cast<SandboxRuntime*>(r); },
       [](mlpt_sandbox_create_args* a) {
         return guard("sandbox.create", [&] {
-          require_struct(a, MLPT_SANDBOX_CREATE_ARGS_STRUCT_SIZE, "mlpt_sandbox_create_args");
+          require_struct(a, MLPT_SANDBOX_CREATE_ARGS_STRUCT_SIZE_1_0, "mlpt_sandbox_create_args");
           if (!a->runtime) throw Error(MLPT_INVALID_ARGUMENT, "runtime handle is NULL");
           auto sandbox = reinterpret_cast<SandboxRuntime*>(a->runtime)->create(*a);
           a->sandbox = reinterpret_cast<mlpt_sandbox*>(sandbox.release());
@@ -57,28 +57,29 @@ const mlpt_sandbox_api* sandbox_api() {
       [](mlpt_sandbox* s) { delete reinterpret_cast<Sandbox*>(s); },
       [](mlpt_sandbox_exec_args* a) {
         return guard("sandbox.exec", [&] {
-          require_struct(a, MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE, "mlpt_sandbox_exec_args");
+          require_struct(a, MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE_1_0, "mlpt_sandbox_exec_args");
           as_sandbox(a->sandbox)->exec(*a);
         });
       },
       [](mlpt_sandbox_read_file_args* a) {
         return guard("sandbox.read_file", [&] {
-          require_struct(a, MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE, "mlpt_sandbox_read_file_args");
+          require_struct(a, MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE_1_0, "mlpt_sandbox_read_file_args");
           as_sandbox(a->sandbox)->read_file(view(a->path), a->content);
         });
       },
       [](mlpt_sandbox_write_file_args* a) {
         return guard("sandbox.write_file", [&] {
-          require_struct(a, MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE, "mlpt_sandbox_write_file_args");
+          require_struct(a, MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE_1_0, "mlpt_sandbox_write_file_args");
           as_sandbox(a->sandbox)->write_file(view(a->path), view(a->content), a->mode);
         });
       },
+      nullptr,  // extension_start
   };
   return &api;
 }
 
 template <class R>
-mlpt_component sandbox_component(std::string_view name, std::string_view description,
+ComponentSpec sandbox_component(std::string_view name, std::string_view description,
                                  const mlpt_sandbox_capabilities* caps) {
   return detail::component(MLPT_COMPONENT_SANDBOX, name, description, sandbox_api<R>(), caps);
 }

@@ -41,49 +41,50 @@ const mlpt_trainer_api* trainer_api() {
       MLPT_TRAINER_API_STRUCT_SIZE,
       [](mlpt_trainer_create_args* a) {
         return guard("trainer.create", [&] {
-          require_struct(a, MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, "mlpt_trainer_create_args");
+          require_struct(a, MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE_1_0, "mlpt_trainer_create_args");
           a->trainer = reinterpret_cast<mlpt_trainer*>(static_cast<Trainer*>(new T(view(a->config_json))));
         });
       },
       [](mlpt_trainer* t) { delete reinterpret_cast<Trainer*>(t); },
       [](mlpt_train_step_args* a) {
         return guard("trainer.train_step", [&] {
-          require_struct(a, MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE, "mlpt_train_step_args");
+          require_struct(a, MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE_1_0, "mlpt_train_step_args");
           detail::require_batch(a->batch);
           as_trainer(a->trainer)->train_step(*a);
         });
       },
       [](mlpt_compute_logprobs_args* a) {
         return guard("trainer.compute_logprobs", [&] {
-          require_struct(a, MLPT_COMPUTE_LOGPROBS_ARGS_STRUCT_SIZE, "mlpt_compute_logprobs_args");
+          require_struct(a, MLPT_COMPUTE_LOGPROBS_ARGS_STRUCT_SIZE_1_0, "mlpt_compute_logprobs_args");
           detail::require_batch(a->batch);
           as_trainer(a->trainer)->compute_logprobs(*a);
         });
       },
       [](mlpt_export_weights_args* a) {
         return guard("trainer.export_weights", [&] {
-          require_struct(a, MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE, "mlpt_export_weights_args");
+          require_struct(a, MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE_1_0, "mlpt_export_weights_args");
           as_trainer(a->trainer)->export_weights(*a);
         });
       },
       [](mlpt_trainer_state_args* a) {
         return guard("trainer.save_state", [&] {
-          require_struct(a, MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE, "mlpt_trainer_state_args");
+          require_struct(a, MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE_1_0, "mlpt_trainer_state_args");
           as_trainer(a->trainer)->save_state(view(a->path));
         });
       },
       [](mlpt_trainer_state_args* a) {
         return guard("trainer.load_state", [&] {
-          require_struct(a, MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE, "mlpt_trainer_state_args");
+          require_struct(a, MLPT_TRAINER_STATE_ARGS_STRUCT_SIZE_1_0, "mlpt_trainer_state_args");
           as_trainer(a->trainer)->load_state(view(a->path));
         });
       },
+      nullptr,  // extension_start
   };
   return &api;
 }
 
 template <class T>
-mlpt_component trainer_component(std::string_view name, std::string_view description,
+ComponentSpec trainer_component(std::string_view name, std::string_view description,
                                  const mlpt_trainer_capabilities* caps) {
   return detail::component(MLPT_COMPONENT_TRAINER, name, description, trainer_api<T>(), caps);
 }

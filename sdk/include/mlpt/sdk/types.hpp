@@ -56,15 +56,15 @@ class StringSink {
 
 // ---- Struct sizes ----
 
-// Throws unless the caller's struct holds at least the fields of ABI 1.0 (`min_size`, the
-// *_STRUCT_SIZE macro as of 1.0; when a minor version appends fields, adapters keep checking the
-// 1.0 size and read newer fields only after MLPT_HAS_FIELD).
+// Throws unless the caller's struct holds at least the fields of the oldest version of it (`min_size`:
+// the `_1_0` constant, or the plain one for a struct that never grew). Fields appended later are read
+// only after MLPT_HAS_FIELD: a host of an older minor writes a shorter struct and is not refused.
 inline void require_struct(const void* ptr, size_t struct_size, size_t min_size, const char* type) {
   if (!ptr) throw Error(MLPT_INVALID_ARGUMENT, std::string(type) + " is NULL");
   if (struct_size < min_size)
-    throw Error(MLPT_INVALID_ARGUMENT, std::string(type) + ".struct_size is " +
-                                           std::to_string(struct_size) + ", smaller than the " +
-                                           std::to_string(min_size) + " bytes of ABI 1.0");
+    throw Error(MLPT_INVALID_ARGUMENT, std::string(type) + ".struct_size is " + std::to_string(struct_size) +
+                                           ", smaller than the " + std::to_string(min_size) +
+                                           " bytes of the oldest ABI version that has it");
 }
 template <class T>
 void require_struct(const T* ptr, size_t min_size, const char* type) {
