@@ -4,8 +4,9 @@
 // two staging buckets on a packing stream while the previous bucket is broadcast on the
 // communication stream (double buffering, ordered by events).
 //
-// Bootstrap: the sender listens on a TCP socket at "address"; each receiver connects and says
-// hello; once all "receivers" have, the sender sends each the ncclUniqueId, the rank count and its
+// Bootstrap: the sender listens on a TCP socket at "address" (absent: on a port the system picks,
+// published through the host's key-value store under transport.nccl/<group>/address, where the
+// receivers read it; ABI 1.2); each receiver connects and says hello; once all "receivers" have, the sender sends each the ncclUniqueId, the rank count and its
 // rank, and all ranks create the communicator (non-blocking, so the timeout holds). The same socket
 // then carries each version's metadata (sender -> receivers) and acks (receivers -> sender).
 //
@@ -72,7 +73,6 @@ Config parse_config(std::string_view text, bool sender) {
       throw Error(MLPT_INVALID_ARGUMENT, "nccl config: unknown or mistyped key \"" + key +
                                              "\" (known: address, receivers, bucket_bytes, timeout_ms, device, name)");
   }
-  if (c.address.empty()) throw Error(MLPT_INVALID_ARGUMENT, "nccl config: \"address\" (\"host:port\") is required");
   if (!sender && c.name.empty()) c.name = "pid " + std::to_string(getpid());
   return c;
 }
@@ -132,6 +132,9 @@ ncclComm_t init_comm(const ncclUniqueId& id, int nranks, int rank, Clock::time_p
 // ---------------------------------------------------------------------------------------------
 class NcclSender {
  public:
+  // Where receivers connect (the bound port when the config asked for port 0).
+  std::string reachable_address() const { return listener_.reachable_address(); }
+
   explicit NcclSender(Config c) : config_(std::move(c)), listener_(config_.address) {
     cuda_check(cudaSetDevice(config_.device), "selecting device " + std::to_string(config_.device));
     cuda_check(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), "creating a stream");
@@ -426,10 +429,20 @@ class NcclReceiver {
 
 class NcclTransport final : public mlpt::sdk::Transport {
  public:
-  NcclTransport(std::string_view config_json, mlpt_transport_role role, std::string_view) {
+  NcclTransport(std::string_view config_json, mlpt_transport_role role, std::string_view group) {
     Config c = parse_config(config_json, role == MLPT_TRANSPORT_SENDER);
-    if (role == MLPT_TRANSPORT_SENDER) sender_ = std::make_unique<NcclSender>(std::move(c));
-    else receiver_ = std::make_unique<NcclReceiver>(std::move(c));
+    // Without an address the ranks meet through the host's key-value store (ABI 1.2).
+    const bool rendezvous = c.address.empty();
+    const std::string key = "transport.nccl/" + std::string(group) + "/address";
+    if (rendezvous) mlpt::sdk::require_kv_store("nccl transport without \"address\"");
+    if (role == MLPT_TRANSPORT_SENDER) {
+      if (rendezvous) c.address = "0.0.0.0:0";
+      sender_ = std::make_unique<NcclSender>(std::move(c));
+      if (rendezvous) mlpt::sdk::kv_put("nccl", key, sender_->reachable_address());
+    } else {
+      if (rendezvous) c.address = mlpt::sdk::kv_get("nccl", key, c.timeout_ms);
+      receiver_ = std::make_unique<NcclReceiver>(std::move(c));
+    }
   }
   void send(const mlpt_transport_send_args& a) override {
     if (!sender_) throw Error(MLPT_FAILED_PRECONDITION, "nccl: send on a receiver endpoint");

@@ -1,5 +1,6 @@
 #include "tcp_channel.hpp"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -134,6 +136,32 @@ TcpListener::TcpListener(const std::string& address) : address_(address) {
     if (fd_ >= 0) close(fd_);
     throw Error(MLPT_UNAVAILABLE, "nccl: cannot listen at " + address + " (" + why + ")");
   }
+}
+
+std::string TcpListener::reachable_address() const {
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&bound), &length) != 0) return address_;
+  char host[256] = {};
+  char port[16] = {};
+  bool wildcard = false;
+  if (bound.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<const sockaddr_in*>(&bound);
+    wildcard = a->sin_addr.s_addr == htonl(INADDR_ANY);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    std::snprintf(port, sizeof(port), "%u", static_cast<unsigned>(ntohs(a->sin_port)));
+  } else if (bound.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<const sockaddr_in6*>(&bound);
+    wildcard = IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr);
+    host[0] = '[';
+    inet_ntop(AF_INET6, &a->sin6_addr, host + 1, sizeof(host) - 2);
+    std::strcat(host, "]");
+    std::snprintf(port, sizeof(port), "%u", static_cast<unsigned>(ntohs(a->sin6_port)));
+  } else {
+    return address_;
+  }
+  if (wildcard) gethostname(host, sizeof(host) - 1);
+  return std::string(host) + ":" + port;
 }
 
 TcpListener::~TcpListener() {

@@ -48,6 +48,9 @@ class TcpListener {
   ~TcpListener();
   // One connection, or an invalid channel after `deadline`.
   TcpChannel accept(Clock::time_point deadline);
+  // host:port where peers connect: the bound port (the one the system picked for port 0), and this
+  // machine's name for a wildcard host.
+  std::string reachable_address() const;
 
  private:
   int fd_ = -1;

@@ -48,7 +48,6 @@ Config parse_config(std::string_view text, bool sender) {
                                              "\" (known: address, receivers, bucket_bytes, verify_checksum, timeout_ms, name)");
     }
   }
-  if (c.address.empty()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"address\" (\"host:port\") is required");
   if (c.bucket_bytes > (1ull << 32) - 1) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"bucket_bytes\" must be < 4 GiB");
   if (!sender && c.name.empty()) {
     char host[256] = {};

@@ -24,7 +24,9 @@ namespace mlpt::transport::ucx {
 using Clock = std::chrono::steady_clock;
 
 struct Config {
-  std::string address;                 // sender: where to listen; receiver: where to connect
+  // sender: where to listen; receiver: where to connect. Empty: met through the host's key-value
+  // store (the sender listens on a port the system picks and publishes it).
+  std::string address;
   size_t receivers = 1;                // sender: how many receivers every send waits for
   uint64_t bucket_bytes = 16ull << 20; // largest message on the wire
   bool verify_checksum = true;         // sender: compute per-bucket xxhash64; receiver: check it

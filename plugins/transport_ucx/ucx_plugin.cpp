@@ -15,11 +15,19 @@ namespace ucx = mlpt::transport::ucx;
 
 class UcxTransport final : public mlpt::sdk::Transport {
  public:
-  UcxTransport(std::string_view config_json, mlpt_transport_role role, std::string_view /*group*/) {
+  UcxTransport(std::string_view config_json, mlpt_transport_role role, std::string_view group) {
     auto config = ucx::parse_config(config_json, role == MLPT_TRANSPORT_SENDER);
+    // Without an address, sender and receivers meet through the host's key-value store (ABI 1.2):
+    // the sender listens on a port the system picks and publishes where it listens.
+    const bool rendezvous = config.address.empty();
+    const std::string key = "transport.ucx/" + std::string(group) + "/address";
+    if (rendezvous) mlpt::sdk::require_kv_store("ucx transport without \"address\"");
     if (role == MLPT_TRANSPORT_SENDER) {
+      if (rendezvous) config.address = "0.0.0.0:0";
       sender_ = std::make_unique<ucx::UcxSender>(std::move(config));
+      if (rendezvous) mlpt::sdk::kv_put("ucx", key, sender_->reachable_address());
     } else {
+      if (rendezvous) config.address = mlpt::sdk::kv_get("ucx", key, config.timeout_ms);
       receiver_ = std::make_unique<ucx::UcxReceiver>(std::move(config));
     }
   }

@@ -74,6 +74,15 @@ struct UcxSender::Job {
 
 class UcxSender::Engine {
  public:
+  // Where receivers reach the listener (a wildcard host replaced by this machine's name).
+  std::string reachable_address() const {
+    const std::string wildcard = "0.0.0.0:";
+    if (listening_.rfind(wildcard, 0) != 0) return listening_;
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    return std::string(host) + ":" + listening_.substr(wildcard.size());
+  }
+
   Engine(const Config& config, ucp_context_h context) : config_(config), context_(context) {}
 
   // ---- shared with the API thread ----
@@ -530,6 +539,8 @@ UcxSender::UcxSender(Config config) : config_(std::move(config)) {
 }
 
 UcxSender::~UcxSender() { stop_progress_thread(engine_, thread_, context_); }
+
+std::string UcxSender::reachable_address() const { return engine_->reachable_address(); }
 
 void UcxSender::send(const mlpt_transport_send_args& args) {
   if (args.version <= last_version_)

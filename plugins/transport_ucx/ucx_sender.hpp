@@ -1,5 +1,5 @@
 // The sending side of the UCX transport (the trainer). It listens (ucp_listener) at the configured
-// address; receivers connect. One progress thread owns the UCX worker; send() hands it a job and
+// address (port 0: one the system picks); receivers connect. One progress thread owns the UCX worker; send() hands it a job and
 // waits for the outcome, never longer than its timeout (plus a one-second backstop should UCX
 // itself stall).
 //
@@ -32,6 +32,8 @@ class UcxSender {
   UcxSender& operator=(const UcxSender&) = delete;
 
   void send(const mlpt_transport_send_args& args);
+  // host:port where receivers connect (the port the listener got when the config said 0).
+  std::string reachable_address() const;
 
   struct Version;
   struct Peer;

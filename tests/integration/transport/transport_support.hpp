@@ -87,7 +87,10 @@ class Endpoint {
     mlpt::plugin::check(t_.component, t_.api->receive(&a), "receive");
     return {a.out_version, a.out_tensors, a.out_num_tensors};
   }
-  void release(uint64_t version) { mlpt::plugin::check(t_.component, t_.api->release(handle_, version), "release"); }
+  void release(uint64_t version) {
+    mlpt_transport_release_args a{MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE, handle_, version, nullptr};
+    mlpt::plugin::check(t_.component, t_.api->release(&a), "release");
+  }
 
  private:
   const Loaded& t_;

@@ -4,8 +4,11 @@
 // set, is honoured by both ends.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <thread>
 #include <tuple>
 
 #include "core/refit/sparse_delta.hpp"
@@ -252,4 +255,42 @@ TEST_CASE("ucx: a sparse refit (only the changed BF16 elements) rebuilds the new
                                   static_cast<int64_t>(engine.size()), got[i].name);
     CHECK(engine == updates[i].next);
   }
+}
+
+TEST_CASE("ucx: without an address, sender and receiver meet through the host's key-value store") {
+  Loaded ucx("ucx");
+  // The sender listens on a port the system picks and publishes where it listens.
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"bucket_bytes": 65536})", "kv");
+  std::string published = ucx.host->rendezvous().get("transport.ucx/kv/address", 0, std::atomic<bool>{false});
+  auto colon = published.rfind(':');
+  REQUIRE(colon != std::string::npos);
+  CHECK(std::stoi(published.substr(colon + 1)) > 0);
+  // The receiver finds it there: no address in its config.
+  Endpoint rx(ucx, MLPT_TRANSPORT_RECEIVER, R"({"timeout_ms": 20000, "name": "kv-engine"})", "kv");
+  auto v1 = mixed_tensors(1);
+  std::string send_error;
+  std::thread sender([&] {
+    try {
+      tx.send(1, v1.views, 20000);
+    } catch (const std::exception& e) {
+      send_error = e.what();
+    }
+  });
+  auto got = rx.receive(1, 20000);
+  sender.join();
+  CHECK(send_error == "");
+  CHECK(got.version == 1);
+  REQUIRE(got.count == v1.views.size());
+  for (size_t i = 0; i < got.count; ++i) {
+    INFO(v1.names[i]);
+    CHECK(std::string(got.tensors[i].name.data, got.tensors[i].name.size) == v1.names[i]);
+    CHECK(std::memcmp(static_cast<const uint8_t*>(got.tensors[i].tensor.data) + got.tensors[i].tensor.byte_offset,
+                      v1.bytes[i].data(), v1.bytes[i].size()) == 0);
+  }
+  rx.release(1);
+
+  // A receiver of a group no sender published to waits its timeout and names the key.
+  auto f = failure_of([&] { Endpoint lost(ucx, MLPT_TRANSPORT_RECEIVER, R"({"timeout_ms": 100})", "nobody"); });
+  CHECK(f.code == MLPT_DEADLINE_EXCEEDED);
+  CHECK_THAT(f.message, Catch::Contains("transport.ucx/nobody/address"));
 }
