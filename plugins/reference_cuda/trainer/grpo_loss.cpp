@@ -2,17 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace mlpt::ref {
 
-LossPlan plan_loss(const mlpt_train_batch& b, const std::vector<double>& prev, const LossSettings& s) {
+LossPlan plan_loss(const mlpt_train_batch& b, const std::vector<double>& prev, const LossSettings& s,
+                   int64_t global_loss_tokens) {
   const int64_t N = b.offsets[b.num_sequences];
   LossPlan p;
   p.weight.assign(static_cast<size_t>(N), 0.0);
   p.sequences = static_cast<int64_t>(b.num_sequences);
   std::vector<double> seq_w;  // TIS-masked importance weights, per token of the current sequence
   double w_sum = 0, diff_sum = 0;
-  int64_t w_count = 0;
+  int64_t w_count = 0, error_masked_tokens = 0;
   for (size_t i = 0; i < b.num_sequences; ++i) {
     int64_t begin = b.offsets[i], end = b.offsets[i + 1];
     int64_t n = 0;
@@ -30,6 +33,7 @@ LossPlan plan_loss(const mlpt_train_batch& b, const std::vector<double>& prev, c
     bool error_masked = err_sum / static_cast<double>(n) > s.logprob_error_max;
     p.truncated += truncated;
     p.logprob_error_masked += !truncated && error_masked;
+    if (!truncated && error_masked) error_masked_tokens += n;
     if (truncated || error_masked) continue;
     p.num_tokens += n;
     double geo = std::exp(log_ratio_sum / static_cast<double>(n));
@@ -43,8 +47,16 @@ LossPlan plan_loss(const mlpt_train_batch& b, const std::vector<double>& prev, c
       ++w_count;
     }
   }
-  if (p.num_tokens > 0)
-    for (double& w : p.weight) w /= static_cast<double>(p.num_tokens);
+  p.normaliser = p.num_tokens;
+  if (global_loss_tokens > 0) {
+    if (global_loss_tokens < p.num_tokens + error_masked_tokens)
+      throw std::invalid_argument("global_num_loss_tokens " + std::to_string(global_loss_tokens) +
+                                  " is smaller than this share's own " + std::to_string(p.num_tokens + error_masked_tokens) +
+                                  " trainable tokens of non-truncated sequences");
+    p.normaliser = global_loss_tokens - error_masked_tokens;
+  }
+  if (p.normaliser > 0)
+    for (double& w : p.weight) w /= static_cast<double>(p.normaliser);
   p.mean_importance_weight = w_count ? w_sum / static_cast<double>(w_count) : 0.0;
   int64_t all = 0;
   for (int64_t t = 0; t < N; ++t) all += b.loss_mask[t] != 0;

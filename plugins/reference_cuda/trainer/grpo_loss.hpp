@@ -8,6 +8,10 @@
 // clipping is inert, as in the reference). seq-mask-TIS: a sequence whose exp(mean_t(logp_prev −
 // logp_gen)) lies outside [tis_min, tis_max] keeps s_i = 1 (it counts in N_tok) but gets w = 0.
 // Trainable tokens: loss_mask = 1 and not the first token of a sequence (it has no logprob).
+// Data parallel (ABI 1.2): given the global count of trainable tokens of non-truncated sequences
+// (`global_loss_tokens`, over every rank's share), N_tok is that count less the tokens of the
+// sequences this share's logprob error mask removed; exact when no other rank's mask removes any
+// (the reference's ranks do not communicate).
 #pragma once
 
 #include <cstdint>
@@ -26,13 +30,16 @@ struct LossSettings {
 
 struct LossPlan {
   std::vector<double> weight;  // per token: A_i · w_t · m_it · s_i / N_tok (0 where not trained)
-  int64_t num_tokens = 0;      // N_tok
+  int64_t num_tokens = 0;      // trainable tokens of this share's kept sequences
+  int64_t normaliser = 0;      // N_tok: num_tokens, or the global count less what this share masked
   int64_t sequences = 0, truncated = 0, logprob_error_masked = 0, tis_masked = 0;
   double mean_importance_weight = 0, mean_abs_logprob_diff = 0;
 };
 
 // From the batch and the trainer's logprobs under the current weights (one per token).
-LossPlan plan_loss(const mlpt_train_batch& batch, const std::vector<double>& logp_prev, const LossSettings& settings);
+// `global_loss_tokens` 0: the batch is the whole global batch.
+LossPlan plan_loss(const mlpt_train_batch& batch, const std::vector<double>& logp_prev, const LossSettings& settings,
+                   int64_t global_loss_tokens = 0);
 
 // Loss contribution and d loss / d logp_θ of token t, given its plan weight and the ratio inputs.
 struct TokenLoss {

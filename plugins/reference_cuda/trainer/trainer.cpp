@@ -107,7 +107,9 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     if (!mbs[k].trains) sv = Saved{};
   }
 
-  LossPlan plan = plan_loss(b, prev, loss_);
+  const int64_t global_loss_tokens =
+      MLPT_HAS_FIELD(&args, mlpt_train_step_args, global_num_loss_tokens) ? args.global_num_loss_tokens : 0;
+  LossPlan plan = plan_loss(b, prev, loss_, global_loss_tokens);
 
   // Pass 2, for the micro-batches that train: the loss gradient at the output head over the scored
   // rows, scattered into d(hidden), then the model backward.

@@ -266,3 +266,84 @@ TEST_CASE("trainer settings are checked with the key named") {
   CHECK_THROWS_WITH(mlpt::plugin::check(loaded().trainer, loaded().t()->train_step(&a), "train_step"),
                     Catch::Contains("advantage of sequence 0 is not finite"));
 }
+
+TEST_CASE("data parallel: a batch split over two trainers with the global token count sums to one trainer's gradient") {
+  // lr 1, eps 1, betas 0 and no clipping make each update an invertible function of its gradient:
+  // Δ = g / (|g| + 1), so g = Δ / (1 − |Δ|). Two ranks that each normalise by the global N_tok
+  // must produce gradients that add up to the gradient of the whole batch on one trainer.
+  TempDir dir("tr_dp");
+  std::string ck = make_checkpoint(dir, "ck", 24);
+  const char* linear = R"("optimizer": {"lr": 1.0, "eps": 1.0, "betas": [0.0, 0.0], "grad_clip": 0})";
+  Trainer whole(settings(ck, linear)), rank0(settings(ck, linear)), rank1(settings(ck, linear));
+  Batch full = fixed_batch(whole);
+  auto initial = exported(whole);
+  // Each rank's share: two of the four sequences, with the generation logprobs of the full batch.
+  auto share = [&](size_t first) {
+    Batch s;
+    for (size_t i = first; i < first + 2; ++i) {
+      int64_t b = full.offsets[i], e = full.offsets[i + 1];
+      s.offsets.push_back(s.offsets.back() + (e - b));
+      s.tokens.insert(s.tokens.end(), full.tokens.begin() + b, full.tokens.begin() + e);
+      s.loss_mask.insert(s.loss_mask.end(), full.loss_mask.begin() + b, full.loss_mask.begin() + e);
+      s.gen_logprobs.insert(s.gen_logprobs.end(), full.gen_logprobs.begin() + b, full.gen_logprobs.begin() + e);
+      s.advantages.push_back(full.advantages[i]);
+      s.truncated.push_back(0);
+    }
+    return s;
+  };
+  Batch s0 = share(0), s1 = share(2);
+  auto step_share = [&](const Trainer& t, Batch& b, int64_t global) {
+    mlpt_train_step_args a{};
+    a.struct_size = MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE;
+    a.trainer = t.get();
+    a.batch = b.get();
+    a.global_num_loss_tokens = global;
+    mlpt::plugin::check(loaded().trainer, loaded().t()->train_step(&a), "train_step");
+  };
+  const int64_t n_tok = 8 + 10 + 6 + 5;
+  step(whole, full);
+  step_share(rank0, s0, n_tok);
+  step_share(rank1, s1, n_tok);
+  auto w = exported(whole), r0 = exported(rank0), r1 = exported(rank1);
+  auto grad = [](float after, float before) {
+    double d = static_cast<double>(before) - static_cast<double>(after);  // Adam steps against g
+    return d / (1.0 - std::fabs(d));
+  };
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < w.size(); ++i)
+    for (size_t j = 0; j < w[i].size(); ++j) {
+      double g = grad(w[i][j], initial[i][j]);
+      double g_sum = grad(r0[i][j], initial[i][j]) + grad(r1[i][j], initial[i][j]);
+      worst = std::max(worst, std::fabs(g - g_sum));
+      largest = std::max(largest, std::fabs(g));
+    }
+  INFO("largest gradient element " << largest << ", worst difference " << worst);
+  REQUIRE(largest > 1e-4);
+  // fp32 weights hold Δ to about 1e-7 absolute; a rank normalising by its own count instead of the
+  // global one would be off by the size of its whole contribution (about 100% of g).
+  CHECK(worst < 2e-3 * largest + 1e-6);
+
+  // The control: the same split where each rank normalises by its own count is visibly wrong.
+  Trainer local0(settings(ck, linear)), local1(settings(ck, linear));
+  Batch l0 = share(0), l1 = share(2);
+  step_share(local0, l0, 0);
+  step_share(local1, l1, 0);
+  auto q0 = exported(local0), q1 = exported(local1);
+  double local_worst = 0;
+  for (size_t i = 0; i < w.size(); ++i)
+    for (size_t j = 0; j < w[i].size(); ++j)
+      local_worst = std::max(local_worst, std::fabs(grad(w[i][j], initial[i][j]) -
+                                                    (grad(q0[i][j], initial[i][j]) + grad(q1[i][j], initial[i][j]))));
+  CHECK(local_worst > 0.1 * largest);
+
+  // A global count smaller than a rank's own share is refused, naming the field.
+  Trainer bad(settings(ck, linear));
+  Batch s2 = share(0);
+  mlpt_train_step_args a{};
+  a.struct_size = MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE;
+  a.trainer = bad.get();
+  a.batch = s2.get();
+  a.global_num_loss_tokens = 3;
+  CHECK_THROWS_WITH(mlpt::plugin::check(loaded().trainer, loaded().t()->train_step(&a), "train_step"),
+                    Catch::Contains("global_num_loss_tokens 3"));
+}
