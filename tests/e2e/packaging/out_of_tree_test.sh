@@ -14,7 +14,8 @@ so="$work/plugin/build/libmy_plugin.so"
 [ -f "$so" ] || { echo "FAIL: $so was not built"; exit 1; }
 out=$("$work/prefix/bin/mlpt" plugins inspect "$so" --json)
 echo "$out" | grep -q '"name": "exact_answer"' || { echo "FAIL: component missing in: $out"; exit 1; }
-echo "$out" | grep -q '"abi_version": "1.1"' || { echo "FAIL: wrong ABI in: $out"; exit 1; }
+echo "$out" | grep -q '"abi_version": "1.2"' || { echo "FAIL: wrong ABI in: $out"; exit 1; }
+echo "$out" | grep -q '"negotiated_abi_version": "1.2"' || { echo "FAIL: wrong negotiated ABI in: $out"; exit 1; }
 # Only the entry point is exported.
 exported=$(nm -D --defined-only "$so" | awk '$2 ~ /[TDB]/ {print $3}' | grep -v '^_' | sort -u | tr '\n' ' ')
 [ "$exported" = "mlpt_plugin_init " ] || { echo "FAIL: exported symbols: $exported"; exit 1; }

@@ -97,6 +97,11 @@ static const mlpt_component kComponents[] = {
 
 static const mlpt_host_services* g_host;
 
+#if MLPT_TEST_DEFECT == 13 /* not a defect: an extension chain of entries no host knows */
+static const mlpt_extension kUnknownLast = {MLPT_EXTENSION_STRUCT_SIZE, (mlpt_extension_type)0x7fff0002, NULL};
+static const mlpt_extension kUnknownFirst = {MLPT_EXTENSION_STRUCT_SIZE, (mlpt_extension_type)0x7fff0001, &kUnknownLast};
+#endif
+
 static mlpt_plugin_descriptor kDescriptor = {
 #if MLPT_TEST_DEFECT == 7 /* a struct size no ABI version ever had */
     8,
@@ -119,6 +124,9 @@ static mlpt_plugin_descriptor kDescriptor = {
     NULL,
 #if MLPT_TEST_DEFECT != 9
     STR("plain C11"),
+#endif
+#if MLPT_TEST_DEFECT == 13
+    &kUnknownFirst,
 #endif
 };
 
@@ -143,6 +151,10 @@ MLPT_EXPORT mlpt_error* mlpt_plugin_init(mlpt_plugin_init_args* args) {
     args->descriptor = NULL;
     return NULL;
   }
+#endif
+#if MLPT_TEST_DEFECT == 14 /* refuses the host the 1.2 way: an error, and a descriptor to destroy it */
+  args->descriptor = &kDescriptor;
+  return make_error(MLPT_FAILED_PRECONDITION, "this plugin needs a host with GPUs");
 #endif
 #if MLPT_TEST_DEFECT == 8 /* fails in its entry point */
   args->descriptor = &kDescriptor;

@@ -49,9 +49,30 @@ class ProbeEngine final : public mlpt::sdk::Engine {
   uint64_t version_ = 0;
 };
 
+// A transport that truly needs the host's key-value store: it puts a key and reads it back in
+// create, so it works in a 1.2 host and is refused by an older one. Moves no tensors.
+class RendezvousTransport final : public mlpt::sdk::Transport {
+ public:
+  RendezvousTransport(std::string_view, mlpt_transport_role role, std::string_view group) {
+    std::string key = "probe.rendezvous/" + std::string(group) + (role == MLPT_TRANSPORT_SENDER ? "/sender" : "/receiver");
+    mlpt::sdk::kv_put("probe.rendezvous", key, "here");
+    if (mlpt::sdk::kv_get("probe.rendezvous", key, 1000) != "here")
+      throw mlpt::sdk::Error(MLPT_DATA_LOSS, "the key-value store returned another value for " + key);
+  }
+  void send(const mlpt_transport_send_args&) override {}
+  void receive(mlpt_transport_receive_args&) override {
+    throw mlpt::sdk::Error(MLPT_UNIMPLEMENTED, "the rendezvous probe moves no tensors");
+  }
+  void release(uint64_t) override {}
+};
+
+const mlpt_transport_capabilities kTransportCaps = {MLPT_TRANSPORT_CAPABILITIES_STRUCT_SIZE, 0, 1, 1, 0, 0};
+
 const mlpt_engine_capabilities kCaps = {MLPT_ENGINE_CAPABILITIES_STRUCT_SIZE, 1, 0, 0, 0, 1};
 
 }  // namespace
 
 MLPT_SDK_PLUGIN("sdk-probe", "0.0.1",
-                mlpt::sdk::engine_component<ProbeEngine>("probe", "echoes its prompt", &kCaps))
+                mlpt::sdk::engine_component<ProbeEngine>("probe", "echoes its prompt", &kCaps),
+                mlpt::sdk::transport_component<RendezvousTransport>("rendezvous", "needs the host's key-value store",
+                                                                    &kTransportCaps))
