@@ -109,7 +109,8 @@ int run_receiver(const std::string& config, int count) {
     a.min_version = next;
     a.timeout_ms = 60000;
     mlpt::plugin::check(t.component, t.api->receive(&a), "receive");
-    mlpt::plugin::check(t.component, t.api->release(rx, a.out_version), "release");
+    mlpt_transport_release_args r{MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE, rx, a.out_version, nullptr};
+    mlpt::plugin::check(t.component, t.api->release(&r), "release");
     next = a.out_version + 1;
   }
   t.api->destroy(rx);

@@ -99,7 +99,7 @@ typedef struct mlpt_transport_receive_args {
 /* ---- Release --------------------------------------------------------------------------------- */
 
 /* Gives back what `receive` returned for `version`: the tensors are invalid afterwards. Releasing
- * a version that is not held is MLPT_FAILED_PRECONDITION. Receivers only. */
+ * a version the endpoint does not hold is an error that names the version. Receivers only. */
 typedef struct mlpt_transport_release_args {
   size_t struct_size;
   mlpt_transport* transport;
