@@ -161,7 +161,9 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (const auto& [chart, colour] : charts) {
     const size_t n = count_colour(img, colour);
-    std::cout << (n >= kDrawn ? "ok   " : "FAIL ") << chart << ": " << n << " pixels of #" << std::hex << colour << std::dec << "\n";
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "%06x", colour);
+    std::cout << (n >= kDrawn ? "ok   " : "FAIL ") << chart << ": " << n << " pixels of #" << hex << "\n";
     failures += n < kDrawn;
   }
   // The page is not blank beyond the charts either: most of it is background, not all.
