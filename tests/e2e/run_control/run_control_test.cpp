@@ -28,7 +28,7 @@ std::vector<int64_t> expected_prompts(int64_t step) {
 
 }  // namespace
 
-TEST_CASE("SIGINT stops a run cleanly; --resume DIR continues from its last checkpoint in the same data order") {
+TEST_CASE("SIGINT stops a run cleanly, then --resume DIR continues from its last checkpoint in the same data order") {
   if (!fs::exists(fs::path(MLPT_CACHE_DIR) / "models/tiny/config.json")) FAIL("missing tiny model: run scripts/prepare-tiny.sh");
   const fs::path dir = fs::temp_directory_path() / ("mlpt-run-control-" + std::to_string(getpid()));
   fs::remove_all(dir);

@@ -43,7 +43,7 @@ int mlpt_exit(const std::vector<std::string>& args, const fs::path& output, doub
 
 }  // namespace
 
-TEST_CASE("a segfaulting plugin leaves a closed log and a whole checkpoint; the resumed run is marked and counted") {
+TEST_CASE("a segfaulting plugin leaves a closed log and a whole checkpoint, then the resumed run is marked and counted") {
   if (!fs::exists(fs::path(MLPT_CACHE_DIR) / "models/tiny/config.json")) FAIL("missing tiny model: run scripts/prepare-tiny.sh");
   const fs::path dir = fs::temp_directory_path() / ("mlpt-run-integrity-" + std::to_string(getpid()));
   fs::remove_all(dir);

@@ -59,7 +59,7 @@ std::set<std::string> tools() {
 
 }  // namespace
 
-TEST_CASE("mlpt --help lists every command and tool; each command's help names mlpt") {
+TEST_CASE("mlpt --help lists every command and tool, then each command's help names mlpt") {
   const auto commands = registered_commands();
   REQUIRE(commands.size() >= 8);
   const Result overview = mlpt("--help");
@@ -94,7 +94,7 @@ TEST_CASE("mlpt --help lists every command and tool; each command's help names m
   }
 }
 
-TEST_CASE("a group word lists its sub-commands; bad words and log levels are refused") {
+TEST_CASE("a group word lists its sub-commands, then bad words and log levels are refused") {
   for (const std::string group : {"check", "plugins"}) {
     INFO(group);
     const Result help = mlpt(group + " --help");
