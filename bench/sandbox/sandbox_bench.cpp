@@ -1,6 +1,8 @@
 // Cost of a sandbox: create / exec(`true`) / destroy, one at a time and with N = 1, 4, 16 running
 // concurrently, as ratios to a plain fork+exec of /bin/true on the host measured in the same run.
-//   bench_sandbox [iterations per thread, default 20]
+//   bench_sandbox [iterations per thread, default 20] [sandbox plugin .so, default this build's]
+// The plugin argument measures another build of the plugin (e.g. one from before a change) in the
+// same run conditions.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,7 +67,9 @@ int main(int argc, char** argv) {
   mlpt::sif::build_sif(dir / "root", image);
 
   mlpt::plugin::HostServices host;
-  auto plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_sandbox_apptainer.so", host);
+  std::string so = argc > 2 ? argv[2] : std::string(MLPT_PLUGIN_DIR) + "/libmlpt_sandbox_apptainer.so";
+  std::printf("plugin: %s\n", so.c_str());
+  auto plugin = mlpt::plugin::Plugin::load(so, host);
   Api a{plugin->component(MLPT_COMPONENT_SANDBOX, "apptainer"), nullptr, nullptr};
   a.api = a.comp.table<mlpt_sandbox_api>();
   std::string cfg = R"({"runtime": "bwrap"})";

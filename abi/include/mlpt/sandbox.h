@@ -88,7 +88,10 @@ typedef struct mlpt_sandbox_exec_args {
 
 /* ---- Files ----------------------------------------------------------------------------------- */
 
-/* Reads a whole file from the sandbox into `content`; MLPT_NOT_FOUND if it does not exist. */
+/* Reads a whole regular file from the sandbox into `content`. Errors: MLPT_NOT_FOUND if it does not
+ * exist; MLPT_INVALID_ARGUMENT if it is not a regular file (a directory, device or FIFO is never
+ * read); MLPT_RESOURCE_EXHAUSTED if it is larger than the runtime's read limit. Never reads more
+ * than that limit (plus one byte) into the host, whatever the sandbox's contents. */
 typedef struct mlpt_sandbox_read_file_args {
   size_t struct_size;
   mlpt_sandbox* sandbox;

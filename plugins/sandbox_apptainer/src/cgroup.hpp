@@ -2,7 +2,7 @@
 // of the sandbox, threads included) and the memory controller (memory_limit_mb). Both v1 (separate
 // pids/ and memory/ hierarchies) and v2 (one unified directory) layouts are handled. A cgroup is
 // also how the runtime finds and kills every process of a sandbox, whatever namespace it is in.
-// RLIMIT_NPROC is no substitute: the kernel does not apply it to uid 0, which sandboxes run as.
+// RLIMIT_NPROC is no substitute: it counts per user across the host, and cgroups also count threads.
 #pragma once
 
 #include <optional>

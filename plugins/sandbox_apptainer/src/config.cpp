@@ -90,11 +90,19 @@ RuntimeConfig parse_config(std::string_view text) {
         throw Error(MLPT_INVALID_ARGUMENT, "sandbox config key 'image_mount' is \"" + c.image_mount +
                                                "\"; expected auto, squashfuse or extract");
     } else if (key == "default_memory_limit_mb") c.default_memory_limit_mb = num(key, v, 16);
+    else if (key == "max_sandboxes") c.max_sandboxes = num(key, v, 1);
+    else if (key == "writable_layer_mb") c.writable_layer_mb = num(key, v, 16);
     else if (key == "default_max_processes") c.default_max_processes = num(key, v, 4);
     else if (key == "default_output_limit") c.default_output_limit = static_cast<size_t>(num(key, v, 1));
     else if (key == "file_timeout_ms") c.file_timeout_ms = num(key, v, 1);
+    else if (key == "max_read_file_bytes") c.max_read_file_bytes = static_cast<size_t>(num(key, v, 1));
     else if (key == "keep_mounted") c.keep_mounted = static_cast<size_t>(num(key, v, 0));
-    else if (key == "require_limits") {
+    else if (key == "sandbox_uid") c.sandbox_uid = num(key, v, 1);
+    else if (key == "sandbox_gid") c.sandbox_gid = num(key, v, 1);
+    else if (key == "seccomp") {
+      if (!v.is_boolean()) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config key 'seccomp' must be a boolean");
+      c.seccomp = v.get<bool>();
+    } else if (key == "require_limits") {
       if (!v.is_boolean()) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config key 'require_limits' must be a boolean");
       c.require_limits = v.get<bool>();
     } else if (key == "allowed_bind_prefixes") {
@@ -111,6 +119,8 @@ RuntimeConfig parse_config(std::string_view text) {
     else
       throw Error(MLPT_INVALID_ARGUMENT, "unknown sandbox config key '" + key + "' (see plugins/sandbox_apptainer/README.md)");
   }
+  for (int64_t id : {c.sandbox_uid, c.sandbox_gid})
+    if (id > 0xFFFFFFFELL) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config: sandbox_uid and sandbox_gid must be below 2^32 - 1");
   for (auto* d : {&c.state_dir, &c.cache_dir})
     if (d->empty() || (*d)[0] != '/') throw Error(MLPT_INVALID_ARGUMENT, "sandbox config: state_dir and cache_dir must be absolute paths");
   return c;

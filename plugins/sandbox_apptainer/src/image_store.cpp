@@ -50,6 +50,15 @@ std::pair<int, std::string> run_tool(const std::string& exe, const std::vector<s
   return {res.exit_code, out.text()};
 }
 
+// lchown of every entry below and including `dir` (links themselves, never their targets).
+bool chown_tree(const std::string& dir, uid_t uid, gid_t gid) {
+  if (::lchown(dir.c_str(), uid, gid) != 0) return false;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end; !ec && it != end; it.increment(ec))
+    if (::lchown(it->path().c_str(), uid, gid) != 0) return false;
+  return !ec;
+}
+
 }  // namespace
 
 ImageRoot::~ImageRoot() {
@@ -206,8 +215,12 @@ void ImageStore::mount_fuse(ImageRoot& root, uint64_t offset, const std::string&
   fs::create_directories(mp, ec);
   if (ec) throw Error(MLPT_INTERNAL, "cannot create " + mp + ": " + ec.message());
   std::string exe = find_executable(config_.squashfuse);
-  // squashfuse daemonises once the mount is up, so its exit means the tree is ready.
-  auto [status, out] = run_tool(exe, {exe, "-o", "offset=" + std::to_string(offset), root.image, mp}, 60000);
+  // squashfuse daemonises once the mount is up, so its exit means the tree is ready. Every file
+  // shows as owned by the sandbox uid, so root inside the sandbox's user namespace owns the image
+  // as it would in the image's own world; allow_other lets that uid reach the mount.
+  std::string options = "offset=" + std::to_string(offset) + ",uid=" + std::to_string(config_.sandbox_uid) +
+                        ",gid=" + std::to_string(config_.sandbox_gid) + ",allow_other";
+  auto [status, out] = run_tool(exe, {exe, "-o", options, root.image, mp}, 60000);
   struct stat a {}, b {};
   if (status != 0 || ::stat(mp.c_str(), &a) != 0 || ::stat(dir.c_str(), &b) != 0 || a.st_dev == b.st_dev) {
     ::umount2(mp.c_str(), MNT_DETACH);
@@ -223,7 +236,9 @@ void ImageStore::extract(ImageRoot& root, uint64_t offset, uint64_t size) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx",
                 static_cast<unsigned long long>(sif::content_hash(root.image, offset, size)));
-  std::string dest = config_.cache_dir + "/" + hex;
+  // Extracted trees belong to the sandbox uid (see mount_fuse), so the uid is part of the name.
+  std::string dest = config_.cache_dir + "/" + hex + "-u" + std::to_string(config_.sandbox_uid) + "g" +
+                     std::to_string(config_.sandbox_gid);
   std::error_code ec;
   fs::create_directories(config_.cache_dir, ec);
   if (ec) throw Error(MLPT_INTERNAL, "cannot create cache dir " + config_.cache_dir + ": " + ec.message());
@@ -243,6 +258,11 @@ void ImageStore::extract(ImageRoot& root, uint64_t offset, uint64_t size) {
     if (status != 0) {
       remove_tree(tmp);
       throw Error(MLPT_INTERNAL, "unsquashfs could not extract " + root.image + ": " + out);
+    }
+    if (!chown_tree(tmp, static_cast<uid_t>(config_.sandbox_uid), static_cast<gid_t>(config_.sandbox_gid))) {
+      int e = errno;
+      remove_tree(tmp);
+      throw Error(MLPT_INTERNAL, "cannot hand the extracted image " + root.image + " to the sandbox uid: " + std::strerror(e));
     }
     remove_tree(dest);
     fs::rename(tmp, dest, ec);

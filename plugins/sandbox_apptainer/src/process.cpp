@@ -22,7 +22,7 @@ namespace {
 
 using sdk::Error;
 
-enum Step : int { kSetpgid = 1, kPdeathsig, kCgroup, kUnshare, kPrivate, kOverlay, kDup, kExec };
+enum Step : int { kSetpgid = 1, kPdeathsig, kCgroup, kUnshare, kPrivate, kOverlay, kDropPrivileges, kDup, kExec };
 const char* step_name(int s) {
   switch (s) {
     case kSetpgid: return "setpgid";
@@ -31,6 +31,7 @@ const char* step_name(int s) {
     case kUnshare: return "unshare(CLONE_NEWNS)";
     case kPrivate: return "making mounts private";
     case kOverlay: return "mounting the sandbox overlay";
+    case kDropPrivileges: return "dropping to the sandbox's unprivileged uid";
     case kDup: return "redirecting stdio";
     case kExec: return "exec";
   }
@@ -84,6 +85,17 @@ RunResult run_process(const ChildSetup& setup, const RunRequest& req) {
     ::close(in_pipe[0]), ::close(in_pipe[1]), ::close(out_pipe[0]), ::close(out_pipe[1]);
     throw Error(MLPT_INTERNAL, std::string("pipe: ") + std::strerror(errno));
   }
+  // Descriptor 4's data: a pipe the parent fills (within one pipe buffer) and closes before clone.
+  int fd4[2] = {-1, -1};
+  if (!setup.fd4_data.empty()) {
+    if (setup.fd4_data.size() > 65536 || ::pipe2(fd4, O_CLOEXEC) != 0 ||
+        ::write(fd4[1], setup.fd4_data.data(), setup.fd4_data.size()) != static_cast<ssize_t>(setup.fd4_data.size())) {
+      for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], fd4[0], fd4[1]})
+        if (fd >= 0) ::close(fd);
+      throw Error(MLPT_INTERNAL, "cannot pass " + std::to_string(setup.fd4_data.size()) + " bytes on descriptor 4");
+    }
+    ::close(fd4[1]);
+  }
   const pid_t parent = ::getpid();
   long flags = SIGCHLD | (setup.own_pid_namespace ? CLONE_NEWPID : 0) | (overlay ? CLONE_NEWNS : 0);
   // A fork-like clone (no new stack): the child continues here, as with fork().
@@ -91,6 +103,7 @@ RunResult run_process(const ChildSetup& setup, const RunRequest& req) {
   if (pid < 0) {
     int e = errno;
     for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    if (fd4[0] >= 0) ::close(fd4[0]);
     throw Error(MLPT_RESOURCE_EXHAUSTED, std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
@@ -119,6 +132,18 @@ RunResult run_process(const ChildSetup& setup, const RunRequest& req) {
       if (::mount("overlay", setup.overlay_target.c_str(), "overlay", 0, setup.overlay_options.c_str()) != 0)
         child_fail(errfd, kOverlay);
     }
+    if (setup.run_as_uid >= 0) {
+      // Raw calls: this thread only, which is the whole child.
+      if (::syscall(SYS_setgroups, 0, nullptr) != 0 ||
+          ::syscall(SYS_setresgid, setup.run_as_gid, setup.run_as_gid, setup.run_as_gid) != 0 ||
+          ::syscall(SYS_setresuid, setup.run_as_uid, setup.run_as_uid, setup.run_as_uid) != 0)
+        child_fail(errfd, kDropPrivileges);
+      // A credential change clears the death signal: set it again.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(errfd, kPdeathsig);
+      if (!setup.own_pid_namespace && ::getppid() != parent) ::_exit(127);
+    }
+    int fd4_src = fd4[0];  // kept clear of 0..4, which are about to be assigned
+    if (fd4_src >= 0 && fd4_src < 5 && (fd4_src = ::fcntl(fd4_src, F_DUPFD_CLOEXEC, 5)) < 0) child_fail(errfd, kDup);
     if (::dup2(in_pipe[0], 0) < 0 || ::dup2(out_pipe[1], 1) < 0 || ::dup2(out_pipe[1], 2) < 0)
       child_fail(errfd, kDup);
     // Everything else is O_CLOEXEC in this file; close the host's other descriptors too.
@@ -126,11 +151,17 @@ RunResult run_process(const ChildSetup& setup, const RunRequest& req) {
       if (::dup3(errfd, 3, O_CLOEXEC) < 0) child_fail(errfd, kDup);
       errfd = 3;
     }
-    ::syscall(SYS_close_range, 4u, ~0u, 0u);
+    unsigned keep_below = 4u;
+    if (fd4_src >= 0) {
+      if (::dup2(fd4_src, 4) < 0) child_fail(errfd, kDup);  // dup2 clears O_CLOEXEC
+      keep_below = 5u;
+    }
+    ::syscall(SYS_close_range, keep_below, ~0u, 0u);
     ::execve(setup.exe.c_str(), argv.data(), envp.data());
     child_fail(errfd, kExec);
   }
   // ---- parent ----
+  if (fd4[0] >= 0) ::close(fd4[0]);
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);

@@ -29,6 +29,12 @@ struct ChildSetup {
   // every process below it, whatever they do; bwrap's own --die-with-parent is not enough (its
   // inner init was seen to outlive a SIGKILLed outer bwrap).
   bool own_pid_namespace = false;
+  // When >= 0: after the overlay is mounted, drop every host privilege (no supplementary groups,
+  // this gid and uid) before exec, so nothing the command does runs as the host's root.
+  long run_as_uid = -1, run_as_gid = -1;
+  // When not empty: bytes the child reads from descriptor 4 (a pipe filled and closed by the
+  // parent), e.g. a seccomp program for `bwrap --seccomp 4`. At most a pipe buffer (64 KiB).
+  std::string fd4_data;
 };
 
 struct RunRequest {

@@ -12,6 +12,7 @@
 
 #include "cgroup.hpp"
 #include "config.hpp"
+#include "host_capacity.hpp"
 #include "image_store.hpp"
 #include "mlpt/sdk/sandbox.hpp"
 #include "process.hpp"
@@ -20,8 +21,9 @@ namespace mlpt::sandbox {
 
 // Quotes `s` for /bin/sh.
 std::string shell_quote(std::string_view s);
-// Scripts for read_file (exit 101: missing, 102: not a regular file) and write_file (stdin = content).
-std::string read_file_script(std::string_view path);
+// Scripts for read_file (exit 101: missing, 102: not a regular file, 103: larger than `max_bytes`;
+// reads at most max_bytes + 1) and write_file (stdin = content).
+std::string read_file_script(std::string_view path, size_t max_bytes);
 std::string write_file_script(std::string_view path, uint32_t mode);
 
 class ShellSandbox : public sdk::Sandbox {
@@ -50,6 +52,7 @@ struct BwrapPlan {
   std::vector<HostBind> binds;
   std::vector<std::pair<std::string, std::string>> env;  // complete, in order
   std::string workdir, command;
+  bool seccomp = true;  // `--seccomp 4`: the program arrives on descriptor 4
 };
 // The bwrap argv (argv[0] = bwrap) for one command. Pure, so tests can read it.
 std::vector<std::string> bwrap_argv(const std::string& bwrap, const BwrapPlan& plan);
@@ -65,10 +68,15 @@ class BwrapRuntime : public sdk::SandboxRuntime {
   const std::string& dir() const { return dir_; }
   const std::optional<CgroupParents>& cgroups() const { return cgroups_; }
   const std::string& owner_tag() const { return tag_; }
+  const std::string& seccomp_program() const { return seccomp_; }
+  const SandboxSizing& sizing() const { return sizing_; }
   std::string bwrap_path;
 
  private:
   RuntimeConfig config_;
+  std::string seccomp_;
+  SandboxSizing sizing_;
+  uint64_t budget_bytes_ = 0;
   std::string tag_, dir_;
   std::optional<CgroupParents> cgroups_;
   std::unique_ptr<ImageStore> images_;
@@ -81,6 +89,7 @@ struct ApptainerPlan {
   std::string image, overlay_dir, workdir, command;
   std::vector<HostBind> binds;
   std::vector<std::pair<std::string, std::string>> env;
+  std::string seccomp_profile;  // OCI seccomp JSON file; empty: none
 };
 std::vector<std::string> apptainer_exec_argv(const std::string& apptainer, const ApptainerPlan& plan);
 
@@ -95,10 +104,16 @@ class ApptainerRuntime : public sdk::SandboxRuntime {
 
  private:
   RuntimeConfig config_;
-  std::string tag_, dir_;
+  std::string tag_, dir_, seccomp_profile_;
+  SandboxSizing sizing_;
+  uint64_t budget_bytes_ = 0;
   std::optional<CgroupParents> cgroups_;
   std::atomic<uint64_t> next_{0};
 };
+
+// The memory limit (bytes) for a create call: its own (refused above the sandbox budget) or the
+// runtime's default.
+long long sandbox_memory_bytes(int64_t requested_mb, const SandboxSizing& sizing, uint64_t budget_bytes);
 
 // Picks and builds the runtime that the config asks for ("auto": apptainer when on PATH).
 std::unique_ptr<sdk::SandboxRuntime> make_runtime(std::string_view config_json);

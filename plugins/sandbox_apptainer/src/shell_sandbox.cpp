@@ -15,9 +15,12 @@ std::string shell_quote(std::string_view s) {
   return out + "'";
 }
 
-std::string read_file_script(std::string_view path) {
-  std::string p = shell_quote(path);
-  return "[ -e " + p + " ] || exit 101; [ -f " + p + " ] || exit 102; exec cat -- " + p;
+std::string read_file_script(std::string_view path, size_t max_bytes) {
+  std::string p = shell_quote(path), n = std::to_string(max_bytes);
+  // The size is checked before reading and the read itself is bounded (one byte past the limit
+  // tells a file that grew from one that fits).
+  return "[ -e " + p + " ] || exit 101; [ -f " + p + " ] || exit 102; [ \"$(stat -L -c %s -- " + p + ")\" -le " + n +
+         " ] || exit 103; exec head -c " + std::to_string(max_bytes + 1) + " -- " + p;
 }
 
 std::string write_file_script(std::string_view path, uint32_t mode) {
@@ -50,6 +53,14 @@ RunResult ShellSandbox::run_contained(ChildSetup setup, Cgroup* cgroup, int64_t 
   return run_process(setup, r);
 }
 
+long long sandbox_memory_bytes(int64_t requested_mb, const SandboxSizing& sizing, uint64_t budget_bytes) {
+  const long long bytes = (requested_mb ? requested_mb : sizing.memory_limit_mb) * 1024LL * 1024LL;
+  if (static_cast<uint64_t>(bytes) > budget_bytes)
+    throw Error(MLPT_RESOURCE_EXHAUSTED, "a sandbox of " + std::to_string(requested_mb) + " MiB does not fit the " +
+                                             std::to_string(budget_bytes >> 20) + " MiB this host has for sandboxes");
+  return bytes;
+}
+
 void ShellSandbox::exec(mlpt_sandbox_exec_args& a) {
   std::string workdir(sdk::view(a.workdir));
   if (workdir.empty()) workdir = "/testbed";
@@ -70,11 +81,15 @@ void ShellSandbox::read_file(std::string_view path, const mlpt_sink* content) {
   check_absolute(path, "path");
   sdk::StringSink out;
   std::lock_guard<std::mutex> g(mutex_);
-  RunResult r = run_shell(read_file_script(path), "/", config_.file_timeout_ms, SIZE_MAX, {}, out.sink());
+  const size_t max = config_.max_read_file_bytes;
+  RunResult r = run_shell(read_file_script(path, max), "/", config_.file_timeout_ms, max + 1, {}, out.sink());
   if (r.cancelled) throw Error(MLPT_CANCELLED, "the run is being stopped");
   if (r.timed_out) throw Error(MLPT_DEADLINE_EXCEEDED, "reading " + std::string(path) + " timed out");
   if (r.exit_code == 101) throw Error(MLPT_NOT_FOUND, std::string(path) + " does not exist in the sandbox");
   if (r.exit_code == 102) throw Error(MLPT_INVALID_ARGUMENT, std::string(path) + " is not a regular file");
+  if (r.exit_code == 103 || (r.exit_code == 0 && out.text().size() > max))
+    throw Error(MLPT_RESOURCE_EXHAUSTED, std::string(path) + " is larger than the read limit of " + std::to_string(max) +
+                                             " bytes (max_read_file_bytes)");
   if (r.exit_code != 0)
     throw Error(MLPT_INTERNAL, "reading " + std::string(path) + " failed (status " + std::to_string(r.exit_code) +
                                    "): " + out.text().substr(0, 500));

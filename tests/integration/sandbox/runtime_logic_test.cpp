@@ -4,19 +4,25 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "config.hpp"
 #include "image_store.hpp"
 #include "runtimes.hpp"
+#include "seccomp_filter.hpp"
 
 using namespace mlpt::sandbox;
 using mlpt::sdk::Error;
 
 TEST_CASE("the apptainer argv is the reference's exec line plus binds") {
   ApptainerPlan p{"/img/x.sif", "/state/1/overlay", "/testbed", "ls -la", {{"/usr/lib/python3", "/usr/lib/python3", false}},
-                  {{"PATH", "/usr/bin:/bin"}, {"HOME", "/root"}}};
-  std::vector<std::string> expect = {"apptainer", "exec", "--containall", "--cleanenv", "--overlay", "/state/1/overlay",
-                                     "--no-mount", "home,tmp", "--pid", "--net", "--network", "none", "--pwd", "/testbed",
+                  {{"PATH", "/usr/bin:/bin"}, {"HOME", "/root"}}, "/state/seccomp.json"};
+  std::vector<std::string> expect = {"apptainer", "exec", "--userns", "--fakeroot", "--no-privs", "--security",
+                                     "seccomp:/state/seccomp.json", "--containall", "--cleanenv", "--overlay", "/state/1/overlay",
+                                     "--no-mount", "home,tmp,sys,hostfs,cwd", "--pid", "--net", "--network", "none", "--pwd", "/testbed",
                                      "--bind", "/usr/lib/python3:/usr/lib/python3:ro", "--env", "PATH=/usr/bin:/bin",
                                      "--env", "HOME=/root", "/img/x.sif", "/bin/sh", "-c", "ls -la"};
   CHECK(apptainer_exec_argv("apptainer", p) == expect);
@@ -30,8 +36,19 @@ TEST_CASE("the bwrap argv isolates and runs /bin/sh -c in the workdir") {
   BwrapPlan p{"/s/root", {{"/usr", "/usr", false}, {"/lib64", "/lib64", true}}, {{"PATH", "/bin"}}, "/testbed", "echo hi"};
   auto a = bwrap_argv("/usr/bin/bwrap", p);
   auto has = [&](const std::string& s) { return std::find(a.begin(), a.end(), s) != a.end(); };
-  for (const char* f : {"--unshare-net", "--unshare-pid", "--die-with-parent", "--clearenv", "--new-session", "--ro-bind", "--ro-bind-try"})
+  for (const char* f : {"--unshare-net", "--unshare-pid", "--unshare-user", "--die-with-parent", "--clearenv", "--new-session",
+                        "--ro-bind", "--ro-bind-try"})
     CHECK(has(f));
+  // Root inside the user namespace; the seccomp program on descriptor 4.
+  auto uid = std::find(a.begin(), a.end(), "--uid");
+  REQUIRE(uid != a.end());
+  CHECK(*(uid + 1) == "0");
+  auto sec = std::find(a.begin(), a.end(), "--seccomp");
+  REQUIRE(sec != a.end());
+  CHECK(*(sec + 1) == "4");
+  p.seccomp = false;
+  auto b = bwrap_argv("/usr/bin/bwrap", p);
+  CHECK(std::find(b.begin(), b.end(), "--seccomp") == b.end());
   CHECK(std::vector<std::string>(a.begin(), a.begin() + 4) == std::vector<std::string>{"/usr/bin/bwrap", "--bind", "/s/root", "/"});
   CHECK(a.back() == "echo hi");
   CHECK(*(a.end() - 3) == "/bin/sh");
@@ -88,4 +105,38 @@ TEST_CASE("shell quoting survives every byte but NUL") {
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   ::pclose(p);
   CHECK(out == nasty);
+}
+
+TEST_CASE("the seccomp policy denies the same calls in the BPF program and the apptainer profile") {
+  const auto& denied = denied_syscalls();
+  REQUIRE(denied.size() > 30);
+  std::string prog = seccomp_bpf_program();
+  REQUIRE(prog.size() % 8 == 0);  // struct sock_filter
+  // Every denied number appears as a compare constant in the program.
+  auto has_k = [&](uint32_t k) {
+    for (size_t i = 0; i < prog.size(); i += 8) {
+      uint32_t v;
+      std::memcpy(&v, prog.data() + i + 4, 4);
+      if (v == k) return true;
+    }
+    return false;
+  };
+  for (auto& d : denied) CHECK(has_k(static_cast<uint32_t>(d.nr)));
+  auto profile = nlohmann::json::parse(seccomp_oci_profile());
+  CHECK(profile["defaultAction"] == "SCMP_ACT_ALLOW");
+  std::set<std::string> names;
+  for (auto& r : profile["syscalls"])
+    if (r["action"] == "SCMP_ACT_ERRNO" && !r.contains("args"))
+      for (auto& n : r["names"]) names.insert(n.get<std::string>());
+  for (auto& d : denied) CHECK(names.count(d.name) == 1);
+  for (const char* must : {"mount", "init_module", "keyctl", "ptrace", "bpf", "perf_event_open", "reboot", "unshare"})
+    CHECK(names.count(must) == 1);
+}
+
+TEST_CASE("the config refuses to run sandboxes as the host's root") {
+  CHECK_THROWS_AS(parse_config(R"({"sandbox_uid": 0})"), Error);
+  CHECK_THROWS_AS(parse_config(R"({"sandbox_gid": 0})"), Error);
+  CHECK_THROWS_AS(parse_config(R"({"sandbox_uid": 4294967295})"), Error);
+  CHECK(parse_config("").sandbox_uid == 65534);
+  CHECK(parse_config(R"({"sandbox_uid": 1234})").sandbox_uid == 1234);
 }

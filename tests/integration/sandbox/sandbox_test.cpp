@@ -5,6 +5,8 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -379,4 +382,137 @@ TEST_CASE("bad images and bad arguments give clear errors") {
   CHECK(error_code_of([&] { b.exec("true", 1000, 0, "relative"); }) == MLPT_INVALID_ARGUMENT);
   CHECK(error_code_of([&] { Runtime r(R"(, "no_such_key": 1)"); }, &msg) == MLPT_INVALID_ARGUMENT);
   CHECK(msg.find("no_such_key") != std::string::npos);
+}
+
+TEST_CASE("commands are root inside a user namespace and the sandbox uid outside, never the host's root") {
+  Box b;
+  CHECK(b.exec("id -u").out == "0\n");
+  // uid_map: inside 0 is outside 65534 (the default sandbox uid), one id wide.
+  auto map = b.exec("cat /proc/self/uid_map | tr -s ' '");
+  CHECK(map.out == " 0 65534 1\n");
+  // Seen from the host: the file a command writes belongs to the sandbox uid, and so does its process.
+  REQUIRE(b.exec("echo x > /testbed/owned_by_whom").code == 0);
+  int found = 0;
+  for (auto& owner : fs::directory_iterator(state_dir()))
+    for (auto& sb : fs::directory_iterator(owner.path() / "sandboxes")) {
+      struct stat st {};
+      if (::stat((sb.path() / "layer/upper/testbed/owned_by_whom").c_str(), &st) == 0) {
+        ++found;
+        CHECK(st.st_uid == 65534u);
+        CHECK(st.st_gid == 65534u);
+      }
+    }
+  CHECK(found == 1);
+  // A process of the sandbox, found on the host by its command line.
+  std::thread sleeper([&] { b.exec("sleep 5.4321", 20000); });
+  int host_uid = -1;
+  for (int i = 0; i < 200 && host_uid < 0; ++i) {
+    for (auto& e : fs::directory_iterator("/proc")) {
+      std::string name = e.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream f(e.path() / "cmdline");
+      std::string cmd((std::istreambuf_iterator<char>(f)), {});
+      if (cmd.rfind(std::string("sleep\0" "5.4321", 12), 0) != 0) continue;
+      struct stat st {};
+      if (::stat(e.path().c_str(), &st) == 0) host_uid = static_cast<int>(st.st_uid);
+    }
+    if (host_uid < 0) ::usleep(20000);
+  }
+  sleeper.join();
+  CHECK(host_uid == 65534);
+}
+
+TEST_CASE("kernel interfaces are read-only or absent, capabilities are dropped") {
+  Box b;
+  std::string host_core_pattern;
+  {
+    std::ifstream f("/proc/sys/kernel/core_pattern");
+    std::getline(f, host_core_pattern);
+  }
+  // Host-wide and namespace-owned settings alike.
+  for (const char* knob : {"kernel/core_pattern", "kernel/hostname", "vm/drop_caches", "kernel/sysrq", "net/ipv4/ip_forward"}) {
+    auto r = b.exec(std::string("echo 1 > /proc/sys/") + knob);
+    INFO(knob << ": " << r.out);
+    CHECK(r.code != 0);
+  }
+  {
+    std::ifstream f("/proc/sys/kernel/core_pattern");
+    std::string now;
+    std::getline(f, now);
+    CHECK(now == host_core_pattern);
+  }
+  CHECK(b.exec("echo c > /proc/sysrq-trigger").code != 0);
+  // /sys: not mounted at all.
+  CHECK(b.exec("test -e /sys/kernel || test -e /sys/fs/cgroup").code != 0);
+  // Every capability set is empty, and no_new_privs and seccomp are on.
+  auto caps = b.exec("grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status");
+  CHECK(caps.out ==
+        "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+        "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
+}
+
+TEST_CASE("the seccomp filter denies what a coding agent never needs") {
+  Box b;
+  // Raw system calls through ctypes: each must fail with EPERM (1), or ENOSYS (38) for clone3.
+  struct Call {
+    const char* name;
+    long nr;
+    const char* args;
+    int errno_expected;
+  };
+  const Call calls[] = {
+      {"mount", __NR_mount, "b'none', b'/tmp', b'tmpfs', 0, 0", 1},
+      {"umount2", __NR_umount2, "b'/proc', 2", 1},
+      {"unshare(CLONE_NEWUSER)", __NR_unshare, "0x10000000", 1},
+      {"init_module", __NR_init_module, "0, 0, b''", 1},
+      {"finit_module", __NR_finit_module, "0, b'', 0", 1},
+      {"keyctl", __NR_keyctl, "0, 0, 0, 0, 0", 1},
+      {"add_key", __NR_add_key, "b'user', b'k', b'v', 1, -3", 1},
+      {"ptrace(PTRACE_ATTACH, 1)", __NR_ptrace, "16, 1, 0, 0", 1},
+      {"bpf", __NR_bpf, "0, 0, 0", 1},
+      {"perf_event_open", __NR_perf_event_open, "0, 0, -1, -1, 0", 1},
+      {"reboot", __NR_reboot, "0, 0, 0, 0", 1},
+      {"kexec_load", __NR_kexec_load, "0, 0, 0, 0", 1},
+      {"swapon", __NR_swapon, "b'/x', 0", 1},
+      {"open_by_handle_at", __NR_open_by_handle_at, "0, 0, 0", 1},
+      {"userfaultfd", __NR_userfaultfd, "0", 1},
+      {"io_uring_setup", __NR_io_uring_setup, "1, 0", 1},
+      {"clone(CLONE_NEWNS)", __NR_clone, "0x20000 | 17, 0, 0, 0, 0", 1},
+      {"clone3", __NR_clone3, "0, 0", 38},
+  };
+  std::string py = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n";
+  for (auto& c : calls)
+    py += "r = libc.syscall(" + std::to_string(c.nr) + ", " + c.args + ")\nprint('" + c.name + "', r, ctypes.get_errno())\n";
+  auto r = b.exec("python3 -c \"$(cat <<'EOF'\n" + py + "EOF\n)\"", 30000);
+  INFO(r.out);
+  std::istringstream in(r.out);
+  size_t i = 0;
+  for (std::string line; std::getline(in, line) && i < std::size(calls); ++i) {
+    INFO(line);
+    CHECK(line == std::string(calls[i].name) + " -1 " + std::to_string(calls[i].errno_expected));
+  }
+  CHECK(i == std::size(calls));
+  // What agents do use still works: threads, fork, pipes, subprocesses, git.
+  CHECK(b.exec("python3 -c 'import threading, subprocess; t = threading.Thread(target=print); t.start(); t.join(); "
+               "print(subprocess.run([\"echo\", \"ok\"], capture_output=True).stdout.decode().strip())'")
+            .out == "\nok\n");
+  CHECK(b.exec("git init -q /tmp/r && cd /tmp/r && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x && git log --oneline | wc -l").out == "1\n");
+}
+
+TEST_CASE("limits come from the host's capacity: a config that cannot fit is refused, the writable layer is bounded") {
+  std::string msg;
+  // 1000 sandboxes of 8 GiB fit no host this test runs on.
+  CHECK(error_code_of([&] { Runtime r(R"(, "max_sandboxes": 1000, "default_memory_limit_mb": 8192)"); }, &msg) == MLPT_FAILED_PRECONDITION);
+  CHECK_THAT(msg, Catch::Contains("cannot fit") && Catch::Contains("max_sandboxes = 1000"));
+  // One sandbox asking for more than the host has is refused at create.
+  CHECK(error_code_of([&] { Box b(sandbox_test::test_image(), 1LL << 30, 0); }, &msg) == MLPT_RESOURCE_EXHAUSTED);
+  // A 32 MiB writable layer: a 64 MiB write fails with ENOSPC, the host's /dev/shm is untouched, the sandbox lives on.
+  sandbox_test::RemoveAtExit cleanup{state_dir() + "-small"};  // after the runtime is gone
+  Runtime small(R"(, "writable_layer_mb": 32, "state_dir": ")" + state_dir() + "-small\"");
+  Box b(sandbox_test::test_image(), 0, 0, small);
+  auto r = b.exec("head -c 67108864 /dev/zero > /testbed/big; echo status $?; df -m /testbed | tail -1");
+  INFO(r.out);
+  CHECK(r.out.find("status 0") == std::string::npos);
+  CHECK(r.out.find("No space left") != std::string::npos);
+  CHECK(b.exec("rm -f /testbed/big && echo ok > /testbed/small && cat /testbed/small").out == "ok\n");
 }
