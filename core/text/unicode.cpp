@@ -3,39 +3,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "sdk/include/mlpt/sdk/utf8.hpp"
+
 namespace mlpt::text::unicode {
 namespace {
-
-// Length of the well-formed sequence starting at s[i], or 0 with `bad` = length of the maximal
-// subpart to replace (at least 1).
-size_t sequence_length(std::string_view s, size_t i, size_t& bad) {
-  auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char b = at(i);
-  size_t n = s.size();
-  bad = 1;
-  if (b < 0x80) return 1;
-  unsigned char lo = 0x80, hi = 0xBF;
-  size_t len;
-  if (b >= 0xC2 && b <= 0xDF) len = 2;
-  else if (b >= 0xE0 && b <= 0xEF) {
-    len = 3;
-    if (b == 0xE0) lo = 0xA0;
-    if (b == 0xED) hi = 0x9F;  // no surrogates
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    len = 4;
-    if (b == 0xF0) lo = 0x90;
-    if (b == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    if (i + k >= n) return bad = k, 0;
-    unsigned char c = at(i + k);
-    unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-    if (c < l || c > h) return bad = k, 0;
-  }
-  return len;
-}
 
 uint8_t combining_class(uint32_t cp) {
   if (cp < 0x300) return 0;
@@ -83,36 +54,10 @@ uint32_t compose(uint32_t a, uint32_t b) {
 
 }  // namespace
 
-bool is_valid_utf8(std::string_view s) {
-  size_t i = 0, bad;
-  while (i < s.size()) {
-    if (static_cast<unsigned char>(s[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = sequence_length(s, i, bad);
-    if (!len) return false;
-    i += len;
-  }
-  return true;
-}
+// One implementation for the core and the plugins: the SDK's (plugins cannot include the core).
+bool is_valid_utf8(std::string_view s) { return sdk::utf8::is_valid(s); }
 
-std::string to_valid_utf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 8);
-  size_t i = 0, bad;
-  while (i < s.size()) {
-    size_t len = sequence_length(s, i, bad);
-    if (len) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out.append("\xEF\xBF\xBD");
-      i += bad;
-    }
-  }
-  return out;
-}
+std::string to_valid_utf8(std::string_view s) { return sdk::utf8::to_valid(s); }
 
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {

@@ -179,7 +179,9 @@ std::string format_observation(const DriverReport& r, const std::string& prefix,
 
 std::string BashTool::install_command() const {
   const std::string d = shell_quote(dir_);
-  return "mkdir -p " + d + " && cat > " + d + "/driver.sh <<'MLPT_DRIVER_EOF'\n" + kDriver + "MLPT_DRIVER_EOF\n" +
+  // Whatever the agent left where the state folder or its files go (a file, a link, folders) goes first.
+  return "{ [ -d " + d + " ] && [ ! -L " + d + " ]; } || rm -rf -- " + d + "; rm -rf -- " + d + "/driver.sh " + d + "/cmd " + d +
+         "/cwd 2>/dev/null; mkdir -p " + d + " && cat > " + d + "/driver.sh <<'MLPT_DRIVER_EOF'\n" + kDriver + "MLPT_DRIVER_EOF\n" +
          "chmod 755 " + d + "/driver.sh && printf '%s\\n' " + shell_quote(start_dir_) + " > " + d + "/cwd";
 }
 
@@ -215,7 +217,12 @@ std::string BashTool::run(const nlohmann::json& args) {
   auto limit_text = [&] { return timeout_text.empty() ? python_number(nlohmann::json(static_cast<int64_t>(limits_.max_command_s))) : timeout_text; };
   auto finish = [&](const ShellResult& r, const std::string& prefix) {
     DriverReport rep = parse_driver_output(r.output);
-    if (r.output.find("@@MLPT_STATUS@@") == std::string::npos && !ws_.read_file(dir_ + "/driver.sh")) {
+    // The agent may have removed or replaced the driver (a folder, a link, a huge file): check it in
+    // the sandbox by type and size, never read it into the host.
+    const std::string drv = shell_quote(dir_ + "/driver.sh");
+    if (r.output.find("@@MLPT_STATUS@@") == std::string::npos &&
+        ws_.shell("[ -f " + drv + " ] && [ ! -L " + drv + " ] && [ \"$(stat -c %s -- " + drv + ")\" = " +
+                      std::to_string(std::string_view(kDriver).size()) + " ]", 30000).exit_code != 0) {
       install();  // the agent removed the state folder; the next call works again
       rep.output += "\n[The shell session was reset.]";
     }
@@ -233,7 +240,13 @@ std::string BashTool::run(const nlohmann::json& args) {
              "Send an empty command to see more output, or C-c to interrupt it.";
     return finish(ws_.shell(driver + "poll" + tail, exec_ms), kContinuePrefix);
   }
-  ws_.write_file(dir_ + "/cmd", command + "\n", 0644);
+  try {
+    ws_.write_file(dir_ + "/cmd", command + "\n", 0644);
+  } catch (const std::exception&) {
+    // The agent put something else where the command file goes: reinstall the state folder, retry once.
+    install();
+    ws_.write_file(dir_ + "/cmd", command + "\n", 0644);
+  }
   return finish(ws_.shell(driver + "run" + tail, exec_ms), "");
 }
 

@@ -152,11 +152,14 @@ Editor::Info Editor::stat(const std::string& path) {
   if (a == std::string::npos || a == b) return info;
   info.exists = true;
   info.is_dir = line.substr(0, a) == "directory";
+  info.is_regular = line.compare(0, a, "regular file") == 0 || line.compare(0, a, "regular empty file") == 0;
   try {
     info.mode = static_cast<uint32_t>(std::stoul(line.substr(a + 1, b - a - 1), nullptr, 8));
     info.size = std::stoull(line.substr(b + 1));
   } catch (...) {
   }
+  // Content cut by the shell's output limit (or a file that changed under us) is not the file.
+  if (content_loaded_ && content_.size() != info.size) content_loaded_ = false, content_.clear();
   return info;
 }
 
@@ -167,9 +170,19 @@ std::string Editor::read_text(const std::string& path, const Info& info) {
     throw ToolError("File validation failed for " + path + ": File is too large (" + mb +
                     "MB). Maximum allowed size is " + std::to_string(kMaxFileBytes / 1024 / 1024) + "MB.");
   }
+  // A device, FIFO or socket is never read (a read could block or never end).
+  if (!info.is_regular)
+    throw ToolError("File validation failed for " + path + ": " + path + " is not a regular file and cannot be viewed or edited by this tool.");
   std::optional<std::string> content;
-  if (content_loaded_) content = std::move(content_), content_loaded_ = false;
-  else content = ws_.read_file(path);
+  if (content_loaded_) {
+    content = std::move(content_), content_loaded_ = false;
+  } else {
+    try {
+      content = ws_.read_file(path);
+    } catch (const std::exception& e) {  // replaced, grown or unreadable since stat: an observation
+      throw ToolError("Ran into an error while trying to read " + path + ": " + e.what());
+    }
+  }
   if (!content) throw ToolError("Ran into an error while trying to read " + path);
   if (content->find('\0') != std::string::npos)
     throw ToolError("File validation failed for " + path +

@@ -29,7 +29,7 @@ class Editor {
 
  private:
   struct Info {
-    bool exists = false, is_dir = false;
+    bool exists = false, is_dir = false, is_regular = false;
     uint32_t mode = 0644;
     uint64_t size = 0;
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "mlpt/sdk/error.hpp"
 #include "patch.hpp"
 #include "prompts.hpp"
 #include "text_util.hpp"
@@ -131,7 +132,16 @@ json CodeActEpisode::step(const json& reply) {
       messages.push_back({{"role", "user"}, {"content", "ERROR: a tool call without a name: " + call.dump()}});
       continue;
     }
-    json m = call_tool(call["name"].get<std::string>(), call.contains("arguments") ? call["arguments"] : json());
+    json m;
+    try {
+      m = call_tool(call["name"].get<std::string>(), call.contains("arguments") ? call["arguments"] : json());
+    } catch (const std::exception& e) {
+      auto* sandbox_error = dynamic_cast<const sdk::Error*>(&e);
+      if (sandbox_error && sandbox_error->code() == MLPT_CANCELLED) throw;  // the run is stopping
+      // Whatever the agent did to the sandbox, its tool call ends as an observation, not the run.
+      ++tool_errors_;
+      m = {{"role", "tool"}, {"name", call["name"]}, {"content", "ERROR: the tool failed: " + valid_utf8(e.what())}};
+    }
     if (done_) break;
     messages.push_back(std::move(m));
   }
@@ -153,6 +163,8 @@ json CodeActEpisode::finish(const std::string& end) {
                               patch_command(config_.workspace, base_commit_), 120000);
     if (r.exit_code != 0 || r.timed_out)
       result["patch_error"] = "git diff failed (exit " + std::to_string(r.exit_code) + "): " + valid_utf8(r.output.substr(0, 2000));
+    else if (r.truncated)  // a cut diff is not the agent's change: no patch rather than part of one
+      result["patch_error"] = "the diff is larger than the output limit (" + std::to_string(r.output.size()) + " bytes kept)";
     else
       result["patch"] = valid_utf8(drop_binary_diffs(r.output));
   } catch (const std::exception& e) {

@@ -13,7 +13,7 @@ class SandboxWorkspace final : public Workspace {
       : sandbox_(sandbox), output_limit_(output_limit) {}
   ShellResult shell(const std::string& command, int64_t timeout_ms) override {
     auto r = sandbox_.exec(command, timeout_ms, {}, output_limit_);
-    return ShellResult{r.exit_code, r.timed_out, std::move(r.output)};
+    return ShellResult{r.exit_code, r.timed_out, std::move(r.output), r.truncated};
   }
   std::optional<std::string> read_file(const std::string& path) override {
     try {

@@ -13,6 +13,7 @@ struct ShellResult {
   int exit_code = 0;
   bool timed_out = false;
   std::string output;  // stdout and stderr merged
+  bool truncated = false;  // the output passed the limit and was cut
 };
 
 class Workspace {
