@@ -34,11 +34,17 @@ TEST_PYTHON = os.environ.get("MLPT_TASK_PYTHON", "/usr/bin/python3")
 
 # The hidden-test runner every image gets (benchmark.md §4: `pytest -rA r2e_tests`). The
 # interpreter runs isolated (-I: no PYTHON* variables, no working directory or user site on
-# sys.path) and the repository is appended after the system paths, so no file in /testbed can stand
-# in for pytest or a plugin; `-c /dev/null` ignores ini files the agent might add.
+# sys.path) and the repository joins sys.path only when the session starts, after pytest and its
+# plugins are imported, and after the system paths, so no file in /testbed can stand in for pytest,
+# a plugin or a module they import while starting; `-c /dev/null` ignores ini files the agent
+# might add. The grader also sets PYTEST_DISABLE_PLUGIN_AUTOLOAD.
 RUN_TESTS_SH = """#!/bin/sh
 cd /testbed || exit 2
-exec python3 -I -B -c 'import sys; sys.path.append("/testbed"); import pytest; sys.exit(pytest.main())' \\
+exec python3 -I -B -c 'import sys, pytest
+class Repository:
+    def pytest_sessionstart(self, session):
+        sys.path.append("/testbed")
+sys.exit(pytest.main(plugins=[Repository()]))' \\
   -rA -p no:cacheprovider -c /dev/null --rootdir=/testbed r2e_tests "$@"
 """
 

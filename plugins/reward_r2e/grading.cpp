@@ -39,10 +39,13 @@ std::string prepare_script(const std::string& ws, const std::string& patch_file,
   for (const auto& list : {untracked, protected_patterns()})
     for (const auto& p : list)
       if (!p.empty() && seen.insert(p).second) s += "set -- \"$@\" " + quote("--exclude=" + p) + "\n";
-  s += "echo @@UNTRACKED@@; cat /tmp/mlpt_untracked\n"
-       "echo @@NUMSTAT@@; git -c safe.directory='*' apply --whitespace=fix --numstat \"$@\" " + quote(patch_file) + " 2>/dev/null\n"
-       "echo @@APPLY@@; git -c safe.directory='*' apply --whitespace=fix \"$@\" " + quote(patch_file) + " 2>&1\n"
-       "echo \"@@APPLY_RC@@ $?\"\n"
+  // Every printed section is bounded, so a patch with huge or many files cannot push the markers
+  // past the exec output limit.
+  s += "echo @@UNTRACKED@@; head -c 262144 /tmp/mlpt_untracked; echo\n"
+       "echo @@NUMSTAT@@; git -c safe.directory='*' apply --whitespace=fix --numstat \"$@\" " + quote(patch_file) + " 2>/dev/null | head -c 262144; echo\n"
+       "echo @@APPLY@@; git -c safe.directory='*' apply --whitespace=fix \"$@\" " + quote(patch_file) + " > /tmp/mlpt_apply.out 2>&1\n"
+       "rc=$?; head -c 65536 /tmp/mlpt_apply.out\n"
+       "echo \"@@APPLY_RC@@ $rc\"\n"
        "rm -rf r2e_tests run_tests.sh\n";
   return s;
 }

@@ -1,5 +1,9 @@
 #include "pytest_summary.hpp"
 
+#include <cstdlib>
+#include <regex>
+#include <vector>
+
 namespace mlpt::r2e {
 
 std::string strip_ansi(const std::string& s) {
@@ -53,6 +57,58 @@ std::map<std::string, std::string> parse_pytest_summary(const std::string& outpu
     result[name] = status;
   }
   return result;
+}
+
+TrustedSummary trusted_summary(const std::string& output, int exit_code) {
+  TrustedSummary t;
+  const std::string text = strip_ansi(output);
+  std::vector<std::string> lines;
+  for (size_t start = 0; start < text.size();) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    lines.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  while (!lines.empty() && lines.back().find_first_not_of(" \t") == std::string::npos) lines.pop_back();
+  static const std::regex header("^=+ short test summary info =+$");
+  static const std::regex final_line("^=+ (.+) in [0-9.]+s( \\([0-9:]+\\))? =+$");
+  size_t at = std::string::npos, headers = 0;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].find("short test summary info") != std::string::npos && std::regex_match(lines[i], header)) ++headers, at = i;
+  if (headers != 1) return t.why = std::to_string(headers) + " test summary blocks in the output (expected exactly 1)", t;
+  std::smatch m;
+  if (lines.empty() || !std::regex_match(lines.back(), m, final_line))
+    return t.why = "the output does not end with pytest's final summary line", t;
+  // The counts on the final line, e.g. "5 failed, 3 passed, 1 error".
+  std::map<std::string, long> counted;
+  static const std::regex count("([0-9]+) ([a-z]+)");
+  const std::string counts = m[1].str();
+  for (auto it = std::sregex_iterator(counts.begin(), counts.end(), count); it != std::sregex_iterator(); ++it) {
+    std::string word = (*it)[2].str();
+    if (word == "errors") word = "error";
+    counted[word] += std::atol((*it)[1].str().c_str());
+  }
+  std::map<std::string, long> listed;
+  for (size_t i = at + 1; i + 1 < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    const std::string status = l.substr(0, l.find(' '));
+    static const std::map<std::string, std::string> word = {{"PASSED", "passed"}, {"FAILED", "failed"}, {"ERROR", "error"},
+                                                            {"SKIPPED", "skipped"}, {"XFAIL", "xfailed"}, {"XPASS", "xpassed"}};
+    auto w = word.find(status);
+    if (w == word.end()) return t.why = "a line that is not a test status inside the summary block: " + l.substr(0, 120), t;
+    ++listed[w->second];
+  }
+  for (const char* w : {"passed", "failed", "error"})
+    if (listed[w] != counted[w])
+      return t.why = "the summary lists " + std::to_string(listed[w]) + " " + w + " but its final line counts " + std::to_string(counted[w]), t;
+  const bool all_good = counted["failed"] == 0 && counted["error"] == 0;
+  if (all_good != (exit_code == 0))
+    return t.why = "exit status " + std::to_string(exit_code) + " disagrees with the summary (" + counts + ")", t;
+  std::string block;
+  for (size_t i = at; i < lines.size(); ++i) block += lines[i] + "\n";
+  t.tests = parse_pytest_summary(block);
+  t.ok = true;
+  return t;
 }
 
 }  // namespace mlpt::r2e

@@ -10,6 +10,7 @@
 
 #include "grading.hpp"
 #include "pytest_summary.hpp"
+#include "tamper_scan.hpp"
 
 namespace {
 
@@ -56,11 +57,21 @@ class R2EReward final : public mlpt::sdk::Reward {
     args.out_flags = args.episode_end == MLPT_EPISODE_TIMEOUT ? MLPT_REWARD_FLAG_AGENT_TIMEOUT : 0u;
     auto done = [&](const std::string& reason) {
       details["reason"] = reason;
-      mlpt::sdk::write(args.details, details.dump());
+      // Test output and patch text are the sandbox's bytes: invalid UTF-8 is replaced, never thrown.
+      mlpt::sdk::write(args.details, details.dump(-1, ' ', false, json::error_handler_t::replace));
     };
 
     const std::string patch = result.contains("patch") && result["patch"].is_string() ? result["patch"].get<std::string>() : "";
     if (patch.find_first_not_of(" \t\r\n") == std::string::npos) return done("empty patch");
+
+    // Patches that reach into the runner, the import machinery or the call stack: graded as any
+    // other, and flagged so that every such reward is visible in the report.
+    auto findings = mlpt::r2e::scan_patch_for_tampering(patch);
+    if (!findings.empty()) {
+      args.out_flags |= MLPT_REWARD_FLAG_TAMPER_SUSPECT;
+      for (const auto& f : findings)
+        details["tamper_suspect"].push_back({{"file", f.file}, {"pattern", f.pattern}, {"line", f.line}});
+    }
 
     auto t0 = std::chrono::steady_clock::now();
     mlpt::sdk::BoundSandbox box(args.binding, image_of(task));
@@ -76,6 +87,10 @@ class R2EReward final : public mlpt::sdk::Reward {
     box.write_file("/tmp/mlpt_agent.patch", patch, 0644);
     auto prep_run = box.exec(mlpt::r2e::prepare_script(workspace_, "/tmp/mlpt_agent.patch", from_harness), 120000);
     auto prep = mlpt::r2e::parse_prepare(prep_run.output);
+    if (!prep.complete && prep_run.truncated) {  // the patch's own bytes overflowed the limit: the rollout's doing
+      details["timing"]["apply_s"] = seconds_since(t1);
+      return done("preparing the patch printed more than the output limit");
+    }
     if (!prep.complete)
       throw Error(MLPT_INTERNAL, "reward r2e: preparing the grading sandbox failed (exit " +
                                      std::to_string(prep_run.exit_code) + "): " + tail(prep_run.output, 2000));
@@ -107,7 +122,10 @@ class R2EReward final : public mlpt::sdk::Reward {
     details["timing"]["apply_s"] = seconds_since(t1);
 
     auto t2 = std::chrono::steady_clock::now();
-    auto run = box.exec("cd " + workspace_ + " && if command -v bash >/dev/null; then bash run_tests.sh; else sh run_tests.sh; fi",
+    // pytest loads no plugin by itself: entry points declared by metadata in the repository
+    // (dist-info, egg-info) would otherwise run inside the test process.
+    auto run = box.exec("cd " + workspace_ + " && export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 && "
+                        "if command -v bash >/dev/null; then bash run_tests.sh; else sh run_tests.sh; fi",
                         static_cast<int64_t>(test_timeout_s_ * 1000), {}, 8u << 20);
     details["timing"]["tests_s"] = seconds_since(t2);
     details["test_exit_code"] = run.exit_code;
@@ -116,7 +134,17 @@ class R2EReward final : public mlpt::sdk::Reward {
       args.out_flags |= MLPT_REWARD_FLAG_TEST_TIMEOUT;
       return done("test run timed out");
     }
-    auto got = mlpt::r2e::parse_pytest_summary(run.output);
+    if (run.truncated) {  // the real summary may be what was cut
+      args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
+      return done("test output passed the output limit and was cut");
+    }
+    auto summary = mlpt::r2e::trusted_summary(run.output, run.exit_code);
+    if (!summary.ok) {
+      details["tests"] = mlpt::r2e::parse_pytest_summary(run.output);
+      args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
+      return done("untrusted test output: " + summary.why);
+    }
+    const auto& got = summary.tests;
     details["tests"] = got;
     auto cmp = mlpt::r2e::compare(expected, got);
     details["mismatches"] = cmp.mismatches;

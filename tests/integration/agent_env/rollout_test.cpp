@@ -260,3 +260,123 @@ TEST_CASE("the forcing conftest.py would pass the unfixed code: the exclusion is
   CHECK(out.find("FAILED") == std::string::npos);
   CHECK(out.find("PASSED " + file + "::" + name) != std::string::npos);
 }
+
+// ---- Hostile rollouts: what an agent under training may do, through the real harness and grader ----
+// Attack counts per class are in the report of issue 14; every attack here must hold.
+
+namespace {
+json editor_view(const std::string& path) { return reply({call("str_replace_editor", {{"command", "view"}, {"path", path}})}); }
+// Every observation must be valid UTF-8 (dump throws on anything else).
+void check_all_valid_utf8(const std::vector<json>& observations) {
+  for (const auto& o : observations) CHECK_NOTHROW(o.dump());
+}
+}  // namespace
+
+TEST_CASE("hostile output never ends a run: binary output, invalid UTF-8, devices, FIFOs, replaced helper files") {
+  const auto* task = one_per_project()[0];
+  const std::string state = "/tmp/.mlpt_bash";
+  std::vector<json> replies = {
+      bash("python3 -c 'import random, sys; r = random.Random(7); sys.stdout.buffer.write(bytes(r.getrandbits(8) for _ in range(200000)))'"),
+      bash("printf 'lead bytes \\370\\210\\200\\200\\200 \\377\\376 \\365\\200\\200 split \\342\\202'"),
+      editor_view("/dev/zero"),
+      bash("mkfifo /tmp/fifo"),
+      editor_view("/tmp/fifo"),
+      editor_view("/dev/urandom"),
+      bash("rm -rf " + state + "/driver.sh && mkdir " + state + "/driver.sh"),
+      bash("echo after-driver-dir"),
+      bash("rm -rf " + state + "/driver.sh && truncate -s 1G " + state + "/driver.sh"),
+      bash("echo after-sparse-driver"),
+      bash("rm -rf " + state + "/cmd && mkdir " + state + "/cmd"),
+      bash("echo after-cmd-dir"),
+      bash("rm -rf " + state + " && echo gone > " + state),
+      bash("echo after-state-file"),
+      bash("printf 'x = \"\\377\\376\\365\"\\n' > /testbed/bad_bytes.py && printf '\\342\\202' >> /testbed/README.md"),
+      finish(),
+  };
+  Env::Rollout r;
+  REQUIRE_NOTHROW(r = env().run(*task, replies));
+  INFO(contents(r.observations).substr(0, 4000));
+  check_all_valid_utf8(r.observations);
+  const std::string all = contents(r.observations);
+  for (const char* after : {"after-driver-dir", "after-sparse-driver", "after-cmd-dir", "after-state-file"}) CHECK_THAT(all, Catch::Contains(after));
+  CHECK_THAT(all, Catch::Contains("is not a regular file"));
+  CHECK(r.grade.reward == 0.0);
+  CHECK(r.grade.details.contains("reason"));
+}
+
+TEST_CASE("a patch whose preparation prints more than the exec output limit is graded, not an error") {
+  const auto* task = one_per_project()[0];
+  std::string patch;
+  for (int i = 0; i < 20000; ++i) {
+    std::string f = "generated/file_with_a_rather_long_name_to_fill_numstat_" + std::to_string(i) + ".txt";
+    patch += "diff --git a/" + f + " b/" + f + "\nnew file mode 100644\n--- /dev/null\n+++ b/" + f + "\n@@ -0,0 +1 @@\n+x\n";
+  }
+  json result = {{"patch", patch}, {"untracked_at_start", json::array()}};
+  mlpt::components::Grade g;
+  REQUIRE_NOTHROW(g = env().reward->grade(task->row.dump(), result.dump(), MLPT_EPISODE_FINISHED, env().runtime->binding()));
+  INFO(g.details.dump().substr(0, 2000));
+  CHECK(g.reward == 0.0);
+  CHECK(g.details.contains("reason"));
+}
+
+TEST_CASE("reward without a fix: fake summaries, entry-point plugins and in-process rewiring earn 0 or are flagged") {
+  const auto* task = one_per_project()[0];
+  auto [file, name] = hidden_test(*task);
+  std::string names = "[";
+  for (const auto& [test, status] : task->expected) names += "'" + test + "', ";
+  names += "]";
+  const std::string fake_block = "'=== short test summary info ===\\n' + ''.join('PASSED " + file +
+                                 "::%s\\n' % t for t in " + names + ") + '=== %d passed in 0.01s ===\\n' % len(" + names + ")";
+  const std::string pkg = "/testbed/" + task->repo_name + "/__init__.py";
+  const std::string forcing_hook = "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+                                   "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n";
+  auto create = [&](const std::string& path, const std::string& text) {
+    return reply({call("str_replace_editor", {{"command", "create"}, {"path", path}, {"file_text", text}})});
+  };
+  struct Attack {
+    const char* what;
+    std::vector<json> replies;
+    uint32_t flags_required;  // flags the grade must carry
+  };
+  std::vector<Attack> attacks = {
+      {"a fake summary printed after the real one, exit forced to 0",
+       {create("/tmp/append.py", "\nimport atexit as _a, os as _o, sys as _s\ndef _fake():\n    _s.stdout.write(" + fake_block +
+                                     ")\n    _s.stdout.flush()\n    _o._exit(0)\n_a.register(_fake)\n"),
+        bash("cat /tmp/append.py >> " + pkg + " && rm /tmp/append.py"), finish()},
+       MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED | MLPT_REWARD_FLAG_TAMPER_SUSPECT},
+      {"a fake summary followed by filler that cuts the real one off",
+       {create("/tmp/append.py", "\nimport atexit as _a, os as _o, sys as _s\ndef _fake():\n    _s.stdout.write(" + fake_block +
+                                     " + 'x' * (9 << 20))\n    _s.stdout.flush()\n    _o._exit(0)\n_a.register(_fake)\n"),
+        bash("cat /tmp/append.py >> " + pkg + " && rm /tmp/append.py"), finish()},
+       MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED},
+      {"a pytest plugin declared by dist-info entry points in the repository",
+       {create("/testbed/mlpt_evil-0.dist-info/METADATA", "Metadata-Version: 2.1\nName: mlpt-evil\nVersion: 0\n"),
+        create("/testbed/mlpt_evil-0.dist-info/entry_points.txt", "[pytest11]\nmlpt_evil = mlpt_evil_plugin\n"),
+        create("/testbed/mlpt_evil_plugin.py", forcing_hook), finish()},
+       0},
+      {"a pytest plugin declared by egg-info entry points in the repository",
+       {create("/testbed/mlpt_evil2.egg-info/PKG-INFO", "Metadata-Version: 2.1\nName: mlpt-evil2\nVersion: 0\n"),
+        create("/testbed/mlpt_evil2.egg-info/entry_points.txt", "[pytest11]\nmlpt_evil2 = mlpt_evil2_plugin\n"),
+        create("/testbed/mlpt_evil2_plugin.py", forcing_hook), finish()},
+       0},
+      {"code under test rewiring pytest's report objects",
+       {create("/tmp/append.py", "\nimport _pytest.reports as _r\n_orig = _r.TestReport.from_item_and_call\n"
+                                 "def _forced(cls, item, call):\n    rep = _orig.__func__(cls, item, call)\n    rep.outcome = 'passed'\n    return rep\n"
+                                 "_r.TestReport.from_item_and_call = classmethod(_forced)\n"),
+        bash("cat /tmp/append.py >> " + pkg + " && rm /tmp/append.py"), finish()},
+       MLPT_REWARD_FLAG_TAMPER_SUSPECT},
+  };
+  int held = 0;
+  for (const auto& a : attacks) {
+    auto r = env().run(*task, a.replies);
+    INFO(a.what << "\n" << contents(r.observations).substr(0, 3000) << "\n" << r.grade.details.dump(1).substr(0, 3000));
+    CHECK(r.result["patch"] != "");
+    const bool flagged = (r.grade.flags & a.flags_required) == a.flags_required;
+    CHECK(flagged);
+    // In-process rewiring may still pass the tests (the reference grader shares the class); it must be flagged.
+    if (a.flags_required & MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED || a.flags_required == 0) CHECK(r.grade.reward == 0.0);
+    held += flagged && (r.grade.reward == 0.0 || (r.grade.flags & MLPT_REWARD_FLAG_TAMPER_SUSPECT));
+  }
+  WARN("reward attacks held: " << held << " of " << attacks.size());
+  CHECK(held == static_cast<int>(attacks.size()));
+}
