@@ -1,9 +1,12 @@
 #include "core/check/conformance.hpp"
 
+#include <sys/syscall.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
 #include <set>
@@ -249,6 +252,74 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
   });
 }
 
+// ---- Sandbox confinement: what a command inside may not do to the host ----
+// Each probe runs in a fresh sandbox through `run` (command, output) -> exit code, and is safe to
+// run where confinement is missing: settings are opened for writing but never written, and the
+// denied system calls get arguments that change nothing.
+void check_sandbox_confinement(Suite& s, const std::string& name, const std::function<int(const std::string&, std::string*)>& run) {
+  s.check(name, "not_host_root", [&](std::string& ev) {
+    std::string out;
+    run("cat /proc/self/uid_map", &out);
+    // Every mapped range "inside outside count" must leave out the host's uid 0.
+    std::istringstream in(out);
+    bool maps_root = false, any = false;
+    for (long long inside, outside, count; in >> inside >> outside >> count;) any = true, maps_root |= outside == 0;
+    ev = "uid_map: " + json(out.substr(0, 120)).dump();
+    return any && !maps_root;
+  });
+  s.check(name, "kernel_settings_read_only", [&](std::string& ev) {
+    std::string out;
+    run("for f in /proc/sys/kernel/core_pattern /proc/sys/kernel/modprobe /proc/sys/vm/drop_caches /proc/sysrq-trigger; do "
+        "test -e $f || continue; (: >> $f) 2>/dev/null && echo \"writable $f\"; done; "
+        "awk '$5 == \"/sys\" || index($5, \"/sys/\") == 1 { split($6, o, \",\"); if (o[1] != \"ro\") print \"writable mount \" $5 }' /proc/self/mountinfo",
+        &out);
+    ev = out.empty() ? "/proc/sys, /proc/sysrq-trigger and /sys are read-only or absent" : out.substr(0, 200);
+    return out.empty();
+  });
+  s.check(name, "no_capabilities", [&](std::string& ev) {
+    std::string out;
+    run("grep -E '^Cap(Eff|Prm|Bnd|Amb):' /proc/self/status", &out);
+    std::istringstream in(out);
+    int sets = 0, empty = 0;
+    for (std::string key, value; in >> key >> value;) ++sets, empty += value.find_first_not_of('0') == std::string::npos;
+    ev = json(out).dump();
+    return sets == 4 && empty == 4;
+  });
+  s.check(name, "seccomp_denies_kernel_interfaces", [&](std::string& ev) {
+    struct Probe {
+      const char* name;
+      long nr;
+      const char* args;
+    };
+    const Probe probes[] = {{"mount", SYS_mount, "b'none', b'/nonexistent', b'tmpfs', 0, 0"},
+                            {"unshare", SYS_unshare, "0x10000000"},
+                            {"init_module", SYS_init_module, "0, 0, b''"},
+                            {"keyctl", SYS_keyctl, "0, -3, 0, 0, 0"},
+                            {"ptrace", SYS_ptrace, "16, 1, 0, 0"},
+                            {"bpf", SYS_bpf, "0, 0, 0"},
+                            {"perf_event_open", SYS_perf_event_open, "0, 0, -1, -1, 0"},
+                            {"reboot", SYS_reboot, "0, 0, 0, 0"}};
+    std::string py = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n";
+    for (const auto& p : probes)
+      py += "r = libc.syscall(" + std::to_string(p.nr) + ", " + p.args + "); print('" + p.name + "', r, ctypes.get_errno())\n";
+    std::string out;
+    run("grep '^Seccomp:' /proc/self/status; command -v python3 >/dev/null || { echo no-python; exit 0; }; python3 -c \"$(cat <<'EOF'\n" + py + "EOF\n)\"", &out);
+    if (out.find("no-python") != std::string::npos) return ev = "the image has no python3 to probe with", false;
+    std::istringstream in(out);
+    std::string line, allowed;
+    bool filtered = false;
+    int denied = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("Seccomp:", 0) == 0) filtered = line.find('2') != std::string::npos;
+      else if (line.find(" -1 1") != std::string::npos) ++denied;
+      else allowed += (allowed.empty() ? "" : ", ") + line;
+    }
+    ev = std::string(filtered ? "seccomp filter on; " : "NO seccomp filter; ") + std::to_string(denied) + "/" +
+         std::to_string(std::size(probes)) + " probes refused with EPERM" + (allowed.empty() ? "" : "; not refused: " + allowed);
+    return filtered && denied == static_cast<int>(std::size(probes));
+  });
+}
+
 // Returns the runtime for the harness and reward checks (null when it could not be created).
 std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin::ComponentSet& set, const std::string& image) {
   const auto& comp = set.component(MLPT_COMPONENT_SANDBOX);
@@ -321,6 +392,32 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
     ev = out.empty() ? "no r2e_tests folder or run_tests.sh in the agent's sandbox" : "VISIBLE: " + out;
     return out.empty();
   });
+  check_sandbox_confinement(s, name, [&](const std::string& cmd, std::string* out) {
+    auto sb = runtime->create(image);
+    return exec(*runtime, sb->handle(), cmd, 30000, out);
+  });
+  s.check(name, "read_file_bounded", [&](std::string& ev) {
+    // A 1 GiB sparse file, a FIFO and a device: none may be read into the host (or block it).
+    auto sb = runtime->create(image);
+    exec(*runtime, sb->handle(), "truncate -s 1G /tmp/mlpt_sparse && mkfifo /tmp/mlpt_fifo", 10000, nullptr);
+    std::string verdicts;
+    bool ok = true;
+    for (const char* path : {"/tmp/mlpt_sparse", "/tmp/mlpt_fifo", "/dev/zero"}) {
+      size_t got = 0;
+      mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, &got, [](void* ctx, const char*, size_t n) { *static_cast<size_t*>(ctx) += n; }};
+      mlpt_sandbox_read_file_args a{MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE, sb->handle(), {path, std::strlen(path)}, &sink};
+      mlpt_error* e = runtime->binding()->api->read_file(&a);
+      const auto* errors = runtime->binding()->errors;
+      mlpt_error_code code = e ? errors->error_code(e) : MLPT_OK;
+      if (e) errors->error_destroy(e);
+      const bool refused = code == MLPT_RESOURCE_EXHAUSTED || code == MLPT_INVALID_ARGUMENT;
+      ok &= refused && got <= (64u << 20) + 1;
+      verdicts += std::string(verdicts.empty() ? "" : "; ") + path + ": " + (refused ? "refused" : "NOT refused") + " (code " +
+                  std::to_string(code) + ", " + std::to_string(got) + " bytes read)";
+    }
+    ev = verdicts;
+    return ok;
+  });
   // Limits, where declared: python3 in the image allocates and forks past them.
   const char* memory_probe = "command -v python3 >/dev/null || { echo no-python; exit 0; }; python3 -c 'b = bytearray(512 << 20); b[::4096] = b\"x\" * len(b[::4096]); print(\"allocated\", len(b))'";
   if (runtime->capabilities().limits_memory) {
@@ -392,6 +489,21 @@ std::string tool_name(const json& tool) {
 
 // The hack patches every patch-graded reward must score 0 with: each edits what grading must
 // ignore (the hidden tests, the test runner, pytest's hooks) so that every test "passes".
+// A new-file patch declaring a pytest11 entry point in package metadata under the repository,
+// whose plugin marks every test passed.
+std::string entry_point_hack(const std::string& meta_dir, const std::string& meta_file) {
+  auto file = [](const std::string& path, const std::vector<std::string>& lines) {
+    std::string d = "diff --git a/" + path + " b/" + path + "\nnew file mode 100644\n--- /dev/null\n+++ b/" + path +
+                    "\n@@ -0,0 +1," + std::to_string(lines.size()) + " @@\n";
+    for (const auto& l : lines) d += "+" + l + "\n";
+    return d;
+  };
+  return file(meta_dir + "/" + meta_file, {"Metadata-Version: 2.1", "Name: mlpt-hack", "Version: 0"}) +
+         file(meta_dir + "/entry_points.txt", {"[pytest11]", "mlpt_hack = mlpt_hack_plugin"}) +
+         file("mlpt_hack_plugin.py", {"import pytest", "@pytest.hookimpl(hookwrapper=True)", "def pytest_runtest_makereport(item, call):",
+                                      "    outcome = yield", "    outcome.get_result().outcome = 'passed'"});
+}
+
 const std::vector<std::pair<std::string, std::string>>& known_hacks() {
   static const std::vector<std::pair<std::string, std::string>> hacks = {
       {"conftest_forces_pass",
@@ -404,6 +516,18 @@ const std::vector<std::pair<std::string, std::string>>& known_hacks() {
       {"hidden_tests_planted",
        "diff --git a/r2e_tests/test_planted.py b/r2e_tests/test_planted.py\nnew file mode 100644\n--- /dev/null\n"
        "+++ b/r2e_tests/test_planted.py\n@@ -0,0 +1,2 @@\n+def test_planted():\n+    assert True\n"},
+      // pytest plugins the runner would load by itself: entry points in metadata under the repository.
+      {"entry_point_plugin_dist_info", entry_point_hack("mlpt_hack-0.dist-info", "METADATA")},
+      {"entry_point_plugin_egg_info", entry_point_hack("mlpt_hack.egg-info", "PKG-INFO")},
+      // So many files that preparing the patch prints past any exec output limit.
+      {"huge_patch_preparation", [] {
+         std::string patch;
+         for (int i = 0; i < 20000; ++i) {
+           std::string f = "mlpt_generated/a_file_with_a_long_name_to_fill_the_listing_" + std::to_string(i) + ".txt";
+           patch += "diff --git a/" + f + " b/" + f + "\nnew file mode 100644\n--- /dev/null\n+++ b/" + f + "\n@@ -0,0 +1 @@\n+x\n";
+         }
+         return patch;
+       }()},
   };
   return hacks;
 }

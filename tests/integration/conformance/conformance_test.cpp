@@ -88,12 +88,15 @@ TEST_CASE("the SWE combination conforms: sandbox isolation, harness tools, golde
   auto report = mlpt::check::check_plugins(load("swe-tiny.toml"));
   INFO(mlpt::check::format_report(report));
   CHECK(report.passed());
-  for (const char* id : {"runtime_create", "no_network", "writable_layer_discarded", "timeout_kills_tree", "hidden_tests_not_visible"})
+  for (const char* id : {"runtime_create", "no_network", "writable_layer_discarded", "timeout_kills_tree", "hidden_tests_not_visible",
+                         "not_host_root", "kernel_settings_read_only", "no_capabilities", "seccomp_denies_kernel_interfaces", "read_file_bounded"})
     require_passed(report, "sandbox", id);
   for (const char* id : {"start_messages_and_tools", "tool_errors_are_observations", "bash_runs_in_sandbox", "finish_ends_episode"})
     require_passed(report, "harness", id);
   for (const char* id : {"empty_result_scores_0", "correct_answer_scores_1", "hack_conftest_forces_pass_scores_0",
-                         "hack_runner_replaced_scores_0", "hack_hidden_tests_planted_scores_0"})
+                         "hack_runner_replaced_scores_0", "hack_hidden_tests_planted_scores_0",
+                         "hack_entry_point_plugin_dist_info_scores_0", "hack_entry_point_plugin_egg_info_scores_0",
+                         "hack_huge_patch_preparation_scores_0"})
     require_passed(report, "reward", id);
   // Limits are checked where the runtime declares them (cgroups may be absent on a machine).
   for (const char* id : {"memory_limit_holds", "process_limit_holds"}) {
