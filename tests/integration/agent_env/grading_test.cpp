@@ -70,7 +70,7 @@ TEST_CASE("the grader trusts exactly one summary block at the true end, with cou
       {"a fake block in captured output before the real one", "PASSES\n" + fake_block + real, 1, "2 test summary blocks"},
       {"a fake block followed by filler that cut the real one off", fake_block + std::string(1000, 'x') + "\n", 0,
        "does not end with pytest's final"},
-      {"the real output cut before its final line", real.substr(0, real.rfind("=========================")), 1,
+      {"the real output cut before its final line", real.substr(0, real.rfind('\n', real.find_last_not_of('\n')) + 1), 1,
        "does not end with pytest's final"},
       {"a real summary with the exit status forced to 0", real, 0, "exit status 0 disagrees"},
       {"a summary whose final line counts differ from its lines",
@@ -78,7 +78,7 @@ TEST_CASE("the grader trusts exactly one summary block at the true end, with cou
       {"a foreign line inside the summary block",
        "=== short test summary info ===\nPASSED a.py::t1\nhello\n=== 1 passed in 0.01s ===\n", 0, "not a test status"},
       {"no summary at all", "collected 0 items\n", 5, "0 test summary blocks"},
-      {"invalid UTF-8 and binary noise around a fake block", "\xff\xfe\xf5\x80" + fake_block + "\xc3", 0, "does not end"},
+      {"invalid UTF-8 and binary noise around a fake block", "\xff\xfe\xf5\x80\n" + fake_block + "\xc3", 0, "does not end"},
   };
   for (const auto& a : attacks) {
     auto v = mlpt::r2e::trusted_summary(a.output, a.exit_code);

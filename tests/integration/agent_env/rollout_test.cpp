@@ -4,14 +4,18 @@
 // 0; each reward hack scores 0. Needs the images of scripts/build-task-images.sh.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <set>
 
 #include "core/components/instances.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/rollout/task_record.hpp"
+#include "mlpt/sdk/utf8.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -283,8 +287,10 @@ TEST_CASE("hostile output never ends a run: binary output, invalid UTF-8, device
       editor_view("/tmp/fifo"),
       editor_view("/dev/urandom"),
       bash("rm -rf " + state + "/driver.sh && mkdir " + state + "/driver.sh"),
+      bash("echo lost-to-the-reset"),  // the driver is gone: this call resets the shell session
       bash("echo after-driver-dir"),
       bash("rm -rf " + state + "/driver.sh && truncate -s 1G " + state + "/driver.sh"),
+      bash("echo lost-to-the-reset"),
       bash("echo after-sparse-driver"),
       bash("rm -rf " + state + "/cmd && mkdir " + state + "/cmd"),
       bash("echo after-cmd-dir"),
@@ -300,6 +306,7 @@ TEST_CASE("hostile output never ends a run: binary output, invalid UTF-8, device
   const std::string all = contents(r.observations);
   for (const char* after : {"after-driver-dir", "after-sparse-driver", "after-cmd-dir", "after-state-file"}) CHECK_THAT(all, Catch::Contains(after));
   CHECK_THAT(all, Catch::Contains("is not a regular file"));
+  CHECK_THAT(all, Catch::Contains("[The shell session was reset.]"));
   CHECK(r.grade.reward == 0.0);
   CHECK(r.grade.details.contains("reason"));
 }
@@ -379,4 +386,62 @@ TEST_CASE("reward without a fix: fake summaries, entry-point plugins and in-proc
   }
   WARN("reward attacks held: " << held << " of " << attacks.size());
   CHECK(held == static_cast<int>(attacks.size()));
+}
+
+namespace {
+// Random bytes as a printf(1) format: every byte as an octal escape, so any value survives the shell.
+std::string printf_bytes(std::mt19937& rng, size_t n, bool names = false) {
+  std::string f;
+  char b[8];
+  for (size_t i = 0; i < n; ++i) {
+    unsigned v = rng() % 256;
+    if (names && (v == 0 || v == '/')) v = 'x';
+    if (!v) v = 1;
+    std::snprintf(b, sizeof b, "\\%03o", v);
+    f += b;
+  }
+  return f;
+}
+std::string random_text(std::mt19937& rng, size_t n) {  // what a model may write: valid UTF-8, any code points
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng() % 256);
+  return mlpt::sdk::utf8::to_valid(s);
+}
+// One random tool call of an agent gone wrong.
+json fuzz_reply(std::mt19937& rng) {
+  switch (rng() % 7) {
+    case 0: return bash("printf '" + printf_bytes(rng, 1 + rng() % 3000) + "'");
+    case 1: {  // a random file tree with random names and contents under /testbed
+      std::string d = "/testbed/fz_" + std::to_string(rng() % 100);
+      return bash("mkdir -p " + d + " && cd " + d + " && for i in 1 2 3; do n=$(printf '" + printf_bytes(rng, 1 + rng() % 12, true) +
+                  "')$i; mkdir -p \"d$i\" && printf '" + printf_bytes(rng, rng() % 500) + "' > \"d$i/$n\"; done; ls -R | head -c 300");
+    }
+    case 2: return editor_view("/testbed/fz_" + std::to_string(rng() % 100) + "/d1");
+    case 3: return reply({call("str_replace_editor", {{"command", "create"}, {"path", "/testbed/fz_" + std::to_string(rng() % 100) + ".py"},
+                                                      {"file_text", random_text(rng, rng() % 400)}})});
+    case 4: return reply({call("str_replace_editor", {{"command", "str_replace"}, {"path", "/testbed/README.md"},
+                                                      {"old_str", random_text(rng, 3)}, {"new_str", random_text(rng, 8)}})});
+    case 5: return reply({call(random_text(rng, 6), {{"x", random_text(rng, 20)}})});
+    default: return bash("cat /dev/urandom | head -c " + std::to_string(rng() % 200000) + "; " + random_text(rng, 10));
+  }
+}
+}  // namespace
+
+TEST_CASE("seeded fuzz: random bytes and random file trees through the harness and the grader never end a run") {
+  // CI runs a few rounds; MLPT_FUZZ_ROUNDS (and MLPT_FUZZ_SEED) run longer, as a benchmark does.
+  const int rounds = std::getenv("MLPT_FUZZ_ROUNDS") ? std::atoi(std::getenv("MLPT_FUZZ_ROUNDS")) : 2;
+  const unsigned seed = std::getenv("MLPT_FUZZ_SEED") ? static_cast<unsigned>(std::atoi(std::getenv("MLPT_FUZZ_SEED"))) : 20261203u;
+  std::mt19937 rng(seed);
+  for (int round = 0; round < rounds; ++round) {
+    const auto* task = &env().tasks[rng() % env().tasks.size()];
+    std::vector<json> replies;
+    for (int i = 0; i < 8; ++i) replies.push_back(fuzz_reply(rng));
+    replies.push_back(finish());
+    Env::Rollout r;
+    INFO("seed " << seed << " round " << round << " task " << task->instance_id);
+    REQUIRE_NOTHROW(r = env().run(*task, replies));
+    check_all_valid_utf8(r.observations);
+    CHECK((r.grade.reward == 0.0 || r.grade.reward == 1.0));
+    CHECK(r.grade.details.contains("reason"));
+  }
 }
