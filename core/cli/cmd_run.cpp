@@ -55,6 +55,7 @@ int run(const std::vector<std::string>& argv) {
               << s.time_already_spent_minutes << " min of earlier attempts (a resumed run is not a scored result)\n";
   std::cout << "  reward: first step " << s.first_step_reward << ", last step " << s.last_step_reward
             << "; best pass@k " << s.best_pass_at_k << "\n"
+            << "  rollouts:   " << s.rollouts << " (" << s.failed_rollouts << " failed, back-filled with reward 0)\n"
             << "  result log: " << s.result_log.string() << "\n"
             << "  metrics:    " << s.metrics.string() << "\n"
             << "  report:     " << s.report.string() << "\n";

@@ -79,7 +79,8 @@ void write_init_block(Logger& log, const RunHyperparameters& h, std::source_loca
   put(k::kNumPromptsPerStep, h.num_prompts_per_step);
   put(k::kNumGenerationsPerPrompt, h.num_generations_per_prompt);
   put(k::kTargetAccuracy, h.target_accuracy);
-  put(k::kGradientAccumulationSteps, h.gradient_accumulation_steps);
+  // 0: not known before training (the run logs the trainer's real micro-batch count after its first step).
+  if (h.gradient_accumulation_steps > 0) put(k::kGradientAccumulationSteps, h.gradient_accumulation_steps);
   if (h.precision_linear) put(k::kPrecisionLinear, *h.precision_linear);
   if (h.precision_attention) put(k::kPrecisionAttention, *h.precision_attention);
   if (h.precision_communication) put(k::kPrecisionCommunication, *h.precision_communication);
@@ -88,6 +89,7 @@ void write_init_block(Logger& log, const RunHyperparameters& h, std::source_loca
   if (h.context_parallelism) put(k::kContextParallelism, *h.context_parallelism);
   if (h.expert_parallelism) put(k::kExpertParallelism, *h.expert_parallelism);
   if (h.max_trajectory_age_steps) put(k::kMaxTrajectoryAgeSteps, *h.max_trajectory_age_steps);
+  for (const auto& [key, value] : h.settings) put(key, value);
 }
 
 }  // namespace mlpt::mllog

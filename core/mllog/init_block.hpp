@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/mllog/logger.hpp"
 
@@ -52,6 +56,9 @@ struct RunHyperparameters {
   std::optional<int64_t> tensor_parallelism, pipeline_parallelism, context_parallelism,
       expert_parallelism;
   std::optional<int64_t> max_trajectory_age_steps;
+  // The framework's own settings that change the benchmark's numbers (limits, loop and loss
+  // settings), logged after everything above in this order; the checker allows unknown keys.
+  std::vector<std::pair<std::string, nlohmann::json>> settings;
 };
 
 // The closed-division hyperparameters for `global_batch_size` (one of 256/512/1024; not checked

@@ -66,6 +66,26 @@ inline constexpr std::string_view kMaxTrajectoryAgeSteps = "max_trajectory_age_s
 // Framework extra: a resumed run (init_checkpoint_step > 0) logs the milliseconds its earlier
 // attempts ran (run_start to their last line), which its time to train includes.
 inline constexpr std::string_view kTimeAlreadySpentMs = "time_already_spent_ms";
+// Optional in the reference's common rules (an integer when logged): sequences per micro-batch.
+inline constexpr std::string_view kMicroBatchSize = "micro_batch_size";
+inline constexpr std::string_view kOptLearningRateDecaySteps = "opt_learning_rate_decay_steps";
+// The framework's settings that change the benchmark's numbers, logged after the hyperparameters
+// (unknown keys to the reference checker, which allows them).
+inline constexpr std::string_view kTisLowerBound = "seq_mask_tis_lower_bound";
+inline constexpr std::string_view kTisUpperBound = "seq_mask_tis_upper_bound";
+inline constexpr std::string_view kLogprobErrorThreshold = "logprob_error_mask_threshold";
+inline constexpr std::string_view kForceOnPolicyRatio = "force_on_policy_ratio";
+inline constexpr std::string_view kAgentMaxIterations = "agent_max_iterations";
+inline constexpr std::string_view kAgentTimeout = "agent_timeout_s";
+inline constexpr std::string_view kCommandTimeout = "command_timeout_s";
+inline constexpr std::string_view kTestTimeout = "test_timeout_s";
+inline constexpr std::string_view kValidationTestTimeout = "validation_test_timeout_s";
+inline constexpr std::string_view kInFlightWeightUpdates = "in_flight_weight_updates";
+inline constexpr std::string_view kMaxRolloutFailureRate = "max_rollout_failure_rate";
+inline constexpr std::array<std::string_view, 13> kFrameworkKeys = {
+    kMicroBatchSize, kOptLearningRateDecaySteps, kTisLowerBound, kTisUpperBound, kLogprobErrorThreshold,
+    kForceOnPolicyRatio, kAgentMaxIterations, kAgentTimeout, kCommandTimeout, kTestTimeout,
+    kValidationTestTimeout, kInFlightWeightUpdates, kMaxRolloutFailureRate};
 
 // ---- Metadata keys ------------------------------------------------------------------------------
 inline constexpr std::string_view kMetaFile = "file";

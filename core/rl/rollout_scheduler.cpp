@@ -1,5 +1,7 @@
 #include "core/rl/rollout_scheduler.hpp"
 
+#include <chrono>
+
 namespace mlpt::rl {
 
 RolloutScheduler::RolloutScheduler(int64_t prompts_per_step, int32_t generations, int64_t max_age,
@@ -54,9 +56,9 @@ void RolloutScheduler::resume() {
   changed_.notify_all();
 }
 
-void RolloutScheduler::wait_idle() {
+void RolloutScheduler::wait_idle(const std::function<bool()>& stop) {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return in_flight_ == 0; });
+  while (in_flight_ != 0 && !stopped_ && !stop()) changed_.wait_for(lock, std::chrono::milliseconds(100));
 }
 
 void RolloutScheduler::stop() {

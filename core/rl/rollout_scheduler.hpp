@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -30,8 +31,9 @@ class RolloutScheduler {
   void skip_to(int64_t prompt_index);
   void pause();
   void resume();
-  // Blocks until no job is in flight (call after pause to drain).
-  void wait_idle();
+  // Blocks until no job is in flight (call after pause to drain), or until `stop` turns true
+  // (polled; a run being interrupted does not wait for long episodes).
+  void wait_idle(const std::function<bool()>& stop = [] { return false; });
   void stop();
 
   int64_t in_flight() const;

@@ -24,7 +24,9 @@ TrainBatch::TrainBatch(const std::vector<Group>& groups, double advantage_epsilo
       tokens_.insert(tokens_.end(), t.tokens.begin(), t.tokens.end());
       loss_mask_.insert(loss_mask_.end(), t.loss_mask.begin(), t.loss_mask.end());
       logprobs_.insert(logprobs_.end(), t.generation_logprobs.begin(), t.generation_logprobs.end());
-      if (with_routing) {
+      if (with_routing && t.failed) {
+        routed_.insert(routed_.end(), t.tokens.size() * static_cast<size_t>(per_token_routing), 0);  // trains nothing
+      } else if (with_routing) {
         if (static_cast<int64_t>(t.routed_experts.size()) != static_cast<int64_t>(t.tokens.size()) * per_token_routing)
           throw Error(MLPT_INTERNAL, "trajectory of prompt " + std::to_string(t.prompt_index) + " lacks routing for replay");
         routed_.insert(routed_.end(), t.routed_experts.begin(), t.routed_experts.end());
@@ -33,6 +35,8 @@ TrainBatch::TrainBatch(const std::vector<Group>& groups, double advantage_epsilo
       advantages_.push_back(static_cast<float>(adv[i]));
       truncated_.push_back(t.truncated ? 1 : 0);
       stats_.truncated += t.truncated;
+      stats_.failed += t.failed;
+      stats_.mixed_version += t.min_weight_version != t.max_weight_version;
       stats_.trainable_tokens += t.generated_tokens();
       reward_sum += t.reward;
       if (current_version >= t.min_weight_version)

@@ -1,5 +1,6 @@
 #include "core/rollout/episode.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace mlpt::rollout {
@@ -17,13 +18,34 @@ void append_context(Trajectory& t, const std::vector<int32_t>& tokens) {
 
 }  // namespace
 
+nlohmann::json task_with_limits(const nlohmann::json& row, const EpisodeLimits& limits) {
+  nlohmann::json task = row;
+  task["mlpt_limits"] = {{"command_timeout_s", limits.command_timeout_s},
+                         {"test_timeout_s", limits.test_timeout_s},
+                         {"agent_timeout_s", limits.agent_timeout_s}};
+  return task;
+}
+
+Trajectory failed_rollout(const EpisodeRequest& req, int32_t context_token, uint64_t weight_version,
+                          const std::string& reason) {
+  Trajectory t;
+  t.prompt_index = req.prompt_index;
+  t.sample_index = req.sample_index;
+  append_context(t, {context_token});
+  t.failed = true;
+  t.end = MLPT_EPISODE_ERROR;
+  t.reward_reason = reason;
+  t.min_weight_version = t.max_weight_version = weight_version;
+  return t;
+}
+
 Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req) {
   const auto started = Clock::now();
   Trajectory t;
   t.prompt_index = req.prompt_index;
   t.sample_index = req.sample_index;
   t.min_weight_version = UINT64_MAX;
-  const std::string task_json = req.task->dump();
+  const std::string task_json = (req.task->is_object() ? task_with_limits(*req.task, req.limits) : *req.task).dump();
   const bool needs_sandbox = env.harness->capabilities().needs_sandbox != 0;
 
   // The agent's sandbox lives until the harness has extracted its result.
@@ -50,12 +72,12 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
   std::vector<int32_t> pending;
   while (true) {
     if (env.cancelled && env.cancelled->load()) throw Error(MLPT_CANCELLED, "rollout cancelled");
-    if (t.turns >= req.limits.max_turns) { end = MLPT_EPISODE_MAX_TURNS; break; }
+    if (t.actions >= req.limits.max_turns) { end = MLPT_EPISODE_MAX_TURNS; break; }
     if (seconds_since(started) > req.limits.agent_timeout_s) { end = MLPT_EPISODE_TIMEOUT; break; }
     append_context(t, pending);
     pending.clear();
     const int64_t room = req.limits.max_sequence_length - static_cast<int64_t>(t.tokens.size());
-    if (room <= 0) { end = MLPT_EPISODE_MAX_CONTEXT; t.truncated = true; break; }
+    if (room <= 0) { end = MLPT_EPISODE_MAX_CONTEXT; break; }  // a first prompt that fills the context
 
     components::GenerateRequest g;
     g.request_id = req.id;
@@ -89,7 +111,8 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
     }
     const bool stopped = !out.tokens.empty() && std::find(env.stop_tokens.begin(), env.stop_tokens.end(),
                                                           out.tokens.back()) != env.stop_tokens.end();
-    if (!stopped && static_cast<int64_t>(t.tokens.size()) >= req.limits.max_sequence_length) {
+    // Truncated (overlong) only when generation filled the context exactly (§3).
+    if (static_cast<int64_t>(t.tokens.size()) >= req.limits.max_sequence_length) {
       end = MLPT_EPISODE_MAX_CONTEXT;
       t.truncated = true;
       t.core_s += seconds_since(core_started);
@@ -99,6 +122,11 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
     }
     std::span<const int32_t> reply_ids(out.tokens.data(), out.tokens.size() - (stopped ? 1 : 0));
     nlohmann::json reply = env.chat->parse_reply(env.tokenizer->decode(reply_ids), tools).to_json();
+    // Iterations as the reference counts them: each tool call is one; a reply without any, or with
+    // a malformed call (the harness then drops all of its calls), is one.
+    const bool malformed = !reply.value("parse_errors", nlohmann::json::array()).empty();
+    const auto calls = reply.value("tool_calls", nlohmann::json::array()).size();
+    t.actions += malformed ? 1 : static_cast<int32_t>(std::max<size_t>(1, calls));
     t.core_s += seconds_since(core_started);
 
     env_started = Clock::now();
@@ -115,14 +143,17 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
     // new messages and the next generation prompt, never re-tokenizing what is in the sequence.
     auto next = env.chat->append_turns(t.tokens, observation.value("messages", nlohmann::json::array()));
     t.core_s += seconds_since(core_started);
+    // The next observation does not fit: a normal ending that trains (not truncated).
     if (static_cast<int64_t>(t.tokens.size() + next.size()) >= req.limits.max_sequence_length) {
       end = MLPT_EPISODE_MAX_CONTEXT;
-      t.truncated = true;
       break;
     }
     pending = std::move(next);
   }
   if (t.min_weight_version == UINT64_MAX) t.min_weight_version = t.max_weight_version;
+  // An agent past its wall-clock limit gets reward 0, however it ended (its patch is not graded).
+  const bool timed_out = end == MLPT_EPISODE_TIMEOUT || seconds_since(started) > req.limits.agent_timeout_s;
+  if (timed_out) end = MLPT_EPISODE_TIMEOUT;
   t.end = end;
 
   env_started = Clock::now();
@@ -132,6 +163,12 @@ Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& req)
   t.environment_s += seconds_since(env_started);
   if (env.engine->capabilities().keeps_sessions) env.engine->session_release(req.id);
 
+  if (timed_out) {
+    t.reward = 0.0;
+    t.reward_flags = MLPT_REWARD_FLAG_AGENT_TIMEOUT;
+    t.reward_reason = "agent timeout: past agent_timeout_s = " + std::to_string(req.limits.agent_timeout_s) + " s, not graded";
+    return t;
+  }
   auto reward_started = Clock::now();
   auto grade = env.reward->grade(task_json, result.dump(), end, env.sandboxes ? env.sandboxes->binding() : nullptr);
   t.reward_s = seconds_since(reward_started);

@@ -42,8 +42,10 @@ struct Trajectory {
   uint32_t reward_flags = 0;
   std::string reward_reason;
   mlpt_episode_end end = MLPT_EPISODE_FINISHED;
-  bool truncated = false;            // overlong: cut by the context limit (loss weight 0)
-  int32_t turns = 0;
+  bool truncated = false;            // overlong: generation filled the context exactly (loss weight 0)
+  bool failed = false;               // the infrastructure failed; back-filled, nothing trains
+  int32_t turns = 0;                 // model replies
+  int32_t actions = 0;               // agent iterations spent: tool calls (a reply without one: 1)
   uint64_t min_weight_version = 0;   // the oldest weights any of its tokens was sampled with
   uint64_t max_weight_version = 0;
   // Wall time split, seconds.

@@ -25,10 +25,11 @@ inline constexpr std::string_view kDivisionOpen = "open";
 
 inline constexpr int64_t kGenerationsPerPrompt = 16;  // rollouts per prompt (a GRPO group)
 inline constexpr int64_t kMaxSequenceLength = 65536;  // context, tokens (prompt + all turns)
-inline constexpr int64_t kMaxTurns = 30;               // agent turns ("Agent reached maximum iteration")
-inline constexpr double kCommandTimeoutSeconds = 60.0;  // one execute_bash command
-inline constexpr double kTestTimeoutSeconds = 60.0;     // the grading test run
-inline constexpr double kAgentTimeoutSeconds = 1800.0;  // agent wall clock for one rollout
+inline constexpr int64_t kMaxTurns = 30;  // agent iterations: each action counts ("Agent reached maximum iteration")
+inline constexpr double kCommandTimeoutSeconds = 300.0;          // one execute_bash command at most (told to the model)
+inline constexpr double kTestTimeoutSeconds = 300.0;             // the grading test run of a training rollout
+inline constexpr double kValidationTestTimeoutSeconds = 180.0;   // the grading test run of a validation rollout
+inline constexpr double kAgentTimeoutSeconds = 1800.0;           // agent wall clock for one rollout; past it, reward 0
 
 // ---- Quality target and evaluation (§1, §2) -----------------------------------------------------
 
@@ -66,6 +67,10 @@ inline constexpr bool is_allowed_global_batch_size(int64_t gbs) {
   return false;
 }
 inline constexpr int64_t prompts_per_step(int64_t gbs) { return gbs / kGenerationsPerPrompt; }
+// The reference's max_steps for the table's batch sizes (30/20/10); 0 for any other.
+inline constexpr int64_t reference_max_steps(int64_t gbs) {
+  return gbs == 256 ? 30 : gbs == 512 ? 20 : gbs == 1024 ? 10 : 0;
+}
 inline constexpr int64_t global_batch_size(int64_t prompts) { return prompts * kGenerationsPerPrompt; }
 
 // ---- Optimizer (§2) ----------------------------------------------------------------------------

@@ -67,12 +67,16 @@ struct Totals {
   double generation_s = 0, environment_s = 0, reward_s = 0, core_s = 0;
   double training_s = 0, weight_transfer_s = 0, validation_s = 0;
   int64_t generated_tokens = 0, rollouts = 0;
+  // Every rollout that ended (training and validation), and those that failed for an infrastructure
+  // reason and were back-filled: the failure rate's two counts.
+  int64_t finished_rollouts = 0, failed_rollouts = 0;
   void add(const rollout::Trajectory& t) {
     std::lock_guard l(m);
     generation_s += t.generation_s, environment_s += t.environment_s, reward_s += t.reward_s, core_s += t.core_s;
     generated_tokens += t.generated_tokens();
-    ++rollouts;
+    ++rollouts, ++finished_rollouts;
   }
+  void add_validation() { std::lock_guard l(m); ++finished_rollouts; }
 };
 
 class BenchmarkRun {
@@ -88,8 +92,14 @@ class BenchmarkRun {
   rollout::EpisodeRequest episode_request(const json& row, size_t row_index, const Dataset& data, int64_t prompt_index,
                                           int32_t sample, bool validation);
   void update_weights(uint64_t version);
+  // A rollout that failed for an infrastructure reason: counted, and the run fails once failures
+  // pass max_rollout_failure_rate. Returns the zero-reward trajectory that stands in for it.
+  rollout::Trajectory back_fill(const rollout::EpisodeRequest& request, const std::string& reason);
   std::optional<eval::PassAtK> validate(int64_t samples);
   void progress_loop();
+  // gradient_accumulation_steps and micro_batch_size, logged once the first step shows the trainer's
+  // real micro-batch count (its "micro_batches" metric; 1 when it reports none).
+  void log_micro_batching(const std::vector<components::Metric>& trainer_metrics);
   void fail(const std::string& reason);
   // Writes the rollout's record and keeps the worst and best training rollouts for the report;
   // then drops its transcript (the buffer needs only the tokens).
@@ -135,6 +145,7 @@ class BenchmarkRun {
   std::vector<EvalRecord> evals_;
   Clock::time_point run_start_;
   int64_t max_steps_ = 0;
+  bool block_open_ = false;  // a block_start waits for its block_stop
 };
 
 void BenchmarkRun::fail(const std::string& reason) {
@@ -199,8 +210,25 @@ rollout::EpisodeRequest BenchmarkRun::episode_request(const json& row, size_t ro
                                     static_cast<float>(validation ? b.validation_top_p : b.training_top_p), 0,
                                     rollout_seed(config_.run.seed, prompt_index, sample, validation)};
   r.id = next_request_id_++;
-  r.limits = rollout::EpisodeLimits{b.max_turns, b.max_sequence_length, b.max_new_tokens_per_turn, b.agent_timeout_s};
+  r.limits = rollout::EpisodeLimits{b.max_turns,       b.max_sequence_length,
+                                    b.max_new_tokens_per_turn, b.agent_timeout_s,
+                                    b.command_timeout_s, validation ? b.validation_test_timeout_s : b.test_timeout_s};
   return r;
+}
+
+rollout::Trajectory BenchmarkRun::back_fill(const rollout::EpisodeRequest& request, const std::string& reason) {
+  int64_t failed, finished;
+  {
+    std::lock_guard l(totals_.m);
+    failed = ++totals_.failed_rollouts;
+    finished = ++totals_.finished_rollouts;
+  }
+  std::fprintf(stderr, "[mlpt] rollout failed (back-filled with reward 0): %s\n", reason.c_str());
+  const double rate = config_.benchmark.max_rollout_failure_rate;
+  if (static_cast<double>(failed) > std::ceil(rate * static_cast<double>(finished)))
+    fail(std::to_string(failed) + " of " + std::to_string(finished) + " rollouts failed, more than max_rollout_failure_rate = " +
+         std::to_string(rate) + "; last: " + reason);
+  return rollout::failed_rollout(request, env_.stop_tokens.front(), version_.load(), reason);
 }
 
 void BenchmarkRun::worker_loop() {
@@ -208,16 +236,16 @@ void BenchmarkRun::worker_loop() {
     const size_t row = static_cast<size_t>(job->prompt_index) % train_.rows.size();
     auto request = episode_request(train_.rows[row], row, train_, job->prompt_index, job->sample_index, false);
     in_flight_.add(request.id);
+    const std::string where = "rollout of prompt " + std::to_string(job->prompt_index) + " sample " + std::to_string(job->sample_index);
     try {
       auto t = rollout::run_episode(env_, request);
       totals_.add(t);
       record_rollout(t, train_.rows[row], false, job->prompt_index / config_.benchmark.num_prompts_per_step + 1);
       buffer_->add(std::move(t));
     } catch (const Error& e) {
-      if (e.code() != MLPT_CANCELLED || !stopping())
-        fail("rollout of prompt " + std::to_string(job->prompt_index) + " sample " + std::to_string(job->sample_index) + ": " + e.what());
+      if (e.code() != MLPT_CANCELLED || !stopping()) buffer_->add(back_fill(request, where + ": " + e.what()));
     } catch (const std::exception& e) {
-      fail(std::string("rollout failed: ") + e.what());
+      buffer_->add(back_fill(request, where + ": " + e.what()));
     }
     in_flight_.remove(request.id);
     scheduler_->done();
@@ -249,6 +277,9 @@ void BenchmarkRun::stop_workers() {
 void BenchmarkRun::update_weights(uint64_t version) {
   auto started = Clock::now();
   scheduler_->pause();
+  // Drain: every episode in flight finishes all its turns on the old weights (unless the run
+  // updates in flight, between the turns of running episodes).
+  if (!config_.benchmark.in_flight_weight_updates) scheduler_->wait_idle([this] { return stopping(); });
   engine_->pause();
   auto weights = trainer_->export_weights();
   // Receive on another thread: a transport may need both ends active at once.
@@ -271,10 +302,10 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
   log_->start(mllog::keys::kEvalStart, {{std::string(mllog::keys::kMetaSamplesCount), samples}});
   // Pause and drain training rollouts; validation runs on an idle engine.
   scheduler_->pause();
-  scheduler_->wait_idle();
+  scheduler_->wait_idle([this] { return stopping(); });
   const size_t tasks = validation_.rows.size();
   std::vector<std::vector<double>> rewards(tasks, std::vector<double>(static_cast<size_t>(k), 0.0));
-  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> next{0}, failed{0};
   std::vector<std::thread> pool;
   for (int64_t w = 0; w < std::min<int64_t>(config_.run.rollout_workers, static_cast<int64_t>(tasks) * k); ++w) {
     pool.emplace_back([&] {
@@ -283,12 +314,16 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
         auto request = episode_request(validation_.rows[task], task, validation_, -1 - static_cast<int64_t>(task),
                                        static_cast<int32_t>(j % k), true);
         in_flight_.add(request.id);
+        const std::string where = "validation rollout of task " + std::to_string(task) + " sample " + std::to_string(j % k);
         try {
           auto t = rollout::run_episode(env_, request);
           rewards[task][static_cast<size_t>(j % k)] = t.reward;
+          totals_.add_validation();
           record_rollout(t, validation_.rows[task], true, samples / config_.benchmark.global_batch_size);
         } catch (const Error& e) {
-          if (e.code() != MLPT_CANCELLED || !stopping()) fail(std::string("validation rollout: ") + e.what());
+          if (e.code() != MLPT_CANCELLED || !stopping()) back_fill(request, where + ": " + e.what()), ++failed;  // reward stays 0
+        } catch (const std::exception& e) {
+          back_fill(request, where + ": " + e.what()), ++failed;
         }
         in_flight_.remove(request.id);
       }
@@ -305,8 +340,17 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
     std::lock_guard l(totals_.m);
     totals_.validation_s += s;
   }
-  evals_.push_back(EvalRecord{samples, m.pass_at_k, m.pass_at_1, m.pass_hat_k, s});
+  evals_.push_back(EvalRecord{samples, m.pass_at_k, m.pass_at_1, m.pass_hat_k, s, failed.load()});
   return m;
+}
+
+void BenchmarkRun::log_micro_batching(const std::vector<components::Metric>& trainer_metrics) {
+  int64_t micro_batches = 1;
+  for (const auto& m : trainer_metrics)
+    if (m.name == "micro_batches" && m.value >= 1) micro_batches = static_cast<int64_t>(std::llround(m.value));
+  const int64_t gbs = config_.benchmark.global_batch_size;
+  log_->point(mllog::keys::kGradientAccumulationSteps, micro_batches);
+  log_->point(mllog::keys::kMicroBatchSize, (gbs + micro_batches - 1) / micro_batches);  // sequences, at most
 }
 
 void BenchmarkRun::progress_loop() {
@@ -374,7 +418,7 @@ RunSummary BenchmarkRun::run() {
   }
 
   log_ = std::make_unique<mllog::Logger>(mllog::Logger::Options{summary.result_log, false, nullptr, nullptr});
-  mllog::RunHyperparameters hp = mllog::closed_division_run(b.global_batch_size, c.run.seed, 0, 0, 0, 1, c.run.org, c.run.platform);
+  mllog::RunHyperparameters hp = mllog::closed_division_run(b.global_batch_size, c.run.seed, 0, 0, 0, 0, c.run.org, c.run.platform);
   hp.division = c.run.division;
   hp.status = c.run.status;
   hp.max_sequence_length = b.max_sequence_length;
@@ -391,6 +435,26 @@ RunSummary BenchmarkRun::run() {
   if (resume_from) hp.init_checkpoint_step = resume_from->step;
   CrashGuard crash_guard(*log_, summary.result_log);
   rollouts_ = std::make_unique<RolloutRecorder>(out_);
+  {
+    namespace k = mllog::keys;
+    // The trainer's loss settings as declared, else the reference's (which the reference trainer
+    // also defaults to).
+    nlohmann::json loss = nlohmann::json::object();
+    for (const auto& comp : c.components)
+      if (comp.kind == MLPT_COMPONENT_TRAINER && comp.settings.contains("loss") && comp.settings["loss"].is_object())
+        loss = comp.settings["loss"];
+    hp.settings = {{std::string(k::kTisLowerBound), loss.value("tis_min", rules::kTisLowerBound)},
+                   {std::string(k::kTisUpperBound), loss.value("tis_max", rules::kTisUpperBound)},
+                   {std::string(k::kLogprobErrorThreshold), loss.value("logprob_error_max", rules::kLogprobErrorThreshold)},
+                   {std::string(k::kForceOnPolicyRatio), !loss.value("ppo_clip", false)},
+                   {std::string(k::kAgentMaxIterations), b.max_turns},
+                   {std::string(k::kAgentTimeout), b.agent_timeout_s},
+                   {std::string(k::kCommandTimeout), b.command_timeout_s},
+                   {std::string(k::kTestTimeout), b.test_timeout_s},
+                   {std::string(k::kValidationTestTimeout), b.validation_test_timeout_s},
+                   {std::string(k::kInFlightWeightUpdates), b.in_flight_weight_updates},
+                   {std::string(k::kMaxRolloutFailureRate), b.max_rollout_failure_rate}};
+  }
 
   // A resumed run's metrics are the checkpoint's steps, then its own: the steps an earlier attempt
   // ran past the checkpoint are redone, so its file is kept aside, not appended to.
@@ -406,10 +470,16 @@ RunSummary BenchmarkRun::run() {
     validation_ = Dataset::load(c.dataset.validation);
     if (c.dataset.validation_tasks > 0 && c.dataset.validation_tasks < static_cast<int64_t>(validation_.rows.size()))
       validation_.rows.resize(static_cast<size_t>(c.dataset.validation_tasks));
-    // Without max_steps, one pass over the training data in its fixed order.
-    max_steps_ = b.max_steps > 0 ? b.max_steps : std::max<int64_t>(1, static_cast<int64_t>(train_.rows.size()) / b.num_prompts_per_step);
+    // Without max_steps: the reference's for the table's batch sizes (30/20/10), else one pass over
+    // the training data in its fixed order.
+    max_steps_ = b.max_steps > 0                                    ? b.max_steps
+                 : rules::reference_max_steps(b.global_batch_size) > 0 ? rules::reference_max_steps(b.global_batch_size)
+                     : std::max<int64_t>(1, static_cast<int64_t>(train_.rows.size()) / b.num_prompts_per_step);
     hp.max_steps = max_steps_;
-    hp.train_samples = static_cast<int64_t>(train_.rows.size());
+    // A constant schedule over the whole run.
+    hp.settings.insert(hp.settings.begin(), std::pair<std::string, nlohmann::json>(mllog::keys::kOptLearningRateDecaySteps, max_steps_));
+    // As the reference logs it: every training row, num_generations_per_prompt (16) samples each.
+    hp.train_samples = static_cast<int64_t>(train_.rows.size()) * b.num_generations_per_prompt;
     hp.eval_samples = static_cast<int64_t>(validation_.rows.size());
     mllog::write_init_block(*log_, hp);
     if (resume_from) log_->point(mllog::keys::kTimeAlreadySpentMs, spent_before_ms);
@@ -445,9 +515,12 @@ RunSummary BenchmarkRun::run() {
     start_workers();
     progress_thread_ = std::thread([this] { progress_loop(); });
 
+    // Blocks as the reference logs them: one from run_start to the first evaluation, then one per
+    // evaluation period.
     for (int64_t step = first_step; step < max_steps_ && !stopping(); ++step) {
       const int64_t samples = (step + 1) * b.global_batch_size;
-      log_->start(mllog::keys::kBlockStart, {{std::string(mllog::keys::kMetaSamplesCount), step * b.global_batch_size}});
+      if (!block_open_) log_->start(mllog::keys::kBlockStart, {{std::string(mllog::keys::kMetaSamplesCount), step * b.global_batch_size}});
+      block_open_ = true;
       auto wait_started = Clock::now();
       phase_ = "waiting for rollouts";
       auto groups = buffer_->take(step * b.num_prompts_per_step, b.num_prompts_per_step, [this] { return stopping(); });
@@ -475,7 +548,11 @@ RunSummary BenchmarkRun::run() {
       step_ = step + 1;
       samples_ = samples;
       crash_guard.samples(samples);
-      log_->end(mllog::keys::kBlockStop, {{std::string(mllog::keys::kMetaSamplesCount), samples}});
+      if (step == first_step) log_micro_batching(trainer_metrics);
+      if (samples >= b.first_eval_samples) {
+        log_->end(mllog::keys::kBlockStop, {{std::string(mllog::keys::kMetaSamplesCount), samples}});
+        block_open_ = false;
+      }
 
       StepRecord r = make_step_record(step + 1, samples, batch.statistics(), groups, trainer_metrics, wait_s, train_s,
                                       transfer_s, seconds_since(run_start_));
@@ -492,7 +569,7 @@ RunSummary BenchmarkRun::run() {
           r.pass_at_k = m->pass_at_k, r.pass_at_1 = m->pass_at_1, r.pass_hat_k = m->pass_hat_k, r.evaluated = true;
           steps_.back() = r;
           summary.best_pass_at_k = std::max(summary.best_pass_at_k, m->pass_at_k);
-          if (m->pass_at_k > b.target_accuracy) summary.converged = true;
+          if (m->pass_at_k >= b.target_accuracy) summary.converged = true;  // the reference's target test
         }
       }
       metrics << step_record_json(r).dump() << "\n" << std::flush;
@@ -509,6 +586,7 @@ RunSummary BenchmarkRun::run() {
     fail(std::string("internal error: ") + e.what());
   }
 
+  if (block_open_) log_->end(mllog::keys::kBlockStop, {{std::string(mllog::keys::kMetaSamplesCount), samples_.load()}});
   stop_ = true;
   if (scheduler_) stop_workers();
   if (progress_thread_.joinable()) progress_thread_.join();
@@ -531,6 +609,9 @@ RunSummary BenchmarkRun::run() {
                          {"training", totals_.training_s},     {"weight transfer", totals_.weight_transfer_s},
                          {"validation", totals_.validation_s}};
     report.rollouts = totals_.rollouts;
+    report.failed_rollouts = totals_.failed_rollouts;
+    summary.rollouts = totals_.finished_rollouts;
+    summary.failed_rollouts = totals_.failed_rollouts;
     report.generated_tokens = totals_.generated_tokens;
   }
   if (rollouts_) rollouts_->flush();

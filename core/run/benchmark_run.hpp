@@ -34,6 +34,7 @@ struct RunSummary {
   double time_already_spent_minutes = 0;  // earlier attempts of a resumed run, run_start to their last line
   double first_step_reward = 0, last_step_reward = 0;
   double best_pass_at_k = 0;
+  int64_t rollouts = 0, failed_rollouts = 0;  // every rollout that ended; those back-filled after an infrastructure failure
   std::filesystem::path result_log, metrics, report;
 };
 

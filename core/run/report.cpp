@@ -128,7 +128,7 @@ void write_report(const std::filesystem::path& file, const ReportInputs& in) {
   o << "<h1>mlpt run: " << escape(in.name) << "</h1><p class='" << (in.converged ? "ok" : "bad") << "'><b>"
     << (in.converged ? "converged" : "not converged: " + escape(in.abort_reason)) << "</b> — time to train "
     << num(in.time_to_train_minutes, 2) << " min, " << in.steps.size() << " steps, " << in.rollouts << " rollouts, "
-    << in.generated_tokens << " generated tokens";
+    << in.generated_tokens << " generated tokens, " << in.failed_rollouts << " failed rollouts (back-filled)";
   if (elapsed > 0) o << ", " << num(in.rollouts / elapsed, 2) << " rollouts/s, " << num(in.generated_tokens / elapsed, 0) << " tokens/s";
   o << "</p>";
   if (!in.highlighted_rollouts.empty()) {

@@ -118,8 +118,15 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   in_unit_interval(bench, "validation_top_p", b.validation_top_p, true);
   b.command_timeout_s = bench.get_or<double>("command_timeout_s", rules::kCommandTimeoutSeconds);
   positive(bench, "command_timeout_s", b.command_timeout_s);
+  b.test_timeout_s = bench.get_or<double>("test_timeout_s", rules::kTestTimeoutSeconds);
+  positive(bench, "test_timeout_s", b.test_timeout_s);
+  b.validation_test_timeout_s = bench.get_or<double>("validation_test_timeout_s", rules::kValidationTestTimeoutSeconds);
+  positive(bench, "validation_test_timeout_s", b.validation_test_timeout_s);
   b.agent_timeout_s = bench.get_or<double>("agent_timeout_s", rules::kAgentTimeoutSeconds);
   positive(bench, "agent_timeout_s", b.agent_timeout_s);
+  b.in_flight_weight_updates = bench.get_or<bool>("in_flight_weight_updates", b.in_flight_weight_updates);
+  b.max_rollout_failure_rate = bench.get_or<double>("max_rollout_failure_rate", b.max_rollout_failure_rate);
+  in_unit_interval(bench, "max_rollout_failure_rate", b.max_rollout_failure_rate, false);
   b.max_steps = bench.get_or<int64_t>("max_steps", 0);
   for (const auto& key : bench.keys()) b.stated.insert(key);
   if (b.max_steps < 0) bench.fail("max_steps", "must be >= 0");

@@ -17,7 +17,7 @@ struct BenchmarkSettings {
   int64_t global_batch_size = 0;           // = num_prompts_per_step × num_generations_per_prompt
   int64_t num_prompts_per_step = 0;
   int64_t num_generations_per_prompt = 16;
-  int64_t max_turns = 30;
+  int64_t max_turns = 30;                  // agent iterations: a reply with k tool calls costs k
   int64_t max_sequence_length = 65536;
   int64_t max_new_tokens_per_turn = 8192;  // a cap per engine call (the context limit still rules)
   int64_t max_trajectory_age_steps = 1;
@@ -28,7 +28,16 @@ struct BenchmarkSettings {
   int64_t eval_k = 4;
   double training_temperature = 1.0, training_top_p = 1.0;
   double validation_temperature = 0.1, validation_top_p = 0.95;
-  double command_timeout_s = 60, agent_timeout_s = 1800;
+  double command_timeout_s = 300;          // one command at most (the harness tells the model)
+  double test_timeout_s = 300, validation_test_timeout_s = 180;  // the grading test run
+  double agent_timeout_s = 1800;           // past it the rollout gets reward 0, ungraded
+  // Weight updates wait until every episode in flight has finished all its turns (the reference's
+  // in_flight_weight_updates = false), so each trajectory comes from one weight version; true
+  // updates between the turns of running episodes instead.
+  bool in_flight_weight_updates = false;
+  // Rollouts that fail for an infrastructure reason train as zero-reward samples; the run aborts
+  // once failures exceed ceil(rate × rollouts finished).
+  double max_rollout_failure_rate = 0.05;
   int64_t max_steps = 0;                   // 0: until the target is reached or the data runs out
   // Which keys the file set explicitly (the compliance check requires some to be stated).
   std::set<std::string> stated;

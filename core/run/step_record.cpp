@@ -11,6 +11,7 @@ StepRecord make_step_record(int64_t step, int64_t samples, const rl::StepStatist
   r.max_staleness = stats.max_staleness;
   r.sequences = stats.sequences, r.tokens = stats.tokens, r.trainable_tokens = stats.trainable_tokens;
   r.truncated = stats.truncated, r.zero_advantage_groups = stats.zero_advantage_groups;
+  r.failed = stats.failed, r.mixed_version = stats.mixed_version;
   double staleness = 0, turns = 0;
   int64_t n = 0;
   for (const auto& g : groups) {
@@ -40,6 +41,8 @@ nlohmann::json step_record_json(const StepRecord& r) {
                       {"trainable_tokens", r.trainable_tokens},
                       {"truncated", r.truncated},
                       {"zero_advantage_groups", r.zero_advantage_groups},
+                      {"failed_rollouts", r.failed},
+                      {"mixed_version_sequences", r.mixed_version},
                       {"mean_turns", r.mean_turns},
                       {"prompts", r.prompts},
                       {"trainer", r.trainer},
@@ -58,6 +61,7 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
   r.sequences = j.at("sequences"), r.tokens = j.at("tokens"), r.trainable_tokens = j.at("trainable_tokens");
   r.truncated = j.at("truncated"), r.zero_advantage_groups = j.at("zero_advantage_groups");
   r.mean_turns = j.at("mean_turns");
+  r.failed = j.value("failed_rollouts", int64_t{0}), r.mixed_version = j.value("mixed_version_sequences", int64_t{0});
   r.prompts = j.value("prompts", std::vector<int64_t>{});
   r.trainer = j.at("trainer").get<std::map<std::string, double>>();
   r.wait_s = j.at("wait_s"), r.train_s = j.at("train_s"), r.transfer_s = j.at("transfer_s"), r.elapsed_s = j.at("elapsed_s");
@@ -69,11 +73,13 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json eval_record_json(const EvalRecord& r) {
-  return {{"samples", r.samples}, {"pass_at_k", r.pass_at_k}, {"pass_at_1", r.pass_at_1}, {"pass_hat_k", r.pass_hat_k}, {"seconds", r.seconds}};
+  return {{"samples", r.samples}, {"pass_at_k", r.pass_at_k}, {"pass_at_1", r.pass_at_1}, {"pass_hat_k", r.pass_hat_k},
+          {"seconds", r.seconds}, {"failed_rollouts", r.failed}};
 }
 
 EvalRecord eval_record_from_json(const nlohmann::json& j) {
-  return EvalRecord{j.at("samples"), j.at("pass_at_k"), j.at("pass_at_1"), j.at("pass_hat_k"), j.at("seconds")};
+  return EvalRecord{j.at("samples"), j.at("pass_at_k"), j.at("pass_at_1"), j.at("pass_hat_k"), j.at("seconds"),
+                    j.value("failed_rollouts", int64_t{0})};
 }
 
 }  // namespace mlpt::run

@@ -20,6 +20,7 @@ struct StepRecord {
   uint64_t max_staleness = 0;
   double mean_staleness = 0;
   int64_t sequences = 0, tokens = 0, trainable_tokens = 0, truncated = 0, zero_advantage_groups = 0;
+  int64_t failed = 0, mixed_version = 0;  // back-filled rollouts; sequences from more than one weight version
   double mean_turns = 0;
   std::vector<int64_t> prompts;           // the prompt indices trained, in order (the data order)
   std::map<std::string, double> trainer;  // the trainer's own metrics
@@ -31,6 +32,7 @@ struct StepRecord {
 struct EvalRecord {
   int64_t samples = 0;
   double pass_at_k = 0, pass_at_1 = 0, pass_hat_k = 0, seconds = 0;
+  int64_t failed = 0;  // back-filled validation rollouts (reward 0)
 };
 
 StepRecord make_step_record(int64_t step, int64_t samples, const rl::StepStatistics& stats,

@@ -16,7 +16,7 @@ namespace mlpt::openhands {
 
 struct BashLimits {
   double soft_timeout_s = 10;   // no new output for this long -> return, command keeps running
-  double max_command_s = 60;    // the per-command limit of the benchmark; caps `timeout` too
+  double max_command_s = 300;   // the per-command limit (COMMAND_EXEC_TIMEOUT); caps `timeout`, told to the model
   size_t max_observation_chars = 30000;
 };
 
@@ -35,6 +35,8 @@ class BashTool {
   void install();
   // The same as one shell command (so the episode can fold it into its first exec).
   std::string install_command() const;
+  // The per-command limit of this episode (the host's, when its task record states one).
+  void set_max_command_s(double seconds) { limits_.max_command_s = seconds; }
   // One tool call; returns the observation (not yet length-capped).
   std::string run(const nlohmann::json& args);
 

@@ -1,6 +1,10 @@
-// Harness "letters" and reward "letters" (see README.md): a one-turn task graded by the first
-// character of the answer.
+// Harness "letters" and reward "letters" (see README.md): a task graded by the first character of
+// the answer, one turn by default; the harness's settings make it multi-turn and slow, for tests of
+// the loop (episodes that span a weight update).
 #include <mlpt/sdk.hpp>
+
+#include <chrono>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -29,31 +33,60 @@ void no_settings(std::string_view config, const char* who) {
     throw Error(MLPT_INVALID_ARGUMENT, std::string(who) + " takes no settings, got " + std::string(config));
 }
 
+// Harness settings: "turns" (replies per episode, default 1; the answer is the first reply, each
+// later turn is asked for with the user message "Again."), "step_delay_ms" (each step takes this
+// long, like a slow tool; default 0).
+struct LettersSettings {
+  int64_t turns = 1, step_delay_ms = 0;
+};
+
+LettersSettings read_settings(std::string_view config) {
+  json c = config.empty() ? json::object() : parse(config, "config");
+  if (!c.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "letters harness: the config must be a JSON object");
+  LettersSettings s;
+  for (auto& [k, v] : c.items()) {
+    if (!v.is_number_integer() || v.get<int64_t>() < (k == "turns" ? 1 : 0) || (k != "turns" && k != "step_delay_ms"))
+      throw Error(MLPT_INVALID_ARGUMENT, "letters harness: bad setting "" + k + "" = " + v.dump() +
+                                             " (known: turns: integer >= 1, step_delay_ms: integer >= 0)");
+    (k == "turns" ? s.turns : s.step_delay_ms) = v.get<int64_t>();
+  }
+  return s;
+}
+
 class LettersEpisode final : public mlpt::sdk::Episode {
  public:
+  explicit LettersEpisode(LettersSettings s) : settings_(s) {}
   void step(std::string_view reply_json, const mlpt_sink* out) override {
     json reply = parse(reply_json, "reply");
-    answer_ = reply.value("content", std::string());
-    mlpt::sdk::write(out, json{{"messages", json::array()}, {"done", true}, {"finish_reason", "answered"}}.dump());
+    if (settings_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(settings_.step_delay_ms));
+    if (replies_++ == 0) answer_ = reply.value("content", std::string());
+    const bool done = replies_ >= settings_.turns;
+    json messages = done ? json::array() : json::array({{{"role", "user"}, {"content", "Again."}}});
+    mlpt::sdk::write(out, json{{"messages", messages}, {"done", done}, {"finish_reason", done ? "answered" : ""}}.dump());
   }
   void finish(mlpt_episode_end, const mlpt_sink* out) override {
     mlpt::sdk::write(out, json{{"answer", answer_}}.dump());
   }
 
  private:
+  LettersSettings settings_;
+  int64_t replies_ = 0;
   std::string answer_;
 };
 
 class LettersHarness final : public mlpt::sdk::Harness {
  public:
-  explicit LettersHarness(std::string_view config) { no_settings(config, "letters harness"); }
+  explicit LettersHarness(std::string_view config) : settings_(read_settings(config)) {}
   std::unique_ptr<mlpt::sdk::Episode> start(const mlpt_episode_start_args& args) override {
     json task = parse(mlpt::sdk::view(args.task_json), "task record");
     json start = {{"messages", json::array({{{"role", "user"}, {"content", field(task, "prompt", "task record")}}})},
                   {"tools", json::array()}};
     mlpt::sdk::write(args.out, start.dump());
-    return std::make_unique<LettersEpisode>();
+    return std::make_unique<LettersEpisode>(settings_);
   }
+
+ private:
+  LettersSettings settings_;
 };
 
 class LettersReward final : public mlpt::sdk::Reward {

@@ -53,7 +53,10 @@ typedef struct mlpt_harness_create_args {
 
 /* ---- Episodes -------------------------------------------------------------------------------- */
 
-/* Starts a rollout of `task_json` (one dataset record). `sandbox` is the rollout's sandbox, created
+/* Starts a rollout of `task_json` (one dataset record; the host adds the object "mlpt_limits" with
+ * the run's limits: "command_timeout_s" (one command at most; the harness enforces it and tells the
+ * model), "test_timeout_s", "agent_timeout_s", in seconds; a harness may ignore what it does not
+ * use, and takes its own defaults when the object is absent). `sandbox` is the rollout's sandbox, created
  * by the host from the task's image, borrowed until episode_destroy; NULL when the capability says
  * none is needed. Writes {"messages": [message...], "tools": [json schema...]} to `out`. */
 typedef struct mlpt_episode_start_args {

@@ -57,7 +57,8 @@ typedef struct mlpt_reward_create_args {
 typedef struct mlpt_grade_args {
   size_t struct_size;
   mlpt_reward* reward;
-  mlpt_string task_json;   /* in: the dataset record */
+  mlpt_string task_json;   /* in: the dataset record, with the host's "mlpt_limits" (harness.h);
+                              "test_timeout_s" there is the hidden-test run's limit for this rollout */
   mlpt_string result_json; /* in: the harness's episode result (patch, answer, ...) */
   /* in: why the episode ended. Typed since 1.2; the layout is that of the int32_t it was before. */
   mlpt_episode_end episode_end;

@@ -2,19 +2,24 @@
 // by the config's "runtime" ("auto": apptainer when it is on PATH, else the bwrap namespace runtime).
 #include <mlpt/sdk.hpp>
 
+#include "fault_injection.hpp"
 #include "runtimes.hpp"
 
 namespace {
 
 class SandboxRuntimeComponent final : public mlpt::sdk::SandboxRuntime {
  public:
-  explicit SandboxRuntimeComponent(std::string_view config_json) : impl_(mlpt::sandbox::make_runtime(config_json)) {}
+  explicit SandboxRuntimeComponent(std::string_view config_json)
+      : config_(config_json), faults_(config_), impl_(mlpt::sandbox::make_runtime(config_)) {}
   std::string_view name() const override { return impl_->name(); }
   std::unique_ptr<mlpt::sdk::Sandbox> create(const mlpt_sandbox_create_args& args) override {
+    faults_.before_create();
     return impl_->create(args);
   }
 
  private:
+  std::string config_;
+  mlpt::sandbox::FaultInjection faults_;
   std::unique_ptr<mlpt::sdk::SandboxRuntime> impl_;
 };
 
