@@ -46,16 +46,22 @@ CheckOptions parse_check_options(const std::optional<std::string>& division,
 }
 
 bool LogReport::compliant() const {
-  return std::all_of(rules.begin(), rules.end(), [](const RuleResult& r) { return r.passed(); });
+  return std::all_of(rules.begin(), rules.end(), [](const RuleResult& r) { return r.passed() || r.stricter; });
 }
 
-std::vector<Violation> LogReport::violations() const {
+namespace {
+std::vector<Violation> collect(const std::vector<RuleResult>& rules, bool stricter) {
   std::vector<Violation> all;
-  for (const auto& r : rules) all.insert(all.end(), r.violations.begin(), r.violations.end());
+  for (const auto& r : rules)
+    if (r.stricter == stricter) all.insert(all.end(), r.violations.begin(), r.violations.end());
   std::stable_sort(all.begin(), all.end(),
                    [](const Violation& a, const Violation& b) { return a.line < b.line; });
   return all;
 }
+}  // namespace
+
+std::vector<Violation> LogReport::violations() const { return collect(rules, false); }
+std::vector<Violation> LogReport::warnings() const { return collect(rules, true); }
 
 namespace {
 
@@ -176,6 +182,7 @@ const std::set<std::string_view>& known_keys() {
                      k::kPipelineParallelism, k::kContextParallelism, k::kExpertParallelism,
                      k::kMaxTrajectoryAgeSteps, k::kTimeAlreadySpentMs})
       s.insert(key);
+    s.insert(k::kFrameworkKeys.begin(), k::kFrameworkKeys.end());
     return s;
   }();
   return known;
@@ -195,6 +202,7 @@ class Checker {
     check_structure();
     check_hyperparameters();
     check_evals();
+    mark_stricter();
     add_findings();
     note_resume();
     time_to_train();
@@ -222,6 +230,14 @@ class Checker {
   void push(RuleResult rule) { rep_.rules.push_back(std::move(rule)); }
 
   std::optional<int64_t> gbs() const { return rep_.global_batch_size; }
+
+  // Rules the MLCommons checker (training_6.1.0) does not have: their failures are warnings.
+  void mark_stricter() {
+    for (auto& rule : rep_.rules)
+      if (rule.id == k::kSubmissionStatus || rule.id == k::kSeed || rule.id == k::kTargetAccuracy ||
+          rule.id == k::kOptEndLearningRate)
+        rule.stricter = true;
+  }
 
   // ---- Division --------------------------------------------------------------------------------
   void choose_division() {
@@ -307,8 +323,10 @@ class Checker {
                          "init_stop less than " + std::to_string(limit_min) +
                              " min after the first init_start",
                          "", {}};
-    RuleResult run_start{"run_start", "exactly once, after init_stop", "", {}};
-    RuleResult run_stop{"run_stop", "exactly once, after run_start, metadata status success|aborted", "", {}};
+    RuleResult run_start{"run_start", "at least once, after init_stop", "", {}};
+    RuleResult run_start_once{"run_start_once", "exactly once (a resumed or restarted run logs a second one)", "", {}, true};
+    RuleResult run_stop{"run_stop", "exactly once, after run_start, with metadata status", "", {}};
+    RuleResult run_stop_status{"run_stop_status", "run_stop status is success or aborted", "", {}, true};
     RuleResult blocks{"blocks", "block_start and block_stop logged, after run_start, with samples_count >= 0", "", {}};
     RuleResult eval_markers{"eval_markers", "eval_start and eval_stop carry samples_count", "", {}};
 
@@ -352,7 +370,7 @@ class Checker {
       } else if (key == k::kRunStart) {
         ++n_run_start;
         if (n_run_start > 1)
-          add(run_start, rec.line, "run_start logged again (first at " + at_line(run_start_->line) + ")");
+          add(run_start_once, rec.line, "run_start logged again (first at " + at_line(run_start_->line) + ")");
         else
           run_start_ = &rec;
         if (!init_stopped) add(run_start, rec.line, "run_start before init_stop");
@@ -370,7 +388,7 @@ class Checker {
           const auto& st = rec.metadata[status_key];
           if (!st.is_string() || (st.get<std::string>() != k::kStatusSuccess &&
                                   st.get<std::string>() != k::kStatusAborted))
-            add(run_stop, rec.line, "run_stop status " + show(st) + " is neither \"success\" nor \"aborted\"");
+            add(run_stop_status, rec.line, "run_stop status " + show(st) + " is neither \"success\" nor \"aborted\"");
         }
         run_stopped = true;
       } else if (key == k::kBlockStart || key == k::kBlockStop) {
@@ -409,6 +427,7 @@ class Checker {
         add(init_time, 0, "init time cannot be measured without init_start and init_stop");
     }
     run_start.evidence = evidence_lines(k::kRunStart);
+    run_start_once.evidence = std::to_string(n_run_start) + " run_start";
     if (n_run_start == 0) add(run_start, 0, "run_start is missing (must be logged exactly once)");
     run_stop.evidence = evidence_lines(k::kRunStop);
     if (run_stop_ && run_stop_->metadata.contains(status_key))
@@ -425,7 +444,9 @@ class Checker {
       if (run_stop_->metadata.contains(status_key) && run_stop_->metadata[status_key].is_string())
         rep_.run_stop_status = run_stop_->metadata[status_key].get<std::string>();
     }
-    for (auto* rule : {&cache, &init_start, &init_stop, &init_time, &run_start, &run_stop, &blocks, &eval_markers})
+    run_stop_status.evidence = run_stop.evidence;
+    for (auto* rule : {&cache, &init_start, &init_stop, &init_time, &run_start, &run_start_once, &run_stop, &run_stop_status,
+                       &blocks, &eval_markers})
       push(std::move(*rule));
   }
 
@@ -710,12 +731,14 @@ nlohmann::json to_json(const LogReport& rep) {
   for (const auto& r : rep.rules) {
     json v = json::array();
     for (const auto& x : r.violations) v.push_back({{"line", x.line}, {"message", x.message}});
-    rules.push_back({{"id", r.id}, {"description", r.description}, {"passed", r.passed()},
+    rules.push_back({{"id", r.id}, {"description", r.description}, {"passed", r.passed()}, {"stricter", r.stricter},
                      {"evidence", r.evidence}, {"violations", v}});
   }
-  json violations = json::array();
+  json violations = json::array(), warnings = json::array();
   for (const auto& x : rep.violations())
     violations.push_back({{"rule", x.rule}, {"line", x.line}, {"message", x.message}});
+  for (const auto& x : rep.warnings())
+    warnings.push_back({{"rule", x.rule}, {"line", x.line}, {"message", x.message}});
   json findings = json::array();
   for (const auto& f : rep.findings) findings.push_back({{"line", f.line}, {"message", f.message}});
   auto opt = [](const auto& o) -> json { return o ? json(*o) : json(nullptr); };
@@ -725,6 +748,7 @@ nlohmann::json to_json(const LogReport& rep) {
           {"compliant", rep.compliant()},
           {"rules", rules},
           {"violations", violations},
+          {"warnings", warnings},
           {"findings", findings},
           {"run",
            {{"seed", opt(rep.seed)},
@@ -752,11 +776,18 @@ std::string format_report(const LogReport& rep) {
       << " division)\n\n";
   out << "  " << pad("RESULT", 8) << pad("RULE", 42) << "EVIDENCE\n";
   for (const auto& rule : rep.rules)
-    out << "  " << pad(rule.passed() ? "pass" : "FAIL", 8) << pad(rule.id, 42) << rule.evidence << "\n";
+    out << "  " << pad(rule.passed() ? "pass" : rule.stricter ? "WARN" : "FAIL", 8) << pad(rule.id, 42) << rule.evidence << "\n";
   auto violations = rep.violations();
+  auto warnings = rep.warnings();
   if (!violations.empty()) {
     out << "\nviolations (" << violations.size() << "):\n";
     for (const auto& v : violations)
+      out << "  " << pad(v.line > 0 ? "line " + std::to_string(v.line) : "(log)", 12) << pad(v.rule, 30)
+          << v.message << "\n";
+  }
+  if (!warnings.empty()) {
+    out << "\nwarnings (" << warnings.size() << "; mlpt is stricter here than the MLCommons checker, which accepts them):\n";
+    for (const auto& v : warnings)
       out << "  " << pad(v.line > 0 ? "line " + std::to_string(v.line) : "(log)", 12) << pad(v.rule, 30)
           << v.message << "\n";
   }
@@ -767,7 +798,7 @@ std::string format_report(const LogReport& rep) {
   }
   size_t failed = std::count_if(rep.rules.begin(), rep.rules.end(), [](const RuleResult& r) { return !r.passed(); });
   out << "\n" << (rep.compliant() ? "COMPLIANT" : "NOT COMPLIANT") << ": " << rep.rules.size() - failed << " of "
-      << rep.rules.size() << " rules pass, " << violations.size() << " violation(s)\n";
+      << rep.rules.size() << " rules pass, " << violations.size() << " violation(s), " << warnings.size() << " warning(s)\n";
   if (rep.time_to_train_minutes)
     out << "time to train: " << num(*rep.time_to_train_minutes) << " min"
         << (rep.resumed_from_step ? " (a resumed run, including " + num(rep.time_already_spent_minutes.value_or(0)) +
