@@ -1,6 +1,8 @@
 #include "episode.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
 #include "mlpt/sdk/error.hpp"
@@ -24,13 +26,14 @@ HarnessConfig HarnessConfig::from_json(const std::string& text) {
     };
     if (k == "workspace") c.workspace = v.get<std::string>();
     else if (k == "state_dir") c.state_dir = v.get<std::string>();
+    else if (k == "tool_path_example") c.tool_path_example = v.get<std::string>();
     else if (k == "soft_timeout_s") c.bash.soft_timeout_s = number();
     else if (k == "command_timeout_s") c.bash.max_command_s = number();
     else if (k == "max_observation_chars") c.bash.max_observation_chars = static_cast<size_t>(number());
     else
       throw std::invalid_argument("harness openhands: unknown config key \"" + k +
-                                  "\" (known: workspace, state_dir, soft_timeout_s, command_timeout_s, "
-                                  "max_observation_chars)");
+                                  "\" (known: workspace, state_dir, tool_path_example, soft_timeout_s, "
+                                  "command_timeout_s, max_observation_chars)");
   }
   return c;
 }
@@ -38,75 +41,136 @@ HarnessConfig HarnessConfig::from_json(const std::string& text) {
 CodeActEpisode::CodeActEpisode(Workspace& ws, HarnessConfig config)
     : ws_(ws), config_(std::move(config)), editor_(ws, config_.workspace), bash_(ws, config_.state_dir, config_.bash, config_.workspace) {}
 
-json CodeActEpisode::start(const json& task) {
+nlohmann::ordered_json CodeActEpisode::start(const json& task) {
   if (!task.is_object() || !task.contains("problem_statement") || !task["problem_statement"].is_string())
     throw std::invalid_argument("task record has no string field \"problem_statement\"");
+  // The host's limits travel in the task record ("mlpt_limits", harness.h); they rule over the config.
+  if (task.contains("mlpt_limits") && task["mlpt_limits"].is_object()) {
+    const json& limits = task["mlpt_limits"];
+    if (limits.contains("command_timeout_s") && limits["command_timeout_s"].is_number() && limits["command_timeout_s"].get<double>() > 0) {
+      config_.bash.max_command_s = limits["command_timeout_s"].get<double>();
+      bash_.set_max_command_s(config_.bash.max_command_s);
+    }
+  }
+  // The diff base: the record's old commit (R2E rows may store it as "<fix>^", which the task's
+  // preparation resolves), resolved in the repository; HEAD when it names nothing there.
+  std::string declared_base;
+  if (task.contains("parsed_commit_content")) {
+    json pcc = task["parsed_commit_content"];
+    if (pcc.is_string()) pcc = json::parse(pcc.get<std::string>(), nullptr, false);
+    if (pcc.is_object() && pcc.contains("old_commit_hash") && pcc["old_commit_hash"].is_string())
+      declared_base = pcc["old_commit_hash"].get<std::string>();
+  }
   const std::string ws = shell_quote(config_.workspace);
   // The hidden tests never reach the agent: the images of the bundled suite do not hold them, and
   // for images that do (R2E-Gym keeps r2e_tests/ and run_tests.sh), they are deleted here first.
   const std::string image_copies = config_.workspace == "/testbed" ? " /r2e_tests /run_tests.sh" : "";
+  const std::string base_rev = shell_quote((declared_base.empty() ? std::string("HEAD") : declared_base) + "^{commit}");
   ShellResult r = ws_.shell(bash_.install_command() + " >/dev/null 2>&1; rm -rf " + ws + "/r2e_tests " + ws + "/run_tests.sh" + image_copies + " 2>/dev/null; cd " +
-                                ws + " && git -c safe.directory='*' rev-parse HEAD && printf '@@MLPT_UNTRACKED@@\\n' && "
+                                ws + " && { git -c safe.directory='*' rev-parse --verify -q " + base_rev + " || git -c safe.directory='*' rev-parse HEAD; } && printf '@@MLPT_UNTRACKED@@\\n' && "
                                 "git -c safe.directory='*' -c core.quotepath=false ls-files --others --exclude-standard",
                             60000);
   size_t at = r.output.find("@@MLPT_UNTRACKED@@\n");
   if (r.exit_code != 0 || at == std::string::npos)
     throw std::runtime_error("cannot read the git state of " + config_.workspace + " in the sandbox: " + r.output);
-  const std::string head(rstrip(r.output.substr(0, at)));
+  base_commit_ = std::string(rstrip(r.output.substr(0, at)));
   untracked_ = split_lines(r.output.substr(at + 19));
-  base_commit_ = head;
-  if (task.contains("parsed_commit_content")) {
-    json pcc = task["parsed_commit_content"];
-    if (pcc.is_string()) pcc = json::parse(pcc.get<std::string>(), nullptr, false);
-    if (pcc.is_object() && pcc.contains("old_commit_hash") && pcc["old_commit_hash"].is_string())
-      base_commit_ = pcc["old_commit_hash"].get<std::string>();
-  }
+  // As the reference's template: the language defaults to python; the base commit is the resolved one.
   const std::string language = task.contains("repo_language") && task["repo_language"].is_string()
-                                   ? task["repo_language"].get<std::string>() : "";
-  const std::string base = task.contains("base_commit") && task["base_commit"].is_string()
-                               ? task["base_commit"].get<std::string>() : "";
-  json messages = json::array({
-      {{"role", "system"}, {"content", system_prompt()}},
-      {{"role", "user"}, {"content", user_prompt(config_.workspace, task["problem_statement"].get<std::string>(), language, base)}}});
-  return {{"messages", messages}, {"tools", tool_schemas(config_.workspace)}};
+                                   ? task["repo_language"].get<std::string>() : "python";
+  using ordered = nlohmann::ordered_json;
+  ordered messages = ordered::array({
+      ordered{{"role", "system"}, {"content", system_prompt()}},
+      ordered{{"role", "user"}, {"content", user_prompt(config_.workspace, task["problem_statement"].get<std::string>(), language, base_commit_)}}});
+  return ordered{{"messages", messages}, {"tools", tool_schemas(config_.tool_path_example, config_.bash.max_command_s)}};
 }
 
-json CodeActEpisode::call_tool(const std::string& name, const json& raw_args) {
+namespace {
+
+// A JSON value as Python's repr() prints the dict it parses to (OpenHands quotes arguments so).
+std::string python_repr(const json& v) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    const char quote = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+    std::string out(1, quote);
+    for (char c : s) {
+      if (c == '\\' || c == quote) out += '\\', out += c;
+      else if (c == '\n') out += "\\n";
+      else if (c == '\t') out += "\\t";
+      else if (c == '\r') out += "\\r";
+      else out += c;
+    }
+    return out + quote;
+  }
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_null()) return "None";
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + python_repr(v[i]);
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (auto& [k, x] : v.items()) out += (first ? "" : ", ") + python_repr(json(k)) + ": " + python_repr(x), first = false;
+    return out + "}";
+  }
+  return v.dump();
+}
+
+json arguments_of(const json& call) {
+  json args = call.contains("arguments") ? call["arguments"] : json::object();
+  if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
+  return args;
+}
+
+}  // namespace
+
+std::optional<std::string> CodeActEpisode::invalid_call(const json& call) const {
+  if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) return "a tool call without a name: " + call.dump();
+  const std::string name = call["name"].get<std::string>();
+  const json args = arguments_of(call);
+  if (!args.is_object()) {
+    const json raw = call.contains("arguments") ? call["arguments"] : json();
+    return "Failed to parse tool call arguments: " + (raw.is_string() ? raw.get<std::string>() : raw.dump());
+  }
+  auto missing = [&](const char* key) { return "Missing required argument \"" + std::string(key) + "\" in tool call " + name; };
+  if (name == "execute_bash") {
+    if (!args.contains("command")) return missing("command");
+    if (args.contains("timeout") && !args["timeout"].is_number()) {
+      const json& t = args["timeout"];
+      const std::string text = t.is_string() ? t.get<std::string>() : t.dump();
+      char* end = nullptr;
+      std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size())
+        return "Invalid float passed to 'timeout' argument: " + text;
+    }
+    return std::nullopt;
+  }
+  if (name == "str_replace_editor") {
+    if (!args.contains("command")) return missing("command");
+    if (!args.contains("path")) return missing("path");
+    return std::nullopt;
+  }
+  if (name == "task_tracker") return TaskTracker::validate(args);
+  if (name == "think" || name == "finish") return std::nullopt;
+  return "Tool " + name + " is not registered. (arguments: " + python_repr(args) +
+         "). Please check the tool name and retry with an existing tool.";
+}
+
+json CodeActEpisode::call_tool(const std::string& name, const json& args) {
   auto tool_message = [&](const std::string& content) {
     return json{{"role", "tool"}, {"name", name},
                 {"content", truncate_observation(valid_utf8(content), config_.bash.max_observation_chars)}};
   };
   ++tool_calls_;
-  static const std::vector<std::string> known = {"execute_bash", "str_replace_editor", "think", "finish"};
-  json args = raw_args;
-  if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
-  if (std::find(known.begin(), known.end(), name) == known.end()) {
-    ++tool_errors_;
-    return tool_message("Tool " + name + " is not registered. (arguments: " + raw_args.dump() +
-                        "). Please check the tool name and retry with an existing tool.");
-  }
-  if (args.is_null() && raw_args.is_null()) args = json::object();
-  if (!args.is_object()) {
-    ++tool_errors_;
-    return tool_message("Failed to parse tool call arguments: " +
-                        (raw_args.is_string() ? raw_args.get<std::string>() : raw_args.dump()));
-  }
-  auto require = [&](const char* key) -> std::string {
-    if (args.contains(key) && !args[key].is_null()) return "";
-    ++tool_errors_;
-    return "Missing required argument \"" + std::string(key) + "\" in tool call " + name;
-  };
-  if (name == "execute_bash") {
-    if (auto e = require("command"); !e.empty()) return tool_message(e);
-    return tool_message(bash_.run(args));
-  }
+  if (name == "execute_bash") return tool_message(bash_.run(args));
   if (name == "str_replace_editor") {
-    if (auto e = require("command"); !e.empty()) return tool_message(e);
-    if (auto e = require("path"); !e.empty()) return tool_message(e);
     std::string out = editor_.run(args);
     if (out.rfind("ERROR:", 0) == 0) ++tool_errors_;
     return tool_message(out);
   }
+  if (name == "task_tracker") return tool_message(tasks_.run(args));
   if (name == "think") return tool_message("Your thought has been logged.");
   // finish
   done_ = true;
@@ -121,20 +185,21 @@ json CodeActEpisode::step(const json& reply) {
   if (done_) return {{"messages", messages}, {"done", true}, {"finish_reason", "finish"}};
   const json calls = reply.contains("tool_calls") && reply["tool_calls"].is_array() ? reply["tool_calls"] : json::array();
   const json errors = reply.contains("parse_errors") && reply["parse_errors"].is_array() ? reply["parse_errors"] : json::array();
-  for (const auto& e : errors) {
+  // As OpenHands: the first malformed call (unparsable, unknown tool, missing or invalid argument)
+  // drops every action of the reply, and the error comes back as a user message.
+  std::optional<std::string> error;
+  if (!errors.empty()) error = errors[0].is_string() ? errors[0].get<std::string>() : errors[0].dump();
+  for (size_t i = 0; i < calls.size() && !error; ++i) error = invalid_call(calls[i]);
+  if (error) {
     ++tool_errors_;
-    messages.push_back({{"role", "user"}, {"content", "ERROR: " + (e.is_string() ? e.get<std::string>() : e.dump()) +
-                                                          "\nPlease check the format of your tool call and retry."}});
+    messages.push_back({{"role", "user"}, {"content", truncate_observation(valid_utf8(*error), config_.bash.max_observation_chars) +
+                                                          "\n[Error occurred in processing last action]"}});
+    return {{"messages", messages}, {"done", false}, {"finish_reason", ""}};
   }
   for (const auto& call : calls) {
-    if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) {
-      ++tool_errors_;
-      messages.push_back({{"role", "user"}, {"content", "ERROR: a tool call without a name: " + call.dump()}});
-      continue;
-    }
     json m;
     try {
-      m = call_tool(call["name"].get<std::string>(), call.contains("arguments") ? call["arguments"] : json());
+      m = call_tool(call["name"].get<std::string>(), arguments_of(call));
     } catch (const std::exception& e) {
       auto* sandbox_error = dynamic_cast<const sdk::Error*>(&e);
       if (sandbox_error && sandbox_error->code() == MLPT_CANCELLED) throw;  // the run is stopping
@@ -145,7 +210,7 @@ json CodeActEpisode::step(const json& reply) {
     if (done_) break;
     messages.push_back(std::move(m));
   }
-  if (calls.empty() && errors.empty()) {
+  if (calls.empty()) {
     messages.push_back({{"role", "user"}, {"content", continue_message(nudges_)}});
     ++nudges_;
   }

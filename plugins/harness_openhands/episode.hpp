@@ -11,6 +11,7 @@
 
 #include "bash_tool.hpp"
 #include "editor.hpp"
+#include "task_tracker.hpp"
 #include "workspace.hpp"
 
 namespace mlpt::openhands {
@@ -18,6 +19,9 @@ namespace mlpt::openhands {
 struct HarnessConfig {
   std::string workspace = "/testbed";
   std::string state_dir = "/tmp/.mlpt_bash";
+  // The folder of the editor's path examples in the tool descriptions: as the reference renders them
+  // (OpenHands runs from /openhands_setup/OpenHands with its local runtime).
+  std::string tool_path_example = "/openhands_setup/OpenHands";
   BashLimits bash;
   // Read from the JSON of the component's config; unknown keys are an error.
   static HarnessConfig from_json(const std::string& json_text);
@@ -27,20 +31,23 @@ class CodeActEpisode {
  public:
   CodeActEpisode(Workspace& workspace, HarnessConfig config);
   // Prepares the workspace (hidden tests removed, untracked files recorded) and returns
-  // {"messages": [system, user], "tools": [...]}.
-  nlohmann::json start(const nlohmann::json& task);
+  // {"messages": [system, user], "tools": [...]} (in the reference's key order).
+  nlohmann::ordered_json start(const nlohmann::json& task);
   // {"messages": [...], "done": bool, "finish_reason": str}
   nlohmann::json step(const nlohmann::json& reply);
   // {"patch", "answer", "base_commit", "untracked_at_start", ...}; `end` names why it ended.
   nlohmann::json finish(const std::string& end);
 
  private:
+  // OpenHands' validation of one call (response_to_actions): its error text, if any.
+  std::optional<std::string> invalid_call(const nlohmann::json& call) const;
   nlohmann::json call_tool(const std::string& name, const nlohmann::json& arguments);
 
   Workspace& ws_;
   HarnessConfig config_;
   Editor editor_;
   BashTool bash_;
+  TaskTracker tasks_;
   std::string base_commit_, answer_;
   std::vector<std::string> untracked_;
   int nudges_ = 0, steps_ = 0, tool_calls_ = 0, tool_errors_ = 0;

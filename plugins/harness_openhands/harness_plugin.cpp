@@ -32,7 +32,7 @@ class OpenHandsEpisode final : public mlpt::sdk::Episode {
  public:
   OpenHandsEpisode(const mlpt_sandbox_binding* binding, mlpt_sandbox* sandbox, const mlpt::openhands::HarnessConfig& c)
       : sandbox_(binding, sandbox), workspace_(sandbox_), episode_(workspace_, c) {}
-  nlohmann::json start(const nlohmann::json& task) { return episode_.start(task); }
+  nlohmann::ordered_json start(const nlohmann::json& task) { return episode_.start(task); }
   void step(std::string_view reply_json, const mlpt_sink* out) override {
     mlpt::sdk::write(out, episode_.step(parse(reply_json, "reply_json")).dump());
   }
@@ -81,5 +81,5 @@ const mlpt_harness_capabilities kCapabilities = {MLPT_HARNESS_CAPABILITIES_STRUC
 
 MLPT_SDK_PLUGIN("mlpt_harness_openhands", "0.1.0",
                 mlpt::sdk::harness_component<OpenHandsHarness>(
-                    "openhands", "OpenHands CodeAct tools (execute_bash, str_replace_editor, think, finish)",
+                    "openhands", "OpenHands CodeAct tools (execute_bash, think, finish, task_tracker, str_replace_editor)",
                     &kCapabilities))

@@ -1,6 +1,7 @@
-// The model-visible texts of the OpenHands CodeAct harness: the system prompt, the task prompt of
-// NeMo-Gym's swe_agents (issue in <issue_description>, the eight phases), the continue nudge, and
-// the four tool schemas (execute_bash, str_replace_editor, think, finish).
+// The model-visible texts of the OpenHands CodeAct harness: the system prompt (the reference's
+// long-horizon CodeAct prompt, plan mode; data in prompts/), the task prompt (issue in
+// <issue_description>, the eight phases), the continue nudge, and the tool schemas in the
+// reference's order (execute_bash, think, finish, task_tracker, str_replace_editor; data in prompts/).
 #pragma once
 
 #include <string>
@@ -15,7 +16,9 @@ std::string user_prompt(const std::string& workspace, const std::string& problem
                         const std::string& language, const std::string& base_commit);
 // The reply to a turn without a tool call; `nudges_before` counts earlier nudges.
 std::string continue_message(int nudges_before);
-// [{"type": "function", "function": {"name", "description", "parameters"}}, ...]
-nlohmann::json tool_schemas(const std::string& workspace);
+// [{"type": "function", "function": {"name", "description", "parameters"}}, ...] in the reference's
+// key order. `path_example` is the folder of the editor's path examples; `max_timeout_s` the
+// per-command limit, told to the model in the `timeout` parameter.
+nlohmann::ordered_json tool_schemas(const std::string& path_example, double max_timeout_s);
 
 }  // namespace mlpt::openhands

@@ -1,7 +1,13 @@
-// The harness's turn logic over a host git repository: first messages, the continue nudge, error
-// observations for garbled, unknown and incomplete calls, think, finish, and the patch with the
-// untracked-at-start list.
+// The harness's turn logic over a host git repository: first messages (the reference's prompt and
+// tools, byte for byte), the continue nudge, malformed calls (every action of the reply dropped, the
+// error as OpenHands words it), think, task_tracker, finish, and the patch with the untracked-at-start list.
 #include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unistd.h>
 
 #include "episode.hpp"
 #include "host_workspace.hpp"
@@ -36,7 +42,7 @@ json call(const std::string& name, json args) { return {{"name", name}, {"argume
 TEST_CASE("start removes the hidden tests, records untracked files and writes the prompt and tools") {
   Repo repo;
   mlpt::openhands::CodeActEpisode ep(repo.ws, repo.config());
-  json start = ep.start(task());
+  json start = json::parse(ep.start(task()).dump());  // (the harness keeps the reference's key order)
   CHECK_FALSE(std::filesystem::exists(repo.dir.path / "r2e_tests"));
   CHECK_FALSE(std::filesystem::exists(repo.dir.path / "run_tests.sh"));
   REQUIRE(start["messages"].size() == 2);
@@ -49,10 +55,17 @@ TEST_CASE("start removes the hidden tests, records untracked files and writes th
     CHECK(user.find(phase) != std::string::npos);
   std::vector<std::string> names;
   for (const auto& t : start["tools"]) names.push_back(t["function"]["name"]);
-  CHECK(names == std::vector<std::string>{"execute_bash", "str_replace_editor", "think", "finish"});
+  CHECK(names == std::vector<std::string>{"execute_bash", "think", "finish", "task_tracker", "str_replace_editor"});
   CHECK(start["tools"][0]["function"]["parameters"]["required"] == json({"command", "security_risk"}));
-  CHECK(start["tools"][1]["function"]["parameters"]["required"] == json({"command", "path", "security_risk"}));
+  CHECK(start["tools"][4]["function"]["parameters"]["required"] == json({"command", "path", "security_risk"}));
+  // The command limit is told to the model; the repo language defaults to python; the base commit
+  // clause names the resolved base (HEAD here: the task has no parsed_commit_content).
+  CHECK(std::string(start["tools"][0]["function"]["parameters"]["properties"]["timeout"]["description"])
+            .find("Max timeout allowed is 300 seconds.") != std::string::npos);
+  CHECK(user.find("I've uploaded a python code repository") != std::string::npos);
+
   auto result = ep.finish("max_turns");
+  CHECK(user.find("compare your changes with the base commit " + std::string(result["base_commit"]) + ".") != std::string::npos);
   CHECK(result["untracked_at_start"] == json({"notes.txt"}));
   // Untracked files enter the patch (git add -A); the grader excludes them by this list.
   CHECK(std::string(result["patch"]).find("diff --git a/notes.txt b/notes.txt") == 0);
@@ -75,15 +88,21 @@ TEST_CASE("replies without calls get the nudge; bad calls get observations the m
   json second = ep.step({{"content", "hmm"}});
   CHECK(std::string(second["messages"][0]["content"]).find("If you want to give up") != std::string::npos);
 
+  // A malformed call is answered as OpenHands answers an ErrorObservation: a user message ending
+  // "\n[Error occurred in processing last action]".
+  const std::string suffix = "\n[Error occurred in processing last action]";
   json garbled = ep.step({{"content", ""}, {"tool_calls", json::array()}, {"parse_errors", {"unterminated <tool_call>"}}});
-  CHECK(garbled["messages"][0]["content"] == "ERROR: unterminated <tool_call>\nPlease check the format of your tool call and retry.");
+  CHECK(garbled["messages"][0]["role"] == "user");
+  CHECK(garbled["messages"][0]["content"] == "unterminated <tool_call>" + suffix);
   json unknown = ep.step({{"tool_calls", {call("browse", {{"url", "x"}})}}});
   CHECK(unknown["messages"][0]["content"] ==
-        "Tool browse is not registered. (arguments: {\"url\":\"x\"}). Please check the tool name and retry with an existing tool.");
+        "Tool browse is not registered. (arguments: {'url': 'x'}). Please check the tool name and retry with an existing tool." + suffix);
   json missing = ep.step({{"tool_calls", {call("str_replace_editor", {{"command", "view"}})}}});
-  CHECK(missing["messages"][0]["content"] == "Missing required argument \"path\" in tool call str_replace_editor");
+  CHECK(missing["messages"][0]["content"] == "Missing required argument \"path\" in tool call str_replace_editor" + suffix);
   json bad_args = ep.step({{"tool_calls", {call("execute_bash", "{not json")}}});
-  CHECK(bad_args["messages"][0]["content"] == "Failed to parse tool call arguments: {not json");
+  CHECK(bad_args["messages"][0]["content"] == "Failed to parse tool call arguments: {not json" + suffix);
+  json bad_timeout = ep.step({{"tool_calls", {call("execute_bash", {{"command", "ls"}, {"timeout", "soon"}})}}});
+  CHECK(bad_timeout["messages"][0]["content"] == "Invalid float passed to 'timeout' argument: soon" + suffix);
   json think = ep.step({{"tool_calls", {call("think", {{"thought", "f returns 1"}})}}});
   CHECK(think["messages"][0]["content"] == "Your thought has been logged.");
   CHECK(think["messages"][0]["role"] == "tool");
@@ -117,4 +136,88 @@ TEST_CASE("harness config rejects unknown keys") {
   CHECK_THROWS_WITH(mlpt::openhands::HarnessConfig::from_json(R"({"soft_timeout": 3})"),
                     Catch::Contains("unknown config key \"soft_timeout\""));
   CHECK(mlpt::openhands::HarnessConfig::from_json(R"({"soft_timeout_s": 3})").bash.soft_timeout_s == 3);
+}
+
+TEST_CASE("a malformed tool call drops every action of its reply") {
+  Repo repo;
+  mlpt::openhands::CodeActEpisode ep(repo.ws, repo.config());
+  ep.start(task());
+  const std::string made = repo.dir.str() + "/made.txt";
+  json touch = call("execute_bash", {{"command", "touch " + made}, {"security_risk", "LOW"}});
+  // A valid call before an unknown one: neither runs.
+  json out = ep.step({{"tool_calls", {touch, call("browse", {{"url", "x"}})}}});
+  REQUIRE(out["messages"].size() == 1);
+  CHECK(out["messages"][0]["role"] == "user");
+  CHECK(std::string(out["messages"][0]["content"]).find("\n[Error occurred in processing last action]") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(made));
+  // A reply the host could not fully parse: its valid calls are dropped too.
+  out = ep.step({{"tool_calls", {touch}}, {"parse_errors", {"call 2: unknown function 'browse'"}}});
+  CHECK(out["messages"][0]["content"] == "call 2: unknown function 'browse'\n[Error occurred in processing last action]");
+  CHECK_FALSE(std::filesystem::exists(made));
+  // The same call alone runs.
+  out = ep.step({{"tool_calls", {touch}}});
+  CHECK(out["messages"][0]["role"] == "tool");
+  CHECK(std::filesystem::exists(made));
+  std::filesystem::remove_all(repo.config().state_dir);
+}
+
+TEST_CASE("task_tracker plans and shows the task list as OpenHands does") {
+  Repo repo;
+  mlpt::openhands::CodeActEpisode ep(repo.ws, repo.config());
+  ep.start(task());
+  json view = ep.step({{"tool_calls", {call("task_tracker", {{"command", "view"}})}}});
+  CHECK(view["messages"][0]["content"] == "No task list found. Use the \"plan\" command to create one.");
+  json plan = ep.step({{"tool_calls", {call("task_tracker", {{"command", "plan"}, {"task_list", {{{"id", "1"}, {"title", "Reproduce"}, {"status", "done"}},
+                                                                                             {{"id", "2"}, {"title", "Fix f"}, {"status", "in_progress"}, {"notes", "lib.py"}}}}})}}});
+  CHECK(plan["messages"][0]["content"] == "Task list has been updated with 2 items. Stored in session directory: sessions/default/TASKS.md");
+  view = ep.step({{"tool_calls", {call("task_tracker", {{"command", "view"}})}}});
+  CHECK(view["messages"][0]["content"] == "# Task List\n\n1. \u2705 Reproduce\n\n2. \U0001F504 Fix f\nlib.py\n");
+  json bad = ep.step({{"tool_calls", {call("task_tracker", {{"command", "plan"}})}}});
+  CHECK(bad["messages"][0]["content"] ==
+        "Missing required argument \"task_list\" for \"plan\" command in tool call task_tracker\n[Error occurred in processing last action]");
+  std::filesystem::remove_all(repo.config().state_dir);
+}
+
+namespace {
+std::string run_text(const std::string& command, const std::string& input) {
+  const auto path = std::filesystem::temp_directory_path() / ("mlpt_digest_" + std::to_string(::getpid()));
+  std::ofstream(path, std::ios::binary) << input;
+  std::string out;
+  FILE* p = ::popen((command + " < " + path.string()).c_str(), "r");
+  REQUIRE(p);
+  char buf[256];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ::pclose(p);
+  std::filesystem::remove(path);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("the system prompt and the tools are the reference's, byte for byte") {
+  // SHA-256 of OpenHands' system_prompt_long_horizon.j2 rendered by jinja2 (cli_mode false, stripped),
+  // upstream commit 3504ca77527a86068d15306e2ab7412b8d4d61e8 of its prompts folder.
+  CHECK(run_text("sha256sum", mlpt::openhands::system_prompt()).substr(0, 64) ==
+        "0835b6ad5555e0929adf1017a0f4282faa3fd5937961a91339f29b09e6fcfae9");
+  for (const char* section : {"<ROLE>", "<SECURITY_RISK_ASSESSMENT>", "<PROCESS_MANAGEMENT>", "<TASK_MANAGEMENT>", "<TASK_TRACKING_PERSISTENCE>"})
+    CHECK(mlpt::openhands::system_prompt().find(section) != std::string::npos);
+  // SHA-256 of json.dumps(tool, ensure_ascii=False) of nv-OpenHands@0d766ad0's tool modules with
+  // COMMAND_EXEC_TIMEOUT=60 and the workspace path /openhands_setup/OpenHands (as published with
+  // google/tunix examples/deepswe template_test.py); Python re-serialises our JSON in its order.
+  const std::map<std::string, std::string> expected = {
+      {"execute_bash", "641b555d0056fc5b43e55c17ffa744887835d8ee55d3598e1850a55bc7595fe1"},
+      {"think", "6366dd459e63d6fa486ded5dc13307f558ecb790a4e85692815810214be1d602"},
+      {"finish", "3879fd696325f68981a5fb272fcda6524ffa3b03f77fa73ede74f9426c4824d3"},
+      {"task_tracker", "a01d346553a280aea7f01900ddcca7d0be2919bbc399de5e3d8afa436c2ff4a1"},
+      {"str_replace_editor", "dd56a537979e413afae5c05ca772be4a907e5729edb4fd2cc4d33cf2c0ce2f85"}};
+  auto tools = mlpt::openhands::tool_schemas("/openhands_setup/OpenHands", 60);
+  REQUIRE(tools.size() == 5);
+  for (const auto& tool : tools) {
+    const std::string name = tool["function"]["name"];
+    INFO(name);
+    const std::string digest = run_text(
+        "python3 -c 'import sys, json, hashlib; t = json.loads(sys.stdin.read()); "
+        "print(hashlib.sha256(json.dumps(t, ensure_ascii=False).encode()).hexdigest())'",
+        tool.dump());
+    CHECK(digest.substr(0, 64) == expected.at(name));
+  }
 }
