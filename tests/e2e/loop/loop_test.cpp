@@ -56,7 +56,10 @@ run::RunSummary run_multi_turn(bool in_flight_updates) {
   c.benchmark.first_eval_samples = 1000 * c.benchmark.global_batch_size;  // no validation
   c.benchmark.in_flight_weight_updates = in_flight_updates;
   c.run.checkpoint_every_steps = 0;
-  settings(c, MLPT_COMPONENT_HARNESS) = {{"turns", 3}, {"step_delay_ms", 60}};
+  // Few workers and slow turns: a step's rollouts outlast the previous step's training, so episodes
+  // are in flight at each refit (with max_trajectory_age_steps 1 they would otherwise all be done).
+  c.run.rollout_workers = 4;
+  settings(c, MLPT_COMPONENT_HARNESS) = {{"turns", 3}, {"step_delay_ms", 100}};
   run::RunOptions options;
   options.progress = [](const std::string&) {};
   auto s = run::run_benchmark(c, options);

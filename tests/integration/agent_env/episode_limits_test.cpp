@@ -86,7 +86,7 @@ TEST_CASE("iterations count actions: a reply with three tool calls costs three")
   CHECK(t.end == MLPT_EPISODE_MAX_TURNS);
 }
 
-TEST_CASE("truncated only when generation filled the context; an observation that does not fit ends normally") {
+TEST_CASE("truncated only when generation filled the context, and an observation that does not fit ends normally") {
   const std::string first = tool_call("think", {{"thought", "look around"}});
   Rig rig({first, tool_call("finish", {{"message", "done"}})});
   rollout::EpisodeLimits limits;

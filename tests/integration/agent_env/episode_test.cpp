@@ -73,7 +73,7 @@ TEST_CASE("start removes the hidden tests, records untracked files and writes th
   std::filesystem::remove_all(repo.config().state_dir);
 }
 
-TEST_CASE("replies without calls get the nudge; bad calls get observations the model can act on") {
+TEST_CASE("replies without calls get the nudge, and bad calls get observations the model can act on") {
   Repo repo;
   mlpt::openhands::CodeActEpisode ep(repo.ws, repo.config());
   ep.start(task());
