@@ -7,7 +7,10 @@
 // speed ratios): GDN forward 6·T·Hv·dk·dv (w = Sᵀk, the rank-1 update, o = Sᵀq), backward 2x the
 // forward; causal attention forward 4·D·H·T(T+1)/2 (QKᵀ and PV), backward 2.5x the forward.
 // Times are process CPU time (ratios use it; robust on a shared machine) and wall time.
-// Usage: bench_seqops [T]   (OMP_NUM_THREADS sets the threads when built with OpenMP)
+// Attention is also reported as a fraction of the machine's sgemm peak (OpenBLAS, 1024³, same
+// thread count, measured first in the same run). Naive baselines are skipped above T = 8192 (they
+// would take minutes); `attention` as the second argument runs attention only (e.g. at 65536).
+// Usage: bench_seqops [T] [all|attention]   (OMP_NUM_THREADS sets the threads with OpenMP)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +24,9 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+
+#include <cblas.h>
+#include <cstring>
 
 #include "backends/cpu/attention.hpp"
 #include "backends/cpu/gdn.hpp"
@@ -141,6 +147,16 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return num / den;
 }
 
+// sgemm GFLOP/s per CPU second: the peak the attention kernels are measured against.
+double sgemm_gflops_per_cpu_s() {
+  const int n = 1024;
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  auto gemm = [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n); };
+  gemm();
+  const Timing t = best_seconds(gemm, 5);
+  return 2.0 * n * n * double(n) / t.cpu * 1e-9;
+}
+
 void header(const char* vs) {
   std::printf("  %-32s %10s %10s %14s %9s\n", "op", "cpu ms", "wall ms", "GFLOP/cpu-s", vs);
 }
@@ -160,10 +176,15 @@ int main(int argc, char** argv) {
   threads = omp_get_max_threads();
 #endif
   std::printf("bench_seqops: T=%lld tokens (one sequence), float, %d thread(s); best of 3\n", (long long)T, threads);
+  const bool attention_only = argc > 2 && std::strcmp(argv[2], "attention") == 0;
+  const bool naive = T <= 8192;
+  openblas_set_num_threads(threads);
+  const double peak = sgemm_gflops_per_cpu_s();
+  std::printf("sgemm 1024^3 (OpenBLAS, the peak): %.1f GFLOP per CPU second\n", peak);
   std::mt19937 rng(1);
   const int64_t offsets[2] = {0, T};
 
-  {  // GDN
+  if (!attention_only) {  // GDN
     const GdnShape s{4, 8, 64, 64};
     auto q = rand_vec(rng, size_t(T * s.num_key_heads * s.key_dim), -1, 1);
     auto k = rand_vec(rng, q.size(), -1, 1);
@@ -200,7 +221,8 @@ int main(int argc, char** argv) {
   }
 
   {  // attention
-    const AttentionShape s{8, 2, 64};
+    // Past 8k tokens one head pair keeps the run short; the fraction of peak is per head anyway.
+    const AttentionShape s = naive ? AttentionShape{8, 2, 64} : AttentionShape{1, 1, 64};
     auto q = rand_vec(rng, size_t(T * s.num_heads * s.head_dim), -1, 1);
     auto k = rand_vec(rng, size_t(T * s.num_kv_heads * s.head_dim), -1, 1);
     auto v = rand_vec(rng, k.size(), -1, 1);
@@ -208,19 +230,23 @@ int main(int argc, char** argv) {
     std::vector<float> o(q.size()), o_naive(q.size()), dq(q.size()), dk(k.size()), dv(k.size()), ndq(q.size()),
         ndk(k.size()), ndv(k.size());
     const double fwd = 4.0 * s.head_dim * s.num_heads * double(T) * double(T + 1) / 2;
-    const Timing tn_f = best_seconds([&] { naive_attention_forward(s, T, q.data(), k.data(), v.data(), o_naive.data()); }, 2);
+    const int reps = naive ? 3 : 1;
+    const Timing tn_f = naive ? best_seconds([&] { naive_attention_forward(s, T, q.data(), k.data(), v.data(), o_naive.data()); }, 2) : Timing{0, 0};
     const Timing t_f = best_seconds([&] {
       attention_forward<float>(s, offsets, offsets, 1, q.data(), k.data(), v.data(), o.data());
-    }, 3);
-    const Timing tn_b = best_seconds([&] {
+    }, reps);
+    const Timing tn_b = naive ? best_seconds([&] {
       naive_attention_backward(s, T, q.data(), k.data(), v.data(), dout.data(), ndq.data(), ndk.data(), ndv.data());
-    }, 2);
+    }, 2) : Timing{0, 0};
     const Timing t_b = best_seconds([&] {
       attention_backward<float>(s, offsets, offsets, 1, q.data(), k.data(), v.data(), dout.data(), dq.data(),
                                 dk.data(), dv.data());
-    }, 3);
-    std::printf("\nAttention  H=8 Hkv=2 D=64 causal   (vs naive: out %.1e, dq %.1e, dk %.1e max rel diff)\n",
-                max_rel_diff(o, o_naive), max_rel_diff(dq, ndq), max_rel_diff(dk, ndk));
+    }, reps);
+    std::printf("\nAttention at T=%lld as a fraction of sgemm peak: forward %.1f%%, backward %.1f%%\n", (long long)T,
+                100.0 * fwd / t_f.cpu * 1e-9 / peak, 100.0 * 2.5 * fwd / t_b.cpu * 1e-9 / peak);
+    if (!naive) return 0;
+    std::printf("\nAttention  H=%lld Hkv=%lld D=64 causal   (vs naive: out %.1e, dq %.1e, dk %.1e max rel diff)\n",
+                (long long)s.num_heads, (long long)s.num_kv_heads, max_rel_diff(o, o_naive), max_rel_diff(dq, ndq), max_rel_diff(dk, ndk));
     header("vs naive");
     row("naive forward (baseline)", tn_f, fwd, tn_f.cpu);
     row("forward", t_f, fwd, tn_f.cpu);
