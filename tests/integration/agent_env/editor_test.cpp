@@ -88,7 +88,7 @@ TEST_CASE("str_replace needs exactly one verbatim occurrence and shows a snippet
   CHECK(agent_env_test::read(f.file) == "a = 1\nb = 20\nb2 = 0\na = 1\nc = 3\n");
 }
 
-TEST_CASE("insert adds lines after insert_line; undo_edit restores each earlier version") {
+TEST_CASE("insert adds lines after insert_line, undo_edit restores each earlier version") {
   Fixture f;
   CHECK(f.run({{"command", "insert"}, {"path", f.file}, {"insert_line", 9}, {"new_str", "x"}}) ==
         "ERROR:\nInvalid `insert_line` parameter: 9. It should be within the range of allowed values: [0, 3]");
@@ -106,7 +106,7 @@ TEST_CASE("insert adds lines after insert_line; undo_edit restores each earlier 
   CHECK(f.run({{"command", "undo_edit"}, {"path", f.file}}) == "ERROR:\nNo edit history found for " + f.file + ".");
 }
 
-TEST_CASE("paths must be absolute and exist; directories only take view") {
+TEST_CASE("paths must be absolute and exist, directories only take view") {
   Fixture f;
   CHECK(f.run({{"command", "view"}, {"path", "a.py"}}) ==
         "ERROR:\nInvalid `path` parameter: a.py. The path should be an absolute path, starting with `/`. Maybe you meant " +

@@ -206,7 +206,7 @@ TEST_CASE("no network but loopback, a fresh pid namespace, a clean environment")
   CHECK(b.exec("grep CapEff /proc/self/status").out == "CapEff:\t0000000000000000\n");
 }
 
-TEST_CASE("writes persist within a sandbox and vanish with it; deletions hide image files") {
+TEST_CASE("writes persist within a sandbox and vanish with it, deletions hide image files") {
   {
     Box a;
     REQUIRE(a.exec("echo changed > hello.py && mkdir -p new/dir && echo x > new/dir/f && rm -rf r2e_tests run_tests.sh").code == 0);

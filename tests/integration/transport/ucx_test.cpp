@@ -95,7 +95,7 @@ TEST_CASE("ucx: two receivers both get every byte") {
   CHECK(compare_dump(p1 + ".5.bin", v) == "");
 }
 
-TEST_CASE("ucx: a receiver that never arrives times out the send; a late one gets the newest version on connect") {
+TEST_CASE("ucx: a receiver that never arrives times out the send, a late one gets the newest version on connect") {
   Loaded ucx("ucx");
   int port = free_port();
   Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"address": ")" + address(port) + R"("})");

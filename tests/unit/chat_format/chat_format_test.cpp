@@ -87,7 +87,7 @@ TEST_CASE("an assistant turn cut by the length limit is closed before the next t
   CHECK(qwen3().decode(next) == "<|im_end|>\n<|im_start|>user\ngo on<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
 
-TEST_CASE("tool calls parse with schema conversion; garbled calls become messages") {
+TEST_CASE("tool calls parse with schema conversion, garbled calls become messages") {
   auto good = text::parse_xml_tool_calls(
       "I'll look.\n\n<tool_call>\n<function=view>\n<parameter=path>\n/testbed/a.py\n</parameter>\n<parameter=view_range>\n[1, 20]\n"
       "</parameter>\n<parameter=insert_line>\n5\n</parameter>\n</function>\n</tool_call>",

@@ -61,7 +61,7 @@ long rss_file_kb() {
 
 }  // namespace
 
-TEST_CASE("FP8 E4M3: every code decodes and re-encodes to itself; narrowing rounds to nearest even and saturates") {
+TEST_CASE("FP8 E4M3: every code decodes and re-encodes to itself, narrowing rounds to nearest even and saturates") {
   for (int c = 0; c < 256; ++c) {
     float v = f8_e4m3_to_float(static_cast<uint8_t>(c));
     if ((c & 0x7f) == 0x7f) {

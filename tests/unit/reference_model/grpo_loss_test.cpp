@@ -65,7 +65,7 @@ TEST_CASE("loss plan: importance weights, N_tok, and the three masks") {
   for (double w : p.weight) CHECK(w == 0.0);
 }
 
-TEST_CASE("token loss: ratio 1 gives −weight; PPO clipping stops the gradient outside the band") {
+TEST_CASE("token loss: ratio 1 gives −weight, PPO clipping stops the gradient outside the band") {
   LossSettings s;
   TokenLoss t = token_loss(0.5, -1.0, -1.0, s);
   CHECK(t.loss == Approx(-0.5));

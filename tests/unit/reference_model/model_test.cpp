@@ -218,7 +218,7 @@ TEST_CASE("initialisation follows the spec and depends only on the seed") {
   CHECK(std::sqrt(ss / a.values[a.layout.embed].size()) == Approx(0.02).epsilon(0.15));
 }
 
-TEST_CASE("a saved checkpoint reloads to identical logits; bf16 reloads to the rounded weights") {
+TEST_CASE("a saved checkpoint reloads to identical logits, bf16 reloads to the rounded weights") {
   ModelConfig c = mlpt_test::micro_config();
   Weights<float> w = perturbed_init<float>(c, 23, 0.1);
   TempDir dir("ckpt");

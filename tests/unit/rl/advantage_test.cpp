@@ -40,7 +40,7 @@ TEST_CASE("leave-one-out advantages match the spec written out naively") {
   }
 }
 
-TEST_CASE("all-equal groups get zero advantage; a lone success is not divided by zero") {
+TEST_CASE("all-equal groups get zero advantage, a lone success is not divided by zero") {
   auto zeros = mlpt::rl::leave_one_out_advantages(std::vector<double>(16, 0.0), 1e-6);
   auto ones = mlpt::rl::leave_one_out_advantages(std::vector<double>(16, 1.0), 1e-6);
   for (int i = 0; i < 16; ++i) {
