@@ -12,17 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-const char* end_name(mlpt_episode_end end) {
-  switch (end) {
-    case MLPT_EPISODE_FINISHED: return "finished";
-    case MLPT_EPISODE_MAX_TURNS: return "max_turns";
-    case MLPT_EPISODE_MAX_CONTEXT: return "max_context";
-    case MLPT_EPISODE_TIMEOUT: return "timeout";
-    case MLPT_EPISODE_ERROR: return "error";
-  }
-  return "unknown";
-}
-
 json flag_names(uint32_t flags) {
   json names = json::array();
   if (flags & MLPT_REWARD_FLAG_HIT_LIMIT) names.push_back("hit_limit");
@@ -98,7 +87,7 @@ json rollout_json(const rollout::Trajectory& t, const json& task, bool validatio
           {"tokens", {{"total", t.tokens.size()}, {"generated", t.generated_tokens()}}},
           {"start_messages", t.transcript.start_messages},
           {"turns", turns},
-          {"end", end_name(t.end)},
+          {"end", mlpt_episode_end_name(t.end)},
           {"truncated", t.truncated},
           {"result", t.transcript.result},
           {"reward", {{"value", t.reward}, {"reason", t.reward_reason}, {"flags", flag_names(t.reward_flags)},

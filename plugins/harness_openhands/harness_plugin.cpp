@@ -9,17 +9,6 @@ namespace {
 
 using mlpt::sdk::Error;
 
-const char* end_name(mlpt_episode_end end) {
-  switch (end) {
-    case MLPT_EPISODE_FINISHED: return "finished";
-    case MLPT_EPISODE_MAX_TURNS: return "max_turns";
-    case MLPT_EPISODE_MAX_CONTEXT: return "max_context";
-    case MLPT_EPISODE_TIMEOUT: return "timeout";
-    case MLPT_EPISODE_ERROR: return "error";
-  }
-  return "unknown";
-}
-
 nlohmann::json parse(std::string_view text, const char* what) {
   try {
     return nlohmann::json::parse(text);
@@ -37,7 +26,7 @@ class OpenHandsEpisode final : public mlpt::sdk::Episode {
     mlpt::sdk::write(out, episode_.step(parse(reply_json, "reply_json")).dump());
   }
   void finish(mlpt_episode_end end, const mlpt_sink* out) override {
-    mlpt::sdk::write(out, episode_.finish(end_name(end)).dump());
+    mlpt::sdk::write(out, episode_.finish(mlpt_episode_end_name(end)).dump());
   }
 
  private:

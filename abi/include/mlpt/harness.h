@@ -98,6 +98,19 @@ typedef enum mlpt_episode_end {
   MLPT_EPISODE_ERROR = 5,       /* the host failed (engine error, cancellation) */
 } mlpt_episode_end;
 
+/* The name of an episode end as hosts and harnesses write it in JSON ("finished", "max_turns",
+ * "max_context", "timeout", "error"; "unknown" for any other value). The string is static. */
+static inline const char* mlpt_episode_end_name(mlpt_episode_end end) {
+  switch (end) {
+    case MLPT_EPISODE_FINISHED: return "finished";
+    case MLPT_EPISODE_MAX_TURNS: return "max_turns";
+    case MLPT_EPISODE_MAX_CONTEXT: return "max_context";
+    case MLPT_EPISODE_TIMEOUT: return "timeout";
+    case MLPT_EPISODE_ERROR: return "error";
+  }
+  return "unknown";
+}
+
 /* Ends the episode and writes its result JSON to `out`: {"patch": str (for produces_patch: the
  * diff of the working tree against the task's base commit, binary diffs dropped), "answer": str
  * (the last message or finish text), ...}. Works however the episode ended. */
