@@ -9,7 +9,7 @@ launcher=()
 # ccache, when installed, keeps rebuilds of unchanged files cheap (paths hashed relative to the tree).
 if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
-  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 # The report's charting library, vendored from npm before CMake reads it (a no-op once there).
 scripts/vendor-report-charts.sh
