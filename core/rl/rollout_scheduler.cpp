@@ -10,21 +10,30 @@ RolloutScheduler::RolloutScheduler(int64_t prompts_per_step, int32_t generations
 
 bool RolloutScheduler::may_start_locked() const {
   if (paused_ || stopped_) return false;
-  const int64_t step = next_prompt_ / prompts_per_step_;
-  if (step >= max_steps_) return false;
-  return static_cast<int64_t>(version_) >= step - max_age_;
+  if (handed_out_all_locked()) return false;
+  return static_cast<int64_t>(version_) >= next_prompt_ / prompts_per_step_ - max_age_;
 }
 
-std::optional<RolloutJob> RolloutScheduler::next() {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] {
-    return stopped_ || may_start_locked() || next_prompt_ / prompts_per_step_ >= max_steps_;
-  });
-  if (stopped_ || next_prompt_ / prompts_per_step_ >= max_steps_) return std::nullopt;
+bool RolloutScheduler::handed_out_all_locked() const { return next_prompt_ / prompts_per_step_ >= max_steps_; }
+
+RolloutJob RolloutScheduler::hand_out_locked() {
   RolloutJob job{next_prompt_, next_sample_};
   if (++next_sample_ == generations_) next_sample_ = 0, ++next_prompt_;
   ++in_flight_;
   return job;
+}
+
+std::optional<RolloutJob> RolloutScheduler::next() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return stopped_ || may_start_locked() || handed_out_all_locked(); });
+  if (stopped_ || handed_out_all_locked()) return std::nullopt;
+  return hand_out_locked();
+}
+
+std::optional<RolloutJob> RolloutScheduler::try_next() {
+  std::lock_guard lock(mutex_);
+  if (!may_start_locked()) return std::nullopt;
+  return hand_out_locked();
 }
 
 void RolloutScheduler::done() {

@@ -23,6 +23,9 @@ class RolloutScheduler {
 
   // Blocks until a job may start; nullopt once stopped or when every step's rollouts were handed out.
   std::optional<RolloutJob> next();
+  // The same policy without waiting: a job if one may start now, else nullopt (a single-threaded
+  // caller such as the coordinator simulation under bench/coordinator_sim/).
+  std::optional<RolloutJob> try_next();
   // The worker finished a job (successfully or not).
   void done();
 
@@ -41,6 +44,8 @@ class RolloutScheduler {
 
  private:
   bool may_start_locked() const;
+  bool handed_out_all_locked() const;
+  RolloutJob hand_out_locked();
   const int64_t prompts_per_step_, max_age_, max_steps_;
   const int32_t generations_;
   mutable std::mutex mutex_;

@@ -71,6 +71,23 @@ TEST_CASE("the scheduler starts step s only once version >= s - max_age") {
   paused.join();
 }
 
+TEST_CASE("try_next follows next's policy without waiting") {
+  rl::RolloutScheduler sched(/*prompts_per_step=*/1, /*generations=*/2, /*max_age=*/0, /*max_steps=*/2);
+  REQUIRE(sched.try_next());
+  REQUIRE(sched.try_next());
+  CHECK_FALSE(sched.try_next());  // step 1 needs version 1
+  sched.set_weight_version(1);
+  sched.pause();
+  CHECK_FALSE(sched.try_next());  // paused
+  sched.resume();
+  auto job = sched.try_next();
+  REQUIRE(job);
+  CHECK(job->prompt_index == 1);
+  CHECK(sched.try_next());
+  CHECK_FALSE(sched.try_next());  // every step handed out
+  CHECK(sched.in_flight() == 4);
+}
+
 TEST_CASE("the train batch keeps every sequence, packs tokens and records staleness") {
   std::vector<rl::Group> groups(2);
   for (int s = 0; s < 4; ++s) groups[0].samples.push_back(make(0, s, s == 0 ? 1.0 : 0.0, 2, 3 + s));
