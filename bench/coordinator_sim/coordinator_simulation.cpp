@@ -167,6 +167,7 @@ class Coordinator {
     for (const auto& g : groups)
       for (const auto& s : g.samples) {
         ++result_.staleness[version_ - s.min_weight_version];
+        result_.mixed_version += s.min_weight_version != s.max_weight_version;
         auto it = tokens_.find(key(g.prompt_index, s.sample_index));
         current_.tokens += it->second;
         tokens_.erase(it);
@@ -181,18 +182,29 @@ class Coordinator {
     scheduler_.pause();
     phase_ = Phase::kDraining;
     drain_since_ = clock_.now();
-    if (scheduler_.in_flight() == 0) start_refit();
+    if (loop_.in_flight_weight_updates || scheduler_.in_flight() == 0) start_refit();
   }
 
   void start_refit() {
     current_.drain_s = clock_.now() - drain_since_;
     current_.refit_s = model_.trainer.refit_s;
     phase_ = Phase::kRefit;
+    set_engines_paused(true);
     clock_.after(current_.refit_s, [this] { end_refit(); });
   }
 
+  void set_engines_paused(bool paused) {
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+      replicas_[r].advance(clock_.now());
+      paused ? replicas_[r].pause() : replicas_[r].resume();
+      schedule_replica(r);
+    }
+  }
+
   void end_refit() {
-    scheduler_.set_weight_version(++version_);
+    ++version_;  // the engines hold the new weights before they decode again
+    set_engines_paused(false);
+    scheduler_.set_weight_version(version_);
     scheduler_.resume();
     fill_slots();
     ++step_;

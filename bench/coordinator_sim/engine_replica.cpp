@@ -11,6 +11,10 @@ void EngineReplica::advance(double now) {
   const double dt = now - last_;
   last_ = now;
   if (dt <= 0) return;
+  if (paused_) {
+    paused_s_ += dt;
+    return;
+  }
   if (decoding_.empty()) {
     idle_s_ += dt;
     return;
@@ -23,7 +27,7 @@ void EngineReplica::advance(double now) {
 void EngineReplica::add(int64_t episode, double tokens) { decoding_.push_back({episode, tokens}); }
 
 std::optional<double> EngineReplica::next_finish() const {
-  if (decoding_.empty()) return std::nullopt;
+  if (decoding_.empty() || paused_) return std::nullopt;
   double least = decoding_.front().tokens_left;
   for (const auto& r : decoding_) least = std::min(least, r.tokens_left);
   return last_ + std::max(0.0, least) * step_s(decoding_.size());

@@ -19,7 +19,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: bench_coordinator_simulation [--trainer-nodes 8,16,24,32] [--nodes 64] [--gpus-per-node 4]\n"
-    "         [--episodes 256] [--steps 20] [--max-age 1] [--seed 1] [--markdown FILE] [--csv FILE]\n"
+    "         [--episodes 256] [--steps 20] [--max-age 1] [--in-flight-weight-updates] [--seed 1]\n"
+    "         [--markdown FILE] [--csv FILE]\n"
     "A SIMULATION of the coordinator at real scale (timed stand-ins for engines, sandboxes and trainer):\n"
     "GPU idle time, staleness and step time per placement. FILEs must not exist yet.\n";
 
@@ -43,8 +44,12 @@ std::vector<int64_t> integers(const std::string& flag, const std::string& list) 
   return out;
 }
 
+void refuse_existing(const std::string& path) {
+  if (!path.empty() && std::filesystem::exists(path)) throw mlpt::Error(path + ": exists; the simulation never overwrites a result");
+}
+
 void write_new(const std::string& path, const std::string& text) {
-  if (std::filesystem::exists(path)) throw mlpt::Error(path + ": exists; the simulation never overwrites a result");
+  refuse_existing(path);
   std::ofstream out(path);
   out << text;
   if (!out.flush()) throw mlpt::Error(path + ": cannot write");
@@ -59,6 +64,10 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") return std::fputs(kUsage, stdout), 0;
+    if (flag == "--in-flight-weight-updates") {
+      model.loop.in_flight_weight_updates = true;
+      continue;
+    }
     if (i + 1 >= argc) throw mlpt::Error(flag + ": unknown option or missing value\n" + kUsage);
     const std::string value = argv[++i];
     if (flag == "--trainer-nodes") trainer_nodes = integers(flag, value);
@@ -74,6 +83,8 @@ int run(int argc, char** argv) {
   }
   if (model.loop.steps <= 0 || model.loop.max_trajectory_age_steps < 0)
     throw mlpt::Error("--steps must be positive and --max-age not negative");
+  refuse_existing(markdown_path);
+  refuse_existing(csv_path);
   // Every placement is checked before any is simulated: a bad one fails the whole command at once.
   std::vector<sim::Placement> placements;
   for (int64_t t : trainer_nodes) {

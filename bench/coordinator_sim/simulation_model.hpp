@@ -76,6 +76,9 @@ struct LoopSettings {
   int64_t prompts_per_step = 16;
   int64_t generations_per_prompt = 16;
   int64_t max_trajectory_age_steps = 1;
+  // false (the reference): a refit first drains every episode in flight; true: episodes keep running
+  // and their next turns use the new weights (the product's optional in_flight_weight_updates).
+  bool in_flight_weight_updates = false;
   int64_t steps = 20;               // past the first evaluation (after step 18 at GBS 256)
   int64_t validation_tasks = 256;   // pass@4: 4 episodes per task
 };

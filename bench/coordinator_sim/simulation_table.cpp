@@ -35,6 +35,7 @@ Summary summarise(const SimulationResult& r) {
 std::string staleness(const SimulationResult& r) {
   std::string out;
   for (const auto& [age, count] : r.staleness) out += (out.empty() ? "" : " / ") + format("%llu: %lld", (unsigned long long)age, (long long)count);
+  if (r.mixed_version > 0) out += format(" (%lld of several versions)", (long long)r.mixed_version);
   return out;
 }
 
@@ -45,9 +46,11 @@ std::string markdown_table(const std::vector<SimulationResult>& results, const S
   if (!results.empty()) {
     const auto& p = results.front().placement;
     out += format("%lld nodes x %lld GPUs, %lld concurrent episodes, %lld prompts x %lld rollouts per step, "
-                  "max_trajectory_age_steps %lld, %lld steps, pass@4 validation on %lld tasks, seed %llu.\n",
+                  "max_trajectory_age_steps %lld, %s, %lld steps, pass@4 validation on %lld tasks, seed %llu.\n",
                   (long long)p.nodes, (long long)p.gpus_per_node, (long long)p.concurrent_episodes, (long long)m.loop.prompts_per_step,
-                  (long long)m.loop.generations_per_prompt, (long long)m.loop.max_trajectory_age_steps, (long long)m.loop.steps,
+                  (long long)m.loop.generations_per_prompt, (long long)m.loop.max_trajectory_age_steps,
+                  m.loop.in_flight_weight_updates ? "weights updated in flight (episodes keep running)" : "every refit drains the episodes in flight",
+                  (long long)m.loop.steps,
                   (long long)m.loop.validation_tasks, (unsigned long long)seed);
   }
   out += format("Episode: turns lognormal(median %.0f, sigma %.2f) <= 30; reply tokens lognormal(%.0f, %.2f); command s "

@@ -3,6 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench/coordinator_sim/coordinator_simulation.hpp"
 #include "bench/coordinator_sim/episode_draw.hpp"
@@ -112,4 +117,67 @@ TEST_CASE("a placement with no engine capacity or too small a trainer group is r
   auto bad = reference();
   bad.concurrent_episodes = 0;
   CHECK_THROWS_AS(simulate(m, bad, 1), mlpt::Error);
+}
+
+TEST_CASE("weights updated in flight skip the drain and keep the staleness bound") {
+  auto drained = short_model(6), in_flight = short_model(6);
+  in_flight.loop.in_flight_weight_updates = true;
+  auto a = simulate(drained, reference(), 5), b = simulate(in_flight, reference(), 5);
+  for (const auto& s : b.steps) {
+    CHECK(s.drain_s == 0.0);
+    CHECK(s.sequences == 256);
+    CHECK(s.max_staleness <= 1);
+  }
+  CHECK(a.mixed_version == 0);  // a drained refit: every trajectory has one version
+  CHECK(b.mixed_version > 0);   // episodes ran across refits
+  double drain = 0;
+  for (const auto& s : a.steps) drain += s.drain_s;
+  CHECK(drain > 0);
+  CHECK(b.engine_idle_fraction < a.engine_idle_fraction);
+}
+
+namespace {
+
+struct Command {
+  int status = -1;
+  std::string output;
+};
+
+Command run_simulation(const std::string& arguments) {
+  const std::string binary = std::string(MLPT_BUILD_DIR) + "/bench/coordinator_sim/bench_coordinator_simulation";
+  Command c;
+  FILE* pipe = popen((binary + " " + arguments + " 2>&1").c_str(), "r");
+  REQUIRE(pipe);
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) c.output.append(buffer, n);
+  const int status = pclose(pipe);
+  c.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("the command names itself a simulation, refuses a placement without engines and never overwrites") {
+  auto ok = run_simulation("--trainer-nodes 16,24 --steps 2");
+  CHECK(ok.status == 0);
+  CHECK_THAT(ok.output, Catch::Contains("SIMULATION"));
+  CHECK_THAT(ok.output, Catch::Contains("| 16 | 48 (24) |"));
+  CHECK_THAT(ok.output, Catch::Contains("| 24 | 40 (20) |"));
+  auto bad = run_simulation("--trainer-nodes 16,64 --steps 2");
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.output, Catch::Contains("no engine capacity"));
+  CHECK_THAT(bad.output, !Catch::Contains("| 16 |"));  // nothing simulated when one placement is bad
+  CHECK(run_simulation("--steps two").status == 2);
+  const auto existing = std::filesystem::temp_directory_path() / ("coordinator_sim_test_" + std::to_string(getpid()) + ".md");
+  { std::FILE* f = std::fopen(existing.c_str(), "w"); REQUIRE(f); std::fputs("a result\n", f); std::fclose(f); }
+  auto refused = run_simulation("--trainer-nodes 16 --steps 1 --markdown " + existing.string());
+  CHECK(refused.status == 2);
+  CHECK_THAT(refused.output, Catch::Contains("never overwrites"));
+  CHECK_THAT(refused.output, !Catch::Contains("| 16 |"));  // refused before simulating
+  std::FILE* f = std::fopen(existing.c_str(), "r");
+  char line[32] = {};
+  CHECK(std::fgets(line, sizeof line, f) != nullptr);
+  std::fclose(f);
+  CHECK(std::string(line) == "a result\n");
+  std::filesystem::remove(existing);
 }
