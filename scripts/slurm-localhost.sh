@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tries to start Debian's slurm-wlm on this machine alone (munged, slurmctld and slurmd on localhost,
-# every file in a fresh temporary folder, nothing under /etc) and to run `srun -n 2 hostname`, then
-# stops what it started. It says whether Slurm works here and, if not, why (the daemons' logs).
+# every file in a fresh temporary folder, nothing under /etc; as root or as any user) and to run
+# `srun -n 2 hostname`, then stops what it started. It says whether Slurm works here and, if not,
+# why (the daemons' logs).
 #   scripts/slurm-localhost.sh [--keep]     --keep leaves the folder with config and logs
 # Then, where mpicc exists, two MPI ranks under `srun --mpi=pmix` (reported apart, not in the exit code).
 # Exit: 0 srun worked; 1 it did not (reason printed); 77 slurm-wlm or munge is not installed.
@@ -13,7 +14,7 @@ keep=0
 missing=()
 for tool in munged slurmctld slurmd srun sinfo; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "slurm-localhost: NOT TRIED: ${missing[*]} not installed (Debian: apt-get install slurm-wlm munge)"
+  echo "slurm-localhost: NOT TRIED: ${missing[*]} not found on PATH (Debian: apt-get install slurm-wlm munge; the daemons are in /usr/sbin)"
   exit 77
 fi
 
@@ -78,7 +79,7 @@ cat >"$work/slurm.conf" <<EOF
 ClusterName=mlptlocal
 SlurmctldHost=$node(127.0.0.1)
 SlurmUser=$user
-SlurmdUser=root
+SlurmdUser=$user
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 AuthType=auth/munge
@@ -105,14 +106,17 @@ EOF
 export SLURM_CONF=$work/slurm.conf
 
 slurmctld -D -i -f "$SLURM_CONF" >>"$work/slurmctld.log" 2>&1 &
-pids+=($!)
+ctld_pid=$!
+pids+=("$ctld_pid")
 slurmd -D -f "$SLURM_CONF" >>"$work/slurmd.log" 2>&1 &
-pids+=($!)
+slurmd_pid=$!
+pids+=("$slurmd_pid")
 
 # The node must come up idle before a job can run on it.
 state=""
 for _ in $(seq 60); do
-  for pid in "${pids[@]:1}"; do kill -0 "$pid" 2>/dev/null || verdict 1 "DOES NOT WORK: a Slurm daemon exited at start (see its log)"; done
+  kill -0 "$ctld_pid" 2>/dev/null || verdict 1 "DOES NOT WORK: slurmctld exited at start (its log says why)"
+  kill -0 "$slurmd_pid" 2>/dev/null || verdict 1 "DOES NOT WORK: slurmd exited at start (its log says why)"
   state=$(sinfo -h -N -o %T 2>/dev/null | head -n 1)
   case "$state" in idle*|mix*|alloc*) break ;; esac
   sleep 0.5
