@@ -80,6 +80,16 @@ TEST_CASE("idle fractions are fractions and the wall clock adds up") {
   CHECK(few.wall_s > many.wall_s);
 }
 
+TEST_CASE("episodes past the agent timeout end without grading and still fill their group") {
+  auto model = short_model(2);
+  model.episode.command_s = {120.0, 0.3};  // ~12 commands of ~2 minutes pass 1800 s
+  auto r = simulate(model, reference(), 9);
+  CHECK(r.agent_timeouts > 0);
+  CHECK(r.steps.size() == 2);
+  for (const auto& s : r.steps) CHECK(s.sequences == 256);
+  CHECK(simulate(short_model(2), reference(), 9).agent_timeouts < r.agent_timeouts);
+}
+
 TEST_CASE("a run is a function of its seed") {
   auto a = simulate(short_model(4), reference(), 11), b = simulate(short_model(4), reference(), 11);
   auto c = simulate(short_model(4), reference(), 12);
