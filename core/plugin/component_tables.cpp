@@ -30,7 +30,12 @@ const std::map<mlpt_component_kind, TableRules>& all_rules() {
          FN(mlpt_engine_api, model_info, true), FN(mlpt_engine_api, generate, true),
          FN(mlpt_engine_api, cancel, true), FN(mlpt_engine_api, session_release, true),
          FN(mlpt_engine_api, pause, true), FN(mlpt_engine_api, resume, true),
-         FN(mlpt_engine_api, load_weights, true)}}},
+         FN(mlpt_engine_api, load_weights, true),
+         // 1.2: the host falls back to the 1.1 functions when a table lacks these.
+         FN(mlpt_engine_api, query_model_info, false), FN(mlpt_engine_api, pause_generation, false),
+         FN(mlpt_engine_api, resume_generation, false), FN(mlpt_engine_api, submit, false),
+         FN(mlpt_engine_api, request_is_ready, false), FN(mlpt_engine_api, request_await, false),
+         FN(mlpt_engine_api, request_result, false), FN(mlpt_engine_api, request_release, false)}}},
       {MLPT_COMPONENT_TRANSPORT,
        {MLPT_TRANSPORT_API_STRUCT_SIZE_1_0, MLPT_TRANSPORT_CAPABILITIES_STRUCT_SIZE,
         {FN(mlpt_transport_api, create, true), FN(mlpt_transport_api, destroy, true),

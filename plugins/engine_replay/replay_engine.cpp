@@ -11,6 +11,7 @@
 #include <mlpt/sdk.hpp>
 
 #include <array>
+#include <atomic>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -85,11 +86,12 @@ class ReplayEngine final : public mlpt::sdk::Engine {
     info.weight_version = version_;
   }
 
-  void generate(mlpt_generate_args& a) override {
-    if (!a.tokens || a.num_tokens == 0) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: empty prompt");
+  // The reply is known at once: the request completes (its callback runs) before submit returns.
+  void submit(std::shared_ptr<mlpt::sdk::GenerationRequest> request) override {
+    auto& a = *request;
     if (a.max_new_tokens < 1) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: max_new_tokens must be >= 1");
     if (a.record_routed_experts) throw Error(MLPT_UNIMPLEMENTED, "engine replay: no routed experts (dense replay)");
-    const std::string prompt = decode(a.tokens, a.num_tokens);
+    const std::string prompt = decode(a.tokens.data(), a.tokens.size());
     const Row* row = nullptr;
     for (const auto& r : rows_)
       if (prompt.find(r.match) != std::string::npos) {
@@ -100,19 +102,16 @@ class ReplayEngine final : public mlpt::sdk::Engine {
     size_t markers = 0;
     for (size_t at = prompt.find(marker_); at != std::string::npos; at = prompt.find(marker_, at + marker_.size())) ++markers;
     const size_t turn = markers > 0 ? markers - 1 : 0;  // the last marker opens the turn being generated
-    std::vector<int32_t> out;
+    std::vector<int32_t>& out = a.out_tokens;
     if (turn < row->turns.size())
       for (unsigned char b : row->turns[turn]) out.push_back(byte_id_[b]);
     out.push_back(stop_id_);
     const size_t cap = static_cast<size_t>(a.max_new_tokens);
-    a.out_finish_reason = out.size() <= cap ? MLPT_FINISH_STOP : MLPT_FINISH_LENGTH;
+    const mlpt_finish_reason reason = out.size() <= cap ? MLPT_FINISH_STOP : MLPT_FINISH_LENGTH;
     if (out.size() > cap) out.resize(cap);
-    for (size_t i = 0; i < out.size(); ++i) {
-      a.out_tokens[i] = out[i];
-      if (a.out_logprobs) a.out_logprobs[i] = 0.0f;
-    }
-    a.out_num_tokens = out.size();
+    a.out_logprobs.assign(out.size(), 0.0f);
     a.out_weight_version = version_;
+    request->finish(reason);
   }
 
   void cancel(uint64_t) override {}
@@ -206,7 +205,7 @@ class ReplayEngine final : public mlpt::sdk::Engine {
   std::string stop_text_ = "<|im_end|>", marker_ = "<|im_start|>assistant";
   int32_t stop_id_ = -1;
   int64_t vocab_size_ = 0, max_len_ = 65536;
-  uint64_t version_ = 0;
+  std::atomic<uint64_t> version_{0};
 };
 
 const mlpt_engine_capabilities kCapabilities = {MLPT_ENGINE_CAPABILITIES_STRUCT_SIZE, /*returns_logprobs=*/1,

@@ -3,10 +3,21 @@
  * The engine generates tokens for rollouts. The host owns every rollout's token sequence
  * (token-in, token-out): it sends token ids and gets token ids back, with the logprob of each
  * sampled token under the weights that sampled it, and optionally the experts each MoE layer routed
- * every token to (Rollout Routing Replay). Many rollouts are in flight at once: `generate` is called
- * concurrently from many host threads and the engine batches them (continuous batching).
+ * every token to (Rollout Routing Replay). Many rollouts are in flight at once and the engine
+ * batches them (continuous batching).
  *
- * Sections: Capabilities, Engine lifetime, Generation, Sessions, Weights, Pause/resume, The table.
+ * Two ways to generate:
+ *   - Since 1.2, asynchronous requests: `submit` queues a request and returns at once; the request
+ *     completes through a callback (`on_ready`), a poll (`request_is_ready`) or a wait
+ *     (`request_await`), like a PJRT_Event. Its result is owned by the engine, sized by what was
+ *     generated, and freed by `request_release`. Hundreds of requests in flight need no host thread
+ *     each. A 1.2 engine provides both ways.
+ *   - 1.0 and 1.1: `generate` blocks the calling thread until the request finishes, and the caller
+ *     provides output buffers sized for the worst case. A 1.2 host drives such an engine by calling
+ *     `generate` from a small pool of its own threads.
+ *
+ * Sections: Capabilities, Engine lifetime, Generation (blocking), Generation (asynchronous),
+ * Sessions, Weights, Pause/resume, The table.
  */
 #ifndef MLPT_ENGINE_H_
 #define MLPT_ENGINE_H_
@@ -46,7 +57,7 @@ typedef struct mlpt_engine_create_args {
 #define MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_create_args, extension_start)
 #define MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_engine_create_args, engine)
 
-/* Facts about the loaded model that the host needs to size buffers. */
+/* Facts about the loaded model: what the host needs to read results and size batches. */
 typedef struct mlpt_engine_model_info {
   size_t struct_size;
   int64_t vocab_size;       /* out: rows of the LM head, padding included */
@@ -57,7 +68,17 @@ typedef struct mlpt_engine_model_info {
 } mlpt_engine_model_info;
 #define MLPT_ENGINE_MODEL_INFO_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_model_info, weight_version)
 
-/* ---- Generation ------------------------------------------------------------------------------ */
+/* Since 1.2: the arguments of `query_model_info` (which replaces the 1.0 `model_info`). */
+typedef struct mlpt_engine_model_info_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+  /* out: the caller sets out_info.struct_size to the size it knows; the engine fills the fields that
+   * fit in it. */
+  mlpt_engine_model_info out_info;
+} mlpt_engine_model_info_args;
+#define MLPT_ENGINE_MODEL_INFO_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_model_info_args, out_info)
+
+/* ---- Generation (blocking) ------------------------------------------------------------------- */
 
 typedef struct mlpt_sampling_params {
   size_t struct_size;
@@ -116,12 +137,119 @@ typedef struct mlpt_generate_args {
 } mlpt_generate_args;
 #define MLPT_GENERATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_generate_args, out_weight_version)
 
+/* Cancels a request in flight, blocking (`generate`) or submitted (`submit`): it finishes promptly
+ * with MLPT_FINISH_CANCELLED and the tokens generated so far (when capabilities.supports_cancel;
+ * otherwise it may run to its end). */
 typedef struct mlpt_cancel_args {
   size_t struct_size;
   mlpt_engine* engine;
   uint64_t request_id; /* in: a request in flight; an unknown or finished id is not an error */
 } mlpt_cancel_args;
 #define MLPT_CANCEL_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_cancel_args, request_id)
+
+/* ---- Generation (asynchronous, since 1.2) ----------------------------------------------------
+ *
+ * A request's life: `submit` -> (engine works; the host's thread is free) -> ready -> the host
+ * reads the result (`request_result`) -> `request_release`. "Ready" means finished for good:
+ * stopped, reached its length, cancelled, or failed. Every submitted request becomes ready, also
+ * when it is cancelled or the engine fails, and every submitted request must be released exactly
+ * once, after it is ready (releasing is the host's only obligation; the engine frees the request
+ * and its result then, not before).
+ *
+ * Notification, as PJRT_Event: a request can be polled (`request_is_ready`), waited for
+ * (`request_await`) and carries one callback given at submission (`on_ready`). The callback:
+ *   - is called exactly once, when the request becomes ready, on a thread of the engine's choosing:
+ *     an engine thread, or the submitting thread before `submit` returns (a request that finishes
+ *     at once, e.g. from a cache);
+ *   - must return promptly and must not block: no `request_await` of another request, no `pause`,
+ *     no long computation (the engine's progress may depend on the thread it runs on). It may call
+ *     `request_result`, `request_release` (of its own request), `cancel` and `submit`;
+ *   - is called with no engine lock held, so those calls do not deadlock;
+ *   - when it releases its request, the request is gone once the release returns; otherwise the
+ *     request lives until another thread releases it (the engine keeps what the running callback
+ *     uses alive until it returns, so a release racing with the callback is safe).
+ */
+
+typedef struct mlpt_engine_request mlpt_engine_request; /* opaque: one submitted request */
+
+/* `user_data` is the submitter's `on_ready_user_data`; `request` is the request that became ready. */
+typedef void (*mlpt_request_ready_fn)(void* user_data, mlpt_engine_request* request);
+
+/* Submits one generation request; returns without waiting for it. The inputs mean what they mean in
+ * mlpt_generate_args and are copied by `submit` (all borrowed for the call). A request the engine
+ * refuses at once (invalid tokens, a busy session, a duplicate request_id) is an error returned by
+ * `submit`: then no request exists and on_ready is never called. While paused the request is
+ * accepted and queued; it starts after `resume` (or finishes when cancelled). */
+typedef struct mlpt_submit_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+  uint64_t request_id;           /* in: unique among requests in flight; `cancel` names it */
+  uint64_t session_id;           /* in: 0, or a session as in mlpt_generate_args */
+  const int32_t* tokens;         /* in: the whole sequence so far */
+  size_t num_tokens;             /* in: >= 1 */
+  mlpt_sampling_params sampling; /* in */
+  int32_t max_new_tokens;        /* in: >= 1; costs nothing until generated */
+  const int32_t* stop_tokens;    /* in */
+  size_t num_stop_tokens;        /* in */
+  int record_routed_experts;     /* in: nonzero to record (requires capabilities.returns_routed_experts) */
+  size_t routed_experts_from;    /* in: the first position whose routing the result holds (<= num_tokens) */
+  mlpt_request_ready_fn on_ready; /* in: may be NULL (then poll or await) */
+  void* on_ready_user_data;      /* in: passed to on_ready, never dereferenced by the engine */
+  mlpt_engine_request* out_request; /* out: valid until request_release */
+} mlpt_submit_args;
+#define MLPT_SUBMIT_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_submit_args, out_request)
+
+/* Polls: out_ready is nonzero once the request is ready. Never blocks. */
+typedef struct mlpt_request_is_ready_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+  mlpt_engine_request* request; /* in */
+  int out_ready;                /* out */
+} mlpt_request_is_ready_args;
+#define MLPT_REQUEST_IS_READY_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_request_is_ready_args, out_ready)
+
+/* Blocks the calling thread until the request is ready; returns NULL then (the request's own
+ * failure is reported by `request_result`, not here). Any number of threads may wait on one
+ * request. Must not be called from an on_ready callback for another request. */
+typedef struct mlpt_request_await_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+  mlpt_engine_request* request; /* in */
+} mlpt_request_await_args;
+#define MLPT_REQUEST_AWAIT_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_request_await_args, request)
+
+/* Reads the result of a ready request. Returns MLPT_FAILED_PRECONDITION when it is not ready yet,
+ * and the request's own error (a new error object on every call, owned by the caller) when it
+ * failed; the out fields are then unspecified. Every pointer handed out is owned by the engine and
+ * stays valid and unchanged until the request is released. May be called any number of times.
+ *
+ * Routed experts (only when recorded) are laid out per MoE layer: out_routed_experts[layer] for
+ * layer in [0, num_moe_layers) points to out_num_routed_positions * experts_per_token int16 expert
+ * ids in [position][k] order, for the positions [routed_experts_from, num_tokens + out_num_tokens):
+ * exactly what was asked and generated, never a worst-case capacity. A position the engine never
+ * computed (a request cancelled mid-prefill) holds -1. */
+typedef struct mlpt_request_result_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+  mlpt_engine_request* request;         /* in: a ready request */
+  const int32_t* out_tokens;            /* out: out_num_tokens generated tokens */
+  size_t out_num_tokens;                /* out: <= max_new_tokens */
+  const float* out_logprobs;            /* out: out_num_tokens entries; NULL unless returns_logprobs */
+  const int16_t* const* out_routed_experts; /* out: num_moe_layers pointers; NULL unless recorded */
+  size_t out_num_routed_positions;      /* out: num_tokens + out_num_tokens - routed_experts_from, or 0 */
+  mlpt_finish_reason out_finish_reason; /* out */
+  uint64_t out_weight_version;          /* out: the weights every returned token was sampled with */
+} mlpt_request_result_args;
+#define MLPT_REQUEST_RESULT_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_request_result_args, out_weight_version)
+
+/* Frees a ready request and its result. Returns MLPT_FAILED_PRECONDITION and frees nothing when the
+ * request is not ready (cancel it, then release it once ready). */
+typedef struct mlpt_request_release_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+  mlpt_engine_request* request; /* in: not used afterwards */
+} mlpt_request_release_args;
+#define MLPT_REQUEST_RELEASE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_request_release_args, request)
 
 /* ---- Sessions -------------------------------------------------------------------------------- */
 
@@ -150,6 +278,25 @@ typedef struct mlpt_load_weights_args {
 #define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_load_weights_args, extension_start)
 #define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_load_weights_args, num_tensors)
 
+/* ---- Pause/resume ------------------------------------------------------------------------------
+ *
+ * Pause: requests not yet started wait (new `generate` calls block, submitted requests queue);
+ * returns once no generation is running, so the weights can be replaced. Resume: lets them go.
+ * Pause/resume do not nest: pausing a paused engine or resuming a running one is
+ * MLPT_FAILED_PRECONDITION. Since 1.2 both take args (`pause_generation`, `resume_generation`).
+ */
+typedef struct mlpt_engine_pause_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+} mlpt_engine_pause_args;
+#define MLPT_ENGINE_PAUSE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_pause_args, engine)
+
+typedef struct mlpt_engine_resume_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+} mlpt_engine_resume_args;
+#define MLPT_ENGINE_RESUME_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_resume_args, engine)
+
 /* ---- The table ------------------------------------------------------------------------------- */
 
 typedef struct mlpt_engine_api {
@@ -157,30 +304,50 @@ typedef struct mlpt_engine_api {
 
   /* Loads the model named by the config. Thread-safe. */
   mlpt_error* (*create)(mlpt_engine_create_args* args);
-  /* Destroys the engine; no call may be in flight. NULL is a no-op. */
+  /* Destroys the engine; no call may be in flight and every submitted request must have been
+   * released. NULL is a no-op. */
   void (*destroy)(mlpt_engine* engine);
-  /* Fills `info`. Thread-safe. */
+  /* Fills `info`. Thread-safe. Superseded by query_model_info (1.2); a 1.2 host calls this only
+   * when the engine's table is older. */
   mlpt_error* (*model_info)(mlpt_engine* engine, mlpt_engine_model_info* info);
 
   /* Generates; blocks until the request finishes. Thread-safe: concurrent calls are batched.
-   * While paused, a new call waits for resume (or cancellation). */
+   * While paused, a new call waits for resume (or cancellation). Kept for 1.0/1.1 hosts; a 1.2
+   * host uses `submit` when the table has it. */
   mlpt_error* (*generate)(mlpt_generate_args* args);
   /* Stops a request in flight; its generate returns MLPT_FINISH_CANCELLED. Thread-safe. */
   mlpt_error* (*cancel)(mlpt_cancel_args* args);
   /* Drops a session's cached state. Thread-safe; not while that session is generating. */
   mlpt_error* (*session_release)(mlpt_session_release_args* args);
 
-  /* Pause: new generate calls wait; returns once no generation is running. Resume: lets them go.
-   * Thread-safe. Pause/resume do not nest. */
+  /* See Pause/resume. Thread-safe. Superseded by pause_generation/resume_generation (1.2). */
   mlpt_error* (*pause)(mlpt_engine* engine);
   mlpt_error* (*resume)(mlpt_engine* engine);
   /* Replaces the weights (see above). Not thread-safe with generate; call while paused. */
   mlpt_error* (*load_weights)(mlpt_load_weights_args* args);
   /* Since 1.2 (the plugin's). Absent: no extensions. */
   const mlpt_extension* extension_start;
+
+  /* ---- Since 1.2: read only when struct_size covers them (MLPT_HAS_FIELD); a 1.2 engine sets
+   * every one. The blocking functions above stay set for older hosts. ---- */
+
+  /* Fills args->out_info. Thread-safe. */
+  mlpt_error* (*query_model_info)(mlpt_engine_model_info_args* args);
+  /* See Pause/resume. Thread-safe. */
+  mlpt_error* (*pause_generation)(mlpt_engine_pause_args* args);
+  mlpt_error* (*resume_generation)(mlpt_engine_resume_args* args);
+  /* Asynchronous generation (see above). All thread-safe, on any thread, including from on_ready
+   * as that section allows; `request_await` blocks, the others return promptly. */
+  mlpt_error* (*submit)(mlpt_submit_args* args);
+  mlpt_error* (*request_is_ready)(mlpt_request_is_ready_args* args);
+  mlpt_error* (*request_await)(mlpt_request_await_args* args);
+  mlpt_error* (*request_result)(mlpt_request_result_args* args);
+  mlpt_error* (*request_release)(mlpt_request_release_args* args);
 } mlpt_engine_api;
-#define MLPT_ENGINE_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_api, extension_start)
+#define MLPT_ENGINE_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_api, request_release)
+/* The table of ABI 1.0, unchanged in 1.1: the least a host accepts. */
 #define MLPT_ENGINE_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_engine_api, load_weights)
+#define MLPT_ENGINE_API_STRUCT_SIZE_1_1 MLPT_ENGINE_API_STRUCT_SIZE_1_0
 
 #ifdef __cplusplus
 }

@@ -16,30 +16,17 @@ namespace mlpt::ref {
 
 using sdk::Error;
 
+// The engine's state of one submitted request; the caller's GenerationRequest holds the inputs
+// and receives the result.
 struct ReferenceEngine::Request {
-  uint64_t id = 0, session_id = 0;
-  std::vector<int32_t> prompt;
+  std::shared_ptr<sdk::GenerationRequest> in;
   SamplingParams sampling;
-  int32_t max_new = 0;
-  std::vector<int32_t> stop;
-  bool record = false;
-  size_t routed_from = 0;
-
   std::unique_ptr<Session> session;
   std::vector<int32_t> pending;  // tokens to feed at the next step
-  std::vector<int32_t> out_tokens;
-  std::vector<float> out_logprobs;
-  std::vector<int16_t> out_routing;  // [routed_from, end) x layers x k, filled at finish
   // After the last sample, a recording request feeds that token once more so its routing is known.
   bool final_feed = false;
   mlpt_finish_reason final_reason{};
-
   std::atomic<bool> cancel_requested{false};
-  bool done = false;
-  mlpt_finish_reason reason{};
-  std::string error;
-  mlpt_error_code error_code = MLPT_OK;
-  uint64_t version = 0;
 };
 
 ReferenceEngine::ReferenceEngine(std::string_view config_json) : sessions_(0) {
@@ -84,96 +71,89 @@ void ReferenceEngine::model_info(mlpt_engine_model_info& info) {
   info.weight_version = weight_version_;
 }
 
-void ReferenceEngine::generate(mlpt_generate_args& a) {
-  // ---- check the request before it can touch any state ----
-  if (!a.tokens || a.num_tokens < 1) throw Error(MLPT_INVALID_ARGUMENT, "tokens: at least one token is required");
-  if (a.max_new_tokens < 1) throw Error(MLPT_INVALID_ARGUMENT, "max_new_tokens must be >= 1");
-  if (!a.out_tokens) throw Error(MLPT_INVALID_ARGUMENT, "out_tokens is NULL");
-  if (a.sampling.struct_size < MLPT_SAMPLING_PARAMS_STRUCT_SIZE)
-    throw Error(MLPT_INVALID_ARGUMENT, "sampling.struct_size too small");
-  if (!(a.sampling.temperature > 0)) throw Error(MLPT_INVALID_ARGUMENT, "sampling.temperature must be > 0");
-  if (!(a.sampling.top_p > 0 && a.sampling.top_p <= 1)) throw Error(MLPT_INVALID_ARGUMENT, "sampling.top_p must be in (0, 1]");
-  if (a.sampling.top_k < 0) throw Error(MLPT_INVALID_ARGUMENT, "sampling.top_k must be >= 0");
-  if (a.num_stop_tokens && !a.stop_tokens) throw Error(MLPT_INVALID_ARGUMENT, "stop_tokens is NULL");
-  if (a.record_routed_experts && !a.out_routed_experts)
-    throw Error(MLPT_INVALID_ARGUMENT, "record_routed_experts set but out_routed_experts is NULL");
-  if (a.record_routed_experts && a.routed_experts_from > a.num_tokens)
+void ReferenceEngine::check(const sdk::GenerationRequest& r) const {
+  const auto& p = r.sampling;
+  if (r.max_new_tokens < 1) throw Error(MLPT_INVALID_ARGUMENT, "max_new_tokens must be >= 1");
+  if (!(p.temperature > 0)) throw Error(MLPT_INVALID_ARGUMENT, "sampling.temperature must be > 0");
+  if (!(p.top_p > 0 && p.top_p <= 1)) throw Error(MLPT_INVALID_ARGUMENT, "sampling.top_p must be in (0, 1]");
+  if (p.top_k < 0) throw Error(MLPT_INVALID_ARGUMENT, "sampling.top_k must be >= 0");
+  if (r.record_routed_experts && r.routed_experts_from > r.tokens.size())
     throw Error(MLPT_INVALID_ARGUMENT, "routed_experts_from is beyond the tokens");
-  if (static_cast<int64_t>(a.num_tokens) >= max_sequence_length_)
-    throw Error(MLPT_INVALID_ARGUMENT, std::to_string(a.num_tokens) + " tokens leave no room under max_sequence_length " +
+  if (static_cast<int64_t>(r.tokens.size()) >= max_sequence_length_)
+    throw Error(MLPT_INVALID_ARGUMENT, std::to_string(r.tokens.size()) + " tokens leave no room under max_sequence_length " +
                                            std::to_string(max_sequence_length_));
-  for (size_t i = 0; i < a.num_tokens; ++i)
-    if (a.tokens[i] < 0 || a.tokens[i] >= config_.vocab_size)
-      throw Error(MLPT_INVALID_ARGUMENT, "token " + std::to_string(a.tokens[i]) + " at position " + std::to_string(i) +
+  for (size_t i = 0; i < r.tokens.size(); ++i)
+    if (r.tokens[i] < 0 || r.tokens[i] >= config_.vocab_size)
+      throw Error(MLPT_INVALID_ARGUMENT, "token " + std::to_string(r.tokens[i]) + " at position " + std::to_string(i) +
                                              " is outside the vocabulary");
+}
 
-  Request r;
-  r.id = a.request_id;
-  r.session_id = a.session_id;
-  r.prompt.assign(a.tokens, a.tokens + a.num_tokens);
-  r.sampling = SamplingParams{a.sampling.temperature, a.sampling.top_p, a.sampling.top_k, a.sampling.seed};
-  r.max_new = a.max_new_tokens;
-  r.stop.assign(a.stop_tokens, a.stop_tokens + a.num_stop_tokens);
-  r.record = a.record_routed_experts != 0;
-  r.routed_from = a.routed_experts_from;
-
-  std::unique_lock lk(mutex_);
-  while (paused_ && !stopping_) {  // a new call waits for resume
-    if (sdk::cancelled()) {
-      a.out_num_tokens = 0;
-      a.out_finish_reason = MLPT_FINISH_CANCELLED;
-      a.out_weight_version = weight_version_;
-      return;
-    }
-    state_changed_.wait_for(lk, std::chrono::milliseconds(50));
-  }
+void ReferenceEngine::submit(std::shared_ptr<sdk::GenerationRequest> in) {
+  check(*in);  // before the request can touch any state
+  auto r = std::make_unique<Request>();
+  r->sampling = SamplingParams{in->sampling.temperature, in->sampling.top_p, in->sampling.top_k, in->sampling.seed};
+  r->in = std::move(in);
+  const uint64_t id = r->in->id, session = r->in->session_id;
+  std::lock_guard lk(mutex_);
   if (stopping_) throw Error(MLPT_UNAVAILABLE, "engine is shutting down");
-  if (in_flight_ids_.count(r.id))
-    throw Error(MLPT_FAILED_PRECONDITION, "request_id " + std::to_string(r.id) + " is already in flight");
-  if (r.session_id) {
-    if (busy_sessions_.count(r.session_id))
-      throw Error(MLPT_FAILED_PRECONDITION, "session " + std::to_string(r.session_id) + " is already generating");
-    r.session = sessions_.take(r.session_id);
-    const Session* s = r.session.get();
-    const size_t L = static_cast<size_t>(config_.num_moe_layers() * config_.experts_per_token);
-    bool extends = s && s->tokens.size() < r.prompt.size() &&
-                   std::equal(s->tokens.begin(), s->tokens.end(), r.prompt.begin());
-    // Routing of cached positions is needed when recording from before the cached end.
-    bool routing_ok = !r.record || r.routed_from >= (s ? s->tokens.size() : 0) ||
-                      (s && s->routing.size() == s->tokens.size() * L);
-    if (!extends || !routing_ok) r.session.reset();  // re-prefill from scratch: always correct
-    busy_sessions_.insert(r.session_id);
-  }
-  if (!r.session) r.session = std::make_unique<Session>(config_);
-  r.pending.assign(r.prompt.begin() + static_cast<int64_t>(r.session->tokens.size()), r.prompt.end());
-  in_flight_ids_.insert(r.id);
-  ++running_;
-  cancel_index_[r.id] = &r;
-  incoming_.push_back(&r);
-  wake_scheduler_.notify_one();
-  state_changed_.wait(lk, [&] { return r.done; });
-  cancel_index_.erase(r.id);
-  in_flight_ids_.erase(r.id);
-  if (r.session_id) busy_sessions_.erase(r.session_id);
-  --running_;
-  state_changed_.notify_all();
-  lk.unlock();
+  if (in_flight_.count(id)) throw Error(MLPT_FAILED_PRECONDITION, "request_id " + std::to_string(id) + " is already in flight");
+  if (session && !busy_sessions_.insert(session).second)
+    throw Error(MLPT_FAILED_PRECONDITION, "session " + std::to_string(session) + " is already generating");
+  Request* raw = r.get();
+  in_flight_[id] = std::move(r);
+  if (paused_)
+    held_.push_back(raw);  // starts after resume
+  else
+    admit_locked(raw);
+}
 
-  if (r.error_code != MLPT_OK) throw Error(r.error_code, r.error);
-  size_t n = std::min(r.out_tokens.size(), static_cast<size_t>(a.max_new_tokens));
-  std::copy(r.out_tokens.begin(), r.out_tokens.begin() + static_cast<int64_t>(n), a.out_tokens);
-  if (a.out_logprobs) std::copy(r.out_logprobs.begin(), r.out_logprobs.begin() + static_cast<int64_t>(n), a.out_logprobs);
-  if (r.record) std::copy(r.out_routing.begin(), r.out_routing.end(), a.out_routed_experts);
-  a.out_num_tokens = n;
-  a.out_finish_reason = r.reason;
-  a.out_weight_version = r.version;
+// Takes the request's session (or a fresh cache) and hands it to the scheduler. Sessions are taken
+// here, not at submit, so a request held over a weight update never sees a stale cache.
+void ReferenceEngine::admit_locked(Request* r) {
+  const auto& in = *r->in;
+  if (in.session_id) {
+    r->session = sessions_.take(in.session_id);
+    const Session* s = r->session.get();
+    const size_t L = static_cast<size_t>(config_.num_moe_layers() * config_.experts_per_token);
+    bool extends = s && s->tokens.size() < in.tokens.size() &&
+                   std::equal(s->tokens.begin(), s->tokens.end(), in.tokens.begin());
+    // Routing of cached positions is needed when recording from before the cached end.
+    bool routing_ok = !in.record_routed_experts || in.routed_experts_from >= (s ? s->tokens.size() : 0) ||
+                      (s && s->routing.size() == s->tokens.size() * L);
+    if (!extends || !routing_ok) r->session.reset();  // re-prefill from scratch: always correct
+  }
+  if (!r->session) r->session = std::make_unique<Session>(config_);
+  r->pending.assign(in.tokens.begin() + static_cast<int64_t>(r->session->tokens.size()), in.tokens.end());
+  ++running_;
+  incoming_.push_back(r);
+  wake_scheduler_.notify_one();
+}
+
+void ReferenceEngine::complete(std::vector<Completion>& done) {
+  for (auto& c : done)
+    if (c.code == MLPT_OK)
+      c.request->finish(c.reason);
+    else
+      c.request->fail(c.code, c.message);
+  done.clear();
 }
 
 void ReferenceEngine::cancel(uint64_t request_id) {
-  std::lock_guard lk(mutex_);
-  auto it = cancel_index_.find(request_id);
-  if (it != cancel_index_.end()) it->second->cancel_requested = true;
+  std::vector<Completion> done;
+  {
+    std::lock_guard lk(mutex_);
+    auto it = in_flight_.find(request_id);
+    if (it == in_flight_.end()) return;
+    Request* r = it->second.get();
+    r->cancel_requested = true;
+    auto held = std::find(held_.begin(), held_.end(), r);
+    if (held != held_.end()) {  // never started: finishes now, with no tokens
+      done.push_back(finish_locked(r, MLPT_FINISH_CANCELLED));
+      held_.erase(held);
+    }
+  }
   wake_scheduler_.notify_all();
+  complete(done);
 }
 
 void ReferenceEngine::session_release(uint64_t session_id) {
@@ -194,6 +174,8 @@ void ReferenceEngine::resume() {
   std::lock_guard lk(mutex_);
   if (!paused_) throw Error(MLPT_FAILED_PRECONDITION, "engine is not paused");
   paused_ = false;
+  for (Request* r : held_) admit_locked(r);
+  held_.clear();
   state_changed_.notify_all();
 }
 
@@ -212,65 +194,84 @@ void ReferenceEngine::load_weights(const mlpt_load_weights_args& a) {
 
 // ---- the scheduler ----
 
-void ReferenceEngine::finish(Request* r, mlpt_finish_reason reason) {
-  // Called with mutex_ held.
-  r->reason = reason;
-  r->version = weight_version_;
-  if (r->record) {
-    const size_t per = static_cast<size_t>(config_.num_moe_layers() * config_.experts_per_token);
-    const size_t end = r->prompt.size() + r->out_tokens.size();
-    r->out_routing.assign((end - r->routed_from) * per, int16_t(-1));  // -1: never fed (cancelled)
-    size_t have = std::min(end, r->session->routing.size() / per);
-    for (size_t p = r->routed_from; p < have; ++p)
-      std::copy(r->session->routing.begin() + p * per, r->session->routing.begin() + (p + 1) * per,
-                r->out_routing.begin() + (p - r->routed_from) * per);
+// Both remove the request from the engine (with mutex_ held) and return what completes it.
+ReferenceEngine::Completion ReferenceEngine::finish_locked(Request* r, mlpt_finish_reason reason) {
+  auto& in = *r->in;
+  in.out_weight_version = weight_version_;
+  if (in.record_routed_experts) {
+    // The session holds [position][layer][k]; the result is per layer, [position][k].
+    const size_t layers = static_cast<size_t>(config_.num_moe_layers()), k = static_cast<size_t>(config_.experts_per_token);
+    const size_t end = in.tokens.size() + in.out_tokens.size(), from = in.routed_experts_from;
+    static const std::vector<int16_t> none;
+    const std::vector<int16_t>& routing = r->session ? r->session->routing : none;
+    const size_t have = std::min(end, routing.size() / (layers * k));
+    in.out_routed_experts.assign(layers, std::vector<int16_t>((end - from) * k, int16_t(-1)));  // -1: never fed
+    for (size_t l = 0; l < layers; ++l)
+      for (size_t p = from; p < have; ++p)
+        std::copy_n(routing.begin() + static_cast<int64_t>((p * layers + l) * k), k,
+                    in.out_routed_experts[l].begin() + static_cast<int64_t>((p - from) * k));
   }
-  if (r->session_id && reason != MLPT_FINISH_CANCELLED) sessions_.put(r->session_id, std::move(r->session));
-  r->session.reset();
-  r->done = true;
-  state_changed_.notify_all();
+  if (in.session_id && reason != MLPT_FINISH_CANCELLED && r->session) sessions_.put(in.session_id, std::move(r->session));
+  return release_locked(r, Completion{r->in, reason, MLPT_OK, {}});
 }
 
-void ReferenceEngine::fail(Request* r, const std::string& message, mlpt_error_code code) {
-  r->error = message;
-  r->error_code = code;
-  r->session.reset();
-  r->done = true;
+ReferenceEngine::Completion ReferenceEngine::fail_locked(Request* r, const std::string& message, mlpt_error_code code) {
+  return release_locked(r, Completion{r->in, MLPT_FINISH_CANCELLED, code, message});
+}
+
+ReferenceEngine::Completion ReferenceEngine::release_locked(Request* r, Completion c) {
+  const bool admitted = std::find(held_.begin(), held_.end(), r) == held_.end();
+  if (c.request->session_id) busy_sessions_.erase(c.request->session_id);
+  if (admitted) --running_;
+  in_flight_.erase(c.request->id);  // r is gone
   state_changed_.notify_all();
+  return c;
 }
 
 void ReferenceEngine::scheduler_loop() {
   cpu::set_cpu_threads(threads_);  // OpenMP thread counts are per calling thread
   std::vector<Request*> active;
+  std::vector<Completion> done;
   for (;;) {
     {
       std::unique_lock lk(mutex_);
       wake_scheduler_.wait_for(lk, std::chrono::milliseconds(active.empty() ? 200 : 0),
                                [&] { return stopping_ || !incoming_.empty() || !active.empty(); });
       if (stopping_) {
-        for (Request* r : active) fail(r, "engine destroyed during generation", MLPT_CANCELLED);
-        for (Request* r : incoming_) fail(r, "engine destroyed during generation", MLPT_CANCELLED);
+        // Destroy requires every request released; these only exist if the host broke that rule.
+        for (Request* r : active) done.push_back(fail_locked(r, "engine destroyed during generation", MLPT_CANCELLED));
+        for (Request* r : incoming_) done.push_back(fail_locked(r, "engine destroyed during generation", MLPT_CANCELLED));
+        for (Request* r : held_) done.push_back(finish_locked(r, MLPT_FINISH_CANCELLED));
         incoming_.clear();
+        held_.clear();
+        lk.unlock();
+        complete(done);
         return;
       }
       while (!incoming_.empty()) {
         active.push_back(incoming_.front());
         incoming_.pop_front();
       }
-      bool host_cancel = sdk::cancelled();
+      const bool host_cancel = sdk::cancelled();
       for (Request*& r : active)
         if (r->cancel_requested || host_cancel) {
-          finish(r, MLPT_FINISH_CANCELLED);
+          done.push_back(finish_locked(r, MLPT_FINISH_CANCELLED));
           r = nullptr;
         }
       active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
+      if (host_cancel) {  // requests held by a pause end too
+        for (auto it = held_.begin(); it != held_.end(); it = held_.erase(it)) done.push_back(finish_locked(*it, MLPT_FINISH_CANCELLED));
+      }
     }
+    complete(done);
     if (active.empty()) continue;
-    run_step(active);
+    run_step(active, done);
+    complete(done);
   }
 }
 
-void ReferenceEngine::run_step(std::vector<Request*>& active) {
+// One forward step over the active requests; the requests that finish move from `active` to `done`.
+void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Completion>& done) {
   std::shared_ptr<const Weights<float>> w;
   {
     std::lock_guard lk(mutex_);
@@ -306,7 +307,7 @@ void ReferenceEngine::run_step(std::vector<Request*>& active) {
     tokens.insert(tokens.end(), seg[i]->pending.begin(), seg[i]->pending.begin() + take[i]);
     fb.offsets.push_back(fb.offsets.back() + take[i]);
     fb.caches.push_back(&seg[i]->session->cache);
-    any_record |= seg[i]->record;
+    any_record |= seg[i]->in->record_routed_experts;
   }
   fb.tokens = tokens.data();
   fb.gdn_mode = prefill_mode_;
@@ -317,12 +318,12 @@ void ReferenceEngine::run_step(std::vector<Request*>& active) {
   try {
     hidden = forward_hidden(*w, fb);
   } catch (const std::exception& e) {
-    // A request object dies as soon as it is marked done: drop it from `active` first.
+    // A request object dies as soon as it is released: drop it from `active` first.
     active.erase(std::remove_if(active.begin(), active.end(),
                                 [&](Request* r) { return std::find(seg.begin(), seg.end(), r) != seg.end(); }),
                  active.end());
     std::lock_guard lk(mutex_);
-    for (Request* r : seg) fail(r, std::string("forward failed: ") + e.what(), MLPT_INTERNAL);
+    for (Request* r : seg) done.push_back(fail_locked(r, std::string("forward failed: ") + e.what(), MLPT_INTERNAL));
     return;
   }
 
@@ -332,7 +333,7 @@ void ReferenceEngine::run_step(std::vector<Request*>& active) {
     Request* r = seg[i];
     Session& s = *r->session;
     s.tokens.insert(s.tokens.end(), r->pending.begin(), r->pending.begin() + take[i]);
-    if (r->record)
+    if (r->in->record_routed_experts)
       s.routing.insert(s.routing.end(), routing.begin() + fb.offsets[i] * per, routing.begin() + fb.offsets[i + 1] * per);
     else
       s.routing.clear();  // a gap would misalign later positions
@@ -353,16 +354,17 @@ void ReferenceEngine::run_step(std::vector<Request*>& active) {
     lm_head_forward(*w, static_cast<int64_t>(to_sample.size()), rows.data(), logits.data());
     for (size_t j = 0; j < to_sample.size(); ++j) {
       Request* r = seg[to_sample[j]];
+      auto& in = *r->in;
       uint64_t position = r->session->tokens.size();  // absolute position of the new token
       SampledToken t = sample_token(logits.data() + j * V, valid_vocab_, r->sampling, position);
-      r->out_tokens.push_back(t.token);
-      r->out_logprobs.push_back(t.logprob);
-      bool stop = std::find(r->stop.begin(), r->stop.end(), t.token) != r->stop.end();
-      bool length = static_cast<int32_t>(r->out_tokens.size()) >= r->max_new ||
+      in.out_tokens.push_back(t.token);
+      in.out_logprobs.push_back(t.logprob);
+      bool stop = std::find(in.stop_tokens.begin(), in.stop_tokens.end(), t.token) != in.stop_tokens.end();
+      bool length = static_cast<int32_t>(in.out_tokens.size()) >= in.max_new_tokens ||
                     static_cast<int64_t>(position + 1) >= max_sequence_length_;
       if (stop || length) {
         mlpt_finish_reason reason = stop ? MLPT_FINISH_STOP : MLPT_FINISH_LENGTH;
-        if (r->record) {
+        if (in.record_routed_experts) {
           r->final_feed = true;
           r->final_reason = reason;
           r->pending = {t.token};
@@ -383,7 +385,7 @@ void ReferenceEngine::run_step(std::vector<Request*>& active) {
                                 }),
                  active.end());
     std::lock_guard lk(mutex_);
-    for (auto& [r, reason] : finished) finish(r, reason);  // r may be gone once this returns
+    for (auto& [r, reason] : finished) done.push_back(finish_locked(r, reason));  // r is gone once this returns
   }
 }
 

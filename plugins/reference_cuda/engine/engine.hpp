@@ -1,10 +1,11 @@
 // The inference engine component "qwen35_cpu" (mlpt/engine.h) on the CPU backend.
 //
-// Continuous batching: generate() calls from any number of host threads queue a request and
-// block; one scheduler thread runs steps, each one forward over a packed batch of segments: one
-// token for every decoding request plus prefill chunks of new requests (a step holds at most
-// `max_step_tokens` tokens; long prompts prefill over several steps). Every sequence keeps its own
-// cache, so requests join and leave between any two steps.
+// Continuous batching: submit() from any thread queues a request and returns; one scheduler thread
+// runs steps, each one forward over a packed batch of segments: one token for every decoding
+// request plus prefill chunks of new requests (a step holds at most `max_step_tokens` tokens; long
+// prompts prefill over several steps), and completes finished requests (their on_ready callbacks
+// run on the scheduler thread, with no lock held). Every sequence keeps its own cache, so requests
+// join and leave between any two steps. Hundreds of requests in flight cost no thread each.
 //
 // Logprobs: out_logprobs[i] is the log-probability of out_tokens[i] under the distribution it was
 // sampled from, softmax(logits / temperature) over the real vocabulary restricted to the top-k/top-p
@@ -28,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "engine/sessions.hpp"
@@ -43,7 +45,7 @@ class ReferenceEngine final : public sdk::Engine {
   ~ReferenceEngine() override;
 
   void model_info(mlpt_engine_model_info& info) override;
-  void generate(mlpt_generate_args& args) override;
+  void submit(std::shared_ptr<sdk::GenerationRequest> request) override;
   void cancel(uint64_t request_id) override;
   void session_release(uint64_t session_id) override;
   void pause() override;
@@ -52,10 +54,21 @@ class ReferenceEngine final : public sdk::Engine {
 
  private:
   struct Request;
+  // A request that left the engine, to be completed (its callback fired) once the lock is released.
+  struct Completion {
+    std::shared_ptr<sdk::GenerationRequest> request;
+    mlpt_finish_reason reason;
+    mlpt_error_code code;
+    std::string message;
+  };
+  void check(const sdk::GenerationRequest& r) const;
+  void admit_locked(Request* r);
   void scheduler_loop();
-  void run_step(std::vector<Request*>& active);
-  void finish(Request* r, mlpt_finish_reason reason);
-  void fail(Request* r, const std::string& message, mlpt_error_code code);
+  void run_step(std::vector<Request*>& active, std::vector<Completion>& done);
+  Completion finish_locked(Request* r, mlpt_finish_reason reason);
+  Completion fail_locked(Request* r, const std::string& message, mlpt_error_code code);
+  Completion release_locked(Request* r, Completion c);
+  static void complete(std::vector<Completion>& done);
 
   ModelConfig config_;
   std::shared_ptr<const Weights<float>> weights_;
@@ -66,12 +79,12 @@ class ReferenceEngine final : public sdk::Engine {
 
   std::mutex mutex_;
   std::condition_variable wake_scheduler_, state_changed_;
-  std::deque<Request*> incoming_;
-  std::set<uint64_t> in_flight_ids_;
-  std::map<uint64_t, Request*> cancel_index_;
+  std::deque<Request*> held_;                  // submitted while paused: admitted on resume
+  std::deque<Request*> incoming_;              // admitted, not yet seen by the scheduler
+  std::map<uint64_t, std::unique_ptr<Request>> in_flight_;  // owns every submitted, unfinished request
   std::set<uint64_t> busy_sessions_;
   SessionStore sessions_;
-  int running_ = 0;  // generate calls admitted and not yet finished
+  int running_ = 0;  // requests admitted and not yet finished (pause waits for 0)
   bool paused_ = false, stopping_ = false;
   std::thread scheduler_;
 };

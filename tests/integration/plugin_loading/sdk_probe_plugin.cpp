@@ -22,18 +22,16 @@ class ProbeEngine final : public mlpt::sdk::Engine {
   }
   // Echoes the prompt back, one token per step, with logprob -1 per token; a prompt starting with
   // token 666 throws std::out_of_range, 777 throws bad_alloc, 888 throws a non-std exception.
-  void generate(mlpt_generate_args& a) override {
-    if (a.tokens[0] == 666) throw std::out_of_range("token 666 is out of range");
-    if (a.tokens[0] == 777) throw std::bad_alloc();
-    if (a.tokens[0] == 888) throw 42;
-    size_t n = std::min<size_t>(a.num_tokens, static_cast<size_t>(a.max_new_tokens));
-    for (size_t i = 0; i < n; ++i) {
-      a.out_tokens[i] = a.tokens[i];
-      if (a.out_logprobs) a.out_logprobs[i] = -1.0f;
-    }
-    a.out_num_tokens = n;
-    a.out_finish_reason = MLPT_FINISH_LENGTH;
-    a.out_weight_version = version_;
+  // Completes before submit returns.
+  void submit(std::shared_ptr<mlpt::sdk::GenerationRequest> r) override {
+    if (r->tokens[0] == 666) throw std::out_of_range("token 666 is out of range");
+    if (r->tokens[0] == 777) throw std::bad_alloc();
+    if (r->tokens[0] == 888) throw 42;
+    size_t n = std::min<size_t>(r->tokens.size(), static_cast<size_t>(r->max_new_tokens));
+    r->out_tokens.assign(r->tokens.begin(), r->tokens.begin() + static_cast<std::ptrdiff_t>(n));
+    r->out_logprobs.assign(n, -1.0f);
+    r->out_weight_version = version_;
+    r->finish(MLPT_FINISH_LENGTH);
   }
   void cancel(uint64_t) override {}
   void session_release(uint64_t) override {}
