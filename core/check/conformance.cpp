@@ -3,12 +3,14 @@
 #include <sys/syscall.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -107,6 +109,46 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
     for (float lp : first.logprobs) finite &= std::isfinite(lp) && lp <= 0.0f;
     ev = std::to_string(first.logprobs.size()) + " logprobs for " + std::to_string(first.tokens.size()) + " tokens, all finite and <= 0: " + (finite ? "yes" : "no");
     return !caps.returns_logprobs || (finite && first.logprobs.size() == first.tokens.size());
+  });
+  s.check(en, "concurrent_requests_complete", [&](std::string& ev) {
+    // 32 requests submitted at once (through submit, or the host's blocking pool for an engine
+    // older than 1.2): each completes exactly once, with 1..max_new tokens and a logprob per token;
+    // with deterministic seeds, request 0 gives what it gave alone.
+    const int n = 32;
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<int> calls(n, 0);
+    std::vector<components::Generation> got(n);
+    std::string error;
+    int finished = 0;
+    for (int i = 0; i < n; ++i)
+      engine->submit(request(100 + static_cast<uint64_t>(i), i == 0 ? 42 : 500 + static_cast<uint64_t>(i), &prompt, 16),
+                     [&, i](components::Generation&& g, std::exception_ptr e) {
+                       std::lock_guard l(m);
+                       if (e && error.empty()) try {
+                           std::rethrow_exception(e);
+                         } catch (const std::exception& x) {
+                           error = x.what();
+                         }
+                       got[static_cast<size_t>(i)] = std::move(g);
+                       ++calls[static_cast<size_t>(i)], ++finished;
+                       cv.notify_all();
+                     });
+    std::unique_lock l(m);
+    if (!cv.wait_for(l, std::chrono::seconds(120), [&] { return finished >= n; })) {
+      ev = std::to_string(finished) + " of " + std::to_string(n) + " requests completed within 120 s";
+      return false;
+    }
+    bool shapes = true;
+    for (int i = 0; i < n; ++i) {
+      const auto& g = got[static_cast<size_t>(i)];
+      shapes &= calls[static_cast<size_t>(i)] == 1 && !g.tokens.empty() && g.tokens.size() <= 16 && g.logprobs.size() == g.tokens.size();
+    }
+    const bool same = !caps.deterministic_seed || got[0].tokens == first.tokens;
+    ev = std::string(engine->asynchronous() ? "submit (ABI 1.2)" : "blocking generate on host threads (ABI < 1.2)") +
+         ": " + std::to_string(n) + " completions, shapes " + (shapes ? "right" : "wrong") + ", request 0 [" + join(got[0].tokens) +
+         "] vs alone [" + join(first.tokens) + "]" + (error.empty() ? "" : "; error: " + error);
+    return error.empty() && shapes && same;
   });
   if (caps.keeps_sessions) {
     s.check(en, "session_reuse", [&](std::string& ev) {

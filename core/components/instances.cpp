@@ -3,6 +3,7 @@
 #include "core/plugin/call_scope.hpp"
 
 #include <algorithm>
+#include <future>
 
 #include "mlpt/compat_1_1.h"
 
@@ -39,18 +40,42 @@ nlohmann::json parse_output(const plugin::Component& c, const std::string& call,
 
 // ---- Engine ----
 
-Engine::Engine(plugin::Component component, const nlohmann::json& settings)
+Engine::Engine(plugin::Component component, const nlohmann::json& settings, int blocking_threads)
     : component_(std::move(component)), api_(component_.table<mlpt_engine_api>()) {
+  async_ = MLPT_HAS_FIELD(api_, mlpt_engine_api, request_release) && api_->query_model_info && api_->pause_generation &&
+           api_->resume_generation && api_->submit && api_->request_is_ready && api_->request_await &&
+           api_->request_result && api_->request_release;
   std::string config = settings.dump();
   mlpt_engine_create_args a{MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
   plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), "engine create");
   engine_ = a.engine;
+  try {
+    auto info = model_info();
+    moe_layers_ = info.num_moe_layers, experts_per_token_ = info.experts_per_token;
+  } catch (...) {
+    api_->destroy(engine_);
+    throw;
+  }
+  if (!async_) blocking_ = std::make_unique<exec::WorkerPool>(blocking_threads);
 }
 
-Engine::~Engine() { plugin::CallScope scope(component_, "destroy"); api_->destroy(engine_); }
+Engine::~Engine() {
+  blocking_.reset();  // its calls finish first
+  plugin::CallScope scope(component_, "destroy");
+  api_->destroy(engine_);
+}
 
 mlpt_engine_model_info Engine::model_info() const {
+  if (async_) {
+    mlpt_engine_model_info_args a{};
+    a.struct_size = MLPT_ENGINE_MODEL_INFO_ARGS_STRUCT_SIZE;
+    a.engine = engine_;
+    a.out_info.struct_size = MLPT_ENGINE_MODEL_INFO_STRUCT_SIZE;
+    plugin::CallScope scope(component_, "query_model_info");
+    plugin::check(component_, api_->query_model_info(&a), "query_model_info");
+    return a.out_info;
+  }
   mlpt_engine_model_info info{};
   info.struct_size = MLPT_ENGINE_MODEL_INFO_STRUCT_SIZE;
   plugin::CallScope scope(component_, "model_info");
@@ -58,7 +83,121 @@ mlpt_engine_model_info Engine::model_info() const {
   return info;
 }
 
+// What the completion callback needs: the request as asked and where the result goes.
+struct Engine::Pending {
+  const Engine* engine;
+  GenerateRequest request;
+  std::vector<int32_t> tokens;  // request.tokens points here
+  GenerationDone done;
+};
+
+void Engine::submit(const GenerateRequest& r, GenerationDone done) {
+  auto pending = std::make_unique<Pending>(Pending{this, r, *r.tokens, std::move(done)});
+  pending->request.tokens = &pending->tokens;
+  if (!async_) {
+    std::shared_ptr<Pending> p(std::move(pending));
+    blocking_->post([p] {
+      Generation g;
+      std::exception_ptr error;
+      try {
+        g = p->engine->generate_blocking(p->request);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      p->done(std::move(g), error);
+    });
+    return;
+  }
+  mlpt_submit_args a{};
+  a.struct_size = MLPT_SUBMIT_ARGS_STRUCT_SIZE;
+  a.engine = engine_;
+  a.request_id = r.request_id;
+  a.session_id = r.session_id;
+  a.tokens = r.tokens->data();
+  a.num_tokens = r.tokens->size();
+  a.sampling = r.sampling;
+  a.max_new_tokens = r.max_new_tokens;
+  a.stop_tokens = r.stop_tokens.data();
+  a.num_stop_tokens = r.stop_tokens.size();
+  a.record_routed_experts = r.record_routed_experts ? 1 : 0;
+  a.routed_experts_from = r.routed_experts_from;
+  a.on_ready = &Engine::on_ready;
+  a.on_ready_user_data = pending.get();
+  mlpt_error* refused = nullptr;
+  {
+    plugin::CallScope scope(component_, "submit");
+    refused = api_->submit(&a);
+  }
+  if (refused) plugin::check(component_, refused, "submit");  // throws; on_ready never runs
+  pending.release();  // on_ready owns it now (and may already have run)
+}
+
+void Engine::on_ready(void* user_data, mlpt_engine_request* request) {
+  std::unique_ptr<Pending> p(static_cast<Pending*>(user_data));
+  Generation g;
+  std::exception_ptr error;
+  try {
+    g = p->engine->take_result(request, p->request);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  p->done(std::move(g), error);
+}
+
+// Copies a ready request's result into host memory and releases the request.
+Generation Engine::take_result(mlpt_engine_request* request, const GenerateRequest& asked) const {
+  struct Release {
+    const Engine* e;
+    mlpt_engine_request* r;
+    ~Release() {
+      mlpt_request_release_args a{MLPT_REQUEST_RELEASE_ARGS_STRUCT_SIZE, e->engine_, r};
+      if (mlpt_error* err = e->api_->request_release(&a)) e->component_.errors().error_destroy(err);
+    }
+  } release{this, request};
+  mlpt_request_result_args a{};
+  a.struct_size = MLPT_REQUEST_RESULT_ARGS_STRUCT_SIZE;
+  a.engine = engine_;
+  a.request = request;
+  plugin::CallScope scope(component_, "request_result");
+  plugin::check(component_, api_->request_result(&a), "generation " + std::to_string(asked.request_id));
+  const size_t cap = static_cast<size_t>(std::max(asked.max_new_tokens, 1));
+  if (a.out_num_tokens > cap)
+    throw Error(MLPT_INTERNAL, component_.name + ": request_result reported " + std::to_string(a.out_num_tokens) +
+                                   " tokens, more than max_new_tokens " + std::to_string(cap));
+  Generation g;
+  g.tokens.assign(a.out_tokens, a.out_tokens + a.out_num_tokens);
+  if (a.out_logprobs) g.logprobs.assign(a.out_logprobs, a.out_logprobs + a.out_num_tokens);
+  else g.logprobs.assign(a.out_num_tokens, 0.0f);
+  if (asked.record_routed_experts) {
+    const size_t positions = asked.tokens->size() + a.out_num_tokens - asked.routed_experts_from;
+    if (!a.out_routed_experts || a.out_num_routed_positions != positions)
+      throw Error(MLPT_INTERNAL, component_.name + ": request_result gave routing for " + std::to_string(a.out_num_routed_positions) +
+                                     " positions, expected " + std::to_string(positions));
+    // Per layer [position][k] -> the trainer's [position][layer][k].
+    const size_t layers = static_cast<size_t>(moe_layers_), k = static_cast<size_t>(experts_per_token_);
+    g.routed_experts.resize(positions * layers * k);
+    for (size_t l = 0; l < layers; ++l)
+      for (size_t p = 0; p < positions; ++p)
+        std::copy_n(a.out_routed_experts[l] + p * k, k, g.routed_experts.begin() + static_cast<std::ptrdiff_t>((p * layers + l) * k));
+  }
+  g.finish_reason = a.out_finish_reason;
+  g.weight_version = a.out_weight_version;
+  return g;
+}
+
 Generation Engine::generate(const GenerateRequest& r) {
+  std::promise<Generation> result;
+  auto future = result.get_future();
+  submit(r, [&result](Generation&& g, std::exception_ptr error) {
+    if (error) result.set_exception(error);
+    else result.set_value(std::move(g));
+  });
+  return future.get();
+}
+
+// The 1.0/1.1 call: the caller's buffers must hold the worst case (max_new_tokens, and routing for
+// every position up to num_tokens + max_new_tokens).
+Generation Engine::generate_blocking(const GenerateRequest& r) const {
   Generation g;
   const size_t cap = static_cast<size_t>(std::max(r.max_new_tokens, 1));
   g.tokens.resize(cap);
@@ -78,10 +217,9 @@ Generation Engine::generate(const GenerateRequest& r) {
   a.routed_experts_from = r.routed_experts_from;
   a.out_tokens = g.tokens.data();
   a.out_logprobs = g.logprobs.data();
+  const size_t per_position = static_cast<size_t>(moe_layers_ * experts_per_token_);
   if (r.record_routed_experts) {
-    auto info = model_info();
-    g.routed_experts.resize((r.tokens->size() + cap - r.routed_experts_from) *
-                            static_cast<size_t>(info.num_moe_layers * info.experts_per_token));
+    g.routed_experts.resize((r.tokens->size() + cap - r.routed_experts_from) * per_position);
     a.out_routed_experts = g.routed_experts.data();
   }
   plugin::CallScope scope(component_, "generate");
@@ -91,11 +229,7 @@ Generation Engine::generate(const GenerateRequest& r) {
                                    " tokens, more than max_new_tokens " + std::to_string(cap));
   g.tokens.resize(a.out_num_tokens);
   g.logprobs.resize(a.out_num_tokens);
-  if (r.record_routed_experts) {
-    auto info = model_info();
-    g.routed_experts.resize((r.tokens->size() + a.out_num_tokens - r.routed_experts_from) *
-                            static_cast<size_t>(info.num_moe_layers * info.experts_per_token));
-  }
+  if (r.record_routed_experts) g.routed_experts.resize((r.tokens->size() + a.out_num_tokens - r.routed_experts_from) * per_position);
   g.finish_reason = a.out_finish_reason;
   g.weight_version = a.out_weight_version;
   return g;
@@ -113,8 +247,25 @@ void Engine::session_release(uint64_t session_id) {
   plugin::check(component_, api_->session_release(&a), "session_release");
 }
 
-void Engine::pause() { plugin::CallScope scope(component_, "pause"); plugin::check(component_, api_->pause(engine_), "pause"); }
-void Engine::resume() { plugin::CallScope scope(component_, "resume"); plugin::check(component_, api_->resume(engine_), "resume"); }
+void Engine::pause() {
+  if (!async_) {
+    plugin::CallScope scope(component_, "pause");
+    return plugin::check(component_, api_->pause(engine_), "pause");
+  }
+  mlpt_engine_pause_args a{MLPT_ENGINE_PAUSE_ARGS_STRUCT_SIZE, engine_};
+  plugin::CallScope scope(component_, "pause_generation");
+  plugin::check(component_, api_->pause_generation(&a), "pause_generation");
+}
+
+void Engine::resume() {
+  if (!async_) {
+    plugin::CallScope scope(component_, "resume");
+    return plugin::check(component_, api_->resume(engine_), "resume");
+  }
+  mlpt_engine_resume_args a{MLPT_ENGINE_RESUME_ARGS_STRUCT_SIZE, engine_};
+  plugin::CallScope scope(component_, "resume_generation");
+  plugin::check(component_, api_->resume_generation(&a), "resume_generation");
+}
 
 void Engine::load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count) {
   mlpt_load_weights_args a{MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE, engine_, version, tensors, count};

@@ -3,6 +3,8 @@
 // component and call), and destroys the instance when it goes. The loop uses only these.
 #pragma once
 
+#include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/exec/executor.hpp"
 #include "core/plugin/plugin.hpp"
 #include "mlpt/engine.h"
 #include "mlpt/harness.h"
@@ -25,7 +28,8 @@ namespace mlpt::components {
 struct Generation {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
-  std::vector<int16_t> routed_experts;  // from routed_experts_from to the end, when recorded
+  // [position][layer][k] from routed_experts_from to the end, when recorded (the trainer's layout)
+  std::vector<int16_t> routed_experts;
   mlpt_finish_reason finish_reason = MLPT_FINISH_STOP;
   uint64_t weight_version = 0;
 };
@@ -40,16 +44,28 @@ struct GenerateRequest {
   size_t routed_experts_from = 0;
 };
 
+// Completes an asynchronous generation: the result, or the error (then `generation` is empty).
+using GenerationDone = std::function<void(Generation&& generation, std::exception_ptr error)>;
+
+// An engine instance. Generation is asynchronous whatever the plugin's ABI: a 1.2 engine's own
+// `submit` completes requests through its callback; an older engine's blocking `generate` runs on
+// `blocking_threads` host threads (so at most that many of its requests run, and batch, at once).
 class Engine {
  public:
-  Engine(plugin::Component component, const nlohmann::json& settings);
+  Engine(plugin::Component component, const nlohmann::json& settings, int blocking_threads = 16);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   const mlpt_engine_capabilities& capabilities() const { return *component_.caps<mlpt_engine_capabilities>(); }
+  // The plugin's table has the 1.2 asynchronous functions.
+  bool asynchronous() const { return async_; }
   mlpt_engine_model_info model_info() const;
-  Generation generate(const GenerateRequest& request);  // thread-safe
+  // Starts a generation; `done` runs exactly once with the result or the error, on an engine thread,
+  // a blocking-call thread, or inside this call; it must not block. Throws when the engine refuses
+  // the request at once (then `done` never runs). `request.tokens` is copied. Thread-safe.
+  void submit(const GenerateRequest& request, GenerationDone done);
+  Generation generate(const GenerateRequest& request);  // submit and wait; thread-safe
   void cancel(uint64_t request_id);
   void session_release(uint64_t session_id);
   void pause();
@@ -58,9 +74,17 @@ class Engine {
   const plugin::Component& component() const { return component_; }
 
  private:
+  struct Pending;
+  static void on_ready(void* pending, mlpt_engine_request* request);
+  Generation take_result(mlpt_engine_request* request, const GenerateRequest& asked) const;
+  Generation generate_blocking(const GenerateRequest& request) const;  // the 1.0/1.1 call
+
   plugin::Component component_;
   const mlpt_engine_api* api_;
   mlpt_engine* engine_ = nullptr;
+  bool async_ = false;
+  int64_t moe_layers_ = 0, experts_per_token_ = 0;
+  std::unique_ptr<exec::WorkerPool> blocking_;  // only for engines without submit
 };
 
 // ---- Trainer ----

@@ -3,14 +3,21 @@
 // reply -> harness step -> observation tokens appended, until the agent finishes or a limit ends
 // it; then the harness's result, the reward (in a fresh sandbox, the reward's business), and the
 // exact token sequence with its loss mask (only generated tokens train).
+//
+// An episode is a coroutine: its host work (harness steps, sandbox commands, the reward) runs on
+// the executor's threads, and while the engine generates it holds no thread at all, so hundreds of
+// episodes in flight need only the executor's few threads.
 #pragma once
 
 #include <atomic>
+#include <exception>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "core/components/instances.hpp"
+#include "core/exec/executor.hpp"
 #include "core/rollout/trajectory.hpp"
 #include "core/text/chat_format.hpp"
 #include "core/text/tokenizer.hpp"
@@ -54,8 +61,16 @@ struct EpisodeRequest {
   EpisodeLimits limits;
 };
 
-// Runs one episode. Failures of the agent are outcomes (reward 0 with a reason); an mlpt::Error is
-// thrown only when the infrastructure fails (engine error, sandbox cannot be created, cancelled).
+// Completes an episode: the trajectory, or the error (then the trajectory is empty).
+using EpisodeDone = std::function<void(Trajectory&& trajectory, std::exception_ptr error)>;
+
+// Starts one episode and returns at once; its work runs on `executor`, and `done` runs there once,
+// after every harness, sandbox and engine object of the episode is gone. `env` and `executor` must
+// outlive it. Failures of the agent are outcomes (reward 0 with a reason); the error is set only
+// when the infrastructure fails (engine error, sandbox cannot be created, cancelled).
+void start_episode(const EpisodeEnvironment& env, EpisodeRequest request, exec::Executor& executor, EpisodeDone done);
+
+// Runs one episode on the calling thread and returns its trajectory (throws the error).
 Trajectory run_episode(const EpisodeEnvironment& env, const EpisodeRequest& request);
 
 // What a rollout that failed for an infrastructure reason trains as (the reference back-fills it):

@@ -22,6 +22,7 @@
 #include "core/rl/rollout_scheduler.hpp"
 #include "core/rl/train_batch.hpp"
 #include "core/rollout/episode.hpp"
+#include "core/rollout/rollout_pool.hpp"
 #include "core/rules/closed_division.hpp"
 #include "core/run/checkpoint.hpp"
 #include "core/run/crash_guard.hpp"
@@ -88,7 +89,7 @@ class BenchmarkRun {
   void initialise();
   void start_workers();
   void stop_workers();
-  void worker_loop();
+  void feed_rollouts();
   rollout::EpisodeRequest episode_request(const json& row, size_t row_index, const Dataset& data, int64_t prompt_index,
                                           int32_t sample, bool validation);
   void update_weights(uint64_t version);
@@ -124,8 +125,8 @@ class BenchmarkRun {
   rollout::EpisodeEnvironment env_{};
   std::unique_ptr<rl::RolloutScheduler> scheduler_;
   std::unique_ptr<rl::ReplayBuffer> buffer_;
-  std::vector<std::thread> workers_;
-  std::thread progress_thread_;
+  std::unique_ptr<rollout::RolloutPool> rollout_pool_;
+  std::thread feeder_, progress_thread_;
   InFlight in_flight_;
   Totals totals_;
   std::atomic<bool> stop_{false}, cancel_flag_{false};
@@ -179,7 +180,9 @@ void BenchmarkRun::initialise() {
 
   trainer_ = std::make_unique<components::Trainer>(set_->component(MLPT_COMPONENT_TRAINER),
                                                    trainer_settings(c, set_->settings(MLPT_COMPONENT_TRAINER)));
-  engine_ = std::make_unique<components::Engine>(set_->component(MLPT_COMPONENT_ENGINE), set_->settings(MLPT_COMPONENT_ENGINE));
+  // An engine older than ABI 1.2 generates on blocking host threads: as many as rollouts in flight.
+  engine_ = std::make_unique<components::Engine>(set_->component(MLPT_COMPONENT_ENGINE), set_->settings(MLPT_COMPONENT_ENGINE),
+                                                 static_cast<int>(c.run.rollout_workers));
   const std::string group = "mlpt-run-" + std::to_string(::getpid());
   receiver_ = std::make_unique<components::Transport>(set_->component(MLPT_COMPONENT_TRANSPORT),
                                                       set_->settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, group);
@@ -231,29 +234,42 @@ rollout::Trajectory BenchmarkRun::back_fill(const rollout::EpisodeRequest& reque
   return rollout::failed_rollout(request, env_.stop_tokens.front(), version_.load(), reason);
 }
 
-void BenchmarkRun::worker_loop() {
+// Hands the scheduler's jobs to the rollout pool (blocking while it is full) until the scheduler
+// stops; episodes report back on pool threads.
+void BenchmarkRun::feed_rollouts() {
   while (auto job = scheduler_->next()) {
+    if (cancel_flag_.load()) {  // stopping: start nothing more
+      scheduler_->done();
+      break;
+    }
     const size_t row = static_cast<size_t>(job->prompt_index) % train_.rows.size();
     auto request = episode_request(train_.rows[row], row, train_, job->prompt_index, job->sample_index, false);
-    in_flight_.add(request.id);
-    const std::string where = "rollout of prompt " + std::to_string(job->prompt_index) + " sample " + std::to_string(job->sample_index);
-    try {
-      auto t = rollout::run_episode(env_, request);
-      totals_.add(t);
-      record_rollout(t, train_.rows[row], false, job->prompt_index / config_.benchmark.num_prompts_per_step + 1);
-      buffer_->add(std::move(t));
-    } catch (const Error& e) {
-      if (e.code() != MLPT_CANCELLED || !stopping()) buffer_->add(back_fill(request, where + ": " + e.what()));
-    } catch (const std::exception& e) {
-      buffer_->add(back_fill(request, where + ": " + e.what()));
-    }
-    in_flight_.remove(request.id);
-    scheduler_->done();
+    const uint64_t id = request.id;
+    in_flight_.add(id);
+    auto where = "rollout of prompt " + std::to_string(job->prompt_index) + " sample " + std::to_string(job->sample_index);
+    rollout::EpisodeRequest kept = request;  // what a back-fill is made from
+    rollout_pool_->start(std::move(request), [this, job = *job, id, row, where = std::move(where), kept = std::move(kept)](
+                                                 rollout::Trajectory&& t, std::exception_ptr error) {
+      try {
+        if (error) std::rethrow_exception(error);
+        totals_.add(t);
+        record_rollout(t, train_.rows[row], false, job.prompt_index / config_.benchmark.num_prompts_per_step + 1);
+        buffer_->add(std::move(t));
+      } catch (const Error& e) {
+        if (e.code() != MLPT_CANCELLED || !stopping()) buffer_->add(back_fill(kept, where + ": " + e.what()));
+      } catch (const std::exception& e) {
+        buffer_->add(back_fill(kept, where + ": " + e.what()));
+      }
+      in_flight_.remove(id);
+      scheduler_->done();
+    });
   }
 }
 
 void BenchmarkRun::start_workers() {
-  for (int64_t i = 0; i < config_.run.rollout_workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  const auto threads = static_cast<int>(std::min(config_.run.rollout_threads, config_.run.rollout_workers));
+  rollout_pool_ = std::make_unique<rollout::RolloutPool>(env_, threads, config_.run.rollout_workers);
+  feeder_ = std::thread([this] { feed_rollouts(); });
 }
 
 void BenchmarkRun::stop_workers() {
@@ -266,11 +282,11 @@ void BenchmarkRun::stop_workers() {
     }
   }
   try {
-    engine_->resume();  // a worker blocked on a paused engine must see the cancellation
+    engine_->resume();  // requests held by a paused engine must see the cancellation
   } catch (const Error&) {
   }
-  for (auto& w : workers_) w.join();
-  workers_.clear();
+  if (feeder_.joinable()) feeder_.join();
+  rollout_pool_.reset();  // waits for the episodes in flight
 }
 
 // Pause new generation, hand the trainer's weights through the transport, load them, resume.
@@ -305,31 +321,32 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
   scheduler_->wait_idle([this] { return stopping(); });
   const size_t tasks = validation_.rows.size();
   std::vector<std::vector<double>> rewards(tasks, std::vector<double>(static_cast<size_t>(k), 0.0));
-  std::atomic<int64_t> next{0}, failed{0};
-  std::vector<std::thread> pool;
-  for (int64_t w = 0; w < std::min<int64_t>(config_.run.rollout_workers, static_cast<int64_t>(tasks) * k); ++w) {
-    pool.emplace_back([&] {
-      for (int64_t j; (j = next++) < static_cast<int64_t>(tasks) * k && !stopping();) {
-        const size_t task = static_cast<size_t>(j / k);
-        auto request = episode_request(validation_.rows[task], task, validation_, -1 - static_cast<int64_t>(task),
-                                       static_cast<int32_t>(j % k), true);
-        in_flight_.add(request.id);
-        const std::string where = "validation rollout of task " + std::to_string(task) + " sample " + std::to_string(j % k);
-        try {
-          auto t = rollout::run_episode(env_, request);
-          rewards[task][static_cast<size_t>(j % k)] = t.reward;
-          totals_.add_validation();
-          record_rollout(t, validation_.rows[task], true, samples / config_.benchmark.global_batch_size);
-        } catch (const Error& e) {
-          if (e.code() != MLPT_CANCELLED || !stopping()) back_fill(request, where + ": " + e.what()), ++failed;  // reward stays 0
-        } catch (const std::exception& e) {
-          back_fill(request, where + ": " + e.what()), ++failed;
-        }
-        in_flight_.remove(request.id);
+  std::atomic<int64_t> failed{0};
+  // On the training rollouts' pool (idle now); its episodes write disjoint cells of `rewards`.
+  for (int64_t j = 0; j < static_cast<int64_t>(tasks) * k && !stopping(); ++j) {
+    const size_t task = static_cast<size_t>(j / k), sample = static_cast<size_t>(j % k);
+    auto request = episode_request(validation_.rows[task], task, validation_, -1 - static_cast<int64_t>(task),
+                                   static_cast<int32_t>(sample), true);
+    const uint64_t id = request.id;
+    in_flight_.add(id);
+    auto where = "validation rollout of task " + std::to_string(task) + " sample " + std::to_string(sample);
+    rollout::EpisodeRequest kept = request;
+    rollout_pool_->start(std::move(request), [this, &rewards, &failed, task, sample, id, samples, where = std::move(where),
+                                              kept = std::move(kept)](rollout::Trajectory&& t, std::exception_ptr error) {
+      try {
+        if (error) std::rethrow_exception(error);
+        rewards[task][sample] = t.reward;
+        totals_.add_validation();
+        record_rollout(t, validation_.rows[task], true, samples / config_.benchmark.global_batch_size);
+      } catch (const Error& e) {
+        if (e.code() != MLPT_CANCELLED || !stopping()) back_fill(kept, where + ": " + e.what()), ++failed;  // reward stays 0
+      } catch (const std::exception& e) {
+        back_fill(kept, where + ": " + e.what()), ++failed;
       }
+      in_flight_.remove(id);
     });
   }
-  for (auto& t : pool) t.join();
+  rollout_pool_->wait_idle();
   if (stopping()) return std::nullopt;
   auto m = eval::pass_at_k(rewards);
   log_->point(mllog::keys::kEvalAccuracy, m.pass_at_k, {{std::string(mllog::keys::kMetaSamplesCount), samples}});

@@ -73,6 +73,8 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   c.run.platform = run.get_or<std::string>("platform", c.run.platform);
   c.run.rollout_workers = run.get_or<int64_t>("rollout_workers", c.run.rollout_workers);
   positive(run, "rollout_workers", c.run.rollout_workers);
+  c.run.rollout_threads = run.get_or<int64_t>("rollout_threads", c.run.rollout_threads);
+  positive(run, "rollout_threads", c.run.rollout_threads);
   c.run.checkpoint_every_steps = run.get_or<int64_t>("checkpoint_every_steps", c.run.checkpoint_every_steps);
   if (c.run.checkpoint_every_steps < 0) run.fail("checkpoint_every_steps", "must be >= 0");
   c.run.record_routed_experts = run.get_or<bool>("record_routed_experts", false);

@@ -58,7 +58,8 @@ struct RunSettings {
   int64_t seed = 0;
   std::string division = "open";           // closed | open
   std::string org = "mlpt", status = "onprem", platform = "unknown";
-  int64_t rollout_workers = 16;            // rollouts in flight
+  int64_t rollout_workers = 16;            // rollouts (episodes) in flight
+  int64_t rollout_threads = 8;             // host threads for their host work (harness, sandbox, reward)
   int64_t checkpoint_every_steps = 1;      // 0 = never
   bool record_routed_experts = false;      // R3, when engine and trainer support it
 };

@@ -69,7 +69,7 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
   INFO(mlpt::check::format_report(report));
   CHECK(report.passed());
   require_passed(report, "plugins", "load");
-  for (const char* id : {"same_seed_same_tokens", "logprobs_returned", "session_reuse", "cancel"}) require_passed(report, "engine", id);
+  for (const char* id : {"same_seed_same_tokens", "logprobs_returned", "concurrent_requests_complete", "session_reuse", "cancel"}) require_passed(report, "engine", id);
   for (const char* id : {"logprobs_match_engine", "weight_export_complete", "zero_advantage_step_keeps_weights"})
     require_passed(report, "trainer", id);
   require_passed(report, "transport", "round_trip_bitwise");

@@ -1,0 +1,38 @@
+// The run's rollout workers: episodes in flight up to a limit, their host work on a few threads.
+// Training rollouts and validation share one pool, so neither keeps threads of its own.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+#include "core/exec/executor.hpp"
+#include "core/rollout/episode.hpp"
+
+namespace mlpt::rollout {
+
+class RolloutPool {
+ public:
+  // `threads`: host threads for the episodes' host work; `max_episodes`: episodes in flight.
+  RolloutPool(const EpisodeEnvironment& env, int threads, int64_t max_episodes);
+  ~RolloutPool();  // waits for the episodes in flight
+  RolloutPool(const RolloutPool&) = delete;
+  RolloutPool& operator=(const RolloutPool&) = delete;
+
+  // Blocks while `max_episodes` are in flight, then starts the episode; `done` runs once on a pool
+  // thread (as in start_episode). Thread-safe.
+  void start(EpisodeRequest request, EpisodeDone done);
+  void wait_idle();  // blocks until no episode is in flight
+  int64_t in_flight() const;
+  int threads() const { return pool_.threads(); }
+
+ private:
+  const EpisodeEnvironment& env_;
+  const int64_t max_episodes_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  int64_t in_flight_ = 0;
+  exec::WorkerPool pool_;  // last: its threads stop first
+};
+
+}  // namespace mlpt::rollout
