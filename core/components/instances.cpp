@@ -36,6 +36,25 @@ nlohmann::json parse_output(const plugin::Component& c, const std::string& call,
   }
 }
 
+// The request fields shared by mlpt_submit_args (1.2) and mlpt_generate_args (1.0).
+template <class Args>
+Args request_args(size_t struct_size, mlpt_engine* engine, const GenerateRequest& r) {
+  Args a{};
+  a.struct_size = struct_size;
+  a.engine = engine;
+  a.request_id = r.request_id;
+  a.session_id = r.session_id;
+  a.tokens = r.tokens->data();
+  a.num_tokens = r.tokens->size();
+  a.sampling = r.sampling;
+  a.max_new_tokens = r.max_new_tokens;
+  a.stop_tokens = r.stop_tokens.data();
+  a.num_stop_tokens = r.stop_tokens.size();
+  a.record_routed_experts = r.record_routed_experts ? 1 : 0;
+  a.routed_experts_from = r.routed_experts_from;
+  return a;
+}
+
 }  // namespace
 
 // ---- Engine ----
@@ -108,19 +127,7 @@ void Engine::submit(const GenerateRequest& r, GenerationDone done) {
     });
     return;
   }
-  mlpt_submit_args a{};
-  a.struct_size = MLPT_SUBMIT_ARGS_STRUCT_SIZE;
-  a.engine = engine_;
-  a.request_id = r.request_id;
-  a.session_id = r.session_id;
-  a.tokens = r.tokens->data();
-  a.num_tokens = r.tokens->size();
-  a.sampling = r.sampling;
-  a.max_new_tokens = r.max_new_tokens;
-  a.stop_tokens = r.stop_tokens.data();
-  a.num_stop_tokens = r.stop_tokens.size();
-  a.record_routed_experts = r.record_routed_experts ? 1 : 0;
-  a.routed_experts_from = r.routed_experts_from;
+  auto a = request_args<mlpt_submit_args>(MLPT_SUBMIT_ARGS_STRUCT_SIZE, engine_, r);
   a.on_ready = &Engine::on_ready;
   a.on_ready_user_data = pending.get();
   mlpt_error* refused = nullptr;
@@ -202,19 +209,7 @@ Generation Engine::generate_blocking(const GenerateRequest& r) const {
   const size_t cap = static_cast<size_t>(std::max(r.max_new_tokens, 1));
   g.tokens.resize(cap);
   g.logprobs.resize(cap);
-  mlpt_generate_args a{};
-  a.struct_size = MLPT_GENERATE_ARGS_STRUCT_SIZE;
-  a.engine = engine_;
-  a.request_id = r.request_id;
-  a.session_id = r.session_id;
-  a.tokens = r.tokens->data();
-  a.num_tokens = r.tokens->size();
-  a.sampling = r.sampling;
-  a.max_new_tokens = r.max_new_tokens;
-  a.stop_tokens = r.stop_tokens.data();
-  a.num_stop_tokens = r.stop_tokens.size();
-  a.record_routed_experts = r.record_routed_experts ? 1 : 0;
-  a.routed_experts_from = r.routed_experts_from;
+  auto a = request_args<mlpt_generate_args>(MLPT_GENERATE_ARGS_STRUCT_SIZE, engine_, r);
   a.out_tokens = g.tokens.data();
   a.out_logprobs = g.logprobs.data();
   const size_t per_position = static_cast<size_t>(moe_layers_ * experts_per_token_);

@@ -6,7 +6,6 @@
 //   - RunLoop: the calling thread itself, until told to stop (a blocking call built from async parts).
 #pragma once
 
-#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -23,38 +22,46 @@ class Executor {
   virtual void post(std::function<void()> task) = 0;
 };
 
-// `threads` threads running posted tasks in order of posting. The destructor runs every task
-// posted before it, then joins. A task must not throw.
+// Tasks in order of posting, run by whoever calls drain(): it returns once close() was called and
+// every task posted before it has run. Thread-safe.
+class TaskQueue {
+ public:
+  void post(std::function<void()> task);
+  void drain();
+  void close();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> tasks_;
+  bool closed_ = false;
+};
+
+// `threads` threads running posted tasks. The destructor runs every task posted before it, then
+// joins. A task must not throw.
 class WorkerPool final : public Executor {
  public:
   explicit WorkerPool(int threads);
   ~WorkerPool() override;
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
-  void post(std::function<void()> task) override;
+  void post(std::function<void()> task) override { tasks_.post(std::move(task)); }
   int threads() const { return static_cast<int>(threads_.size()); }
 
  private:
-  void loop();
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> tasks_;
-  bool stopping_ = false;
+  TaskQueue tasks_;
   std::vector<std::thread> threads_;
 };
 
 // Runs posted tasks on the thread that calls run(), until quit() (from a task or any thread).
 class RunLoop final : public Executor {
  public:
-  void post(std::function<void()> task) override;
-  void run();   // returns once quit() was called and the task that called it (if any) returned
-  void quit();  // thread-safe
+  void post(std::function<void()> task) override { tasks_.post(std::move(task)); }
+  void run() { tasks_.drain(); }  // returns once quit() was called and the tasks before it ran
+  void quit() { tasks_.close(); }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> tasks_;
-  bool quit_ = false;
+  TaskQueue tasks_;
 };
 
 }  // namespace mlpt::exec

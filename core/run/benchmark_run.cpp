@@ -90,6 +90,8 @@ class BenchmarkRun {
   void start_workers();
   void stop_workers();
   void feed_rollouts();
+  void settle(std::exception_ptr error, const std::string& what, const std::function<void()>& on_success,
+              const std::function<void(const std::string&)>& on_failure);
   rollout::EpisodeRequest episode_request(const json& row, size_t row_index, const Dataset& data, int64_t prompt_index,
                                           int32_t sample, bool validation);
   void update_weights(uint64_t version);
@@ -246,23 +248,34 @@ void BenchmarkRun::feed_rollouts() {
     auto request = episode_request(train_.rows[row], row, train_, job->prompt_index, job->sample_index, false);
     const uint64_t id = request.id;
     in_flight_.add(id);
-    auto where = "rollout of prompt " + std::to_string(job->prompt_index) + " sample " + std::to_string(job->sample_index);
     rollout::EpisodeRequest kept = request;  // what a back-fill is made from
-    rollout_pool_->start(std::move(request), [this, job = *job, id, row, where = std::move(where), kept = std::move(kept)](
-                                                 rollout::Trajectory&& t, std::exception_ptr error) {
-      try {
-        if (error) std::rethrow_exception(error);
-        totals_.add(t);
-        record_rollout(t, train_.rows[row], false, job.prompt_index / config_.benchmark.num_prompts_per_step + 1);
-        buffer_->add(std::move(t));
-      } catch (const Error& e) {
-        if (e.code() != MLPT_CANCELLED || !stopping()) buffer_->add(back_fill(kept, where + ": " + e.what()));
-      } catch (const std::exception& e) {
-        buffer_->add(back_fill(kept, where + ": " + e.what()));
-      }
+    rollout_pool_->start(std::move(request), [this, job = *job, id, row, kept = std::move(kept)](rollout::Trajectory&& t, std::exception_ptr error) {
+      settle(
+          error, "rollout of prompt " + std::to_string(job.prompt_index) + " sample " + std::to_string(job.sample_index),
+          [&] {
+            totals_.add(t);
+            record_rollout(t, train_.rows[row], false, job.prompt_index / config_.benchmark.num_prompts_per_step + 1);
+            buffer_->add(std::move(t));
+          },
+          [&](const std::string& reason) { buffer_->add(back_fill(kept, reason)); });
       in_flight_.remove(id);
       scheduler_->done();
     });
+  }
+}
+
+// Runs `on_success` for an episode that ended without error. An infrastructure error of the episode,
+// or one thrown by `on_success`, goes to `on_failure` with a message naming the rollout (the run
+// back-fills it); a cancellation while stopping is neither.
+void BenchmarkRun::settle(std::exception_ptr error, const std::string& what, const std::function<void()>& on_success,
+                          const std::function<void(const std::string&)>& on_failure) {
+  try {
+    if (error) std::rethrow_exception(error);
+    on_success();
+  } catch (const Error& e) {
+    if (e.code() != MLPT_CANCELLED || !stopping()) on_failure(what + ": " + e.what());
+  } catch (const std::exception& e) {
+    on_failure(what + ": " + e.what());
   }
 }
 
@@ -329,20 +342,17 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
                                    static_cast<int32_t>(sample), true);
     const uint64_t id = request.id;
     in_flight_.add(id);
-    auto where = "validation rollout of task " + std::to_string(task) + " sample " + std::to_string(sample);
     rollout::EpisodeRequest kept = request;
-    rollout_pool_->start(std::move(request), [this, &rewards, &failed, task, sample, id, samples, where = std::move(where),
-                                              kept = std::move(kept)](rollout::Trajectory&& t, std::exception_ptr error) {
-      try {
-        if (error) std::rethrow_exception(error);
-        rewards[task][sample] = t.reward;
-        totals_.add_validation();
-        record_rollout(t, validation_.rows[task], true, samples / config_.benchmark.global_batch_size);
-      } catch (const Error& e) {
-        if (e.code() != MLPT_CANCELLED || !stopping()) back_fill(kept, where + ": " + e.what()), ++failed;  // reward stays 0
-      } catch (const std::exception& e) {
-        back_fill(kept, where + ": " + e.what()), ++failed;
-      }
+    rollout_pool_->start(std::move(request), [this, &rewards, &failed, task, sample, id, samples, kept = std::move(kept)](
+                                                 rollout::Trajectory&& t, std::exception_ptr error) {
+      settle(
+          error, "validation rollout of task " + std::to_string(task) + " sample " + std::to_string(sample),
+          [&] {
+            rewards[task][sample] = t.reward;
+            totals_.add_validation();
+            record_rollout(t, validation_.rows[task], true, samples / config_.benchmark.global_batch_size);
+          },
+          [&](const std::string& reason) { back_fill(kept, reason), ++failed; });  // its reward stays 0
       in_flight_.remove(id);
     });
   }

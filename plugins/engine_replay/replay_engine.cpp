@@ -86,7 +86,8 @@ class ReplayEngine final : public mlpt::sdk::Engine {
     info.weight_version = version_;
   }
 
-  // The reply is known at once: the request completes (its callback runs) before submit returns.
+  // The reply is known at once: the request completes (its callback runs) before submit returns,
+  // unless the engine is paused; then it completes at resume.
   void submit(std::shared_ptr<mlpt::sdk::GenerationRequest> request) override {
     auto& a = *request;
     if (a.max_new_tokens < 1) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: max_new_tokens must be >= 1");
@@ -110,14 +111,53 @@ class ReplayEngine final : public mlpt::sdk::Engine {
     const mlpt_finish_reason reason = out.size() <= cap ? MLPT_FINISH_STOP : MLPT_FINISH_LENGTH;
     if (out.size() > cap) out.resize(cap);
     a.out_logprobs.assign(out.size(), 0.0f);
+    {
+      std::lock_guard l(mutex_);
+      if (paused_) {
+        held_.push_back({std::move(request), reason});
+        return;
+      }
+    }
     a.out_weight_version = version_;
     request->finish(reason);
   }
 
-  void cancel(uint64_t) override {}
+  void cancel(uint64_t request_id) override {
+    std::shared_ptr<mlpt::sdk::GenerationRequest> cancelled;
+    {
+      std::lock_guard l(mutex_);
+      for (auto it = held_.begin(); it != held_.end(); ++it)
+        if (it->request->id == request_id) {
+          cancelled = std::move(it->request);
+          held_.erase(it);
+          break;
+        }
+    }
+    if (!cancelled) return;  // unknown or finished: not an error
+    cancelled->out_tokens.clear();
+    cancelled->out_logprobs.clear();
+    cancelled->out_weight_version = version_;
+    cancelled->finish(MLPT_FINISH_CANCELLED);
+  }
   void session_release(uint64_t) override {}
-  void pause() override {}
-  void resume() override {}
+  void pause() override {
+    std::lock_guard l(mutex_);
+    if (paused_) throw Error(MLPT_FAILED_PRECONDITION, "engine replay: already paused (pause does not nest)");
+    paused_ = true;
+  }
+  void resume() override {
+    std::vector<Held> held;
+    {
+      std::lock_guard l(mutex_);
+      if (!paused_) throw Error(MLPT_FAILED_PRECONDITION, "engine replay: not paused");
+      paused_ = false;
+      held.swap(held_);
+    }
+    for (auto& h : held) {
+      h.request->out_weight_version = version_;
+      h.request->finish(h.reason);
+    }
+  }
   void load_weights(const mlpt_load_weights_args& a) override {
     if (a.version <= version_) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: weight version must increase");
     version_ = a.version;
@@ -206,6 +246,13 @@ class ReplayEngine final : public mlpt::sdk::Engine {
   int32_t stop_id_ = -1;
   int64_t vocab_size_ = 0, max_len_ = 65536;
   std::atomic<uint64_t> version_{0};
+  struct Held {
+    std::shared_ptr<mlpt::sdk::GenerationRequest> request;
+    mlpt_finish_reason reason;
+  };
+  std::mutex mutex_;
+  bool paused_ = false;
+  std::vector<Held> held_;  // answered while paused: completed at resume
 };
 
 const mlpt_engine_capabilities kCapabilities = {MLPT_ENGINE_CAPABILITIES_STRUCT_SIZE, /*returns_logprobs=*/1,

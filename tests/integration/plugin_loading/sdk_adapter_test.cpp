@@ -30,6 +30,7 @@ mlpt_error_code generate_code(Probe& p, mlpt_engine* e, int32_t first, std::stri
   a.engine = e;
   a.tokens = prompt;
   a.num_tokens = 2;
+  a.sampling.struct_size = MLPT_SAMPLING_PARAMS_STRUCT_SIZE;  // the SDK checks it
   a.max_new_tokens = 4;
   a.out_tokens = out;
   a.out_logprobs = logprobs;
