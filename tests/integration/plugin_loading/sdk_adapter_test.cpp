@@ -2,6 +2,8 @@
 // undersized argument structs are refused instead of read past, and the example plugin works.
 #include <catch2/catch.hpp>
 
+#include <vector>
+
 #include "core/plugin/plugin.hpp"
 #include "core/plugin/plugin_dirs.hpp"
 #include "mlpt/engine.h"
@@ -78,6 +80,56 @@ TEST_CASE("SDK: exceptions map to error codes with the call named") {
   mlpt::plugin::check(p.engine, p.api->load_weights(&w), "load_weights");
   mlpt::plugin::check(p.engine, p.api->model_info(c.engine, &info), "model_info");
   CHECK(info.weight_version == 3);
+  p.api->destroy(c.engine);
+}
+
+TEST_CASE("SDK: a request completed inside submit calls on_ready first and may be released there") {
+  Probe p;
+  mlpt_engine_create_args c{MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE, {"{}", 2}, nullptr};
+  mlpt::plugin::check(p.engine, p.api->create(&c), "create");
+  struct Seen {
+    const Probe* probe;
+    mlpt_engine* engine;
+    int calls = 0;
+    std::vector<int32_t> tokens;
+    mlpt_error_code released = MLPT_UNKNOWN;
+  } seen{&p, c.engine};
+  int32_t prompt[3] = {4, 5, 6};
+  mlpt_submit_args a{};
+  a.struct_size = MLPT_SUBMIT_ARGS_STRUCT_SIZE;
+  a.engine = c.engine;
+  a.request_id = 1;
+  a.tokens = prompt;
+  a.num_tokens = 3;
+  a.sampling.struct_size = MLPT_SAMPLING_PARAMS_STRUCT_SIZE;
+  a.max_new_tokens = 2;
+  a.on_ready_user_data = &seen;
+  a.on_ready = [](void* user, mlpt_engine_request* r) {  // reads its result and releases it here
+    auto* s = static_cast<Seen*>(user);
+    ++s->calls;
+    mlpt_request_result_args res{};
+    res.struct_size = MLPT_REQUEST_RESULT_ARGS_STRUCT_SIZE;
+    res.engine = s->engine;
+    res.request = r;
+    if (mlpt_error* e = s->probe->api->request_result(&res)) return s->probe->engine.errors().error_destroy(e);
+    s->tokens.assign(res.out_tokens, res.out_tokens + res.out_num_tokens);
+    mlpt_request_release_args rel{MLPT_REQUEST_RELEASE_ARGS_STRUCT_SIZE, s->engine, r};
+    mlpt_error* e = s->probe->api->request_release(&rel);
+    s->released = e ? s->probe->engine.errors().error_code(e) : MLPT_OK;
+    s->probe->engine.errors().error_destroy(e);
+  };
+  mlpt::plugin::check(p.engine, p.api->submit(&a), "submit");
+  CHECK(seen.calls == 1);  // before submit returned
+  CHECK(seen.tokens == std::vector<int32_t>{4, 5});
+  CHECK(seen.released == MLPT_OK);
+  // A refused request (the probe throws on 666) gives an error and never calls on_ready.
+  prompt[0] = 666;
+  a.request_id = 2;
+  mlpt_error* err = p.api->submit(&a);
+  REQUIRE(err != nullptr);
+  CHECK(p.engine.errors().error_code(err) == MLPT_INTERNAL);
+  p.engine.errors().error_destroy(err);
+  CHECK(seen.calls == 1);
   p.api->destroy(c.engine);
 }
 
