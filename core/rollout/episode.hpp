@@ -56,7 +56,7 @@ struct EpisodeRequest {
   std::string image;                     // sandbox image path; empty when none
   int64_t prompt_index = 0;
   int32_t sample_index = 0;
-  mlpt_sampling_params sampling{};
+  mlpt_sampling_params sampling{MLPT_SAMPLING_PARAMS_STRUCT_SIZE, 1.0f, 1.0f, 0, 0};  // the training defaults
   uint64_t id = 0;                       // unique per rollout in the run (request and session id)
   EpisodeLimits limits;
 };

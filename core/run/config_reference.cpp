@@ -36,6 +36,8 @@ const std::vector<ConfigKey>& config_keys() {
         {"run", "status", "string", quoted(r.status), "submission_status in the result log (onprem, cloud, preview)"},
         {"run", "platform", "string", quoted(r.platform), "submission_platform in the result log"},
         {"run", "rollout_workers", "integer", text(r.rollout_workers), "rollouts in flight at once"},
+        {"run", "rollout_threads", "integer", text(r.rollout_threads),
+         "host threads that run the episodes' host work (harness, sandbox, reward); generation waits on none of them"},
         {"run", "checkpoint_every_steps", "integer", text(r.checkpoint_every_steps),
          "save the trainer's state and the loop's position every N steps (0: never); `--resume` starts from the last"},
         {"run", "record_routed_experts", "boolean", text(r.record_routed_experts),

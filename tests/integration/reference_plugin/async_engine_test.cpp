@@ -131,7 +131,7 @@ TEST_CASE("a submitted request completes through on_ready, poll and await, and e
   CHECK(code_of(release(e, r)) == MLPT_OK);
 }
 
-TEST_CASE("release before ready is refused; cancel makes a request ready with the tokens so far") {
+TEST_CASE("release before ready is refused, and cancel makes a request ready with the tokens so far") {
   TempDir dir("async_cancel");
   nlohmann::json cfg = mlpt_test::micro_config_json();
   cfg["text_config"]["max_position_embeddings"] = 1 << 20;
@@ -160,7 +160,7 @@ TEST_CASE("release before ready is refused; cancel makes a request ready with th
   CHECK(never.calls == 0);
 }
 
-TEST_CASE("requests submitted while paused start after resume; a held request can be cancelled") {
+TEST_CASE("requests submitted while paused start after resume, and a held request can be cancelled") {
   TempDir dir("async_pause");
   Engine e(settings(make_checkpoint(dir, "ck", 23)));
   mlpt_engine_pause_args p{MLPT_ENGINE_PAUSE_ARGS_STRUCT_SIZE, e.get()};
