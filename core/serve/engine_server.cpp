@@ -111,7 +111,7 @@ void EngineServer::install_routes() {
           none.weight_version = engine_.model_info().weight_version;
           return reply(res, 200, completion_response(r, none, model_));
         }
-        running_[r.request_id] = id;
+        running_[r.request_id] = {id};
       }
       std::promise<components::Generation> result;
       auto done = result.get_future();
@@ -125,6 +125,14 @@ void EngineServer::install_routes() {
         running_.erase(r.request_id);
         throw;
       }
+      bool cancel_now = false;
+      {
+        std::lock_guard l(mutex_);
+        auto& running = running_[r.request_id];
+        running.submitted = true;
+        cancel_now = running.abort_wanted;
+      }
+      if (cancel_now) engine_.cancel(id);
       components::Generation g;
       try {
         g = done.get();
@@ -152,7 +160,7 @@ void EngineServer::install_routes() {
         for (const auto& id : body["request_ids"]) ids.push_back(id.get<std::string>());
       if (ids.empty()) {
         std::lock_guard l(mutex_);
-        for (const auto& [rid, id] : running_) ids.push_back(rid);
+        for (const auto& [rid, running] : running_) ids.push_back(rid);
       }
       for (const auto& id : ids) abort(id);
       reply(res, 200, {{"status", "aborted"}, {"aborted", ids.size()}});
@@ -209,9 +217,13 @@ void EngineServer::abort(const std::string& request_id) {
       aborted_early_.insert(request_id);
       return;
     }
-    id = it->second;
+    if (!it->second.submitted) {  // its handler cancels it once submitted
+      it->second.abort_wanted = true;
+      return;
+    }
+    id = it->second.id;
   }
-  engine_.cancel(id);  // submitted already (registered just before submit: a cancel then is a no-op we accept)
+  engine_.cancel(id);
 }
 
 std::string EngineServer::pause(const std::string& mode) {
@@ -223,7 +235,8 @@ std::string EngineServer::pause(const std::string& mode) {
     std::vector<uint64_t> ids;
     {
       std::lock_guard l(mutex_);
-      for (const auto& [rid, id] : running_) ids.push_back(id);
+      for (const auto& [rid, running] : running_)
+        if (running.submitted) ids.push_back(running.id);
     }
     for (uint64_t id : ids) engine_.cancel(id);
   }

@@ -56,7 +56,12 @@ class EngineServer {
 
   std::atomic<uint64_t> next_id_{1};
   std::mutex mutex_;
-  std::unordered_map<std::string, uint64_t> running_;  // caller's request_id -> engine request id
+  struct Running {
+    uint64_t id;                // the engine's request id
+    bool submitted = false;     // the engine has it (a cancel reaches it)
+    bool abort_wanted = false;  // aborted before it was submitted: cancelled right after
+  };
+  std::unordered_map<std::string, Running> running_;  // by the caller's request_id
   std::set<std::string> aborted_early_;  // aborted before they arrived (an abort can overtake its request)
   std::atomic<bool> paused_{false};
   std::mutex control_;  // one pause/resume/weight update at a time

@@ -48,6 +48,7 @@ class HttpEngine final : public sdk::Engine {
       connections_.push_back(std::make_unique<ServerConnection>(settings_.url, settings_.connect_timeout_s));
       workers_.emplace_back([this, i] { work(static_cast<size_t>(i)); });
     }
+    workers_.emplace_back([this] { abort_sent(); });
   }
 
   ~HttpEngine() override {
@@ -56,6 +57,8 @@ class HttpEngine final : public sdk::Engine {
       stopping_ = true;
     }
     work_changed_.notify_all();
+    abort_wanted_.notify_all();
+    control_.interrupt();
     for (auto& c : connections_) c->interrupt();
     for (auto& w : workers_) w.join();
     if (!owned_weights_dir_.empty()) {
@@ -108,13 +111,11 @@ class HttpEngine final : public sdk::Engine {
       return;
     }
     if (rid.empty()) return;  // unknown or finished: not an error
-    try {  // the server ends it and answers the waiting call with the tokens so far
-      std::lock_guard c(control_mutex_);
-      if (settings_.api == "sglang") control_.post("/abort_request", {{"rid", rid}}, control_deadline());
-      else control_.post("/abort_requests", {{"request_ids", {rid}}}, control_deadline());
-    } catch (const std::exception&) {
-      connections_[worker]->interrupt();  // the server cannot be told: give up on the answer
+    {  // told to the server by the aborter thread: cancel may run inside on_ready and must not block
+      std::lock_guard l(mutex_);
+      aborts_.push_back({rid, worker});
     }
+    abort_wanted_.notify_one();
   }
 
   void session_release(uint64_t) override {}  // no sessions (keeps_sessions = 0)
@@ -217,6 +218,28 @@ class HttpEngine final : public sdk::Engine {
                                              "vocab_size and max_sequence_length in the engine's settings");
   }
 
+  // Asks the server to end requests cancelled after they were sent; it answers each waiting call
+  // with the tokens so far. When the server cannot be told, that call's connection is dropped.
+  void abort_sent() {
+    for (;;) {
+      Running abort;
+      {
+        std::unique_lock l(mutex_);
+        abort_wanted_.wait(l, [&] { return stopping_ || !aborts_.empty(); });
+        if (stopping_) return;
+        abort = std::move(aborts_.front());
+        aborts_.pop_front();
+      }
+      try {
+        std::lock_guard c(control_mutex_);
+        if (settings_.api == "sglang") control_.post("/abort_request", {{"rid", abort.rid}}, control_deadline());
+        else control_.post("/abort_requests", {{"request_ids", {abort.rid}}}, control_deadline());
+      } catch (const std::exception&) {
+        connections_[abort.worker]->interrupt();
+      }
+    }
+  }
+
   void work(size_t worker) {
     ServerConnection& connection = *connections_[worker];
     for (;;) {
@@ -268,12 +291,14 @@ class HttpEngine final : public sdk::Engine {
   std::mutex control_mutex_;  // one control call at a time on control_
   ServerConnection control_;
   std::vector<std::unique_ptr<ServerConnection>> connections_;  // one per worker
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_;  // one per connection, and the aborter
 
   std::mutex mutex_;
-  std::condition_variable work_changed_;
+  std::condition_variable work_changed_;  // queue_, paused_, stopping_ (the workers)
+  std::condition_variable abort_wanted_;  // aborts_, stopping_ (the aborter)
   std::deque<std::shared_ptr<GenerationRequest>> queue_;
   std::unordered_map<uint64_t, Running> running_;
+  std::deque<Running> aborts_;  // sent requests to abort at the server
   bool paused_ = false, stopping_ = false;
 };
 

@@ -279,3 +279,12 @@ TEST_CASE("a server killed mid-request: every request in flight fails promptly w
     CHECK_THAT(e, Catch::Contains(server.url()) && (Catch::Contains("closed the connection") || Catch::Contains("cannot connect")));
   }
 }
+
+TEST_CASE("the http engine's settings: unknown keys and a missing url are refused by name") {
+  CHECK_THAT(error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", {{"url", "http://127.0.0.1:1"}, {"timeout", 5}}); }),
+             Catch::Contains("unknown setting \"timeout\"") && Catch::Contains("request_timeout_s"));
+  CHECK_THAT(error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", json::object()); }), Catch::Contains("\"url\"") && Catch::Contains("required"));
+  CHECK_THAT(error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", {{"url", "127.0.0.1:8000"}}); }), Catch::Contains("http://"));
+  CHECK_THAT(error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", {{"url", "http://127.0.0.1:1"}, {"connections", 0}}); }),
+             Catch::Contains("\"connections\" must be an integer >= 1"));
+}
