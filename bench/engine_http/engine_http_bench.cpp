@@ -9,6 +9,7 @@
 // Needs ${MLPT_CACHE_DIR}/models/tiny (scripts/prepare-tiny.sh). Usage: bench_engine_http [requests]
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
+  std::signal(SIGPIPE, SIG_IGN);  // the server in this process outlives a client gone mid-answer
   plugin::HostServices host;
   std::unique_ptr<plugin::ComponentSet> local_set, served_set, http_set;
   auto local = load(host, local_set, "libmlpt_reference.so", "qwen35_cpu", {{"checkpoint", checkpoint}});

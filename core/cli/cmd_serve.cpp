@@ -49,6 +49,8 @@ int serve(const std::vector<std::string>& argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A client that goes away mid-answer is that request's end, not the server's.
+  std::signal(SIGPIPE, SIG_IGN);
 
   plugin::HostServices host;
   plugin::ComponentSet set(engine_only, host);

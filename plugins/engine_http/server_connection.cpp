@@ -1,5 +1,7 @@
 #include "server_connection.hpp"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +25,34 @@ std::string text_at(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
+
+// While it lives, a write to a connection the server has closed fails with EPIPE instead of
+// killing the process with SIGPIPE (the HTTP library sends without MSG_NOSIGNAL, and the host's
+// signal dispositions are not a plugin's to change): SIGPIPE is blocked in this thread, and one
+// raised meanwhile is taken before the old mask returns.
+class NoSigpipe {
+ public:
+  NoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~NoSigpipe() {
+    if (sigismember(&old_, SIGPIPE)) return;  // blocked already: leave it as it was
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE)) {
+      const timespec now{0, 0};
+      sigtimedwait(&pipe_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  NoSigpipe(const NoSigpipe&) = delete;
+  NoSigpipe& operator=(const NoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+};
 
 }  // namespace
 
@@ -49,6 +79,7 @@ nlohmann::json ServerConnection::call(const char* method, const std::string& pat
   const std::string what = std::string("engine http: ") + method + " " + url_ + path;
   client_->set_read_timeout(micros(deadline.seconds));
   const auto start = std::chrono::steady_clock::now();
+  NoSigpipe no_sigpipe;
   httplib::Result result = body ? client_->Post(path, body->dump(), "application/json") : client_->Get(path);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!result) {
