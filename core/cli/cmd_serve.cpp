@@ -84,6 +84,8 @@ MLPT_COMMAND("serve", "CONFIG.toml [--host 127.0.0.1] [--port 0] [--port-file PA
              "and the control endpoints of vLLM (/pause, /resume, /is_paused, /abort_requests) and SGLang\n"
              "(/pause_generation, /continue_generation, /abort_request, /update_weights_from_disk).\n"
              "It listens on loopback unless --host says otherwise; --port 0 (the default) takes a free port,\n"
-             "which --port-file receives. SIGINT or SIGTERM stop it (exit 0).");
+             "which --port-file receives. Each request in progress holds one of --threads (a request held by a\n"
+             "paused engine too): keep it above the clients' connections so control calls get through.\n"
+             "SIGINT or SIGTERM stop it (exit 0).");
 
 }  // namespace mlpt::cli
