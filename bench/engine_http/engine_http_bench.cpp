@@ -4,6 +4,7 @@
 // Both generate the same requests (a 32-token prompt, 1 or 16 new tokens, the same seeds):
 //   - one request at a time: the median time per request and the HTTP overhead (difference and
 //     ratio), beside a bare HTTP round trip (GET /health) on the same server;
+//   - 32 bare round trips at once, for what HTTP alone costs a batch;
 //   - 32 at once: the batch's median wall time and its ratio.
 // The two paths alternate call by call, so a busy machine slows both alike.
 // Needs ${MLPT_CACHE_DIR}/models/tiny (scripts/prepare-tiny.sh). Usage: bench_engine_http [requests]
@@ -110,6 +111,18 @@ int main(int argc, char** argv) {
   bare.set_tcp_nodelay(true);
   const auto [nothing, round_trip] = alternate(n, [](int) {}, [&](int) { bare.Get("/health"); });
   std::printf("bare HTTP round trip on loopback (GET /health): %.1f us (median of %d)\n", round_trip * 1e6, n);
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  for (int i = 0; i < 32; ++i) {
+    clients.push_back(std::make_unique<httplib::Client>(server.url()));
+    clients.back()->set_tcp_nodelay(true);
+    clients.back()->set_keep_alive(true);
+  }
+  const auto [none, bare_batch] = alternate(std::max(n / 20, 5), [](int) {}, [&](int) {
+    std::vector<std::thread> threads;
+    for (auto& c : clients) threads.emplace_back([&c] { c->Get("/health"); });
+    for (auto& t : threads) t.join();
+  });
+  std::printf("32 bare HTTP round trips at once (a thread each): %.1f ms (median)\n", bare_batch * 1e3);
   std::printf("%-40s %12s %12s %12s %7s\n", "case (medians, alternating)", "in-process", "over HTTP", "overhead", "ratio");
   for (int32_t new_tokens : {1, 16}) {
     auto [a, b] = alternate(n, [&](int i) { one(*local, prompt, new_tokens, i); }, [&](int i) { one(*http, prompt, new_tokens, i); });
