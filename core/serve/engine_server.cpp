@@ -38,7 +38,7 @@ void guarded(httplib::Response& res, F&& handler) {
   } catch (const Error& e) {
     reply(res, http_status(e.code()), error_body(e.what(), http_status(e.code())));
   } catch (const json::exception& e) {
-    reply(res, 400, error_body(std::string("the body is not valid JSON: ") + e.what(), 400));
+    reply(res, 400, error_body(std::string("the body is not JSON of the expected shape: ") + e.what(), 400));
   } catch (const std::exception& e) {
     reply(res, 500, error_body(e.what(), 500));
   }
@@ -197,7 +197,9 @@ void EngineServer::install_routes() {
       if (!body.value("model_path", json()).is_string()) throw Error("\"model_path\" (a string) is required");
       const json v = body.value("weight_version", json());
       uint64_t version = engine_.model_info().weight_version + 1;
-      if (v.is_string()) version = std::stoull(v.get<std::string>());
+      if (v.is_string() && v.get<std::string>().find_first_not_of("0123456789") == std::string::npos && !v.get<std::string>().empty())
+        version = std::stoull(v.get<std::string>());
+      else if (v.is_string()) throw Error("\"weight_version\" " + v.dump() + " is not a whole number");
       else if (v.is_number_unsigned()) version = v.get<uint64_t>();
       else if (!v.is_null()) throw Error("\"weight_version\" must be a string or an integer");
       reply(res, 200, {{"success", true}, {"message", update_weights(body["model_path"], version)}, {"num_paused_requests", 0}});

@@ -251,7 +251,7 @@ class HttpEngine final : public sdk::Engine {
         if (stopping_) return;
         r = std::move(queue_.front());
         queue_.pop_front();
-        rid = rid_prefix_ + std::to_string(r->id);
+        rid = rid_prefix_ + std::to_string(++sent_) + "-" + std::to_string(r->id);  // unique even when a request id comes back
         running_[r->id] = {rid, worker};
       }
       mlpt_error_code failed = MLPT_OK;
@@ -299,6 +299,7 @@ class HttpEngine final : public sdk::Engine {
   std::deque<std::shared_ptr<GenerationRequest>> queue_;
   std::unordered_map<uint64_t, Running> running_;
   std::deque<Running> aborts_;  // sent requests to abort at the server
+  uint64_t sent_ = 0;           // requests sent so far
   bool paused_ = false, stopping_ = false;
 };
 
