@@ -11,8 +11,8 @@ namespace {
 constexpr char kMagic[4] = {'M', 'L', 'S', 'D'};
 constexpr size_t kHeader = 4 + 4 + 3 * 8;
 
-void put_u64(std::vector<std::byte>& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
+void put_u64(std::byte* at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::byte>(v >> (8 * i));
 }
 
 uint64_t get_u64(const std::byte* p) {
@@ -27,39 +27,28 @@ size_t leb128_size(uint64_t v) {
   return n;
 }
 
-}  // namespace
-
-const char* form_name(DeltaForm f) {
-  switch (f) {
-    case DeltaForm::dense: return "dense";
-    case DeltaForm::indices: return "indices";
-    case DeltaForm::bitmap: return "bitmap";
-  }
-  return "?";
-}
-
-namespace {
-
-// Calls f(i) for every i where prev[i] != next[i], in order. Compares four elements at a time:
-// at the changed fractions of a training step most words are equal and are skipped whole.
-template <class F>
-void for_each_change(const uint16_t* prev, const uint16_t* next, int64_t numel, F&& f) {
+// Calls f(i) for every i where prev[i] != next[i], in order. Compares 8 bytes at a time: at the
+// changed fractions of a training step most words are equal and are skipped whole.
+template <class T, class F>
+void for_each_change(const T* prev, const T* next, int64_t numel, F&& f) {
+  constexpr int64_t per_word = 8 / sizeof(T);
   int64_t i = 0;
-  for (; i + 4 <= numel; i += 4) {
+  for (; i + per_word <= numel; i += per_word) {
     uint64_t a, b;
     std::memcpy(&a, prev + i, 8);
     std::memcpy(&b, next + i, 8);
     if (a == b) continue;
-    for (int64_t j = i; j < i + 4; ++j)
+    for (int64_t j = i; j < i + per_word; ++j)
       if (prev[j] != next[j]) f(j);
   }
   for (; i < numel; ++i)
     if (prev[i] != next[i]) f(i);
 }
 
-}  // namespace
-
-DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t numel, std::vector<std::byte>& out) {
+// Values travel in the host's byte order (little-endian on every platform mlpt supports).
+template <class T>
+DeltaStats encode(const T* prev, const T* next, int64_t numel, std::vector<std::byte>& out) {
+  constexpr size_t width = sizeof(T);
   DeltaStats s;
   s.numel = numel;
   size_t index_bytes = 0;
@@ -70,25 +59,22 @@ DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t
     last = i;
   });
   const size_t n = static_cast<size_t>(numel), k = static_cast<size_t>(s.changed);
-  const size_t dense = 2 * n, indices = index_bytes + 2 * k, bitmap = (n + 7) / 8 + 2 * k;
+  const size_t dense = width * n, indices = index_bytes + width * k, bitmap = (n + 7) / 8 + width * k;
   s.form = indices <= bitmap && indices < dense ? DeltaForm::indices : bitmap < dense ? DeltaForm::bitmap : DeltaForm::dense;
   const size_t payload = s.form == DeltaForm::dense ? dense : s.form == DeltaForm::indices ? indices : bitmap;
   const size_t start = out.size();
-  for (char c : kMagic) out.push_back(static_cast<std::byte>(c));
-  out.push_back(static_cast<std::byte>(s.form));
-  out.insert(out.end(), 3, std::byte{0});
-  put_u64(out, static_cast<uint64_t>(numel));
-  put_u64(out, static_cast<uint64_t>(s.changed));
-  put_u64(out, payload);
-  // The payload is written in place into its exact size (zeroed: the bitmap starts empty).
+  // Header and payload are written in place into their exact size (zeroed: the bitmap starts empty).
   out.resize(start + kHeader + payload);
-  std::byte* p = out.data() + start + kHeader;
-  auto put = [](std::byte* at, uint16_t v) {
-    at[0] = static_cast<std::byte>(v & 0xff);
-    at[1] = static_cast<std::byte>(v >> 8);
-  };
+  std::byte* h = out.data() + start;
+  std::memcpy(h, kMagic, 4);
+  h[4] = static_cast<std::byte>(s.form);
+  h[5] = static_cast<std::byte>(width);
+  put_u64(h + 8, static_cast<uint64_t>(numel));
+  put_u64(h + 16, static_cast<uint64_t>(s.changed));
+  put_u64(h + 24, payload);
+  std::byte* p = h + kHeader;
   if (s.form == DeltaForm::dense) {
-    for (int64_t i = 0; i < numel; ++i) put(p + 2 * i, next[i]);
+    if (n) std::memcpy(p, next, dense);
   } else if (s.form == DeltaForm::indices) {
     std::byte* gaps = p;
     std::byte* vals = p + index_bytes;
@@ -100,36 +86,60 @@ DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t
         gap >>= 7;
       }
       *gaps++ = static_cast<std::byte>(gap);
-      put(vals, next[i]);
-      vals += 2;
+      std::memcpy(vals, next + i, width);
+      vals += width;
       last = i;
     });
   } else {
     std::byte* vals = p + (n + 7) / 8;
     for_each_change(prev, next, numel, [&](int64_t i) {
       p[i / 8] |= static_cast<std::byte>(1u << (i % 8));
-      put(vals, next[i]);
-      vals += 2;
+      std::memcpy(vals, next + i, width);
+      vals += width;
     });
   }
   s.bytes = out.size() - start;
   return s;
 }
 
-void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int64_t numel, const std::string& tensor) {
+}  // namespace
+
+const char* form_name(DeltaForm f) {
+  switch (f) {
+    case DeltaForm::dense: return "dense";
+    case DeltaForm::indices: return "indices";
+    case DeltaForm::bitmap: return "bitmap";
+  }
+  return "?";
+}
+
+DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes, std::vector<std::byte>& out) {
+  switch (element_bytes) {
+    case 1: return encode(static_cast<const uint8_t*>(prev), static_cast<const uint8_t*>(next), numel, out);
+    case 2: return encode(static_cast<const uint16_t*>(prev), static_cast<const uint16_t*>(next), numel, out);
+    case 4: return encode(static_cast<const uint32_t*>(prev), static_cast<const uint32_t*>(next), numel, out);
+    case 8: return encode(static_cast<const uint64_t*>(prev), static_cast<const uint64_t*>(next), numel, out);
+  }
+  throw Error(MLPT_INVALID_ARGUMENT, "sparse refit: elements of " + std::to_string(element_bytes) + " bytes (1, 2, 4 or 8 supported)");
+}
+
+void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes, const std::string& tensor) {
   auto bad = [&](const std::string& why) { return Error(MLPT_DATA_LOSS, "sparse refit of '" + tensor + "': " + why); };
   if (size < kHeader || std::memcmp(data, kMagic, 4) != 0) throw bad("not a sparse delta (bad magic or shorter than its header)");
   const auto form = static_cast<DeltaForm>(data[4]);
+  const uint64_t width = static_cast<uint8_t>(data[5]);
   const uint64_t n = get_u64(data + 8), k = get_u64(data + 16), payload = get_u64(data + 24);
+  if (width != static_cast<uint64_t>(element_bytes))
+    throw bad("encodes elements of " + std::to_string(width) + " bytes, the tensor's have " + std::to_string(element_bytes));
   if (n != static_cast<uint64_t>(numel))
     throw bad("encodes " + std::to_string(n) + " elements, the tensor has " + std::to_string(numel));
   if (payload != size - kHeader) throw bad("payload of " + std::to_string(payload) + " bytes in a " + std::to_string(size) + "-byte message");
   if (k > n) throw bad(std::to_string(k) + " changes in " + std::to_string(n) + " elements");
   const std::byte* p = data + kHeader;
-  auto value = [](const std::byte* v) { return static_cast<uint16_t>(static_cast<uint8_t>(v[0]) | static_cast<uint8_t>(v[1]) << 8); };
+  auto* out = static_cast<std::byte*>(values);
   if (form == DeltaForm::dense) {
-    if (payload != 2 * n) throw bad("dense payload is not 2 bytes per element");
-    for (uint64_t i = 0; i < n; ++i) values[i] = value(p + 2 * i);
+    if (payload != width * n) throw bad("dense payload is not " + std::to_string(width) + " bytes per element");
+    if (n) std::memcpy(out, p, payload);
     return;
   }
   // Decode the positions first, so a malformed message changes nothing.
@@ -137,8 +147,8 @@ void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int6
   at.reserve(k);
   const std::byte* vals = nullptr;
   if (form == DeltaForm::indices) {
-    if (payload < 2 * k) throw bad("index payload too short for its values");
-    const std::byte* end = p + payload - 2 * k;
+    if (payload < width * k) throw bad("index payload too short for its values");
+    const std::byte* end = p + payload - width * k;
     uint64_t pos = 0;
     bool first = true;
     while (at.size() < k) {
@@ -159,7 +169,7 @@ void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int6
     if (p != end) throw bad("bytes left over after " + std::to_string(k) + " indices");
     vals = p;
   } else if (form == DeltaForm::bitmap) {
-    if (payload != (n + 7) / 8 + 2 * k) throw bad("bitmap payload size does not match " + std::to_string(k) + " changes");
+    if (payload != (n + 7) / 8 + width * k) throw bad("bitmap payload size does not match " + std::to_string(k) + " changes");
     for (uint64_t i = 0; i < n; ++i)
       if (static_cast<uint8_t>(p[i / 8]) >> (i % 8) & 1) at.push_back(i);
     if (at.size() != k) throw bad("bitmap marks " + std::to_string(at.size()) + " changes, the header says " + std::to_string(k));
@@ -167,7 +177,7 @@ void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int6
   } else {
     throw bad("unknown form " + std::to_string(static_cast<int>(form)));
   }
-  for (size_t j = 0; j < at.size(); ++j) values[at[j]] = value(vals + 2 * j);
+  for (size_t j = 0; j < at.size(); ++j) std::memcpy(out + at[j] * width, vals + width * j, width);
 }
 
 }  // namespace mlpt::refit

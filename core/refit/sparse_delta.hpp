@@ -1,14 +1,16 @@
 // Sparse refit (benchmark.md §7): with a learning rate of 1e-6 most BF16 weights do not change in
 // a step, so the engine's copy is updated by sending only what changed. A tensor's update is
 // encoded in whichever of three forms is smallest for it:
-//   dense    every BF16 value (2 bytes per element);
+//   dense    every value (element_bytes per element);
 //   indices  the positions of the changed elements as LEB128 gaps, then their values;
 //   bitmap   one bit per element, then the changed values in order.
-// Changes are bitwise (a NaN payload or the sign of zero counts), so applying the update to the
-// receiver's previous copy reproduces the sender's new tensor bit for bit.
+// Elements are compared as bit patterns of 1, 2, 4 or 8 bytes (BF16, FP32, ...): a NaN payload or
+// the sign of zero counts, so applying the update to the receiver's previous copy reproduces the
+// sender's new tensor bit for bit.
 //
-// Encoding (little-endian): "MLSD" | u8 form | u8[3] 0 | u64 numel | u64 changed | u64 payload
-// bytes | payload. Anything that does not match is refused as MLPT_DATA_LOSS, naming the tensor.
+// Encoding (little-endian): "MLSD" | u8 form | u8 element bytes | u8[2] 0 | u64 numel | u64 changed
+// | u64 payload bytes | payload. Anything that does not match is refused as MLPT_DATA_LOSS, naming
+// the tensor.
 #pragma once
 
 #include <cstddef>
@@ -27,12 +29,21 @@ struct DeltaStats {
   size_t bytes = 0;  // of the encoding, header included
 };
 
-// Appends to `out` the update that turns `prev` into `next` (numel BF16 bit patterns each).
-DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t numel, std::vector<std::byte>& out);
+// Appends to `out` the update that turns `prev` into `next` (numel elements of element_bytes each:
+// 1, 2, 4 or 8; anything else is MLPT_INVALID_ARGUMENT).
+DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes, std::vector<std::byte>& out);
 
-// Applies one encoding (exactly `size` bytes) to `values` (numel BF16) in place. Throws
-// MLPT_DATA_LOSS naming `tensor` when the encoding is malformed or for another size; `values` is
-// left untouched then.
-void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int64_t numel, const std::string& tensor);
+// Applies one encoding (exactly `size` bytes) to `values` (numel elements of element_bytes) in
+// place. Throws MLPT_DATA_LOSS naming `tensor` when the encoding is malformed or for another size
+// or element width; `values` is left untouched then.
+void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes, const std::string& tensor);
+
+// The BF16 (2-byte) case.
+inline DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t numel, std::vector<std::byte>& out) {
+  return encode_delta(prev, next, numel, 2, out);
+}
+inline void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int64_t numel, const std::string& tensor) {
+  apply_delta(data, size, values, numel, 2, tensor);
+}
 
 }  // namespace mlpt::refit

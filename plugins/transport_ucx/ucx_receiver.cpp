@@ -10,11 +10,12 @@
 #include "mlpt/sdk/types.hpp"
 #include "receive_buffers.hpp"
 #include "weight_layout.hpp"
-#include "xxhash64.hpp"
+#include "mlpt/sdk/xxhash64.hpp"
 
 namespace mlpt::transport::ucx {
 
 using mlpt::sdk::Error;
+using mlpt::sdk::xxhash64;
 
 // One complete version in a buffer of ours; what receive() hands out. The buffer goes back to the
 // pool when the last reference (held, newest, or being filled) lets go.

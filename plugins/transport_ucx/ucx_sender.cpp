@@ -9,11 +9,12 @@
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/types.hpp"
 #include "weight_layout.hpp"
-#include "xxhash64.hpp"
+#include "mlpt/sdk/xxhash64.hpp"
 
 namespace mlpt::transport::ucx {
 
 using mlpt::sdk::Error;
+using mlpt::sdk::xxhash64;
 
 // One version as the sender serves it: the plan, the encoded metadata, and per bucket where its
 // bytes are (the tensor itself, or a packed staging copy) and its checksum, filled in bucket by

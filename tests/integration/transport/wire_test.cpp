@@ -7,9 +7,9 @@
 #include "mlpt/sdk/error.hpp"
 #include "transport_support.hpp"
 #include "weight_layout.hpp"
-#include "xxhash64.hpp"
+#include "mlpt/sdk/xxhash64.hpp"
 
-using mlpt::transport::xxhash64;
+using mlpt::sdk::xxhash64;
 using namespace mlpt::transport;
 
 TEST_CASE("xxhash64 matches the reference implementation's published values") {

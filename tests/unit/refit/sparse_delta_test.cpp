@@ -100,3 +100,32 @@ TEST_CASE("malformed or mismatched updates are refused, naming the tensor, and c
   CHECK_THAT(apply_error(bm, qe), Catch::Contains("bitmap marks"));
   CHECK(qe == q.prev);
 }
+
+TEST_CASE("FP32 and byte-wide elements round trip; an update of another element width is refused") {
+  std::vector<uint32_t> prev(5000), next;
+  for (size_t i = 0; i < prev.size(); ++i) prev[i] = static_cast<uint32_t>(i * 2654435761u);
+  next = prev;
+  for (size_t i = 0; i < next.size(); i += 97) next[i] ^= 0x80000000u;  // sign flips: -0 vs +0 style changes count
+  std::vector<std::byte> blob;
+  DeltaStats s = encode_delta(prev.data(), next.data(), static_cast<int64_t>(prev.size()), 4, blob);
+  CHECK(s.changed == 52);
+  CHECK(s.form == DeltaForm::indices);
+  std::vector<uint32_t> engine = prev;
+  apply_delta(blob.data(), blob.size(), engine.data(), static_cast<int64_t>(engine.size()), 4, "w32");
+  CHECK(engine == next);
+  std::vector<uint16_t> as16(10000);
+  try {
+    apply_delta(blob.data(), blob.size(), as16.data(), 5000, 2, "w32");
+    FAIL("accepted a 4-byte update for 2-byte elements");
+  } catch (const mlpt::Error& e) {
+    CHECK(e.code() == MLPT_DATA_LOSS);
+    CHECK_THAT(e.what(), Catch::Contains("elements of 4 bytes, the tensor's have 2"));
+  }
+  // The same update compared byte by byte (what a dtype of another width uses) is exact too.
+  blob.clear();
+  encode_delta(prev.data(), next.data(), static_cast<int64_t>(prev.size()) * 4, 1, blob);
+  engine = prev;
+  apply_delta(blob.data(), blob.size(), engine.data(), static_cast<int64_t>(engine.size()) * 4, 1, "w8");
+  CHECK(engine == next);
+  CHECK_THROWS_AS(encode_delta(prev.data(), next.data(), 10, 3, blob), mlpt::Error);
+}

@@ -1,9 +1,16 @@
-#include "xxhash64.hpp"
+// XXH64 (Yann Collet's xxHash, 64-bit variant), written here from the published algorithm: the
+// checksum the weight transports put on every bucket and the sparse refit on every tensor it
+// rebuilds; shared by the core and the plugins. Fast (4 independent lanes), not cryptographic: it
+// catches corruption and divergence, not tampering.
+#pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 
-namespace mlpt::transport {
-namespace {
+namespace mlpt::sdk {
+
+namespace xxhash64_detail {
 
 constexpr uint64_t P1 = 0x9E3779B185EBCA87ULL, P2 = 0xC2B2AE3D27D4EB4FULL, P3 = 0x165667B19E3779F9ULL,
                    P4 = 0x85EBCA77C2B2AE63ULL, P5 = 0x27D4EB2F165667C5ULL;
@@ -14,9 +21,10 @@ inline uint32_t read32(const unsigned char* p) { uint32_t v; std::memcpy(&v, p, 
 inline uint64_t round(uint64_t acc, uint64_t input) { return rotl(acc + input * P2, 31) * P1; }
 inline uint64_t merge(uint64_t acc, uint64_t v) { return (acc ^ round(0, v)) * P1 + P4; }
 
-}  // namespace
+}  // namespace xxhash64_detail
 
-uint64_t xxhash64(const void* data, size_t size, uint64_t seed) {
+inline uint64_t xxhash64(const void* data, size_t size, uint64_t seed = 0) {
+  using namespace xxhash64_detail;
   const auto* p = static_cast<const unsigned char*>(data);
   const unsigned char* end = p + size;
   uint64_t h;
@@ -53,4 +61,4 @@ uint64_t xxhash64(const void* data, size_t size, uint64_t seed) {
   return h;
 }
 
-}  // namespace mlpt::transport
+}  // namespace mlpt::sdk
