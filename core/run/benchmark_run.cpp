@@ -32,6 +32,7 @@
 #include "core/run/run_dir.hpp"
 #include "core/run/step_record.hpp"
 #include "core/run/trainer_settings.hpp"
+#include "core/run/weight_refit.hpp"
 
 namespace mlpt::run {
 namespace {
@@ -94,7 +95,8 @@ class BenchmarkRun {
               const std::function<void(const std::string&)>& on_failure);
   rollout::EpisodeRequest episode_request(const json& row, size_t row_index, const Dataset& data, int64_t prompt_index,
                                           int32_t sample, bool validation);
-  void update_weights(uint64_t version);
+  // Moves the trainer's weights of `version` to the engine; returns what was moved.
+  refit::RefitStats update_weights(uint64_t version);
   // A rollout that failed for an infrastructure reason: counted, and the run fails once failures
   // pass max_rollout_failure_rate. Returns the zero-reward trajectory that stands in for it.
   rollout::Trajectory back_fill(const rollout::EpisodeRequest& request, const std::string& reason);
@@ -118,6 +120,7 @@ class BenchmarkRun {
   std::unique_ptr<components::Trainer> trainer_;
   std::unique_ptr<components::Engine> engine_;
   std::unique_ptr<components::Transport> sender_, receiver_;
+  std::unique_ptr<WeightRefit> refit_;
   std::unique_ptr<components::SandboxRuntime> sandboxes_;
   std::unique_ptr<components::Reward> reward_;
   std::unique_ptr<components::Harness> harness_;
@@ -190,6 +193,7 @@ void BenchmarkRun::initialise() {
                                                       set_->settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, group);
   sender_ = std::make_unique<components::Transport>(set_->component(MLPT_COMPONENT_TRANSPORT),
                                                     set_->settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, group);
+  refit_ = std::make_unique<WeightRefit>(c.run, *trainer_, *engine_, *sender_, *receiver_, options_.after_refit);
   if (set_->has(MLPT_COMPONENT_SANDBOX))
     sandboxes_ = std::make_unique<components::SandboxRuntime>(set_->component(MLPT_COMPONENT_SANDBOX),
                                                               set_->settings(MLPT_COMPONENT_SANDBOX));
@@ -302,27 +306,24 @@ void BenchmarkRun::stop_workers() {
   rollout_pool_.reset();  // waits for the episodes in flight
 }
 
-// Pause new generation, hand the trainer's weights through the transport, load them, resume.
-void BenchmarkRun::update_weights(uint64_t version) {
+// Pause new generation, hand the trainer's weights through the transport, load them, resume. A
+// sparse refit encodes what changed before pausing, so generation goes on while it compares.
+refit::RefitStats BenchmarkRun::update_weights(uint64_t version) {
   auto started = Clock::now();
+  refit_->prepare(version);
   scheduler_->pause();
   // Drain: every episode in flight finishes all its turns on the old weights (unless the run
   // updates in flight, between the turns of running episodes).
   if (!config_.benchmark.in_flight_weight_updates) scheduler_->wait_idle([this] { return stopping(); });
   engine_->pause();
-  auto weights = trainer_->export_weights();
-  // Receive on another thread: a transport may need both ends active at once.
-  auto received = std::async(std::launch::async, [&] { return receiver_->receive(version, 600000); });
-  sender_->send(version, weights.tensors, weights.count, 600000);
-  auto got = received.get();
-  engine_->load_weights(got.version, got.tensors, got.count);
-  receiver_->release(got.version);
-  version_ = got.version;
+  const refit::RefitStats stats = refit_->deliver();
+  version_ = version;
   engine_->resume();
-  scheduler_->set_weight_version(got.version);
+  scheduler_->set_weight_version(version);
   scheduler_->resume();
   std::lock_guard l(totals_.m);
   totals_.weight_transfer_s += seconds_since(started);
+  return stats;
 }
 
 std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
@@ -517,9 +518,11 @@ RunSummary BenchmarkRun::run() {
       const auto& state = resume_from;
       trainer_->load_state(state->trainer_dir.string());
       first_step = state->step;
-      auto w = trainer_->export_weights();
-      engine_->load_weights(w.version, w.tensors, w.count);
-      version_ = w.version;
+      // The engine gets the checkpoint's weights the way every refit goes (a first refit is full).
+      const uint64_t resumed = trainer_->export_weights().version;
+      refit_->prepare(resumed);
+      refit_->deliver();
+      version_ = resumed;
       samples_ = state->samples;
       crash_guard.samples(state->samples);
       steps_ = state->steps;
@@ -570,7 +573,7 @@ RunSummary BenchmarkRun::run() {
       }
       auto transfer_started = Clock::now();
       phase_ = "weight transfer";
-      update_weights(new_version);
+      const refit::RefitStats refit_stats = update_weights(new_version);
       const double transfer_s = seconds_since(transfer_started);
       step_ = step + 1;
       samples_ = samples;
@@ -583,6 +586,7 @@ RunSummary BenchmarkRun::run() {
 
       StepRecord r = make_step_record(step + 1, samples, batch.statistics(), groups, trainer_metrics, wait_s, train_s,
                                       transfer_s, seconds_since(run_start_));
+      r.refit = refit_stats;
       steps_.push_back(r);
       last_reward_ = r.reward_mean, last_staleness_ = r.max_staleness;
       if (summary.steps == 0) summary.first_step_reward = r.reward_mean;

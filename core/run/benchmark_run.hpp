@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/run/run_config.hpp"
+#include "mlpt/mlpt.h"
 
 namespace mlpt::run {
 
@@ -19,6 +20,12 @@ struct RunOptions {
   const std::atomic<bool>* interrupted = nullptr;  // set by a signal handler: stop cleanly
   std::function<void(const std::string&)> progress;  // progress lines (default: stderr)
   double progress_interval_s = 5.0;
+  // Called after each refit with the trainer's exported weights and the whole tensors the engine
+  // was loaded from (the same tensors when dense; rebuilt from the sparse message otherwise): lets
+  // a test compare them bit for bit.
+  std::function<void(uint64_t version, const mlpt_named_tensor* exported, size_t num_exported, const mlpt_named_tensor* loaded,
+                     size_t num_loaded)>
+      after_refit;
 };
 
 // RunSummary::abort_reason of a run that ran all its steps without reaching the target.

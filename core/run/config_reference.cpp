@@ -42,6 +42,11 @@ const std::vector<ConfigKey>& config_keys() {
          "save the trainer's state and the loop's position every N steps (0: never); `--resume` starts from the last"},
         {"run", "record_routed_experts", "boolean", text(r.record_routed_experts),
          "routing replay (R3): record the engine's routed experts for the trainer, when both support it"},
+        {"run", "refit", "string", quoted(r.refit),
+         "\"sparse\": each step moves only the weights that changed (checked by checksum; needs weights in host memory, else "
+         "dense); \"dense\": every weight every step"},
+        {"run", "full_refit_every_steps", "integer", text(r.full_refit_every_steps),
+         "sparse refit: also move the whole weights every N refits, as a safety (0: only the first)"},
         {"benchmark", "num_prompts_per_step", "integer", kRequired, "prompts per training step"},
         {"benchmark", "num_generations_per_prompt", "integer", text(b.num_generations_per_prompt), "rollouts per prompt (a GRPO group; >= 2)"},
         {"benchmark", "global_batch_size", "integer", "prompts × generations", "sequences per step; must equal num_prompts_per_step × num_generations_per_prompt"},

@@ -165,12 +165,19 @@ void write_report(const std::filesystem::path& file, const ReportInputs& in) {
   if (in.rollouts > 0)
     o << "<p>core overhead: " << num(core / static_cast<double>(in.rollouts) * 1e3, 3) << " ms per rollout, "
       << num(plugins > 0 ? core / plugins * 100 : 0, 3) << "% of the plugins' time in rollouts</p>";
+  uint64_t refit_bytes = 0, dense_bytes = 0;
+  for (const auto& s : in.steps) refit_bytes += s.refit.bytes, dense_bytes += s.refit.dense_bytes;
+  if (dense_bytes > 0)
+    o << "<p>refit: " << num(static_cast<double>(refit_bytes) / 1e6, 3) << " MB moved over " << in.steps.size() << " steps, "
+      << num(static_cast<double>(refit_bytes) / static_cast<double>(dense_bytes) * 100, 3) << "% of the "
+      << num(static_cast<double>(dense_bytes) / 1e6, 3) << " MB dense refits move</p>";
   o << "<h2>Steps</h2><table><tr><th>step</th><th>samples</th><th>reward</th><th>staleness max</th><th>tokens</th><th>trainable</th>"
-       "<th>zero-adv groups</th><th>wait s</th><th>train s</th><th>transfer s</th><th>pass@k</th></tr>";
+       "<th>zero-adv groups</th><th>wait s</th><th>train s</th><th>transfer s</th><th>refit</th><th>refit MB</th><th>pass@k</th></tr>";
   for (const auto& s : in.steps)
     o << "<tr><td>" << s.step << "</td><td>" << s.samples << "</td><td>" << num(s.reward_mean) << "</td><td>" << s.max_staleness
       << "</td><td>" << s.tokens << "</td><td>" << s.trainable_tokens << "</td><td>" << s.zero_advantage_groups << "</td><td>"
       << num(s.wait_s, 2) << "</td><td>" << num(s.train_s, 2) << "</td><td>" << num(s.transfer_s, 3) << "</td><td>"
+      << escape(s.refit.mode) << "</td><td>" << num(static_cast<double>(s.refit.bytes) / 1e6, 3) << "</td><td>"
       << (s.evaluated ? num(s.pass_at_k) : "") << "</td></tr>";
   o << "</table>";
   for (const auto& [label, r] : in.highlighted_rollouts)

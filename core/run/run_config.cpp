@@ -78,6 +78,10 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   c.run.checkpoint_every_steps = run.get_or<int64_t>("checkpoint_every_steps", c.run.checkpoint_every_steps);
   if (c.run.checkpoint_every_steps < 0) run.fail("checkpoint_every_steps", "must be >= 0");
   c.run.record_routed_experts = run.get_or<bool>("record_routed_experts", false);
+  c.run.refit = run.get_or<std::string>("refit", c.run.refit);
+  if (c.run.refit != "sparse" && c.run.refit != "dense") run.fail("refit", "must be \"sparse\" or \"dense\"");
+  c.run.full_refit_every_steps = run.get_or<int64_t>("full_refit_every_steps", c.run.full_refit_every_steps);
+  if (c.run.full_refit_every_steps < 0) run.fail("full_refit_every_steps", "must be >= 0");
   run.finish();
 
   auto& b = c.benchmark;

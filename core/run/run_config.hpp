@@ -62,6 +62,12 @@ struct RunSettings {
   int64_t rollout_threads = 8;             // host threads for their host work (harness, sandbox, reward)
   int64_t checkpoint_every_steps = 1;      // 0 = never
   bool record_routed_experts = false;      // R3, when engine and trainer support it
+  // How each step's weights reach the engine: "sparse" moves only the elements that changed
+  // (core/refit/), with a full refit first and every full_refit_every_steps refits (0: only the
+  // first); "dense" moves every weight every step. Sparse needs weights in host memory; a trainer
+  // exporting device memory is refitted dense.
+  std::string refit = "sparse";
+  int64_t full_refit_every_steps = 20;
 };
 
 struct RunConfig {

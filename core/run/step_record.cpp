@@ -49,7 +49,12 @@ nlohmann::json step_record_json(const StepRecord& r) {
                       {"wait_s", r.wait_s},
                       {"train_s", r.train_s},
                       {"transfer_s", r.transfer_s},
-                      {"elapsed_s", r.elapsed_s}};
+                      {"elapsed_s", r.elapsed_s},
+                      {"refit", {{"mode", r.refit.mode},
+                                 {"bytes", r.refit.bytes},
+                                 {"dense_bytes", r.refit.dense_bytes},
+                                 {"elements", r.refit.numel},
+                                 {"changed_elements", r.refit.changed}}}};
   if (r.evaluated) j["eval"] = {{"pass_at_k", r.pass_at_k}, {"pass_at_1", r.pass_at_1}, {"pass_hat_k", r.pass_hat_k}};
   return j;
 }
@@ -65,6 +70,10 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
   r.prompts = j.value("prompts", std::vector<int64_t>{});
   r.trainer = j.at("trainer").get<std::map<std::string, double>>();
   r.wait_s = j.at("wait_s"), r.train_s = j.at("train_s"), r.transfer_s = j.at("transfer_s"), r.elapsed_s = j.at("elapsed_s");
+  if (j.contains("refit")) {  // absent in rows written before the sparse refit
+    const auto& f = j["refit"];
+    r.refit = {f.at("mode"), f.at("bytes"), f.at("dense_bytes"), f.at("elements"), f.at("changed_elements")};
+  }
   if (j.contains("eval")) {
     r.evaluated = true;
     r.pass_at_k = j["eval"].at("pass_at_k"), r.pass_at_1 = j["eval"].at("pass_at_1"), r.pass_hat_k = j["eval"].at("pass_hat_k");

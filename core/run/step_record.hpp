@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/components/instances.hpp"
+#include "core/refit/refit_stats.hpp"
 #include "core/rl/replay_buffer.hpp"
 #include "core/rl/train_batch.hpp"
 
@@ -25,6 +26,7 @@ struct StepRecord {
   std::vector<int64_t> prompts;           // the prompt indices trained, in order (the data order)
   std::map<std::string, double> trainer;  // the trainer's own metrics
   double wait_s = 0, train_s = 0, transfer_s = 0, elapsed_s = 0;
+  refit::RefitStats refit;                // what the weight transfer after the step moved
   bool evaluated = false;
   double pass_at_k = 0, pass_at_1 = 0, pass_hat_k = 0;
 };

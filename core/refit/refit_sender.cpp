@@ -1,0 +1,75 @@
+#include "core/refit/refit_sender.hpp"
+
+#include <cstring>
+
+#include "core/refit/host_tensor.hpp"
+#include "core/refit/refit_manifest.hpp"
+#include "core/refit/sparse_delta.hpp"
+#include "sdk/include/mlpt/sdk/xxhash64.hpp"
+
+namespace mlpt::refit {
+namespace {
+
+mlpt_named_tensor byte_tensor(mlpt_string name, std::vector<std::byte>& bytes, int64_t& size) {
+  size = static_cast<int64_t>(bytes.size());
+  mlpt_named_tensor t{};
+  t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
+  t.name = name;
+  t.tensor.data = bytes.data();
+  t.tensor.device = DLDevice{kDLCPU, 0};
+  t.tensor.ndim = 1;
+  t.tensor.dtype = DLDataType{kDLUInt, 8, 1};
+  t.tensor.shape = &size;
+  return t;
+}
+
+}  // namespace
+
+const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, const mlpt_named_tensor* weights, size_t count,
+                                                           bool force_full) {
+  RefitManifest m;
+  m.version = version;
+  m.hashes.resize(count);
+  stats_ = RefitStats{};
+  for (size_t i = 0; i < count; ++i) {
+    const DLTensor& t = weights[i].tensor;
+    require_host_compact(t, "weight '" + std::string(weights[i].name.data, weights[i].name.size) + "'");
+    m.hashes[i] = sdk::xxhash64(bytes_of(t), byte_size(t));
+    stats_.dense_bytes += byte_size(t);
+    stats_.numel += static_cast<int64_t>(byte_size(t)) / compare_width(t);  // elements as compared
+  }
+  const bool full = force_full || !base_.valid() || (full_every_ > 0 && since_full_ >= full_every_) ||
+                    !base_.same_layout(weights, count);
+  message_.assign(1 + count, mlpt_named_tensor{});
+  blob_sizes_.resize(1 + count);
+  if (full) {
+    m.kind = RefitManifest::Kind::full;
+    for (size_t i = 0; i < count; ++i) message_[1 + i] = weights[i];
+    base_.assign(version, weights, count);
+    since_full_ = 1;
+    stats_.mode = "full";
+  } else {
+    m.kind = RefitManifest::Kind::delta;
+    m.base_version = base_.version();
+    blobs_.resize(count);
+    auto& base = base_.tensors();
+    for (size_t i = 0; i < count; ++i) {
+      const DLTensor& t = weights[i].tensor;
+      const int width = compare_width(t);
+      const int64_t n = static_cast<int64_t>(byte_size(t)) / width;
+      blobs_[i].clear();
+      stats_.changed += encode_delta(base[i].bytes.data(), bytes_of(t), n, width, blobs_[i]).changed;
+      if (!base[i].bytes.empty()) std::memcpy(base[i].bytes.data(), bytes_of(t), base[i].bytes.size());
+      message_[1 + i] = byte_tensor(weights[i].name, blobs_[i], blob_sizes_[1 + i]);
+    }
+    base_.set_version(version);
+    ++since_full_;
+    stats_.mode = "delta";
+  }
+  manifest_ = encode_manifest(m);
+  message_[0] = byte_tensor(mlpt_string{kManifestName.data(), kManifestName.size()}, manifest_, blob_sizes_[0]);
+  for (const auto& t : message_) stats_.bytes += byte_size(t.tensor);
+  return message_;
+}
+
+}  // namespace mlpt::refit

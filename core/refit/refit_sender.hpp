@@ -1,0 +1,36 @@
+// The trainer's side of the sparse refit: turns each exported version of the weights into the
+// message the transport moves (refit_manifest.hpp): the weights themselves the first time, when
+// forced, every `full_every` refits and whenever the tensor layout changes; otherwise only what
+// changed since the previous version, per tensor in its smallest form (sparse_delta.hpp).
+// Keeps a copy of the last version sent to compare against.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/refit/refit_stats.hpp"
+#include "core/refit/weight_copy.hpp"
+
+namespace mlpt::refit {
+
+class RefitSender {
+ public:
+  explicit RefitSender(int64_t full_every = 0) : full_every_(full_every) {}  // 0: only the first and forced
+
+  // The message for `version` of `weights` (compact host memory). Its views stay valid until the
+  // next prepare; a full message points into `weights`, which must stay unchanged as long.
+  const std::vector<mlpt_named_tensor>& prepare(uint64_t version, const mlpt_named_tensor* weights, size_t count,
+                                                bool force_full = false);
+  const RefitStats& stats() const { return stats_; }
+
+ private:
+  int64_t full_every_, since_full_ = 0;
+  WeightCopy base_;
+  std::vector<std::byte> manifest_;
+  std::vector<std::vector<std::byte>> blobs_;
+  std::vector<int64_t> blob_sizes_;
+  std::vector<mlpt_named_tensor> message_;
+  RefitStats stats_;
+};
+
+}  // namespace mlpt::refit

@@ -1,0 +1,16 @@
+// What one refit moved, for the metrics rows and the report.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mlpt::refit {
+
+struct RefitStats {
+  std::string mode;          // "dense" (the weights as exported), "full" or "delta" (sparse mode)
+  uint64_t bytes = 0;        // handed to the transport for this version, manifest included
+  uint64_t dense_bytes = 0;  // the weights' own size: what a dense refit moves
+  int64_t numel = 0, changed = 0;  // elements, and those that differ from the previous version (delta only)
+};
+
+}  // namespace mlpt::refit
