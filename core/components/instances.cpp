@@ -1,6 +1,7 @@
 #include "core/components/instances.hpp"
 
 #include "core/plugin/call_scope.hpp"
+#include "core/refit/reshard_refit.hpp"
 
 #include <algorithm>
 #include <future>
@@ -263,9 +264,29 @@ void Engine::resume() {
 }
 
 void Engine::load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count) {
-  mlpt_load_weights_args a{MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE, engine_, version, tensors, count};
+  const Shards& wanted = weight_shards();
+  std::vector<refit::ShardSet> cut;
+  mlpt_load_weights_args a{MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE, engine_, version, tensors, count, nullptr, nullptr};
+  if (wanted.count > 0) {
+    cut = refit::reshard({{tensors, nullptr, count}}, {{wanted.tensors, wanted.shards, wanted.count}});
+    a.tensors = cut[0].tensors().data(), a.num_tensors = cut[0].tensors().size(), a.shards = cut[0].shards().data();
+  }
   plugin::CallScope scope(component_, "load_weights");
   plugin::check(component_, api_->load_weights(&a), "load_weights");
+}
+
+const Engine::Shards& Engine::weight_shards() {
+  if (shards_) return *shards_;
+  shards_.emplace();
+  if (!MLPT_HAS_FIELD(api_, mlpt_engine_api, weight_shards) || !api_->weight_shards) return *shards_;
+  mlpt_weight_shards_args a{MLPT_WEIGHT_SHARDS_ARGS_STRUCT_SIZE, engine_, nullptr, nullptr, 0, nullptr};
+  plugin::CallScope scope(component_, "weight_shards");
+  plugin::check(component_, api_->weight_shards(&a), "weight_shards");
+  if (a.out_num_tensors > 0 && (!a.out_tensors || !a.out_shards))
+    throw Error(MLPT_INTERNAL, "engine " + component_.name + ": weight_shards returned " + std::to_string(a.out_num_tensors) +
+                                   " shards without their tensors or descriptors");
+  *shards_ = Shards{a.out_tensors, a.out_shards, a.out_num_tensors};
+  return *shards_;
 }
 
 // ---- Trainer ----
@@ -311,7 +332,7 @@ Trainer::Weights Trainer::export_weights() {
   a.trainer = trainer_;
   plugin::CallScope scope(component_, "export_weights");
   plugin::check(component_, api_->export_weights(&a), "export_weights");
-  return Weights{a.out_tensors, a.out_num_tensors, a.out_weight_version};
+  return Weights{a.out_tensors, a.out_num_tensors, a.out_weight_version, a.out_shards};
 }
 
 bool Trainer::can_save_state() const {

@@ -70,6 +70,8 @@ class Engine {
   void session_release(uint64_t session_id);
   void pause();
   void resume();
+  // Loads whole tensors. An engine that holds shards (engine.h, weight_shards) is handed exactly
+  // its shards, cut from them, with their descriptors.
   void load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count);
   const plugin::Component& component() const { return component_; }
 
@@ -80,11 +82,20 @@ class Engine {
   Generation generate_blocking(const GenerateRequest& request) const;  // the 1.0/1.1 call
 
   plugin::Component component_;
+  // The shards this engine rank holds (asked once); count 0 when it takes whole tensors.
+  struct Shards {
+    const mlpt_named_tensor* tensors = nullptr;
+    const mlpt_tensor_shard* shards = nullptr;
+    size_t count = 0;
+  };
+  const Shards& weight_shards();
+
   const mlpt_engine_api* api_;
   mlpt_engine* engine_ = nullptr;
   bool async_ = false;
   int64_t moe_layers_ = 0, experts_per_token_ = 0;
   std::unique_ptr<exec::WorkerPool> blocking_;  // only for engines without submit
+  std::optional<Shards> shards_;
 };
 
 // ---- Trainer ----
@@ -109,6 +120,7 @@ class Trainer {
     const mlpt_named_tensor* tensors;
     size_t count;
     uint64_t version;
+    const mlpt_tensor_shard* shards;  // parallel to tensors; NULL: whole tensors
   };
   Weights export_weights();
   bool can_save_state() const;

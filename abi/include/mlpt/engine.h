@@ -265,7 +265,11 @@ typedef struct mlpt_session_release_args {
 /* Replaces the weights. The tensors are borrowed for the call: the engine copies (or converts) what
  * it keeps. Every tensor the engine needs must be present with the shape of the model; a missing,
  * extra or misshapen tensor is MLPT_INVALID_ARGUMENT and leaves the old weights in place.
- * Must be called while paused (or before the first generate). */
+ * Must be called while paused (or before the first generate).
+ *
+ * An engine rank that holds only shards of the weights (mlpt.h, mlpt_tensor_shard) says which with
+ * `weight_shards`; it is then given exactly those shards, in that order, each with its descriptor
+ * in `shards`. Otherwise it is given whole tensors and `shards` is NULL. */
 typedef struct mlpt_load_weights_args {
   size_t struct_size;
   mlpt_engine* engine;
@@ -274,9 +278,27 @@ typedef struct mlpt_load_weights_args {
   size_t num_tensors;               /* in */
   /* Since 1.2 (in). Absent: no extensions. */
   const mlpt_extension* extension_start;
+  /* Since 1.2 (in): parallel to `tensors`, which part of its global tensor each one is; NULL (and
+   * absent, from an older host): whole tensors. */
+  const mlpt_tensor_shard* shards;
 } mlpt_load_weights_args;
-#define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_load_weights_args, extension_start)
+#define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_load_weights_args, shards)
 #define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_load_weights_args, num_tensors)
+
+/* The shards of the weights this engine rank holds (see load_weights). `out_tensors` describe them:
+ * name, dtype, device and the shard's shape, with `data` NULL; `out_shards` is parallel to it. Both
+ * are owned by the engine and live until destroy. */
+typedef struct mlpt_weight_shards_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+  const mlpt_named_tensor* out_tensors; /* out */
+  const mlpt_tensor_shard* out_shards;  /* out */
+  size_t out_num_tensors;               /* out */
+  const mlpt_extension* extension_start; /* in: NULL for none */
+} mlpt_weight_shards_args;
+#define MLPT_WEIGHT_SHARDS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_weight_shards_args, extension_start)
+/* The size of the version that introduced it: the least an engine accepts. */
+#define MLPT_WEIGHT_SHARDS_ARGS_STRUCT_SIZE_1_2 MLPT_WEIGHT_SHARDS_ARGS_STRUCT_SIZE
 
 /* ---- Pause/resume ------------------------------------------------------------------------------
  *
@@ -329,7 +351,7 @@ typedef struct mlpt_engine_api {
   const mlpt_extension* extension_start;
 
   /* ---- Since 1.2: read only when struct_size covers them (MLPT_HAS_FIELD); a 1.2 engine sets
-   * every one. The blocking functions above stay set for older hosts. ---- */
+   * every one but weight_shards. The blocking functions above stay set for older hosts. ---- */
 
   /* Fills args->out_info. Thread-safe. */
   mlpt_error* (*query_model_info)(mlpt_engine_model_info_args* args);
@@ -343,8 +365,11 @@ typedef struct mlpt_engine_api {
   mlpt_error* (*request_await)(mlpt_request_await_args* args);
   mlpt_error* (*request_result)(mlpt_request_result_args* args);
   mlpt_error* (*request_release)(mlpt_request_release_args* args);
+  /* Which shards of the weights this rank holds (see Weights). Thread-safe. NULL: the engine
+   * takes whole tensors. */
+  mlpt_error* (*weight_shards)(mlpt_weight_shards_args* args);
 } mlpt_engine_api;
-#define MLPT_ENGINE_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_api, request_release)
+#define MLPT_ENGINE_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_api, weight_shards)
 /* The table of ABI 1.0, unchanged in 1.1: the least a host accepts. */
 #define MLPT_ENGINE_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_engine_api, load_weights)
 #define MLPT_ENGINE_API_STRUCT_SIZE_1_1 MLPT_ENGINE_API_STRUCT_SIZE_1_0

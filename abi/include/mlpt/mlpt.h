@@ -63,8 +63,9 @@ extern "C" {
  *        key-value store; component groups (create args of trainer, engine and transport) and
  *        the global normaliser of train_step; one calling convention (transport `release` takes its args); typed enums
  *        (trainer `device_type`, reward `episode_end`); a plugin refuses a host with an error
- *        object; the DLPack version is pinned. The headers of 1.0 and 1.1 are kept, frozen, in
- *        abi/snapshots/<version>/.
+ *        object; the DLPack version is pinned; sharded tensors (mlpt_tensor_shard:
+ *        the trainer's `out_shards`, the engine's `weight_shards` and load_weights `shards`). The
+ *        headers of 1.0 and 1.1 are kept, frozen, in abi/snapshots/<version>/.
  *
  * What changes which number:
  *   - major changes when a struct field is removed, reordered or retyped, a function's meaning
@@ -254,6 +255,28 @@ typedef struct mlpt_named_tensor {
   DLTensor tensor;
 } mlpt_named_tensor;
 #define MLPT_NAMED_TENSOR_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_named_tensor, tensor)
+
+/* mlpt_tensor_shard (since 1.2): which part of a global tensor a DLTensor holds, when the weights
+ * are split over the ranks of a component group (tensor, expert or pipeline parallelism).
+ *
+ * The tensor it describes holds the box of the global tensor that starts at `offsets` and has the
+ * tensor's own shape: element i (an ndim-index) of the tensor is element offsets + i of the global
+ * tensor. `global_shape` and `offsets` have the tensor's ndim entries, with
+ * 0 <= offsets[d] and offsets[d] + tensor.shape[d] <= global_shape[d]. A shard never holds a
+ * strided selection: a layout that interleaves (e.g. fused gate/up projections split by TP) names
+ * its parts as separate tensors.
+ *
+ * Shards of one global tensor across a group may overlap (replicas); together they must cover it.
+ * A tensor without a shard descriptor (a NULL array, or an older side that has none) is whole:
+ * offsets 0 and global_shape equal to its shape. Arrays of shards are always parallel to an array
+ * of named tensors (same length and order), so the element type never grows (see the conventions
+ * at the top). The pointers live as long as the tensor they describe. */
+typedef struct mlpt_tensor_shard {
+  size_t struct_size;
+  const int64_t* global_shape; /* ndim entries */
+  const int64_t* offsets;      /* ndim entries */
+} mlpt_tensor_shard;
+#define MLPT_TENSOR_SHARD_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_tensor_shard, offsets)
 
 /* ---- Host services ----------------------------------------------------------------------------
  *

@@ -125,7 +125,12 @@ typedef struct mlpt_compute_logprobs_args {
 
 /* The policy weights as the engine loads them (checkpoint names, shapes and dtype of the policy).
  * The tensors are owned by the trainer and stay valid and unchanged until the next train_step,
- * load_state or destroy: the transport may hand them over zero-copy. */
+ * load_state or destroy: the transport may hand them over zero-copy.
+ *
+ * Per rank: a rank of a trainer group exports only the shards it holds (mlpt.h, mlpt_tensor_shard),
+ * never a gathered copy; the host plans which region of which rank's shard goes to which engine
+ * rank (each element once), so no rank ever holds the whole model. The ranks of the group together
+ * cover every tensor; a trainer of one rank exports whole tensors. */
 typedef struct mlpt_export_weights_args {
   size_t struct_size;
   mlpt_trainer* trainer;
@@ -134,8 +139,12 @@ typedef struct mlpt_export_weights_args {
   uint64_t out_weight_version;          /* out */
   /* Since 1.2 (in). Absent: no extensions. */
   const mlpt_extension* extension_start;
+  /* Since 1.2 (out): parallel to out_tensors, which part of its global tensor each one is; lives as
+   * long as out_tensors. Left NULL (the host sets it to NULL before the call; an older trainer never
+   * writes it): every tensor is whole. */
+  const mlpt_tensor_shard* out_shards;
 } mlpt_export_weights_args;
-#define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_export_weights_args, extension_start)
+#define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_shards)
 #define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_weight_version)
 
 /* ---- State ----------------------------------------------------------------------------------- */
