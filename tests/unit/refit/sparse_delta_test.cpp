@@ -101,7 +101,7 @@ TEST_CASE("malformed or mismatched updates are refused, naming the tensor, and c
   CHECK(qe == q.prev);
 }
 
-TEST_CASE("FP32 and byte-wide elements round trip; an update of another element width is refused") {
+TEST_CASE("FP32 and byte-wide elements round trip, and an update of another element width is refused") {
   std::vector<uint32_t> prev(5000), next;
   for (size_t i = 0; i < prev.size(); ++i) prev[i] = static_cast<uint32_t>(i * 2654435761u);
   next = prev;
