@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libtomlplusplus-dev libspdlog-dev catch2 libucx-dev ucx-utils libdlpack-dev nlohmann-json3-dev
+  libtomlplusplus-dev libspdlog-dev catch2 libucx-dev ucx-utils libopenmpi-dev openmpi-bin libdlpack-dev nlohmann-json3-dev
   libopenblas-dev zlib1g-dev libcpp-httplib-dev
   squashfs-tools squashfuse bubblewrap fuse3 python3 python3-pytest
   nodejs npm ccache

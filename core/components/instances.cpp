@@ -291,10 +291,10 @@ const Engine::Shards& Engine::weight_shards() {
 
 // ---- Trainer ----
 
-Trainer::Trainer(plugin::Component component, const nlohmann::json& settings)
+Trainer::Trainer(plugin::Component component, const nlohmann::json& settings, const mlpt_component_group* group)
     : component_(std::move(component)), api_(component_.table<mlpt_trainer_api>()) {
   std::string config = settings.dump();
-  mlpt_trainer_create_args a{MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  mlpt_trainer_create_args a{MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr, group, nullptr};
   plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), "trainer create");
   trainer_ = a.trainer;
@@ -302,11 +302,12 @@ Trainer::Trainer(plugin::Component component, const nlohmann::json& settings)
 
 Trainer::~Trainer() { plugin::CallScope scope(component_, "destroy"); api_->destroy(trainer_); }
 
-std::vector<Metric> Trainer::train_step(const mlpt_train_batch& batch, uint64_t* new_version) {
+std::vector<Metric> Trainer::train_step(const mlpt_train_batch& batch, uint64_t* new_version, int64_t global_num_loss_tokens) {
   mlpt_train_step_args a{};
   a.struct_size = MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE;
   a.trainer = trainer_;
   a.batch = &batch;
+  a.global_num_loss_tokens = global_num_loss_tokens;
   plugin::CallScope scope(component_, "train_step");
   plugin::check(component_, api_->train_step(&a), "train_step");
   std::vector<Metric> out;

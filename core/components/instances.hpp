@@ -107,13 +107,16 @@ struct Metric {
 
 class Trainer {
  public:
-  Trainer(plugin::Component component, const nlohmann::json& settings);
+  // `group`: the trainer group this instance is one rank of (ABI 1.2); NULL: a group of one.
+  Trainer(plugin::Component component, const nlohmann::json& settings, const mlpt_component_group* group = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
   const mlpt_trainer_capabilities& capabilities() const { return *component_.caps<mlpt_trainer_capabilities>(); }
-  std::vector<Metric> train_step(const mlpt_train_batch& batch, uint64_t* new_version);
+  // `global_num_loss_tokens`: N_tok of the whole global batch when `batch` is this rank's share
+  // (0: `batch` is the whole batch).
+  std::vector<Metric> train_step(const mlpt_train_batch& batch, uint64_t* new_version, int64_t global_num_loss_tokens = 0);
   std::vector<float> compute_logprobs(const mlpt_train_batch& batch);
   // Valid until the next train_step / load_state / destruction.
   struct Weights {

@@ -8,7 +8,7 @@
 namespace mlpt::ref {
 
 LossPlan plan_loss(const mlpt_train_batch& b, const std::vector<double>& prev, const LossSettings& s,
-                   int64_t global_loss_tokens) {
+                   int64_t global_loss_tokens, const std::function<int64_t(int64_t)>& sum_over_group) {
   const int64_t N = b.offsets[b.num_sequences];
   LossPlan p;
   p.weight.assign(static_cast<size_t>(N), 0.0);
@@ -48,12 +48,14 @@ LossPlan plan_loss(const mlpt_train_batch& b, const std::vector<double>& prev, c
     }
   }
   p.normaliser = p.num_tokens;
+  // Collective when in a group: every rank calls it, whatever its own count.
+  const int64_t error_masked_everywhere = sum_over_group ? sum_over_group(error_masked_tokens) : error_masked_tokens;
   if (global_loss_tokens > 0) {
     if (global_loss_tokens < p.num_tokens + error_masked_tokens)
       throw std::invalid_argument("global_num_loss_tokens " + std::to_string(global_loss_tokens) +
                                   " is smaller than this share's own " + std::to_string(p.num_tokens + error_masked_tokens) +
                                   " trainable tokens of non-truncated sequences");
-    p.normaliser = global_loss_tokens - error_masked_tokens;
+    p.normaliser = global_loss_tokens - error_masked_everywhere;
   }
   if (p.normaliser > 0)
     for (double& w : p.weight) w /= static_cast<double>(p.normaliser);

@@ -10,11 +10,12 @@
 // Trainable tokens: loss_mask = 1 and not the first token of a sequence (it has no logprob).
 // Data parallel (ABI 1.2): given the global count of trainable tokens of non-truncated sequences
 // (`global_loss_tokens`, over every rank's share), N_tok is that count less the tokens of the
-// sequences this share's logprob error mask removed; exact when no other rank's mask removes any
-// (the reference's ranks do not communicate).
+// sequences the logprob error mask removed on every rank (`sum_over_group` adds up a count over the
+// trainer group; none: this share alone, exact when no other rank's mask removes any).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "mlpt/trainer.h"
@@ -39,7 +40,7 @@ struct LossPlan {
 // From the batch and the trainer's logprobs under the current weights (one per token).
 // `global_loss_tokens` 0: the batch is the whole global batch.
 LossPlan plan_loss(const mlpt_train_batch& batch, const std::vector<double>& logp_prev, const LossSettings& settings,
-                   int64_t global_loss_tokens = 0);
+                   int64_t global_loss_tokens = 0, const std::function<int64_t(int64_t)>& sum_over_group = {});
 
 // Loss contribution and d loss / d logp_θ of token t, given its plan weight and the ratio inputs.
 struct TokenLoss {

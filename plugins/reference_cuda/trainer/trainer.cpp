@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
@@ -18,7 +19,7 @@ namespace {
 constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exist for a whole batch
 }  // namespace
 
-ReferenceTrainer::ReferenceTrainer(std::string_view config_json) {
+ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
   const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu");
   checkpoint_ = s.checkpoint;
   micro_batch_tokens_ = s.micro_batch_tokens;
@@ -109,7 +110,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
 
   const int64_t global_loss_tokens =
       MLPT_HAS_FIELD(&args, mlpt_train_step_args, global_num_loss_tokens) ? args.global_num_loss_tokens : 0;
-  LossPlan plan = plan_loss(b, prev, loss_, global_loss_tokens);
+  LossPlan plan = plan_loss(b, prev, loss_, global_loss_tokens, [this](int64_t n) { return group_.sum(n); });
 
   // Pass 2, for the micro-batches that train: the loss gradient at the output head over the scored
   // rows, scattered into d(hidden), then the model backward.
@@ -164,6 +165,28 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     sv = Saved{};  // free this micro-batch's activations
   }
 
+  // Data parallel: the group's gradient is the sum of its ranks' (each normalised by the global
+  // N_tok), and so are the loss and the counts the metrics report.
+  if (group_.size() > 1) {
+    for (size_t i = 0; i < grads_.values.size(); ++i)
+      if (trainable_[i]) group_.sum(grads_.values[i].data(), grads_.values[i].size());
+    double totals[] = {total_loss,
+                       static_cast<double>(plan.num_tokens),
+                       static_cast<double>(plan.sequences),
+                       static_cast<double>(plan.truncated),
+                       static_cast<double>(plan.logprob_error_masked),
+                       static_cast<double>(plan.tis_masked),
+                       static_cast<double>(computed_tokens),
+                       static_cast<double>(backward_tokens),
+                       static_cast<double>(head_rows)};
+    group_.sum(totals, std::size(totals));
+    total_loss = totals[0];
+    plan.num_tokens = static_cast<int64_t>(totals[1]), plan.sequences = static_cast<int64_t>(totals[2]);
+    plan.truncated = static_cast<int64_t>(totals[3]), plan.logprob_error_masked = static_cast<int64_t>(totals[4]);
+    plan.tis_masked = static_cast<int64_t>(totals[5]);
+    computed_tokens = static_cast<int64_t>(totals[6]), backward_tokens = static_cast<int64_t>(totals[7]);
+    head_rows = static_cast<int64_t>(totals[8]);
+  }
   double norm = grad_norm(grads_, trainable_);
   if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
   double scale = optimizer_.grad_clip > 0 && norm > optimizer_.grad_clip ? optimizer_.grad_clip / (norm + 1e-6) : 1.0;
@@ -198,7 +221,9 @@ void ReferenceTrainer::export_weights(mlpt_export_weights_args& args) {
 }
 
 void ReferenceTrainer::save_state(std::string_view path) {
-  save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_);
+  // Every rank holds the same state: rank 0 writes it, the others return once it is whole.
+  if (group_.rank() == 0) save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_);
+  group_.barrier();
 }
 
 void ReferenceTrainer::load_state(std::string_view path) {

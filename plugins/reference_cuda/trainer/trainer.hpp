@@ -14,6 +14,11 @@
 // [0.9, 0.999], eps 1e-8, weight_decay 0, grad_clip 0.125, freeze_router true}, loss {tis_min
 // 0.999, tis_max 1.002, logprob_error_max 2.0, ppo_clip false, clip_low 0.2, clip_high 0.28,
 // kl_coef 0 (only 0: no reference policy is kept)}.
+//
+// Data parallel (ABI 1.2 component group, trainer/trainer_group.hpp): each rank steps on its share
+// of the global batch; the ranks sum the logprob-error-masked token count (for N_tok), then the
+// gradients, loss and counts, so every rank applies the same update. Group rank 0 alone writes
+// the state; the others wait for it.
 #pragma once
 
 #include <string>
@@ -23,13 +28,14 @@
 #include "trainer/adamw.hpp"
 #include "trainer/grpo_loss.hpp"
 #include "trainer/trainer_common.hpp"
+#include "trainer/trainer_group.hpp"
 #include "mlpt/sdk/trainer.hpp"
 
 namespace mlpt::ref {
 
 class ReferenceTrainer final : public sdk::Trainer {
  public:
-  explicit ReferenceTrainer(std::string_view config_json);
+  ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group);
 
   void train_step(mlpt_train_step_args& args) override;
   void compute_logprobs(mlpt_compute_logprobs_args& args) override;
@@ -41,6 +47,7 @@ class ReferenceTrainer final : public sdk::Trainer {
   static std::vector<int64_t> scored_rows(const mlpt_train_batch& b, const MicroBatch& mb, const ForwardBatch<float>& fb);
   ForwardBatch<float> forward_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
 
+  TrainerGroup group_;
   std::string checkpoint_;
   ModelConfig config_;
   Weights<float> weights_, m_, v_, grads_;

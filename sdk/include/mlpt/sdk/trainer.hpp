@@ -1,6 +1,10 @@
 // C++ adapter for the trainer component (mlpt/trainer.h): derive from mlpt::sdk::Trainer, give the
-// class a constructor taking the config JSON, list trainer_component<YourTrainer>(...).
+// class a constructor taking the config JSON, list trainer_component<YourTrainer>(...). A trainer
+// that runs as one rank of a group (ABI 1.2) takes (config JSON, const mlpt_component_group*)
+// instead; the group is NULL when the host passes none (a group of one).
 #pragma once
+
+#include <type_traits>
 
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/trainer.h"
@@ -42,7 +46,15 @@ const mlpt_trainer_api* trainer_api() {
       [](mlpt_trainer_create_args* a) {
         return guard("trainer.create", [&] {
           require_struct(a, MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE_1_0, "mlpt_trainer_create_args");
-          a->trainer = reinterpret_cast<mlpt_trainer*>(static_cast<Trainer*>(new T(view(a->config_json))));
+          Trainer* t = nullptr;
+          if constexpr (std::is_constructible_v<T, std::string_view, const mlpt_component_group*>) {
+            const mlpt_component_group* group =
+                MLPT_HAS_FIELD(a, mlpt_trainer_create_args, component_group) ? a->component_group : nullptr;
+            t = new T(view(a->config_json), group);
+          } else {
+            t = new T(view(a->config_json));
+          }
+          a->trainer = reinterpret_cast<mlpt_trainer*>(t);
         });
       },
       [](mlpt_trainer* t) { delete reinterpret_cast<Trainer*>(t); },

@@ -1,0 +1,46 @@
+// Which process of a multi-process run does what ([placement] in the run config): rank 0 is the
+// coordinator (scheduler, replay buffer, validation schedule, result log, metrics, report,
+// checkpoints), the next `trainer_ranks` ranks are the trainer group (data parallel), and every
+// other rank is a rollout worker (its own engine, sandboxes, harness and reward). One process
+// alone runs everything (MLPT_PROCESS_ROLE_ALL), as `mlpt run` always has.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "mlpt/mlpt.h"
+
+namespace mlpt::dist {
+
+struct PlacementSettings {
+  int64_t trainer_ranks = 1;      // processes in the trainer group
+  double answer_timeout_s = 1800;  // how long the coordinator waits for a rank's answer
+};
+
+class Placement {
+ public:
+  // Throws naming `where` (the config's [placement] table) when the world cannot hold the
+  // coordinator, the trainer group and at least one rollout worker.
+  Placement(const PlacementSettings& settings, int world_size, const std::string& where = "[placement]");
+
+  int world_size() const { return world_size_; }
+  bool alone() const { return world_size_ == 1; }
+  mlpt_process_role role(int rank) const;
+  static constexpr int coordinator() { return 0; }
+
+  int trainer_ranks() const { return trainer_ranks_; }
+  int trainer_rank(int group_rank) const { return 1 + group_rank; }  // world rank of a trainer group rank
+  int trainer_group_rank(int rank) const { return role(rank) == MLPT_PROCESS_ROLE_TRAINER ? rank - 1 : -1; }
+
+  int rollout_workers() const { return world_size_ - 1 - trainer_ranks_; }
+  int rollout_worker_rank(int index) const { return 1 + trainer_ranks_ + index; }
+  int rollout_worker_index(int rank) const { return role(rank) == MLPT_PROCESS_ROLE_ENGINE ? rank - 1 - trainer_ranks_ : -1; }
+
+  // "coordinator", "trainer rank N", "rollout worker N": how messages name a process.
+  std::string describe(int rank) const;
+
+ private:
+  int world_size_, trainer_ranks_;
+};
+
+}  // namespace mlpt::dist

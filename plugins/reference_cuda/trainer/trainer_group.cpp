@@ -1,0 +1,115 @@
+#include "trainer/trainer_group.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "mlpt/sdk/plugin.hpp"
+
+#ifdef MLPT_REFERENCE_MPI
+#include <mpi.h>
+#endif
+
+namespace mlpt::ref {
+
+using sdk::Error;
+
+namespace {
+constexpr int64_t kRendezvousTimeoutMs = 600000;  // ranks of a group start within minutes of each other
+
+#ifdef MLPT_REFERENCE_MPI
+MPI_Comm as_comm(void* c) { return static_cast<MPI_Comm>(c); }
+
+void check_mpi(int rc, const std::string& what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(rc, text, &n);
+  throw Error(MLPT_UNAVAILABLE, "trainer group: " + what + " failed: " + std::string(text, static_cast<size_t>(n)));
+}
+
+// MPI counts are int: large tensors go in pieces.
+template <class T>
+void allreduce(void* comm, T* values, size_t count, MPI_Datatype type) {
+  constexpr size_t kPiece = size_t{1} << 30;
+  for (size_t done = 0; done < count; done += kPiece) {
+    const int n = static_cast<int>(std::min(kPiece, count - done));
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values + done, n, type, MPI_SUM, as_comm(comm)), "MPI_Allreduce");
+  }
+}
+#endif
+}  // namespace
+
+TrainerGroup::TrainerGroup(const mlpt_component_group* group) {
+  if (!group) return;
+  sdk::require_struct(group, MLPT_COMPONENT_GROUP_STRUCT_SIZE, "mlpt_component_group");
+  name_ = sdk::to_string(group->name);
+  rank_ = group->rank, size_ = group->size;
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_)
+    throw Error(MLPT_INVALID_ARGUMENT, "component_group '" + name_ + "': rank " + std::to_string(rank_) + " of " + std::to_string(size_));
+  if (size_ == 1) return;
+#ifdef MLPT_REFERENCE_MPI
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised)
+    throw Error(MLPT_FAILED_PRECONDITION, "trainer group '" + name_ + "' of " + std::to_string(size_) +
+                                              " ranks needs MPI, and this process was not started by an MPI launcher (mpirun, srun)");
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const std::string prefix = name_ + "/world_rank/";
+  sdk::kv_put("trainer group", prefix + std::to_string(rank_), std::to_string(world_rank));
+  std::vector<int> members(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) members[static_cast<size_t>(r)] = std::stoi(sdk::kv_get("trainer group", prefix + std::to_string(r), kRendezvousTimeoutMs));
+  MPI_Group world, ranks;
+  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+  check_mpi(MPI_Group_incl(world, size_, members.data(), &ranks), "MPI_Group_incl");
+  MPI_Comm comm = MPI_COMM_NULL;
+  // Collective over the group's ranks only: the other processes of the run are not involved.
+  check_mpi(MPI_Comm_create_group(MPI_COMM_WORLD, ranks, /*tag=*/0x7472, &comm), "MPI_Comm_create_group");
+  MPI_Group_free(&ranks);
+  MPI_Group_free(&world);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  comm_ = comm;
+#else
+  throw Error(MLPT_UNIMPLEMENTED, "trainer group '" + name_ + "' of " + std::to_string(size_) +
+                                      " ranks: this mlpt_reference plugin was built without MPI (install libopenmpi-dev and rebuild)");
+#endif
+}
+
+TrainerGroup::~TrainerGroup() {
+#ifdef MLPT_REFERENCE_MPI
+  if (comm_) {
+    MPI_Comm comm = as_comm(comm_);
+    MPI_Comm_free(&comm);
+  }
+#endif
+}
+
+void TrainerGroup::sum(float* values, size_t count) const {
+#ifdef MLPT_REFERENCE_MPI
+  if (comm_) allreduce(comm_, values, count, MPI_FLOAT);
+#else
+  (void)values, (void)count;
+#endif
+}
+
+void TrainerGroup::sum(double* values, size_t count) const {
+#ifdef MLPT_REFERENCE_MPI
+  if (comm_) allreduce(comm_, values, count, MPI_DOUBLE);
+#else
+  (void)values, (void)count;
+#endif
+}
+
+int64_t TrainerGroup::sum(int64_t value) const {
+  double v = static_cast<double>(value);  // exact below 2^53
+  sum(&v, 1);
+  return static_cast<int64_t>(v);
+}
+
+void TrainerGroup::barrier() const {
+#ifdef MLPT_REFERENCE_MPI
+  if (comm_) check_mpi(MPI_Barrier(as_comm(comm_)), "MPI_Barrier");
+#endif
+}
+
+}  // namespace mlpt::ref

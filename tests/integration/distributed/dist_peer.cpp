@@ -1,0 +1,122 @@
+// One process of the distributed tests, started by mpirun (distributed_test.cpp starts it):
+//   dist_peer rendezvous OUT_DIR           the MPI key-value store and barrier, seen from each rank
+//   dist_peer trainer PLUGIN BATCH SETTINGS OUT_DIR
+//                                           one step of a trainer group of every rank, each on its
+//                                           share of BATCH (JSON), weights to OUT_DIR/rank<r>.weights
+// Each rank writes OUT_DIR/rank<r>.json with what it saw; errors go there too, never lost.
+#include <atomic>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "core/components/instances.hpp"
+#include "core/dist/mpi/rendezvous.hpp"
+#include "core/dist/mpi/session.hpp"
+#include "core/error.hpp"
+#include "core/plugin/host_services.hpp"
+#include "core/plugin/plugin.hpp"
+#include "core/rl/batch_share.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+json rendezvous(mlpt::plugin::Rendezvous& r) {
+  const auto& p = r.process();
+  const std::string me = std::to_string(p.rank);
+  std::atomic<bool> never{false};
+  json out = {{"rank", p.rank}, {"world_size", p.world_size}, {"local_rank", p.local_rank}, {"local_size", p.local_size},
+              {"node_index", p.node_index}, {"num_nodes", p.num_nodes}, {"role", p.role}};
+  r.put("peer/" + me, "hello from " + me);
+  r.put("peer/" + me, "hello from " + me);  // the same value again is fine
+  try {
+    r.put("peer/" + me, "another value");
+  } catch (const mlpt::Error& e) {
+    out["second_put"] = {{"code", e.code()}, {"message", e.what()}};
+  }
+  // Every rank reads every other rank's key, put in any order.
+  json seen = json::array();
+  for (int k = 0; k < p.world_size; ++k) seen.push_back(r.get("peer/" + std::to_string((p.rank + k) % p.world_size), 60000, never));
+  out["seen"] = seen;
+  r.barrier("after-gets", 60000, never);
+  try {
+    r.get("never/put", 300, never);
+  } catch (const mlpt::Error& e) {
+    out["missing"] = {{"code", e.code()}, {"message", e.what()}};
+  }
+  std::atomic<bool> cancelled{true};
+  try {
+    r.get("never/put", -1, cancelled);
+  } catch (const mlpt::Error& e) {
+    out["cancelled"] = {{"code", e.code()}, {"message", e.what()}};
+  }
+  // A barrier that only rank 0 enters times out there (the others never come).
+  if (p.rank == 0) {
+    try {
+      r.barrier("rank0-alone", 300, never);
+    } catch (const mlpt::Error& e) {
+      out["lonely_barrier"] = {{"code", e.code()}, {"message", e.what()}};
+    }
+  }
+  r.barrier("end", 60000, never);
+  return out;
+}
+
+json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, const std::string& batch_file,
+           const std::string& settings, const std::string& out_dir, int rank, int ranks) {
+  auto plugin = mlpt::plugin::Plugin::load(plugin_path, host);
+  const std::string name = "trainer";
+  const mlpt_component_group group{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {name.data(), name.size()}, rank, ranks};
+  mlpt::components::Trainer trainer(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), json::parse(settings), &group);
+  json b = json::parse(std::ifstream(batch_file));
+  auto offsets = b["offsets"].get<std::vector<int64_t>>();
+  auto tokens = b["tokens"].get<std::vector<int32_t>>();
+  auto loss_mask = b["loss_mask"].get<std::vector<uint8_t>>(), truncated = b["truncated"].get<std::vector<uint8_t>>();
+  auto logprobs = b["generation_logprobs"].get<std::vector<float>>(), advantages = b["advantages"].get<std::vector<float>>();
+  mlpt_train_batch whole{};
+  whole.struct_size = MLPT_TRAIN_BATCH_STRUCT_SIZE;
+  whole.num_sequences = advantages.size();
+  whole.offsets = offsets.data(), whole.tokens = tokens.data(), whole.loss_mask = loss_mask.data();
+  whole.generation_logprobs = logprobs.data(), whole.advantages = advantages.data(), whole.truncated = truncated.data();
+  mlpt::rl::BatchShare share(whole, rank, ranks);
+  uint64_t version = 0;
+  auto metrics = trainer.train_step(*share.abi(), &version, mlpt::rl::global_loss_tokens(whole));
+  json out = {{"rank", rank}, {"version", version}, {"sequences", share.abi()->num_sequences}};
+  for (const auto& m : metrics) out["metrics"][m.name] = m.value;
+  auto w = trainer.export_weights();
+  std::ofstream weights(out_dir + "/rank" + std::to_string(rank) + ".weights", std::ios::binary);
+  for (size_t i = 0; i < w.count; ++i) {
+    const DLTensor& t = w.tensors[i].tensor;
+    int64_t n = 1;
+    for (int k = 0; k < t.ndim; ++k) n *= t.shape[k];
+    weights.write(static_cast<const char*>(t.data), n * static_cast<int64_t>(t.dtype.bits / 8));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: dist_peer rendezvous OUT_DIR | trainer PLUGIN BATCH SETTINGS OUT_DIR\n";
+    return 2;
+  }
+  const std::string mode = argv[1];
+  mlpt::dist::MpiSession mpi;
+  const std::string out_dir = argv[argc - 1];
+  json out;
+  try {
+    auto role = mode == "trainer" ? MLPT_PROCESS_ROLE_TRAINER : MLPT_PROCESS_ROLE_ALL;
+    mlpt::plugin::HostServices host;
+    host.set_rendezvous(std::make_unique<mlpt::dist::MpiRendezvous>(role));
+    if (mode == "rendezvous") out = rendezvous(host.rendezvous());
+    else if (mode == "trainer" && argc == 6) out = train(host, argv[2], argv[3], argv[4], out_dir, mpi.rank(), mpi.world_size());
+    else throw mlpt::Error("unknown mode " + mode);
+  } catch (const std::exception& e) {
+    out["error"] = e.what();
+  }
+  std::ofstream(out_dir + "/rank" + std::to_string(mpi.rank()) + ".json") << out.dump(2) << "\n";
+  return out.contains("error") ? 1 : 0;
+}
