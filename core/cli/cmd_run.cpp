@@ -11,6 +11,10 @@
 
 #include "core/cli/args.hpp"
 #include "core/cli/command.hpp"
+#include "core/dist/launcher.hpp"
+#ifdef MLPT_HAVE_MPI
+#include "core/dist/mpi/distributed_run.hpp"
+#endif
 #include "core/run/benchmark_run.hpp"
 #include "core/run/run_dir.hpp"
 
@@ -31,6 +35,12 @@ int run(const std::vector<std::string>& argv) {
   std::filesystem::path resume_dir;
   if (resume && std::filesystem::is_directory(target)) resume_dir = target, target = run::config_of_run(target);
   auto config = run::read_run_config(target);
+  // Several processes started by a launcher run one benchmark together (core/dist/).
+  const auto launched = dist::launched_process();
+  if (launched.world_size > 1 && !dist::built_with_mpi())
+    throw Error(MLPT_UNIMPLEMENTED, "mlpt run: started as " + std::to_string(launched.world_size) + " processes by " + launched.launcher +
+                                        ", but this mlpt was built without MPI (install libopenmpi-dev and rebuild), so it runs in one "
+                                        "process only");
   // The folder is the run: it may differ from the config's output_dir (--new-folder, or ${VARS}
   // that expand differently now).
   if (!resume_dir.empty()) config.run.output_dir = resume_dir;
@@ -45,8 +55,19 @@ int run(const std::vector<std::string>& argv) {
   run::RunOptions options;
   options.resume = resume;
   options.interrupted = &g_interrupted;
-  std::cerr << "mlpt run: " << config.run.name << " -> " << config.run.output_dir.string() << "\n";
-  auto s = run::run_benchmark(config, options);
+  if (launched.rank == 0)
+    std::cerr << "mlpt run: " << config.run.name << " -> " << config.run.output_dir.string()
+              << (launched.world_size > 1 ? " (" + std::to_string(launched.world_size) + " processes by " + launched.launcher + ")" : "")
+              << "\n";
+  run::RunSummary s;
+#ifdef MLPT_HAVE_MPI
+  if (launched.world_size > 1) {
+    auto outcome = dist::run_distributed(config, options);
+    if (!outcome.coordinator) return outcome.exit_code;  // the coordinator reports the run
+    s = std::move(outcome.summary);
+  } else
+#endif
+    s = run::run_benchmark(config, options);
   std::cout << "\n" << (s.converged ? "converged" : "not converged") << " after " << s.steps << " steps, "
             << s.samples << " samples, " << s.time_to_train_minutes << " min"
             << (s.abort_reason.empty() ? "" : " (" + s.abort_reason + ")") << "\n";

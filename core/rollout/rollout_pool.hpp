@@ -8,22 +8,23 @@
 
 #include "core/exec/executor.hpp"
 #include "core/rollout/episode.hpp"
+#include "core/rollout/episode_runner.hpp"
 
 namespace mlpt::rollout {
 
-class RolloutPool {
+class RolloutPool final : public EpisodeRunner {
  public:
   // `threads`: host threads for the episodes' host work; `max_episodes`: episodes in flight.
   RolloutPool(const EpisodeEnvironment& env, int threads, int64_t max_episodes);
-  ~RolloutPool();  // waits for the episodes in flight
+  ~RolloutPool() override;  // waits for the episodes in flight
   RolloutPool(const RolloutPool&) = delete;
   RolloutPool& operator=(const RolloutPool&) = delete;
 
   // Blocks while `max_episodes` are in flight, then starts the episode; `done` runs once on a pool
   // thread (as in start_episode). Thread-safe.
-  void start(EpisodeRequest request, EpisodeDone done);
-  void wait_idle();  // blocks until no episode is in flight
-  int64_t in_flight() const;
+  void start(EpisodeRequest request, EpisodeDone done) override;
+  void wait_idle() override;  // blocks until no episode is in flight
+  int64_t in_flight() const override;
   int threads() const { return pool_.threads(); }
 
  private:

@@ -28,6 +28,7 @@
 #include "core/run/crash_guard.hpp"
 #include "core/run/dataset.hpp"
 #include "core/run/report.hpp"
+#include "core/run/rollout_components.hpp"
 #include "core/run/rollout_record.hpp"
 #include "core/run/run_dir.hpp"
 #include "core/run/step_record.hpp"
@@ -83,7 +84,7 @@ struct Totals {
 
 class BenchmarkRun {
  public:
-  BenchmarkRun(const RunConfig& c, const RunOptions& o) : config_(c), options_(o) {}
+  BenchmarkRun(const RunConfig& c, const RunOptions& o) : config_(c), options_(o), remote_(o.remote) {}
   RunSummary run();
 
  private:
@@ -117,20 +118,18 @@ class BenchmarkRun {
   plugin::HostServices host_;
   std::unique_ptr<plugin::ComponentSet> set_;
   std::unique_ptr<mllog::Logger> log_;
+  // In one process the loop owns every component; the coordinator of a distributed run none.
   std::unique_ptr<components::Trainer> trainer_;
-  std::unique_ptr<components::Engine> engine_;
-  std::unique_ptr<components::Transport> sender_, receiver_;
+  std::unique_ptr<RolloutComponents> rollout_side_;
+  std::unique_ptr<components::Transport> sender_;
   std::unique_ptr<WeightRefit> refit_;
-  std::unique_ptr<components::SandboxRuntime> sandboxes_;
-  std::unique_ptr<components::Reward> reward_;
-  std::unique_ptr<components::Harness> harness_;
-  std::shared_ptr<const text::Tokenizer> tokenizer_;
-  std::unique_ptr<text::ChatFormat> chat_;
+  RemoteRanks* remote_ = nullptr;
   Dataset train_, validation_;
   rollout::EpisodeEnvironment env_{};
   std::unique_ptr<rl::RolloutScheduler> scheduler_;
   std::unique_ptr<rl::ReplayBuffer> buffer_;
   std::unique_ptr<rollout::RolloutPool> rollout_pool_;
+  rollout::EpisodeRunner* runner_ = nullptr;  // rollout_pool_, or the remote rollout workers
   std::thread feeder_, progress_thread_;
   InFlight in_flight_;
   Totals totals_;
@@ -177,33 +176,21 @@ void BenchmarkRun::record_rollout(rollout::Trajectory& t, const json& task, bool
 
 void BenchmarkRun::initialise() {
   const auto& c = config_;
+  if (remote_) {  // the components live on the other ranks; a back-fill still ends its turn
+    env_.stop_tokens = {end_of_turn_token(text::Tokenizer::load(c.dataset.tokenizer), c.dataset.tokenizer)};
+    env_.record_routed_experts = remote_->record_routed_experts();
+    return;
+  }
   set_ = std::make_unique<plugin::ComponentSet>(c.components, host_);
-  tokenizer_ = std::make_shared<const text::Tokenizer>(text::Tokenizer::load(c.dataset.tokenizer));
-  chat_ = text::make_chat_format(c.dataset.chat_format, tokenizer_);
-  auto im_end = tokenizer_->token_to_id("<|im_end|>");
-  if (!im_end) throw Error(MLPT_INVALID_ARGUMENT, c.dataset.tokenizer.string() + ": the tokenizer has no <|im_end|> stop token");
-
   trainer_ = std::make_unique<components::Trainer>(set_->component(MLPT_COMPONENT_TRAINER),
                                                    trainer_settings(c, set_->settings(MLPT_COMPONENT_TRAINER)));
-  // An engine older than ABI 1.2 generates on blocking host threads: as many as rollouts in flight.
-  engine_ = std::make_unique<components::Engine>(set_->component(MLPT_COMPONENT_ENGINE), set_->settings(MLPT_COMPONENT_ENGINE),
-                                                 static_cast<int>(c.run.rollout_workers));
   const std::string group = "mlpt-run-" + std::to_string(::getpid());
-  receiver_ = std::make_unique<components::Transport>(set_->component(MLPT_COMPONENT_TRANSPORT),
-                                                      set_->settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, group);
+  rollout_side_ = std::make_unique<RolloutComponents>(c, *set_, group, &cancel_flag_);
   sender_ = std::make_unique<components::Transport>(set_->component(MLPT_COMPONENT_TRANSPORT),
                                                     set_->settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, group);
-  refit_ = std::make_unique<WeightRefit>(c.run, *trainer_, *engine_, *sender_, *receiver_, options_.after_refit);
-  if (set_->has(MLPT_COMPONENT_SANDBOX))
-    sandboxes_ = std::make_unique<components::SandboxRuntime>(set_->component(MLPT_COMPONENT_SANDBOX),
-                                                              set_->settings(MLPT_COMPONENT_SANDBOX));
-  reward_ = std::make_unique<components::Reward>(set_->component(MLPT_COMPONENT_REWARD), set_->settings(MLPT_COMPONENT_REWARD));
-  harness_ = std::make_unique<components::Harness>(set_->component(MLPT_COMPONENT_HARNESS), set_->settings(MLPT_COMPONENT_HARNESS));
-
-  const bool replay = c.run.record_routed_experts && engine_->capabilities().returns_routed_experts &&
-                      trainer_->capabilities().supports_routing_replay;
-  env_ = rollout::EpisodeEnvironment{engine_.get(), harness_.get(), reward_.get(), sandboxes_.get(), tokenizer_.get(),
-                                     chat_.get(), {*im_end}, replay, &cancel_flag_};
+  refit_ = std::make_unique<WeightRefit>(c.run, *trainer_, rollout_side_->engine(), *sender_, rollout_side_->receiver(),
+                                         options_.after_refit);
+  env_ = rollout_side_->environment();
 }
 
 rollout::EpisodeRequest BenchmarkRun::episode_request(const json& row, size_t row_index, const Dataset& data,
@@ -253,18 +240,25 @@ void BenchmarkRun::feed_rollouts() {
     const uint64_t id = request.id;
     in_flight_.add(id);
     rollout::EpisodeRequest kept = request;  // what a back-fill is made from
-    rollout_pool_->start(std::move(request), [this, job = *job, id, row, kept = std::move(kept)](rollout::Trajectory&& t, std::exception_ptr error) {
-      settle(
-          error, "rollout of prompt " + std::to_string(job.prompt_index) + " sample " + std::to_string(job.sample_index),
-          [&] {
-            totals_.add(t);
-            record_rollout(t, train_.rows[row], false, job.prompt_index / config_.benchmark.num_prompts_per_step + 1);
-            buffer_->add(std::move(t));
-          },
-          [&](const std::string& reason) { buffer_->add(back_fill(kept, reason)); });
+    try {
+      runner_->start(std::move(request), [this, job = *job, id, row, kept = std::move(kept)](rollout::Trajectory&& t, std::exception_ptr error) {
+        settle(
+            error, "rollout of prompt " + std::to_string(job.prompt_index) + " sample " + std::to_string(job.sample_index),
+            [&] {
+              totals_.add(t);
+              record_rollout(t, train_.rows[row], false, job.prompt_index / config_.benchmark.num_prompts_per_step + 1);
+              buffer_->add(std::move(t));
+            },
+            [&](const std::string& reason) { buffer_->add(back_fill(kept, reason)); });
+        in_flight_.remove(id);
+        scheduler_->done();
+      });
+    } catch (const Error& e) {  // the remote workers are failing or stopping
       in_flight_.remove(id);
       scheduler_->done();
-    });
+      if (!stopping()) fail(e.what());
+      break;
+    }
   }
 }
 
@@ -285,24 +279,37 @@ void BenchmarkRun::settle(std::exception_ptr error, const std::string& what, con
 
 void BenchmarkRun::start_workers() {
   const auto threads = static_cast<int>(std::min(config_.run.rollout_threads, config_.run.rollout_workers));
-  rollout_pool_ = std::make_unique<rollout::RolloutPool>(env_, threads, config_.run.rollout_workers);
+  if (remote_) {
+    runner_ = remote_;
+  } else {
+    rollout_pool_ = std::make_unique<rollout::RolloutPool>(env_, threads, config_.run.rollout_workers);
+    runner_ = rollout_pool_.get();
+  }
   feeder_ = std::thread([this] { feed_rollouts(); });
 }
 
 void BenchmarkRun::stop_workers() {
   cancel_flag_ = true;
   if (scheduler_) scheduler_->stop();
-  for (auto id : in_flight_.snapshot()) {
+  if (remote_) {
     try {
-      engine_->cancel(id);
+      remote_->cancel(in_flight_.snapshot());
+    } catch (const Error&) {
+    }
+  } else {
+    for (auto id : in_flight_.snapshot()) {
+      try {
+        rollout_side_->engine().cancel(id);
+      } catch (const Error&) {
+      }
+    }
+    try {
+      rollout_side_->engine().resume();  // requests held by a paused engine must see the cancellation
     } catch (const Error&) {
     }
   }
-  try {
-    engine_->resume();  // requests held by a paused engine must see the cancellation
-  } catch (const Error&) {
-  }
   if (feeder_.joinable()) feeder_.join();
+  if (remote_) remote_->wait_idle();
   rollout_pool_.reset();  // waits for the episodes in flight
 }
 
@@ -310,15 +317,20 @@ void BenchmarkRun::stop_workers() {
 // sparse refit encodes what changed before pausing, so generation goes on while it compares.
 refit::RefitStats BenchmarkRun::update_weights(uint64_t version) {
   auto started = Clock::now();
-  refit_->prepare(version);
+  if (refit_) refit_->prepare(version);
   scheduler_->pause();
   // Drain: every episode in flight finishes all its turns on the old weights (unless the run
   // updates in flight, between the turns of running episodes).
   if (!config_.benchmark.in_flight_weight_updates) scheduler_->wait_idle([this] { return stopping(); });
-  engine_->pause();
-  const refit::RefitStats stats = refit_->deliver();
+  refit::RefitStats stats{};
+  if (remote_) {
+    remote_->publish(version);  // dense: trainer rank 0 -> transport -> every rollout worker's engine
+  } else {
+    rollout_side_->engine().pause();
+    stats = refit_->deliver();
+    rollout_side_->engine().resume();
+  }
   version_ = version;
-  engine_->resume();
   scheduler_->set_weight_version(version);
   scheduler_->resume();
   std::lock_guard l(totals_.m);
@@ -344,8 +356,8 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
     const uint64_t id = request.id;
     in_flight_.add(id);
     rollout::EpisodeRequest kept = request;
-    rollout_pool_->start(std::move(request), [this, &rewards, &failed, task, sample, id, samples, kept = std::move(kept)](
-                                                 rollout::Trajectory&& t, std::exception_ptr error) {
+    runner_->start(std::move(request), [this, &rewards, &failed, task, sample, id, samples, kept = std::move(kept)](
+                                           rollout::Trajectory&& t, std::exception_ptr error) {
       settle(
           error, "validation rollout of task " + std::to_string(task) + " sample " + std::to_string(sample),
           [&] {
@@ -357,7 +369,7 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
       in_flight_.remove(id);
     });
   }
-  rollout_pool_->wait_idle();
+  runner_->wait_idle();
   if (stopping()) return std::nullopt;
   auto m = eval::pass_at_k(rewards);
   log_->point(mllog::keys::kEvalAccuracy, m.pass_at_k, {{std::string(mllog::keys::kMetaSamplesCount), samples}});
@@ -516,13 +528,18 @@ RunSummary BenchmarkRun::run() {
     int64_t first_step = 0;
     if (resume_from) {
       const auto& state = resume_from;
-      trainer_->load_state(state->trainer_dir.string());
       first_step = state->step;
-      // The engine gets the checkpoint's weights the way every refit goes (a first refit is full).
-      const uint64_t resumed = trainer_->export_weights().version;
-      refit_->prepare(resumed);
-      refit_->deliver();
-      version_ = resumed;
+      if (remote_) {
+        version_ = remote_->load_state(state->trainer_dir.string());
+        remote_->publish(version_.load());
+      } else {
+        trainer_->load_state(state->trainer_dir.string());
+        // The engine gets the checkpoint's weights the way every refit goes (a first refit is full).
+        const uint64_t resumed = trainer_->export_weights().version;
+        refit_->prepare(resumed);
+        refit_->deliver();
+        version_ = resumed;
+      }
       samples_ = state->samples;
       crash_guard.samples(state->samples);
       steps_ = state->steps;
@@ -557,7 +574,7 @@ RunSummary BenchmarkRun::run() {
       if (groups.empty()) break;
       const double wait_s = seconds_since(wait_started);
 
-      auto model = engine_->model_info();
+      const auto model = remote_ ? remote_->model_info() : rollout_side_->engine().model_info();
       rl::TrainBatch batch(groups, rules::kAdvantageEpsilon, version_.load(), env_.record_routed_experts,
                            model.num_moe_layers, model.experts_per_token);
       if (batch.statistics().max_staleness > static_cast<uint64_t>(b.max_trajectory_age_steps))
@@ -565,7 +582,7 @@ RunSummary BenchmarkRun::run() {
       auto train_started = Clock::now();
       uint64_t new_version = 0;
       phase_ = "training";
-      auto trainer_metrics = trainer_->train_step(*batch.abi(), &new_version);
+      auto trainer_metrics = remote_ ? remote_->train_step(*batch.abi(), &new_version) : trainer_->train_step(*batch.abi(), &new_version);
       const double train_s = seconds_since(train_started);
       {
         std::lock_guard l(totals_.m);
@@ -604,9 +621,14 @@ RunSummary BenchmarkRun::run() {
         }
       }
       metrics << step_record_json(r).dump() << "\n" << std::flush;
-      if (c.run.checkpoint_every_steps > 0 && (step + 1) % c.run.checkpoint_every_steps == 0 && trainer_->can_save_state())
-      {
-        save_checkpoint(out_ / "checkpoints", step + 1, samples, *trainer_, steps_, evals_);
+      const bool can_save = remote_ ? remote_->can_save_state() : trainer_->can_save_state();
+      if (c.run.checkpoint_every_steps > 0 && (step + 1) % c.run.checkpoint_every_steps == 0 && can_save) {
+        save_checkpoint(out_ / "checkpoints", step + 1, samples,
+                        [this](const std::filesystem::path& dir) {
+                          if (remote_) remote_->save_state(dir.string());
+                          else trainer_->save_state(dir.string());
+                        },
+                        steps_, evals_);
         crash_guard.checkpoint_saved(out_ / "checkpoints" / ("step_" + std::to_string(step + 1)), step + 1);
       }
       if (summary.converged) break;

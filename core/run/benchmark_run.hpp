@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "core/run/remote_ranks.hpp"
 #include "core/run/run_config.hpp"
 #include "mlpt/mlpt.h"
 
@@ -26,6 +27,9 @@ struct RunOptions {
   std::function<void(uint64_t version, const mlpt_named_tensor* exported, size_t num_exported, const mlpt_named_tensor* loaded,
                      size_t num_loaded)>
       after_refit;
+  // The coordinator of a distributed run: episodes and training happen on these ranks, and this
+  // process loads no components (core/dist/mpi/distributed_run.hpp). NULL: one process does all.
+  RemoteRanks* remote = nullptr;
 };
 
 // RunSummary::abort_reason of a run that ran all its steps without reaching the target.

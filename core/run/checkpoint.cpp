@@ -6,13 +6,14 @@
 
 namespace mlpt::run {
 
-void save_checkpoint(const std::filesystem::path& dir, int64_t step, int64_t samples, components::Trainer& trainer,
+void save_checkpoint(const std::filesystem::path& dir, int64_t step, int64_t samples,
+                     const std::function<void(const std::filesystem::path&)>& save_trainer_state,
                      const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals) {
   const auto final_dir = dir / ("step_" + std::to_string(step));
   const auto tmp = dir / ("step_" + std::to_string(step) + ".partial");
   std::filesystem::remove_all(tmp);
   std::filesystem::create_directories(tmp / "trainer");
-  trainer.save_state((tmp / "trainer").string());
+  save_trainer_state(tmp / "trainer");
   nlohmann::json state = {{"step", step}, {"samples", samples}, {"steps", nlohmann::json::array()}, {"evals", nlohmann::json::array()}};
   for (const auto& s : steps) state["steps"].push_back(step_record_json(s));
   for (const auto& e : evals) state["evals"].push_back(eval_record_json(e));

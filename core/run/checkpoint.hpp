@@ -4,10 +4,10 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <vector>
 
-#include "core/components/instances.hpp"
 #include "core/run/step_record.hpp"
 
 namespace mlpt::run {
@@ -19,7 +19,10 @@ struct CheckpointState {
   std::vector<EvalRecord> evals;
 };
 
-void save_checkpoint(const std::filesystem::path& dir, int64_t step, int64_t samples, components::Trainer& trainer,
+// `save_trainer_state` writes the trainer's state into the folder it is given (one trainer, or a
+// distributed run's trainer group).
+void save_checkpoint(const std::filesystem::path& dir, int64_t step, int64_t samples,
+                     const std::function<void(const std::filesystem::path&)>& save_trainer_state,
                      const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals);
 // The checkpoint with the highest step whose loop_state.json is complete; nullopt if none.
 std::optional<CheckpointState> latest_checkpoint(const std::filesystem::path& dir);

@@ -82,6 +82,13 @@ const std::vector<ConfigKey>& config_keys() {
         {"dataset", "chat_format", "string", quoted(d.chat_format), "\"qwen3\" or \"qwen3_5\": how turns become tokens"},
         {"dataset", "train_sha256", "string", "\"\"", "the training file's SHA-256, when declared (checked by `check config`)"},
         {"dataset", "validation_sha256", "string", "\"\"", "the validation file's SHA-256, when declared"},
+        {"placement", "trainer_ranks", "integer", text(dist::PlacementSettings{}.trainer_ranks),
+         "under a launcher (`mpirun -np N mlpt run`, `srun`): processes in the trainer group (data parallel), ranks 1..N; "
+         "rank 0 is the coordinator and every other rank a rollout worker with its own engine, sandboxes, harness and "
+         "reward. One process alone ignores the table"},
+        {"placement", "answer_timeout_s", "float", text(dist::PlacementSettings{}.answer_timeout_s),
+         "seconds the coordinator waits for a rank's answer (a step, a refit, a checkpoint) before the run stops with an "
+         "error naming the rank"},
         {"components.KIND", "plugin", "string", kRequired,
          "the plugin's file (a name found in MLPT_PLUGIN_PATH and the plugin folders, or a path); KIND is trainer, engine, "
          "transport, sandbox, reward or harness (all but sandbox required)"},

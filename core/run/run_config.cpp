@@ -152,6 +152,15 @@ RunConfig read_run_config(const std::filesystem::path& file) {
     data.fail("chat_format", "must be \"qwen3\" or \"qwen3_5\"");
   data.finish();
 
+  if (root.has("placement")) {
+    auto placement = root.table("placement");
+    c.placement.trainer_ranks = placement.get_or<int64_t>("trainer_ranks", c.placement.trainer_ranks);
+    positive(placement, "trainer_ranks", c.placement.trainer_ranks);
+    c.placement.answer_timeout_s = placement.get_or<double>("answer_timeout_s", c.placement.answer_timeout_s);
+    positive(placement, "answer_timeout_s", c.placement.answer_timeout_s);
+    placement.finish();
+  }
+
   c.components = config::read_components(root);
   // ${VAR} in component settings expands like the run's own paths (checkpoints live in the cache).
   std::function<void(nlohmann::json&)> expand = [&](nlohmann::json& j) {

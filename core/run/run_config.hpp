@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/config/components_config.hpp"
+#include "core/dist/placement.hpp"
 
 namespace mlpt::run {
 
@@ -75,6 +76,7 @@ struct RunConfig {
   RunSettings run;
   BenchmarkSettings benchmark;
   DatasetSettings dataset;
+  dist::PlacementSettings placement;  // read always, used when launched on several processes
   std::vector<config::ComponentConfig> components;
 };
 

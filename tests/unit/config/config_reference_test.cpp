@@ -54,7 +54,7 @@ TEST_CASE("the config reference lists exactly the keys the reader reads, each wi
     CHECK(!k.meaning.empty());
     CHECK(documented.insert(k.table + "." + k.key).second);
   }
-  auto read_keys = keys_read(fs::path(MLPT_SOURCE_DIR) / "core/run/run_config.cpp", {{"run", "run"}, {"bench", "benchmark"}, {"data", "dataset"}});
+  auto read_keys = keys_read(fs::path(MLPT_SOURCE_DIR) / "core/run/run_config.cpp", {{"run", "run"}, {"bench", "benchmark"}, {"data", "dataset"}, {"placement", "placement"}});
   for (const auto& k : keys_read(fs::path(MLPT_SOURCE_DIR) / "core/config/components_config.cpp", {{"t", "components.KIND"}})) read_keys.insert(k);
   REQUIRE(read_keys.size() >= 30);
   CHECK(read_keys == documented);

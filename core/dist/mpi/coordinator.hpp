@@ -1,0 +1,79 @@
+// The coordinator's link to the other ranks of a distributed run. It hands episodes to the rollout
+// workers by free capacity and collects their trajectories, sends each trainer rank its share of
+// the step's batch with the global token count, and runs the refit: trainer rank 0 streams the new
+// version through the transport while every worker receives it into its paused engine (the bytes
+// never pass through here). One thread reads every message; a rank that reports a failure, or does
+// not answer within `answer_timeout_s`, fails the run with a message naming the rank.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/components/instances.hpp"
+#include "core/dist/mpi/channel.hpp"
+#include "core/dist/placement.hpp"
+#include "core/run/remote_ranks.hpp"
+
+namespace mlpt::dist {
+
+class Coordinator final : public run::RemoteRanks {
+ public:
+  // Waits until every rank has said it is ready (its components are loaded).
+  Coordinator(MpiChannel& channel, const Placement& placement, double answer_timeout_s);
+  ~Coordinator() override;  // tells every rank to stop and waits for the episodes in flight
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Episodes, on the worker with the most free places; `start` blocks while every worker is full.
+  void start(rollout::EpisodeRequest request, rollout::EpisodeDone done) override;
+  void wait_idle() override;
+  int64_t in_flight() const override;
+  void cancel(const std::vector<uint64_t>& ids) override;
+
+  // One collective step of the trainer group; returns group rank 0's metrics.
+  std::vector<components::Metric> train_step(const mlpt_train_batch& batch, uint64_t* new_version) override;
+  // Trainer rank 0 sends `version`, every worker loads it; returns when all have.
+  void publish(uint64_t version) override;
+  bool can_save_state() const override { return can_save_state_; }
+  bool record_routed_experts() const override { return record_routed_experts_; }
+  mlpt_engine_model_info model_info() const override { return model_; }
+  void save_state(const std::string& dir) override;
+  uint64_t load_state(const std::string& dir) override;  // returns the version loaded (not yet published)
+
+  // Ends every rank's loop (the destructor does it too); the episodes in flight are cancelled.
+  void stop();
+
+ private:
+  struct Episode {
+    int worker;
+    rollout::EpisodeRequest request;
+    rollout::EpisodeDone done;
+  };
+  void read_messages();
+  RunMessage answer(int rank, const std::string& kind);
+  void throw_if_failed();
+  void reported(int episodes);  // their `done` has returned
+
+  MpiChannel& channel_;
+  const Placement& placement_;
+  const double answer_timeout_s_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int, std::deque<RunMessage>> answers_;
+  std::map<uint64_t, Episode> episodes_;
+  std::vector<int64_t> capacity_, load_;  // per rollout worker
+  int reporting_ = 0;                     // episodes whose `done` is running
+  std::optional<std::string> failure_;
+  bool can_save_state_ = true, record_routed_experts_ = false, stopped_ = false;
+  mlpt_engine_model_info model_{};
+  std::atomic<bool> reading_{true};
+  std::thread reader_;
+};
+
+}  // namespace mlpt::dist

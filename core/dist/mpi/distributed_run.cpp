@@ -1,0 +1,47 @@
+#include "core/dist/mpi/distributed_run.hpp"
+
+#include <unistd.h>
+
+#include "core/dist/mpi/channel.hpp"
+#include "core/dist/mpi/coordinator.hpp"
+#include "core/dist/mpi/rendezvous.hpp"
+#include "core/dist/mpi/rollout_worker.hpp"
+#include "core/dist/mpi/session.hpp"
+#include "core/dist/mpi/trainer_rank.hpp"
+#include "core/dist/placement.hpp"
+
+namespace mlpt::dist {
+
+namespace {
+constexpr int64_t kStartTimeoutMs = 600000;  // every rank reaches its start within minutes
+}
+
+DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunOptions& options) {
+  MpiSession mpi;
+  const Placement placement(config.placement, mpi.world_size(), config.file.string() + " [placement]");
+  const mlpt_process_role role = placement.role(mpi.rank());
+  DistributedOutcome outcome;
+  outcome.coordinator = role == MLPT_PROCESS_ROLE_HOST;
+  // Made in the same order on every rank: both are collective.
+  plugin::HostServices host;
+  host.set_rendezvous(std::make_unique<MpiRendezvous>(role));
+  MpiChannel channel;
+  // The weight stream's name, the same on every rank: the coordinator's choice.
+  const std::atomic<bool> never{false};
+  const std::atomic<bool>& interrupted = options.interrupted ? *options.interrupted : never;
+  if (outcome.coordinator) host.rendezvous().put("mlpt/run/transport_group", "mlpt-run-" + std::to_string(::getpid()));
+  const std::string transport_group = host.rendezvous().get("mlpt/run/transport_group", kStartTimeoutMs, interrupted);
+  if (role == MLPT_PROCESS_ROLE_TRAINER) {
+    outcome.exit_code = run_trainer_rank(config, placement, host, channel, transport_group, interrupted);
+  } else if (role == MLPT_PROCESS_ROLE_ENGINE) {
+    outcome.exit_code = run_rollout_worker(config, placement, host, channel, transport_group, interrupted);
+  } else {
+    Coordinator coordinator(channel, placement, config.placement.answer_timeout_s);
+    run::RunOptions with_ranks = options;
+    with_ranks.remote = &coordinator;
+    outcome.summary = run::run_benchmark(config, with_ranks);
+  }
+  return outcome;
+}
+
+}  // namespace mlpt::dist

@@ -1,0 +1,21 @@
+// `mlpt run` started as several processes by a launcher (`mpirun -np N mlpt run CONFIG`, srun):
+// every process makes the MPI session, the run's key-value store (rendezvous.hpp) and message
+// channel, reads [placement], and runs its part. The coordinator (rank 0) runs the benchmark loop
+// (run/benchmark_run.hpp) with its episodes on the rollout workers and its steps on the trainer
+// group (coordinator.hpp); the trainer ranks and rollout workers run their own loops until it
+// says stop.
+#pragma once
+
+#include "core/run/benchmark_run.hpp"
+
+namespace mlpt::dist {
+
+struct DistributedOutcome {
+  bool coordinator = false;  // this process ran the loop: `summary` is the run's
+  run::RunSummary summary;
+  int exit_code = 0;         // of a trainer rank or rollout worker: 0 stopped, 3 failed
+};
+
+DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunOptions& options);
+
+}  // namespace mlpt::dist

@@ -1,0 +1,80 @@
+#include "core/dist/mpi/trainer_rank.hpp"
+
+#include <cstdio>
+#include <memory>
+
+#include "core/components/instances.hpp"
+#include "core/dist/run_messages.hpp"
+#include "core/error.hpp"
+#include "core/plugin/component_set.hpp"
+#include "core/run/trainer_settings.hpp"
+
+namespace mlpt::dist {
+
+namespace {
+constexpr int64_t kTransferTimeoutMs = 600000;
+}
+
+int run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
+                     const std::string& transport_group, const std::atomic<bool>& interrupted) {
+  const int rank = host.rendezvous().process().rank;
+  const int group_rank = placement.trainer_group_rank(rank);
+  try {
+    plugin::ComponentSet set(c.components, host);
+    // The trainer and the engines are in different processes now.
+    const auto& transport = set.component(MLPT_COMPONENT_TRANSPORT);
+    if (const auto* caps = transport.caps<mlpt_transport_capabilities>(); !caps || !caps->cross_process)
+      throw Error(MLPT_INVALID_ARGUMENT, c.file.string() + " [components.transport]: " + transport.name +
+                                             " cannot carry weights between processes; a distributed run needs one that can (ucx, nccl)");
+    const std::string group_name = "trainer";
+    const mlpt_component_group group{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {group_name.data(), group_name.size()}, group_rank,
+                                     placement.trainer_ranks()};
+    components::Trainer trainer(set.component(MLPT_COMPONENT_TRAINER), run::trainer_settings(c, set.settings(MLPT_COMPONENT_TRAINER)),
+                                &group);
+    // Group rank 0 sends each version to every rollout worker's receiver.
+    std::unique_ptr<components::Transport> sender;
+    if (group_rank == 0)
+      sender = std::make_unique<components::Transport>(set.component(MLPT_COMPONENT_TRANSPORT), set.settings(MLPT_COMPONENT_TRANSPORT),
+                                                       MLPT_TRANSPORT_SENDER, transport_group);
+    channel.send(Placement::coordinator(), "ready",
+                 {{"can_save_state", trainer.can_save_state()},
+                  {"supports_routing_replay", trainer.capabilities().supports_routing_replay != 0}});
+    DecodedBatch share;
+    for (;;) {
+      RunMessage m = channel.receive(Placement::coordinator(), -1, interrupted, placement.describe(rank) + " waiting for the coordinator");
+      if (m.kind == "stop") return 0;
+      if (m.kind == "train") {
+        batch_from(m.body.at("share"), share);
+        uint64_t version = 0;
+        auto metrics = trainer.train_step(share.abi, &version, m.body.at("global_num_loss_tokens").get<int64_t>());
+        nlohmann::json named = nlohmann::json::object();
+        for (const auto& metric : metrics) named[metric.name] = metric.value;
+        channel.send(Placement::coordinator(), "trained", {{"version", version}, {"metrics", named}});
+      } else if (m.kind == "publish") {
+        if (!sender) throw Error(MLPT_INTERNAL, "publish sent to trainer rank " + std::to_string(group_rank) + " (only rank 0 sends)");
+        auto w = trainer.export_weights();
+        sender->send(w.version, w.tensors, w.count, kTransferTimeoutMs);
+        channel.send(Placement::coordinator(), "published", {{"version", w.version}});
+      } else if (m.kind == "save") {
+        trainer.save_state(m.body.at("dir").get<std::string>());
+        channel.send(Placement::coordinator(), "saved");
+      } else if (m.kind == "load") {
+        trainer.load_state(m.body.at("dir").get<std::string>());
+        channel.send(Placement::coordinator(), "loaded", {{"version", trainer.export_weights().version}});
+      } else {
+        throw Error(MLPT_INTERNAL, "unknown message '" + m.kind + "' from the coordinator");
+      }
+    }
+  } catch (const Error& e) {
+    if (e.code() == MLPT_CANCELLED && interrupted.load()) return 130;  // Ctrl-C: every rank stops
+    std::fprintf(stderr, "mlpt run: %s: %s\n", placement.describe(rank).c_str(), e.what());
+    channel.send(Placement::coordinator(), "failed", {{"message", placement.describe(rank) + ": " + e.what()}});
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mlpt run: %s: %s\n", placement.describe(rank).c_str(), e.what());
+    channel.send(Placement::coordinator(), "failed", {{"message", placement.describe(rank) + ": " + e.what()}});
+    return 3;
+  }
+}
+
+}  // namespace mlpt::dist

@@ -1,0 +1,22 @@
+// Where a run's episodes execute: a RolloutPool in this process, or the rollout workers of a
+// distributed run (core/dist/mpi/coordinator.hpp). The benchmark loop only starts episodes and
+// waits for them to drain.
+#pragma once
+
+#include <cstdint>
+
+#include "core/rollout/episode.hpp"
+
+namespace mlpt::rollout {
+
+class EpisodeRunner {
+ public:
+  virtual ~EpisodeRunner() = default;
+  // Blocks while no place is free, then starts the episode; `done` runs once, on a thread of the
+  // runner's. Thread-safe.
+  virtual void start(EpisodeRequest request, EpisodeDone done) = 0;
+  virtual void wait_idle() = 0;  // blocks until no episode is in flight
+  virtual int64_t in_flight() const = 0;
+};
+
+}  // namespace mlpt::rollout
