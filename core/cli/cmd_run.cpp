@@ -61,8 +61,9 @@ int run(const std::vector<std::string>& argv) {
               << "\n";
   run::RunSummary s;
 #ifdef MLPT_HAVE_MPI
+  dist::DistributedOutcome outcome;  // holds MPI until the run is reported
   if (launched.world_size > 1) {
-    auto outcome = dist::run_distributed(config, options);
+    outcome = dist::run_distributed(config, options);
     if (!outcome.coordinator) return outcome.exit_code;  // the coordinator reports the run
     s = std::move(outcome.summary);
   } else
@@ -80,9 +81,14 @@ int run(const std::vector<std::string>& argv) {
             << "  result log: " << s.result_log.string() << "\n"
             << "  metrics:    " << s.metrics.string() << "\n"
             << "  report:     " << s.report.string() << "\n";
-  if (g_interrupted.load()) return kInterrupted;
-  if (s.converged) return kConverged;
-  return s.abort_reason == run::kNotConvergedReason ? kNotConverged : kFailed;
+  const int status = g_interrupted.load() ? kInterrupted
+                     : s.converged        ? kConverged
+                     : s.abort_reason == run::kNotConvergedReason ? kNotConverged : kFailed;
+#ifdef MLPT_HAVE_MPI
+  // A rank that is hung or gone would never finish MPI with the others: end the job instead.
+  if (outcome.rank_lost) outcome.mpi->abort_job(status);
+#endif
+  return status;
 }
 
 }  // namespace

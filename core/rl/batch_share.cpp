@@ -20,14 +20,15 @@ ShareRange share_range(const mlpt_train_batch& b, int rank, int ranks) {
     throw Error(MLPT_INVALID_ARGUMENT, "batch share: rank " + std::to_string(rank) + " of " + std::to_string(ranks));
   const size_t n = b.num_sequences;
   const double total = static_cast<double>(b.offsets[n]);
-  // Block k starts at the first sequence whose start reaches k/ranks of the tokens, and at least
-  // k sequences in (so no block is empty while sequences last).
+  // Block k starts at the sequence boundary nearest to k/ranks of the tokens, at least k sequences
+  // in and leaving one for each later block (so no block is empty while sequences last).
   auto start = [&](int k) {
     if (k == 0) return size_t{0};
     if (k == ranks) return n;
     const double target = total * k / ranks;
     size_t s = 0;
     while (s < n && static_cast<double>(b.offsets[s]) < target) ++s;
+    if (s > 0 && target - static_cast<double>(b.offsets[s - 1]) < static_cast<double>(b.offsets[s]) - target) --s;
     const size_t lowest = std::min(n, static_cast<size_t>(k)), highest = n >= static_cast<size_t>(ranks) ? n - (ranks - k) : n;
     return std::clamp(s, lowest, std::max(lowest, highest));
   };

@@ -131,6 +131,11 @@ void Coordinator::reported(int episodes) {
   changed_.notify_all();
 }
 
+bool Coordinator::rank_lost() const {
+  std::lock_guard l(mutex_);
+  return failure_.has_value();
+}
+
 void Coordinator::throw_if_failed() {
   if (failure_) throw Error(MLPT_ABORTED, *failure_);
 }
@@ -148,10 +153,12 @@ RunMessage Coordinator::answer(int rank, const std::string& kind) {
         throw Error(MLPT_INTERNAL, placement_.describe(rank) + " answered '" + m.kind + "' where '" + kind + "' was expected");
       return m;
     }
-    if (changed_.wait_until(l, deadline) == std::cv_status::timeout && answers_[rank].empty() && !failure_)
-      throw Error(MLPT_DEADLINE_EXCEEDED, placement_.describe(rank) + " did not answer '" + kind + "' within " +
-                                              std::to_string(static_cast<int64_t>(answer_timeout_s_)) +
-                                              " s ([placement] answer_timeout_s): it is hung or gone");
+    if (changed_.wait_until(l, deadline) == std::cv_status::timeout && answers_[rank].empty() && !failure_) {
+      failure_ = placement_.describe(rank) + " did not answer '" + kind + "' within " +
+                 std::to_string(static_cast<int64_t>(answer_timeout_s_)) + " s ([placement] answer_timeout_s): it is hung or gone";
+      changed_.notify_all();
+      throw Error(MLPT_DEADLINE_EXCEEDED, *failure_);
+    }
   }
 }
 

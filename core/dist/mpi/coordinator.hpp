@@ -48,6 +48,8 @@ class Coordinator final : public run::RemoteRanks {
 
   // Ends every rank's loop (the destructor does it too); the episodes in flight are cancelled.
   void stop();
+  // A rank reported a failure or did not answer in time: it may never finish MPI.
+  bool rank_lost() const;
 
  private:
   struct Episode {

@@ -17,10 +17,11 @@ constexpr int64_t kStartTimeoutMs = 600000;  // every rank reaches its start wit
 }
 
 DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunOptions& options) {
-  MpiSession mpi;
+  DistributedOutcome outcome;
+  outcome.mpi = std::make_unique<MpiSession>();
+  const MpiSession& mpi = *outcome.mpi;
   const Placement placement(config.placement, mpi.world_size(), config.file.string() + " [placement]");
   const mlpt_process_role role = placement.role(mpi.rank());
-  DistributedOutcome outcome;
   outcome.coordinator = role == MLPT_PROCESS_ROLE_HOST;
   // Made in the same order on every rank: both are collective.
   plugin::HostServices host;
@@ -40,6 +41,7 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
     run::RunOptions with_ranks = options;
     with_ranks.remote = &coordinator;
     outcome.summary = run::run_benchmark(config, with_ranks);
+    outcome.rank_lost = coordinator.rank_lost();
   }
   return outcome;
 }

@@ -6,6 +6,9 @@
 // says stop.
 #pragma once
 
+#include <memory>
+
+#include "core/dist/mpi/session.hpp"
 #include "core/run/benchmark_run.hpp"
 
 namespace mlpt::dist {
@@ -14,6 +17,10 @@ struct DistributedOutcome {
   bool coordinator = false;  // this process ran the loop: `summary` is the run's
   run::RunSummary summary;
   int exit_code = 0;         // of a trainer rank or rollout worker: 0 stopped, 3 failed
+  // The coordinator lost a rank (it failed, or did not answer in time): end the job with
+  // mpi->abort_job once the run is reported, as that rank cannot finish MPI with the others.
+  bool rank_lost = false;
+  std::unique_ptr<MpiSession> mpi;  // MPI_Finalize when the outcome goes
 };
 
 DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunOptions& options);

@@ -186,7 +186,7 @@ void MpiRendezvous::keep_store() {
   for (;;) {
     if (leaving_.load()) {
       if (left == process_.world_size - 1) return;
-      if (!leave_deadline) leave_deadline = Clock::now() + std::chrono::seconds(30);
+      if (!leave_deadline) leave_deadline = Clock::now() + std::chrono::seconds(10);
       if (Clock::now() > *leave_deadline) return;  // a rank that never leaves (dead): stop anyway
     }
     try {

@@ -23,7 +23,7 @@ class MpiRendezvous final : public plugin::Rendezvous {
   // Collective over MPI_COMM_WORLD: every process constructs it at start. `role` is what this
   // process does in the run (core/dist/placement.hpp).
   explicit MpiRendezvous(mlpt_process_role role);
-  // Rank 0 keeps serving until every other rank has left (or 30 s have passed after its own leave).
+  // Rank 0 keeps serving until every other rank has left (or 10 s have passed after its own leave).
   ~MpiRendezvous() override;
 
   const mlpt_process_info& process() const override { return process_; }
