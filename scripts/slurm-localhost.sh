@@ -3,13 +3,17 @@
 # every file in a fresh temporary folder, nothing under /etc; as root or as any user) and to run
 # `srun -n 2 hostname`, then stops what it started. It says whether Slurm works here and, if not,
 # why (the daemons' logs).
-#   scripts/slurm-localhost.sh [--keep]     --keep leaves the folder with config and logs
+#   scripts/slurm-localhost.sh [--keep] [-- COMMAND...]    --keep leaves the folder with config and logs
 # Then, where mpicc exists, two MPI ranks under `srun --mpi=pmix` (reported apart, not in the exit code).
+# With `-- COMMAND...`, COMMAND runs once the node is up, with SLURM_CONF set (e.g. `srun --mpi=pmix
+# -O -n 4 build/bin/mlpt run configs/tiny-distributed.toml`), and its exit status is the script's.
 # Exit: 0 srun worked; 1 it did not (reason printed); 77 slurm-wlm or munge is not installed.
 set -uo pipefail
 
 keep=0
-[ "${1:-}" = "--keep" ] && keep=1
+[ "${1:-}" = "--keep" ] && keep=1 && shift
+command=()
+[ "${1:-}" = "--" ] && shift && command=("$@")
 
 missing=()
 for tool in munged slurmctld slurmd srun sinfo; do command -v "$tool" >/dev/null || missing+=("$tool"); done
@@ -161,6 +165,13 @@ if timeout 60 srun -n 2 -N 1 hostname >"$work/srun.log" 2>&1; then
   [ "$lines" = 2 ] || verdict 1 "DOES NOT WORK: srun -n 2 hostname printed $lines lines, not 2"
   echo "slurm-localhost: WORKS: srun -n 2 hostname ran two tasks on $node"
   pmix_check
+  if [ ${#command[@]} -gt 0 ]; then
+    echo "slurm-localhost: running ${command[*]}"
+    "${command[@]}"
+    rc=$?
+    echo "slurm-localhost: ${command[0]} exited with $rc"
+    exit "$rc"
+  fi
   exit 0
 fi
 verdict 1 "DOES NOT WORK: srun -n 2 hostname failed (exit $?)"

@@ -37,7 +37,7 @@ std::vector<float> read_floats(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("MPI rendezvous: every rank puts, gets and meets at barriers; timeouts and cancellation name the key") {
+TEST_CASE("MPI rendezvous: every rank puts, gets and meets at barriers, and timeouts and cancellation name the key") {
   TempDir dir("dist_rdv");
   auto run = dist_test::mpirun(3, std::string(DIST_PEER_EXE) + " rendezvous " + dir.str());
   INFO(run.output);

@@ -78,6 +78,7 @@ TEST_CASE("an episode request crosses with its task, sampling and limits") {
   r.prompt_index = 12, r.sample_index = 3, r.id = 99;
   r.sampling = mlpt_sampling_params{MLPT_SAMPLING_PARAMS_STRUCT_SIZE, 0.7f, 0.95f, 20, 0xDEADBEEFCAFEull};
   r.limits.max_turns = 5, r.limits.max_sequence_length = 4096, r.limits.max_new_tokens_per_turn = 64, r.limits.agent_timeout_s = 9.5;
+  r.limits.command_timeout_s = 30, r.limits.test_timeout_s = 180;
   json wire = over_the_wire(mlpt::dist::episode_json(r));
   json task_copy = wire["task"];
   auto back = mlpt::dist::episode_from(wire, &task_copy);
@@ -94,6 +95,8 @@ TEST_CASE("an episode request crosses with its task, sampling and limits") {
   CHECK(back.limits.max_sequence_length == 4096);
   CHECK(back.limits.max_new_tokens_per_turn == 64);
   CHECK(back.limits.agent_timeout_s == 9.5);
+  CHECK(back.limits.command_timeout_s == 30);
+  CHECK(back.limits.test_timeout_s == 180);
 }
 
 TEST_CASE("a batch share crosses with every array and the routing shape") {
