@@ -73,11 +73,12 @@ TEST_CASE("a hung trainer rank stops the run naming it and --resume continues fr
                              " timeout -k 10 600 " + MPIRUN_EXE + " --allow-run-as-root --oversubscribe --bind-to none -x MLPT_TEST_TAG -np 4 " +
                              MLPT_BUILD_DIR + "/bin/mlpt run ";
 
-  // Stop the trainer rank once two steps are checkpointed.
+  // Stop the trainer rank once the step-2 checkpoint is in place.
   int stopped = -1;
   std::atomic<bool> ended{false};
   std::thread hang([&] {
-    for (int i = 0; i < 600 && !ended && lines(out / "metrics.jsonl") < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const fs::path step_2 = out / "checkpoints" / "step_2" / "loop_state.json";  // renamed into place whole
+    for (int i = 0; i < 1200 && !ended && !fs::exists(step_2); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(250));
     if (ended) return;
     stopped = process_of_rank(1);
     if (stopped > 0) ::kill(stopped, SIGSTOP);
