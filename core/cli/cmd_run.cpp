@@ -1,16 +1,16 @@
 // `mlpt run CONFIG.toml [--new-folder]` / `mlpt run --resume DIR|CONFIG.toml`: the benchmark loop.
-// Ctrl-C / SIGTERM stop it cleanly: rollouts are cancelled, sandboxes destroyed, and the result log
-// is closed with status aborted. A run never writes into a folder that holds another run.
+// Ctrl-C / SIGTERM stop it cleanly (core/cli/interrupt.hpp): plugin calls are cancelled, sandboxes
+// destroyed, and the result log is closed with status aborted. A run never writes into a folder that holds another run.
 //
 // Exit status: 0 converged (the target was reached), 1 did not converge within max_steps, 2 usage
 // or config error (nothing was run), 3 the run failed (an error stopped it; the message says which),
 // 130 interrupted, 128+N the process died on signal N (a crash; the log is closed, see stderr).
-#include <csignal>
 #include <filesystem>
 #include <iostream>
 
 #include "core/cli/args.hpp"
 #include "core/cli/command.hpp"
+#include "core/cli/interrupt.hpp"
 #include "core/dist/launcher.hpp"
 #ifdef MLPT_HAVE_MPI
 #include "core/dist/mpi/distributed_run.hpp"
@@ -23,8 +23,6 @@ namespace {
 
 constexpr int kConverged = 0, kNotConverged = 1, kFailed = 3, kInterrupted = 130;
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_signal(int) { g_interrupted.store(true); }
 
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--resume", "--new-folder"}, {});
@@ -46,15 +44,11 @@ int run(const std::vector<std::string>& argv) {
   if (!resume_dir.empty()) config.run.output_dir = resume_dir;
   if (resume && resume_dir.empty()) run::check_same_config(config.run.output_dir, target);
   if (args.flag("--new-folder")) config.run.output_dir = run::free_output_dir(config.run.output_dir);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  const auto& interrupted = install_interrupt_handlers();
 
   run::RunOptions options;
   options.resume = resume;
-  options.interrupted = &g_interrupted;
+  options.interrupted = &interrupted;
   if (launched.rank == 0)
     std::cerr << "mlpt run: " << config.run.name << " -> " << config.run.output_dir.string()
               << (launched.world_size > 1 ? " (" + std::to_string(launched.world_size) + " processes by " + launched.launcher + ")" : "")
@@ -81,7 +75,7 @@ int run(const std::vector<std::string>& argv) {
             << "  result log: " << s.result_log.string() << "\n"
             << "  metrics:    " << s.metrics.string() << "\n"
             << "  report:     " << s.report.string() << "\n";
-  const int status = g_interrupted.load() ? kInterrupted
+  const int status = interrupted.load() ? kInterrupted
                      : s.converged        ? kConverged
                      : s.abort_reason == run::kNotConvergedReason ? kNotConverged : kFailed;
 #ifdef MLPT_HAVE_MPI

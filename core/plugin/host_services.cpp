@@ -29,7 +29,7 @@ const mlpt_error_api kHostErrors = {
 
 }  // namespace
 
-HostServices::HostServices() {
+HostServices::HostServices(const std::atomic<bool>* stop_source) : stop_source_(stop_source) {
   table_.struct_size = MLPT_HOST_SERVICES_STRUCT_SIZE;
   table_.ctx = this;
   table_.abi_version = mlpt_abi_version{MLPT_ABI_VERSION_MAJOR, MLPT_ABI_VERSION_MINOR};

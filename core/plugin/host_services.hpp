@@ -1,6 +1,7 @@
 // The host services every plugin receives (mlpt_host_services): logging into spdlog, metrics into a
-// sink the run installs, the monotonic clock, the run-wide cancellation flag, and (ABI 1.2) the
-// process description and key-value store of a Rendezvous (one process alone by default).
+// sink the run installs, the monotonic clock, the run-wide cancellation flag (set by cancel() or by the
+// process's interrupt flag it follows: one source for every plugin), and (ABI 1.2) the process
+// description and key-value store of a Rendezvous (one process alone by default).
 #pragma once
 
 #include <atomic>
@@ -16,7 +17,8 @@ namespace mlpt::plugin {
 
 class HostServices {
  public:
-  HostServices();
+  // `stop_source`, when given, is a flag that also cancels (e.g. the signal handler's); it must outlive this object.
+  explicit HostServices(const std::atomic<bool>* stop_source = nullptr);
   HostServices(const HostServices&) = delete;
   HostServices& operator=(const HostServices&) = delete;
 
@@ -32,7 +34,7 @@ class HostServices {
   Rendezvous& rendezvous() { return *rendezvous_; }
 
   void cancel() { cancelled_.store(true); }
-  bool cancelled() const { return cancelled_.load(); }
+  bool cancelled() const { return cancelled_.load() || (stop_source_ && stop_source_->load()); }
 
   // While capturing, error-level plugin log messages are also kept, so that a plugin's reason for
   // refusing to load can be put into the loader's error message.
@@ -54,6 +56,7 @@ class HostServices {
   mlpt_host_services table_{};
   std::atomic<bool> cancelled_{false};
   std::unique_ptr<Rendezvous> rendezvous_;
+  const std::atomic<bool>* stop_source_ = nullptr;
   std::mutex mutex_;
   std::function<void(const std::string&, double)> metric_sink_;
   bool capturing_ = false;

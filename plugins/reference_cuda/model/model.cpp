@@ -57,6 +57,12 @@ void check_batch(const ModelConfig& c, const ForwardBatch<T>& b) {
 }
 
 // Copies layer l's [tokens, k] slice out of / into a [tokens, layers, k] routing record.
+template <class T>
+void stop_if_cancelled(const ForwardBatch<T>& b, const char* pass, int64_t layer) {
+  if (b.cancelled && b.cancelled())
+    throw sdk::Error(MLPT_CANCELLED, std::string(pass) + " cancelled at layer " + std::to_string(layer));
+}
+
 void gather_layer(const int16_t* all, int64_t N, int64_t L, int64_t k, int64_t l, int16_t* out) {
   for (int64_t t = 0; t < N; ++t)
     for (int64_t i = 0; i < k; ++i) out[t * k + i] = all[(t * L + l) * k + i];
@@ -111,6 +117,7 @@ std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
   }
   std::vector<int16_t> replay(b.replay_experts ? N * k : 0), record(b.routed_experts ? N * k : 0);
   for (int64_t l = 0; l < Lc; ++l) {
+    stop_if_cancelled(b, "forward", l);
     LayerContext<T> ctx{c, N, b.offsets, b.caches, positions, b.gdn_mode, static_cast<int>(l)};
     if (b.replay_experts) gather_layer(b.replay_experts, N, Lc, k, l, replay.data());
     layer_forward(ctx, w, x.data(), b.replay_experts ? replay.data() : nullptr,
@@ -147,6 +154,7 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
                         dx.data(), grads[w.layout.final_norm]);
   std::vector<int16_t> layer_experts(N * k);
   for (int64_t l = Lc - 1; l >= 0; --l) {
+    stop_if_cancelled(b, "backward", l);
     const LayerTensors& L = w.layout.layers[l];
     LayerContext<T> ctx{c, N, b.offsets, no_caches, positions, b.gdn_mode, static_cast<int>(l)};
     gather_layer(experts, N, Lc, k, l, layer_experts.data());

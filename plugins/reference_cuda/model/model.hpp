@@ -40,6 +40,9 @@ struct ForwardBatch {
   // Out, for backward: the residual stream entering every layer and the last one's output,
   // (num_layers + 1) x tokens x hidden. NULL skips saving.
   std::vector<T>* layer_inputs = nullptr;
+  // Polled once per layer (forward and backward); true stops the pass with MLPT_CANCELLED. NULL: never.
+  // A generation step leaves it NULL: its caches must not be left half-advanced.
+  bool (*cancelled)() = nullptr;
 
   int64_t num_tokens() const { return offsets.back(); }
   size_t num_segments() const { return offsets.size() - 1; }

@@ -1,21 +1,85 @@
-#include "weight_layout.hpp"
+// The wire picture of one version of the weights, shared by the UCX and NCCL transports.
+//
+// Every tensor gets a byte range in one contiguous "stream" (offsets aligned to 64 bytes), which is
+// exactly the receiver's buffer: a receiver lands every bucket straight in place and never unpacks.
+// A bucket is a contiguous range of that stream of at most bucket_bytes:
+//   - direct: a slice of one large tensor, sent straight from the tensor's own memory (zero staging);
+//   - packed: several small tensors (< kPackBelow each) copied into a staging buffer, padding zeroed.
+// The metadata message (encode/decode) carries names, dtypes, shapes, offsets, the version and the
+// bucket list; decode checks every range so that a malformed message is an error, never a wild write.
+#pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <unordered_set>
+#include <vector>
 
+#include "mlpt/mlpt.h"
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/types.hpp"
 
 namespace mlpt::transport {
-namespace {
+
+inline constexpr uint64_t kAlignment = 64;
+inline constexpr uint64_t kPackBelow = 256 * 1024;  // tensors smaller than this are packed
+
+struct TensorMeta {
+  std::string name;
+  DLDataType dtype{};
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;  // in the stream
+  uint64_t nbytes = 0;
+};
+
+struct Bucket {
+  uint64_t offset = 0;  // in the stream
+  uint64_t size = 0;
+  // Sender side only (not on the wire): direct_tensor >= 0 means the bytes are
+  // tensors[direct_tensor].data + (offset - tensors[direct_tensor].offset); otherwise the bucket
+  // packs tensors [first_member, end_member).
+  int64_t direct_tensor = -1;
+  uint32_t first_member = 0, end_member = 0;
+};
+
+struct Layout {
+  uint64_t version = 0;
+  uint64_t total_bytes = 0;
+  bool checksums = false;  // the sender computes one xxhash64 per bucket
+  std::vector<TensorMeta> tensors;
+  std::vector<Bucket> buckets;
+};
+
+// Plans `tensors` into buckets of at most `bucket_bytes`. Throws mlpt::sdk::Error
+// (MLPT_INVALID_ARGUMENT) naming the tensor for an empty or duplicate name, a non-compact tensor, a
+// negative dimension or NULL data with bytes. `where` prefixes messages (e.g. "ucx send").
+inline Layout plan_layout(const mlpt_named_tensor* tensors, size_t num_tensors, uint64_t version,
+                   uint64_t bucket_bytes, bool checksums, const std::string& where);
+
+inline std::vector<uint8_t> encode_metadata(const Layout& layout);
+// Throws mlpt::sdk::Error (MLPT_DATA_LOSS) saying what is malformed.
+inline Layout decode_metadata(const void* data, size_t size);
+
+// Copies a packed bucket's members from the sender's tensors into `staging` (bucket.size bytes).
+inline void pack_bucket(const Layout& layout, const Bucket& bucket, const mlpt_named_tensor* tensors,
+                 uint8_t* staging);
+// Where a direct bucket's bytes are in the sender's memory.
+inline const uint8_t* direct_source(const Layout& layout, const Bucket& bucket, const mlpt_named_tensor* tensors);
+
+// "tensors a, b, c" overlapping a bucket, for error messages (at most a few names).
+inline std::string bucket_contents(const Layout& layout, size_t bucket);
+
+// ---- Definitions (header-only: every plugin builds them with its own flags) ----
+
+namespace layout_detail {
 
 using mlpt::sdk::Error;
 
-constexpr uint32_t kMagic = 0x544C4D57;  // "WMLT"
-constexpr uint16_t kFormat = 1;
+inline constexpr uint32_t kMagic = 0x544C4D57;  // "WMLT"
+inline constexpr uint16_t kFormat = 1;
 
-uint64_t align_up(uint64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
+inline uint64_t align_up(uint64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
 
 class Writer {
  public:
@@ -62,9 +126,11 @@ class Reader {
   size_t left_;
 };
 
-}  // namespace
+}  // namespace layout_detail
 
-Layout plan_layout(const mlpt_named_tensor* tensors, size_t num_tensors, uint64_t version,
+using namespace layout_detail;  // NOLINT: the helpers above, for the definitions below
+
+inline Layout plan_layout(const mlpt_named_tensor* tensors, size_t num_tensors, uint64_t version,
                    uint64_t bucket_bytes, bool checksums, const std::string& where) {
   if (bucket_bytes == 0) throw Error(MLPT_INVALID_ARGUMENT, where + ": bucket_bytes must be > 0");
   if (num_tensors > 0 && !tensors) throw Error(MLPT_INVALID_ARGUMENT, where + ": tensors is NULL");
@@ -130,7 +196,7 @@ Layout plan_layout(const mlpt_named_tensor* tensors, size_t num_tensors, uint64_
   return layout;
 }
 
-std::vector<uint8_t> encode_metadata(const Layout& layout) {
+inline std::vector<uint8_t> encode_metadata(const Layout& layout) {
   Writer w;
   w.put<uint32_t>(kMagic);
   w.put<uint16_t>(kFormat);
@@ -156,7 +222,7 @@ std::vector<uint8_t> encode_metadata(const Layout& layout) {
   return std::move(w.out);
 }
 
-Layout decode_metadata(const void* data, size_t size) {
+inline Layout decode_metadata(const void* data, size_t size) {
   Reader r(data, size);
   if (r.get<uint32_t>("magic") != kMagic) throw Error(MLPT_DATA_LOSS, "weight metadata has a wrong magic number");
   if (auto f = r.get<uint16_t>("format"); f != kFormat)
@@ -204,7 +270,7 @@ Layout decode_metadata(const void* data, size_t size) {
   return layout;
 }
 
-void pack_bucket(const Layout& layout, const Bucket& bucket, const mlpt_named_tensor* tensors, uint8_t* staging) {
+inline void pack_bucket(const Layout& layout, const Bucket& bucket, const mlpt_named_tensor* tensors, uint8_t* staging) {
   uint64_t at = bucket.offset;
   for (uint32_t i = bucket.first_member; i < bucket.end_member; ++i) {
     const auto& m = layout.tensors[i];
@@ -215,13 +281,13 @@ void pack_bucket(const Layout& layout, const Bucket& bucket, const mlpt_named_te
   }
 }
 
-const uint8_t* direct_source(const Layout& layout, const Bucket& bucket, const mlpt_named_tensor* tensors) {
+inline const uint8_t* direct_source(const Layout& layout, const Bucket& bucket, const mlpt_named_tensor* tensors) {
   const auto& m = layout.tensors[static_cast<size_t>(bucket.direct_tensor)];
   const auto& t = tensors[bucket.direct_tensor].tensor;
   return static_cast<const uint8_t*>(t.data) + t.byte_offset + (bucket.offset - m.offset);
 }
 
-std::string bucket_contents(const Layout& layout, size_t bucket) {
+inline std::string bucket_contents(const Layout& layout, size_t bucket) {
   const auto& b = layout.buckets.at(bucket);
   std::string out;
   int shown = 0, more = 0;

@@ -1,0 +1,39 @@
+#include "core/cli/interrupt.hpp"
+
+#include <csignal>
+#include <cstring>
+
+#include <unistd.h>
+
+namespace mlpt::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signals{0};
+
+// Only async-signal-safe calls here: write(2) and _exit(2).
+void say(const char* text) { [[maybe_unused]] auto n = ::write(STDERR_FILENO, text, std::strlen(text)); }
+
+extern "C" void on_signal(int) {
+  if (g_signals.fetch_add(1) == 0) {
+    g_interrupted.store(true);
+    say("\nmlpt: interrupted; stopping (cancelling rollouts, sandbox commands and the train step, closing the "
+        "result log). Press Ctrl-C again to quit at once.\n");
+    return;
+  }
+  say("\nmlpt: second interrupt; quitting now (the result log is left open, checkpoints already written are kept).\n");
+  ::_exit(130);
+}
+
+}  // namespace
+
+const std::atomic<bool>& install_interrupt_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return g_interrupted;
+}
+
+}  // namespace mlpt::cli
