@@ -18,7 +18,7 @@
 #include "core/mllog/init_block.hpp"
 #include "core/mllog/keys.hpp"
 #include "core/plugin/component_set.hpp"
-#include "core/rl/replay_buffer.hpp"
+#include "core/rl/group_buffer.hpp"
 #include "core/rl/rollout_scheduler.hpp"
 #include "core/rl/train_batch.hpp"
 #include "core/rollout/episode.hpp"
@@ -27,6 +27,7 @@
 #include "core/run/checkpoint.hpp"
 #include "core/run/crash_guard.hpp"
 #include "core/run/dataset.hpp"
+#include "core/run/plugin_metrics.hpp"
 #include "core/run/report.hpp"
 #include "core/run/rollout_components.hpp"
 #include "core/run/rollout_record.hpp"
@@ -115,7 +116,8 @@ class BenchmarkRun {
   const RunConfig& config_;
   const RunOptions& options_;
   std::filesystem::path out_;
-  plugin::HostServices host_;
+  plugin::HostServices host_{options_.interrupted};  // plugins see the interrupt and every fail() as cancellation
+  PluginMetrics plugin_metrics_;
   std::unique_ptr<plugin::ComponentSet> set_;
   std::unique_ptr<mllog::Logger> log_;
   // In one process the loop owns every component; the coordinator of a distributed run none.
@@ -127,7 +129,7 @@ class BenchmarkRun {
   Dataset train_, validation_;
   rollout::EpisodeEnvironment env_{};
   std::unique_ptr<rl::RolloutScheduler> scheduler_;
-  std::unique_ptr<rl::ReplayBuffer> buffer_;
+  std::unique_ptr<rl::GroupBuffer> buffer_;
   std::unique_ptr<rollout::RolloutPool> rollout_pool_;
   rollout::EpisodeRunner* runner_ = nullptr;  // rollout_pool_, or the remote rollout workers
   std::thread feeder_, progress_thread_;
@@ -159,6 +161,7 @@ void BenchmarkRun::fail(const std::string& reason) {
     if (failure_.empty()) failure_ = reason;
   }
   stop_ = true;
+  host_.cancel();  // a fatal error elsewhere stops the plugins' long calls too (mlpt.h is_cancelled)
   if (scheduler_) scheduler_->stop();
   if (buffer_) buffer_->notify();
 }
@@ -181,6 +184,7 @@ void BenchmarkRun::initialise() {
     env_.record_routed_experts = remote_->record_routed_experts();
     return;
   }
+  host_.set_metric_sink([this](const std::string& name, double value) { plugin_metrics_.record(name, value); });
   set_ = std::make_unique<plugin::ComponentSet>(c.components, host_);
   trainer_ = std::make_unique<components::Trainer>(set_->component(MLPT_COMPONENT_TRAINER),
                                                    trainer_settings(c, set_->settings(MLPT_COMPONENT_TRAINER)));
@@ -290,6 +294,7 @@ void BenchmarkRun::start_workers() {
 
 void BenchmarkRun::stop_workers() {
   cancel_flag_ = true;
+  host_.cancel();  // sandbox commands and generations still running stop now
   if (scheduler_) scheduler_->stop();
   if (remote_) {
     try {
@@ -552,7 +557,7 @@ RunSummary BenchmarkRun::run() {
     // A resumed run continues the data order where the checkpoint left it.
     scheduler_->skip_to(first_step * b.num_prompts_per_step);
     scheduler_->set_weight_version(static_cast<uint64_t>(first_step));
-    buffer_ = std::make_unique<rl::ReplayBuffer>(static_cast<int>(b.num_generations_per_prompt));
+    buffer_ = std::make_unique<rl::GroupBuffer>(static_cast<int>(b.num_generations_per_prompt));
 
     log_->end(mllog::keys::kInitStop);
     log_->start(mllog::keys::kRunStart);
@@ -604,6 +609,7 @@ RunSummary BenchmarkRun::run() {
       StepRecord r = make_step_record(step + 1, samples, batch.statistics(), groups, trainer_metrics, wait_s, train_s,
                                       transfer_s, seconds_since(run_start_));
       r.refit = refit_stats;
+      r.plugins = plugin_metrics_.take();
       steps_.push_back(r);
       last_reward_ = r.reward_mean, last_staleness_ = r.max_staleness;
       if (summary.steps == 0) summary.first_step_reward = r.reward_mean;
@@ -634,7 +640,8 @@ RunSummary BenchmarkRun::run() {
       if (summary.converged) break;
     }
   } catch (const Error& e) {
-    fail(e.what());
+    // A call that stopped because of the interrupt is not a failure of its own.
+    if (e.code() != MLPT_CANCELLED || !(options_.interrupted && options_.interrupted->load())) fail(e.what());
   } catch (const std::exception& e) {
     fail(std::string("internal error: ") + e.what());
   }

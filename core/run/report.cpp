@@ -1,8 +1,11 @@
 #include "core/run/report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include "core/rules/closed_division.hpp"
 #include "core/run/report_assets.hpp"
@@ -180,6 +183,21 @@ void write_report(const std::filesystem::path& file, const ReportInputs& in) {
       << escape(s.refit.mode) << "</td><td>" << num(static_cast<double>(s.refit.bytes) / 1e6, 3) << "</td><td>"
       << (s.evaluated ? num(s.pass_at_k) : "") << "</td></tr>";
   o << "</table>";
+  // What plugins reported through host services `metric`: each name's latest value and its range.
+  std::map<std::string, std::tuple<double, double, double, int64_t>> plugin_metrics;  // last, min, max, steps
+  for (const auto& s : in.steps)
+    for (const auto& [name, value] : s.plugins) {
+      auto [it, fresh] = plugin_metrics.try_emplace(name, value, value, value, 0);
+      auto& [last, lo, hi, n] = it->second;
+      last = value, lo = std::min(lo, value), hi = std::max(hi, value), ++n;
+    }
+  if (!plugin_metrics.empty()) {
+    o << "<h2>Plugin metrics</h2><table><tr><th>name</th><th>last</th><th>min</th><th>max</th><th>steps</th></tr>";
+    for (const auto& [name, v] : plugin_metrics)
+      o << "<tr><td>" << escape(name) << "</td><td>" << num(std::get<0>(v)) << "</td><td>" << num(std::get<1>(v))
+        << "</td><td>" << num(std::get<2>(v)) << "</td><td>" << std::get<3>(v) << "</td></tr>";
+    o << "</table>";
+  }
   for (const auto& [label, r] : in.highlighted_rollouts)
     o << "<h2 id='rollout-" << r.value("id", int64_t(-1)) << "'>" << escape(label) << "</h2><pre>" << escape(format_transcript(r)) << "</pre>";
   o << "</body></html>\n";

@@ -46,6 +46,7 @@ nlohmann::json step_record_json(const StepRecord& r) {
                       {"mean_turns", r.mean_turns},
                       {"prompts", r.prompts},
                       {"trainer", r.trainer},
+                      {"plugins", r.plugins},
                       {"wait_s", r.wait_s},
                       {"train_s", r.train_s},
                       {"transfer_s", r.transfer_s},
@@ -69,6 +70,7 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
   r.failed = j.value("failed_rollouts", int64_t{0}), r.mixed_version = j.value("mixed_version_sequences", int64_t{0});
   r.prompts = j.value("prompts", std::vector<int64_t>{});
   r.trainer = j.at("trainer").get<std::map<std::string, double>>();
+  r.plugins = j.value("plugins", std::map<std::string, double>{});  // absent in runs recorded before it existed
   r.wait_s = j.at("wait_s"), r.train_s = j.at("train_s"), r.transfer_s = j.at("transfer_s"), r.elapsed_s = j.at("elapsed_s");
   if (j.contains("refit")) {  // absent in rows written before the sparse refit
     const auto& f = j["refit"];

@@ -10,7 +10,7 @@
 
 #include "core/components/instances.hpp"
 #include "core/refit/refit_stats.hpp"
-#include "core/rl/replay_buffer.hpp"
+#include "core/rl/group_buffer.hpp"
 #include "core/rl/train_batch.hpp"
 
 namespace mlpt::run {
@@ -25,6 +25,7 @@ struct StepRecord {
   double mean_turns = 0;
   std::vector<int64_t> prompts;           // the prompt indices trained, in order (the data order)
   std::map<std::string, double> trainer;  // the trainer's own metrics
+  std::map<std::string, double> plugins;  // host services `metric` calls during the step (latest per name)
   double wait_s = 0, train_s = 0, transfer_s = 0, elapsed_s = 0;
   refit::RefitStats refit;                // what the weight transfer after the step moved
   bool evaluated = false;
