@@ -2,7 +2,9 @@
 // component, that behaviour matches the ABI's contract and the declared capabilities. The same
 // suite runs on the reference plugins in CI and on a submitter's own .so files. Every check records
 // pass/fail with its evidence; a component that cannot even be created fails its first check and
-// the rest of its checks are skipped (reported, not counted as passes).
+// the rest of its checks are skipped (reported, not counted as passes). A check whose promise does
+// not apply to the component (a capability it does not declare, a tool it does not have) is "not
+// applicable": reported with the reason, never counted as passed.
 #pragma once
 
 #include <filesystem>
@@ -16,7 +18,9 @@ namespace mlpt::check {
 struct ConformanceCheck {
   std::string component;  // e.g. "engine qwen35_cpu"
   std::string id;         // e.g. "same_seed_same_tokens"
-  enum class Status { pass, fail, skipped } status = Status::pass;
+  // skipped: could not run here (missing input, an earlier failure); not_applicable: the promise does not
+  // apply to this component (e.g. a capability it does not declare).
+  enum class Status { pass, fail, skipped, not_applicable } status = Status::pass;
   std::string evidence;
 };
 

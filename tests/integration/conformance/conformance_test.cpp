@@ -74,22 +74,42 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
     require_passed(report, "trainer", id);
   require_passed(report, "transport", "round_trip_bitwise");
   require_passed(report, "transport", "versions_monotonic");
+  require_passed(report, "transport", "receive_times_out");
   require_passed(report, "harness", "start_messages_and_tools");
   require_passed(report, "reward", "empty_result_scores_0");
   // The correct answer of tasks/letters/golden.jsonl scores 1.
   require_passed(report, "reward", "correct_answer_scores_1");
-  // Nothing counted as passed that did not run: the patch checks are skipped, and say why.
+  for (const char* kind : {"trainer", "transport", "harness", "reward"}) require_passed(report, kind, "null_destroy_is_noop");
+  // Nothing counted as passed that did not run or does not apply: the letters harness has no tools
+  // and its results no patch, so those checks are "not applicable", with the reason, in text and JSON.
   const ConformanceCheck* hacks = find(report, "reward", "known_hacks_score_0");
   REQUIRE(hacks);
-  CHECK(hacks->status == ConformanceCheck::Status::skipped);
+  CHECK(hacks->status == ConformanceCheck::Status::not_applicable);
+  CHECK_THAT(hacks->evidence, Catch::Contains("no patch"));
+  const ConformanceCheck* tools = find(report, "harness", "tool_errors_are_observations");
+  REQUIRE(tools);
+  CHECK(tools->status == ConformanceCheck::Status::not_applicable);
+  size_t not_applicable = 0, passed = 0;
+  for (const auto& c : report.checks) not_applicable += c.status == ConformanceCheck::Status::not_applicable, passed += c.status == ConformanceCheck::Status::pass;
+  const std::string text = mlpt::check::format_report(report);
+  CHECK_THAT(text, Catch::Contains("N/A   reward"));
+  CHECK_THAT(text, Catch::Contains(std::to_string(passed) + " passed, 0 failed, "));
+  CHECK_THAT(text, Catch::Contains(std::to_string(not_applicable) + " not applicable"));
+  size_t in_json = 0;
+  const json j = mlpt::check::to_json(report);
+  for (const auto& c : j["checks"]) in_json += c["status"] == "not_applicable";
+  CHECK(in_json == not_applicable);
 }
 
 TEST_CASE("the SWE combination conforms: sandbox isolation, harness tools, golden patch 1, empty and hacks 0") {
   auto report = mlpt::check::check_plugins(load("swe-tiny.toml"));
   INFO(mlpt::check::format_report(report));
   CHECK(report.passed());
-  for (const char* id : {"runtime_create", "no_network", "writable_layer_discarded", "timeout_kills_tree", "hidden_tests_not_visible",
-                         "not_host_root", "kernel_settings_read_only", "no_capabilities", "seccomp_denies_kernel_interfaces", "read_file_bounded"})
+  for (const char* id : {"runtime_create", "null_destroy_is_noop", "no_network", "writable_layer_discarded", "timeout_kills_tree",
+                         "hidden_tests_not_visible", "not_host_root", "kernel_settings_read_only", "no_capabilities",
+                         "seccomp_denies_kernel_interfaces", "read_file_bounded", "clean_environment", "fresh_pid_namespace",
+                         "default_workdir_testbed", "output_merged_in_order", "output_limit_truncates", "binary_output_unchanged",
+                         "exit_code_of_signal", "files_round_trip", "read_missing_file_not_found", "exec_honours_host_cancellation"})
     require_passed(report, "sandbox", id);
   for (const char* id : {"start_messages_and_tools", "tool_errors_are_observations", "bash_runs_in_sandbox", "finish_ends_episode"})
     require_passed(report, "harness", id);
