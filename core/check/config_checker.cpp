@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/plugin/host_services.hpp"
+#include "core/plugin/plugin.hpp"
+#include "core/plugin/plugin_dirs.hpp"
 #include "core/rules/closed_division.hpp"
 #include "core/run/dataset.hpp"
 
@@ -20,10 +23,11 @@ class Rules {
  public:
   explicit Rules(const std::string& file) : file_(file) {}
   // Adds a rule; `ok` false adds one violation with `message`.
+  // `where`: the file:line the violation points at (default: the config file).
   void add(const std::string& id, const std::string& description, const std::string& evidence, bool ok,
-           const std::string& message = "") {
+           const std::string& message = "", const std::string& where = "") {
     RuleResult r{id, description, evidence, {}};
-    if (!ok) r.violations.push_back(Violation{id, 0, file_ + ": " + (message.empty() ? evidence : message)});
+    if (!ok) r.violations.push_back(Violation{id, 0, (where.empty() ? file_ : where) + ": " + (message.empty() ? evidence : message)});
     rules.push_back(std::move(r));
   }
   std::vector<RuleResult> rules;
@@ -40,7 +44,7 @@ bool ConfigReport::compliant() const {
   return true;
 }
 
-ConfigReport check_config(const run::RunConfig& c, std::optional<Division> division) {
+ConfigReport check_config(const run::RunConfig& c, std::optional<Division> division, bool load_plugins) {
   ConfigReport report;
   report.source = c.file.string();
   report.division = division ? *division : (c.run.division == "open" ? Division::open : Division::closed);
@@ -103,6 +107,23 @@ ConfigReport check_config(const run::RunConfig& c, std::optional<Division> divis
     } else {
       r.add(id, "the task file matches its declared SHA-256", path.string() + " sha256 " + actual + ", declared " + declared,
             actual == declared, path.string() + " does not match its declared sha256 (the dataset or its order changed)");
+    }
+  }
+  // Every component's plugin is found, loads (ABI negotiated, tables validated) and provides the
+  // component named, before anything runs; a failure names the config's file, line and table.
+  plugin::HostServices host;
+  for (const auto& component : load_plugins ? c.components : std::vector<config::ComponentConfig>{}) {
+    const std::string id = std::string("plugin_") + plugin::kind_name(component.kind);
+    const std::string table = "[components." + std::string(plugin::kind_name(component.kind)) + "]";
+    try {
+      auto path = plugin::resolve_plugin(component.plugin);
+      auto loaded = plugin::Plugin::load(path, host);
+      auto found = loaded->component(component.kind, component.name);
+      r.add(id, "the " + table + " plugin loads and provides the component",
+            path.filename().string() + " " + loaded->version() + ": " + plugin::kind_name(component.kind) + " " + found.name, true);
+    } catch (const std::exception& e) {
+      r.add(id, "the " + table + " plugin loads and provides the component", e.what(), false,
+            table + " plugin = \"" + component.plugin + "\": " + e.what(), component.where);
     }
   }
   report.rules = std::move(r.rules);

@@ -4,7 +4,7 @@
 // the evaluation schedule (first point and k = 4), the dataset identity (declared SHA-256 of the
 // task files, checked against the files) and a stated max staleness. Open division: the same
 // structure (16 generations, GBS = prompts × 16, context, turns, evaluation k and target, stated
-// staleness, dataset identity) with the hyperparameters free.
+// staleness, dataset identity) with the hyperparameters free. Both: every component's plugin loads.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -22,8 +22,9 @@ struct ConfigReport {
   bool compliant() const;
 };
 
-// `division`: nullopt = as the config's [run].division says.
-ConfigReport check_config(const run::RunConfig& config, std::optional<Division> division = std::nullopt);
+// `division`: nullopt = as the config's [run].division says. `load_plugins`: also load every
+// component's plugin (a missing or broken plugin, or a component it does not provide, fails).
+ConfigReport check_config(const run::RunConfig& config, std::optional<Division> division = std::nullopt, bool load_plugins = true);
 nlohmann::json to_json(const ConfigReport& report);
 std::string format_report(const ConfigReport& report);
 

@@ -1,4 +1,5 @@
-// `mlpt check config CONFIG.toml [--division closed|open] [--json]`: exit 0 compliant, 1 violations.
+// `mlpt check config CONFIG.toml [--division closed|open] [--json] [--rules-only]`: exit 0 compliant, 1 violations.
+// --rules-only skips loading the components' plugins (e.g. a GPU config checked on a machine without its plugins).
 #include <iostream>
 
 #include "core/check/config_checker.hpp"
@@ -9,14 +10,14 @@ namespace mlpt::cli {
 namespace {
 
 int check_config(const std::vector<std::string>& argv) {
-  Args args(argv, {"--json"}, {"--division"});
+  Args args(argv, {"--json", "--rules-only"}, {"--division"});
   auto config = run::read_run_config(args.positional(0, "CONFIG.toml"));
   std::optional<check::Division> division;
   if (auto d = args.option("--division")) {
     division = check::parse_division(*d);
     if (!division) throw Error("--division must be closed or open, got " + *d);
   }
-  auto report = check::check_config(config, division);
+  auto report = check::check_config(config, division, !args.flag("--rules-only"));
   if (args.flag("--json")) std::cout << check::to_json(report).dump(2) << "\n";
   else std::cout << check::format_report(report);
   return report.compliant() ? 0 : 1;
@@ -24,7 +25,7 @@ int check_config(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-MLPT_COMMAND("check config", "CONFIG.toml [--division closed|open] [--json]",
-             "check a run config against the division's rules", &check_config);
+MLPT_COMMAND("check config", "CONFIG.toml [--division closed|open] [--json] [--rules-only]",
+             "check a run config against the division's rules and load its plugins", &check_config);
 
 }  // namespace mlpt::cli

@@ -8,6 +8,7 @@
 //   checkpoint = "runs/tiny/init"
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,13 @@ struct ComponentConfig {
   std::string name;          // may be empty
   nlohmann::json settings;   // the settings table as JSON ({} when absent)
   std::string where;         // file:line of the table, for messages
+  std::map<std::string, std::string> settings_where;  // dotted settings key -> "file:line:col: 'components.<kind>.settings.<key>'"
 };
+
+// A plugin's error about its settings (the SDK's reader says "<component> settings: <key>: ..." or
+// "unknown key '<key>'") with the file, line and full key of that setting in the config put in
+// front; the message unchanged when it names no setting of `component`.
+std::string locate_settings_error(const ComponentConfig& component, const std::string& message);
 
 // Reads every [components.*] table; an unknown kind or key is an error naming file, line and key.
 std::vector<ComponentConfig> read_components(const TomlTable& root);

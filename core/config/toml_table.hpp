@@ -22,6 +22,7 @@ class TomlTable {
   TomlTable(const toml::table& table, std::string file, std::string prefix = "");
 
   bool has(const std::string& key) const { return table_->contains(key); }
+  bool is_table(const std::string& key) const { return table_->contains(key) && table_->get(key)->is_table(); }
 
   template <class T>
   T get(const std::string& key) const;  // required

@@ -10,7 +10,7 @@ ComponentSet::ComponentSet(const std::vector<config::ComponentConfig>& configs, 
       auto path = resolve_plugin(c.plugin).string();
       auto& plugin = by_path_[path];
       if (!plugin) plugin = Plugin::load(path, host);
-      entries_.emplace(c.kind, Entry{plugin->component(c.kind, c.name), c.settings});
+      entries_.emplace(c.kind, Entry{plugin->component(c.kind, c.name), c.settings, c});
     } catch (const Error& e) {
       throw Error(e.code(), c.where + ": [components." + kind_name(c.kind) + "]: " + e.what());
     }

@@ -22,10 +22,24 @@ class ComponentSet {
   const nlohmann::json& settings(mlpt_component_kind kind) const;
   std::vector<std::shared_ptr<Plugin>> plugins() const;
 
+  // Runs `create` (making the component of `kind`); a settings error it throws gets the file, line
+  // and key of the setting in the config (config::locate_settings_error).
+  template <class Create>
+  auto create(mlpt_component_kind kind, Create&& create) const {
+    try {
+      return create();
+    } catch (const Error& e) {
+      auto it = entries_.find(kind);
+      if (it == entries_.end()) throw;
+      throw Error(e.code(), config::locate_settings_error(it->second.config, e.what()));
+    }
+  }
+
  private:
   struct Entry {
     Component component;
     nlohmann::json settings;
+    config::ComponentConfig config;
   };
   std::map<mlpt_component_kind, Entry> entries_;
   std::map<std::string, std::shared_ptr<Plugin>> by_path_;

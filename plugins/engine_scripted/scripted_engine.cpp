@@ -1,4 +1,4 @@
-// Plugin mlpt_engine_replay: component engine "replay", answers with recorded assistant turns so
+// Plugin mlpt_engine_scripted: component engine "scripted", answers with recorded assistant turns so
 // whole rollouts run without a model. Tokenizer-agnostic for byte-level BPE vocabularies: each
 // byte is emitted as its single base token (the GPT-2 bytes-to-unicode character), which any
 // byte-level decoder turns back into exactly the recorded text.
@@ -9,6 +9,7 @@
 // The reply for a prompt: the first row whose match occurs in the decoded prompt, turn index =
 // assistant turns already in the prompt (turn markers before the last one). Logprobs are 0.0.
 #include <mlpt/sdk.hpp>
+#include <mlpt/sdk/settings.hpp>
 
 #include <array>
 #include <atomic>
@@ -46,34 +47,21 @@ std::string utf8(uint32_t cp) {
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(MLPT_NOT_FOUND, std::string("engine replay: ") + what + " " + path + " cannot be read");
+  if (!in) throw Error(MLPT_NOT_FOUND, std::string("engine scripted: ") + what + " " + path + " cannot be read");
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
 }
 
-class ReplayEngine final : public mlpt::sdk::Engine {
+class ScriptedEngine final : public mlpt::sdk::Engine {
  public:
-  explicit ReplayEngine(std::string_view config_json) {
-    json c = json::parse(config_json, nullptr, false);
-    if (!c.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: the config must be a JSON object");
-    std::string tokenizer, script;
-    for (auto& [k, v] : c.items()) {
-      auto str = [&] {
-        if (!v.is_string()) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: \"" + k + "\" must be a string");
-        return v.get<std::string>();
-      };
-      if (k == "tokenizer") tokenizer = str();
-      else if (k == "script") script = str();
-      else if (k == "stop_token") stop_text_ = str();
-      else if (k == "turn_marker") marker_ = str();
-      else if (k == "max_sequence_length" && v.is_number_integer()) max_len_ = v.get<int64_t>();
-      else
-        throw Error(MLPT_INVALID_ARGUMENT, "engine replay: unknown config key \"" + k +
-                                               "\" (known: tokenizer, script, stop_token, turn_marker, max_sequence_length)");
-    }
-    if (tokenizer.empty() || script.empty())
-      throw Error(MLPT_INVALID_ARGUMENT, "engine replay: \"tokenizer\" and \"script\" are required");
+  explicit ScriptedEngine(std::string_view config_json) {
+    mlpt::sdk::Settings s(config_json, "engine scripted");
+    const std::string tokenizer = s.string("tokenizer"), script = s.string("script");
+    stop_text_ = s.string_or("stop_token", stop_text_);
+    marker_ = s.string_or("turn_marker", marker_);
+    max_len_ = s.integer_or("max_sequence_length", max_len_, 1);
+    s.reject_unknown();
     load_vocab(tokenizer);
     load_script(script);
   }
@@ -90,8 +78,9 @@ class ReplayEngine final : public mlpt::sdk::Engine {
   // unless the engine is paused; then it completes at resume.
   void submit(std::shared_ptr<mlpt::sdk::GenerationRequest> request) override {
     auto& a = *request;
-    if (a.max_new_tokens < 1) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: max_new_tokens must be >= 1");
-    if (a.record_routed_experts) throw Error(MLPT_UNIMPLEMENTED, "engine replay: no routed experts (dense replay)");
+    if (a.tokens.empty()) throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: empty prompt");
+    if (a.max_new_tokens < 1) throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: max_new_tokens must be >= 1");
+    if (a.record_routed_experts) throw Error(MLPT_UNIMPLEMENTED, "engine scripted: no routed experts (a scripted engine has no experts)");
     const std::string prompt = decode(a.tokens.data(), a.tokens.size());
     const Row* row = nullptr;
     for (const auto& r : rows_)
@@ -99,7 +88,7 @@ class ReplayEngine final : public mlpt::sdk::Engine {
         row = &r;
         break;
       }
-    if (!row) throw Error(MLPT_NOT_FOUND, "engine replay: no script row matches the prompt");
+    if (!row) throw Error(MLPT_NOT_FOUND, "engine scripted: no script row matches the prompt");
     size_t markers = 0;
     for (size_t at = prompt.find(marker_); at != std::string::npos; at = prompt.find(marker_, at + marker_.size())) ++markers;
     const size_t turn = markers > 0 ? markers - 1 : 0;  // the last marker opens the turn being generated
@@ -142,14 +131,14 @@ class ReplayEngine final : public mlpt::sdk::Engine {
   void session_release(uint64_t) override {}
   void pause() override {
     std::lock_guard l(mutex_);
-    if (paused_) throw Error(MLPT_FAILED_PRECONDITION, "engine replay: already paused (pause does not nest)");
+    if (paused_) throw Error(MLPT_FAILED_PRECONDITION, "engine scripted: already paused (pause does not nest)");
     paused_ = true;
   }
   void resume() override {
     std::vector<Held> held;
     {
       std::lock_guard l(mutex_);
-      if (!paused_) throw Error(MLPT_FAILED_PRECONDITION, "engine replay: not paused");
+      if (!paused_) throw Error(MLPT_FAILED_PRECONDITION, "engine scripted: not paused");
       paused_ = false;
       held.swap(held_);
     }
@@ -159,7 +148,7 @@ class ReplayEngine final : public mlpt::sdk::Engine {
     }
   }
   void load_weights(const mlpt_load_weights_args& a) override {
-    if (a.version <= version_) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: weight version must increase");
+    if (a.version <= version_) throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: weight version must increase");
     version_ = a.version;
   }
 
@@ -172,7 +161,7 @@ class ReplayEngine final : public mlpt::sdk::Engine {
   void load_vocab(const std::string& path) {
     json tok = json::parse(read_file(path, "tokenizer"), nullptr, false);
     if (!tok.is_object() || !tok.contains("model") || !tok["model"].contains("vocab") || !tok["model"]["vocab"].is_object())
-      throw Error(MLPT_INVALID_ARGUMENT, "engine replay: " + path + " has no model.vocab object");
+      throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: " + path + " has no model.vocab object");
     const auto cps = byte_to_codepoint();
     std::unordered_map<std::string, int> byte_of;
     for (int b = 0; b < 256; ++b) byte_of[utf8(cps[b])] = b;
@@ -203,9 +192,9 @@ class ReplayEngine final : public mlpt::sdk::Engine {
       }
     for (int b = 0; b < 256; ++b)
       if (byte_id_[b] < 0)
-        throw Error(MLPT_INVALID_ARGUMENT, "engine replay: " + path + " lacks the base token of byte " + std::to_string(b) +
+        throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: " + path + " lacks the base token of byte " + std::to_string(b) +
                                                " (not a byte-level BPE vocabulary)");
-    if (stop_id_ < 0) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: " + path + " has no added token " + stop_text_);
+    if (stop_id_ < 0) throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: " + path + " has no added token " + stop_text_);
   }
 
   void load_script(const std::string& path) {
@@ -216,16 +205,16 @@ class ReplayEngine final : public mlpt::sdk::Engine {
       json r = json::parse(line, nullptr, false);
       if (!r.is_object() || !r.contains("match") || !r["match"].is_string() || r["match"].get<std::string>().empty() ||
           !r.contains("turns") || !r["turns"].is_array())
-        throw Error(MLPT_INVALID_ARGUMENT, "engine replay: " + path + ":" + std::to_string(n) +
+        throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: " + path + ":" + std::to_string(n) +
                                                ": a row is {\"match\": non-empty str, \"turns\": [str, ...]}");
       Row row{r["match"].get<std::string>(), {}};
       for (const auto& t : r["turns"]) {
-        if (!t.is_string()) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: " + path + ":" + std::to_string(n) + ": turns must be strings");
+        if (!t.is_string()) throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: " + path + ":" + std::to_string(n) + ": turns must be strings");
         row.turns.push_back(t.get<std::string>());
       }
       rows_.push_back(std::move(row));
     }
-    if (rows_.empty()) throw Error(MLPT_INVALID_ARGUMENT, "engine replay: " + path + " has no rows");
+    if (rows_.empty()) throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: " + path + " has no rows");
   }
 
   std::string decode(const int32_t* ids, size_t n) const {
@@ -233,7 +222,7 @@ class ReplayEngine final : public mlpt::sdk::Engine {
     for (size_t i = 0; i < n; ++i) {
       auto it = id_bytes_.find(ids[i]);
       if (it == id_bytes_.end())
-        throw Error(MLPT_INVALID_ARGUMENT, "engine replay: token id " + std::to_string(ids[i]) + " is not in the vocabulary");
+        throw Error(MLPT_INVALID_ARGUMENT, "engine scripted: token id " + std::to_string(ids[i]) + " is not in the vocabulary");
       s += it->second;
     }
     return s;
@@ -261,6 +250,6 @@ const mlpt_engine_capabilities kCapabilities = {MLPT_ENGINE_CAPABILITIES_STRUCT_
 
 }  // namespace
 
-MLPT_SDK_PLUGIN("mlpt_engine_replay", "0.1.0",
-                mlpt::sdk::engine_component<ReplayEngine>("replay", "replays recorded assistant turns, one token per byte",
+MLPT_SDK_PLUGIN("mlpt_engine_scripted", "0.1.0",
+                mlpt::sdk::engine_component<ScriptedEngine>("scripted", "answers with recorded assistant turns, one token per byte",
                                                          &kCapabilities))

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/settings.hpp"
 #include "patch.hpp"
 #include "prompts.hpp"
 #include "text_util.hpp"
@@ -16,25 +17,14 @@ using nlohmann::json;
 
 HarnessConfig HarnessConfig::from_json(const std::string& text) {
   HarnessConfig c;
-  json j = text.find_first_not_of(" \t\r\n") == std::string::npos ? json::object() : json::parse(text);
-  if (!j.is_object()) throw std::invalid_argument("harness openhands: the config must be a JSON object");
-  for (auto& [k, v] : j.items()) {
-    auto number = [&] {
-      if (!v.is_number() || v.get<double>() <= 0)
-        throw std::invalid_argument("harness openhands: config key \"" + k + "\" must be a positive number");
-      return v.get<double>();
-    };
-    if (k == "workspace") c.workspace = v.get<std::string>();
-    else if (k == "state_dir") c.state_dir = v.get<std::string>();
-    else if (k == "tool_path_example") c.tool_path_example = v.get<std::string>();
-    else if (k == "soft_timeout_s") c.bash.soft_timeout_s = number();
-    else if (k == "command_timeout_s") c.bash.max_command_s = number();
-    else if (k == "max_observation_chars") c.bash.max_observation_chars = static_cast<size_t>(number());
-    else
-      throw std::invalid_argument("harness openhands: unknown config key \"" + k +
-                                  "\" (known: workspace, state_dir, tool_path_example, soft_timeout_s, "
-                                  "command_timeout_s, max_observation_chars)");
-  }
+  mlpt::sdk::Settings s(text, "harness openhands");
+  c.workspace = s.string_or("workspace", c.workspace);
+  c.state_dir = s.string_or("state_dir", c.state_dir);
+  c.tool_path_example = s.string_or("tool_path_example", c.tool_path_example);
+  c.bash.soft_timeout_s = s.number_or("soft_timeout_s", c.bash.soft_timeout_s, 1e-3);
+  c.bash.max_command_s = s.number_or("command_timeout_s", c.bash.max_command_s, 1e-3);
+  c.bash.max_observation_chars = static_cast<size_t>(s.integer_or("max_observation_chars", static_cast<int64_t>(c.bash.max_observation_chars), 1));
+  s.reject_unknown();
   return c;
 }
 

@@ -4,6 +4,7 @@
 // task record (they are never in an image, so no agent sandbox can read them), run_tests.sh runs
 // under the test timeout, and the parsed statuses must equal expected_output_json exactly.
 #include <mlpt/sdk.hpp>
+#include <mlpt/sdk/settings.hpp>
 
 #include <chrono>
 #include <set>
@@ -26,17 +27,11 @@ std::string tail(const std::string& s, size_t n) { return s.size() <= n ? s : s.
 class R2EReward final : public mlpt::sdk::Reward {
  public:
   explicit R2EReward(std::string_view config_json) {
-    json c = config_json.find_first_not_of(" \t\r\n") == std::string_view::npos ? json::object()
-                                                                                 : json::parse(config_json, nullptr, false);
-    if (!c.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: the config must be a JSON object");
-    for (auto& [k, v] : c.items()) {
-      if (k == "images" && v.is_string()) images_ = v.get<std::string>();
-      else if (k == "test_timeout_s" && v.is_number() && v.get<double>() > 0) test_timeout_s_ = v.get<double>();
-      else if (k == "workspace" && v.is_string()) workspace_ = v.get<std::string>();
-      else
-        throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: bad or unknown config key \"" + k +
-                                               "\" (known: images: str, test_timeout_s: number > 0, workspace: str)");
-    }
+    mlpt::sdk::Settings s(config_json, "reward r2e");
+    images_ = s.string_or("images", images_);
+    test_timeout_s_ = s.number_or("test_timeout_s", test_timeout_s_, 1e-3);
+    workspace_ = s.string_or("workspace", workspace_);
+    s.reject_unknown();
   }
 
   void grade(mlpt_grade_args& args) override {

@@ -3,7 +3,7 @@
 // on versions and lifetimes are written out in group_registry.hpp and README.md.
 #include <mlpt/sdk.hpp>
 
-#include <nlohmann/json.hpp>
+#include <mlpt/sdk/settings.hpp>
 
 #include <algorithm>
 
@@ -23,27 +23,11 @@ struct Config {
 };
 
 Config parse_config(std::string_view text) {
+  mlpt::sdk::Settings s(text, "transport inprocess");
   Config c;
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return c;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw Error(MLPT_INVALID_ARGUMENT, std::string("inprocess config is not JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "inprocess config must be a JSON object");
-  for (auto& [key, value] : j.items()) {
-    if (key == "receivers") {
-      if (!value.is_number_integer() || value.get<int64_t>() < 1)
-        throw Error(MLPT_INVALID_ARGUMENT, "inprocess config: \"receivers\" must be an integer >= 1");
-      c.receivers = value.get<size_t>();
-    } else if (key == "timeout_ms") {
-      if (!value.is_number_integer()) throw Error(MLPT_INVALID_ARGUMENT, "inprocess config: \"timeout_ms\" must be an integer");
-      c.timeout_ms = value.get<int64_t>();
-    } else {
-      throw Error(MLPT_INVALID_ARGUMENT, "inprocess config: unknown key \"" + key + "\" (known: receivers, timeout_ms)");
-    }
-  }
+  c.receivers = static_cast<size_t>(s.integer_or("receivers", 1, 1));
+  c.timeout_ms = s.integer_or("timeout_ms", c.timeout_ms);
+  s.reject_unknown();
   return c;
 }
 

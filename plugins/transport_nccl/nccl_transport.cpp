@@ -1,5 +1,5 @@
 // The NCCL weight transport: ncclBroadcast of CUDA tensors from the sender (rank 0, the trainer) to
-// every receiver rank (the engines), bucketed like the UCX transport (weight_layout.hpp): large
+// every receiver rank (the engines), bucketed like the UCX transport (mlpt/sdk/wire/weight_layout.hpp): large
 // tensors are broadcast straight from their own memory in place, small ones are packed into one of
 // two staging buckets on a packing stream while the previous bucket is broadcast on the
 // communication stream (double buffering, ordered by events).
@@ -20,7 +20,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <nlohmann/json.hpp>
+#include <mlpt/sdk/settings.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -29,7 +29,7 @@
 #include <thread>
 
 #include "tcp_channel.hpp"
-#include "weight_layout.hpp"
+#include "mlpt/sdk/wire/weight_layout.hpp"
 
 namespace {
 
@@ -50,29 +50,14 @@ struct Config {
 
 Config parse_config(std::string_view text, bool sender) {
   Config c;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.empty() ? std::string_view("{}") : text);
-  } catch (const std::exception& e) {
-    throw Error(MLPT_INVALID_ARGUMENT, std::string("nccl config is not JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "nccl config must be a JSON object");
-  for (auto& [key, v] : j.items()) {
-    auto integer = [&](int64_t min) {
-      if (!v.is_number_integer() || v.get<int64_t>() < min)
-        throw Error(MLPT_INVALID_ARGUMENT, "nccl config: \"" + key + "\" must be an integer >= " + std::to_string(min));
-      return v.get<int64_t>();
-    };
-    if (key == "address" && v.is_string()) c.address = v.get<std::string>();
-    else if (key == "receivers") c.receivers = static_cast<size_t>(integer(1));
-    else if (key == "bucket_bytes") c.bucket_bytes = static_cast<uint64_t>(integer(4096));
-    else if (key == "timeout_ms") c.timeout_ms = integer(0);
-    else if (key == "device") c.device = static_cast<int>(integer(0));
-    else if (key == "name" && v.is_string()) c.name = v.get<std::string>();
-    else
-      throw Error(MLPT_INVALID_ARGUMENT, "nccl config: unknown or mistyped key \"" + key +
-                                             "\" (known: address, receivers, bucket_bytes, timeout_ms, device, name)");
-  }
+  mlpt::sdk::Settings s(text, "transport nccl");
+  c.address = s.string_or("address", c.address);  // empty: publish through the key-value store
+  c.receivers = static_cast<size_t>(s.integer_or("receivers", static_cast<int64_t>(c.receivers), 1));
+  c.bucket_bytes = static_cast<uint64_t>(s.integer_or("bucket_bytes", static_cast<int64_t>(c.bucket_bytes), 4096));
+  c.timeout_ms = s.integer_or("timeout_ms", c.timeout_ms, 0);
+  c.device = static_cast<int>(s.integer_or("device", c.device, 0, 1023));
+  c.name = s.string_or("name", c.name);
+  s.reject_unknown();
   if (!sender && c.name.empty()) c.name = "pid " + std::to_string(getpid());
   return c;
 }

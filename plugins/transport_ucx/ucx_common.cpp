@@ -3,7 +3,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
+#include "mlpt/sdk/settings.hpp"
 
 namespace mlpt::transport::ucx {
 
@@ -11,44 +11,16 @@ using mlpt::sdk::Error;
 
 Config parse_config(std::string_view text, bool sender) {
   Config c;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.empty() ? std::string_view("{}") : text);
-  } catch (const std::exception& e) {
-    throw Error(MLPT_INVALID_ARGUMENT, std::string("ucx config is not JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config must be a JSON object");
-  auto integer = [&](const std::string& key, const nlohmann::json& v, int64_t min) {
-    if (!v.is_number_integer() || v.get<int64_t>() < min)
-      throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"" + key + "\" must be an integer >= " + std::to_string(min));
-    return v.get<int64_t>();
-  };
-  for (auto& [key, v] : j.items()) {
-    if (key == "address") {
-      if (!v.is_string()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"address\" must be a \"host:port\" string");
-      c.address = v.get<std::string>();
-    } else if (key == "receivers") {
-      c.receivers = static_cast<size_t>(integer(key, v, 1));
-    } else if (key == "bucket_bytes") {
-      c.bucket_bytes = static_cast<uint64_t>(integer(key, v, 4096));
-    } else if (key == "verify_checksum") {
-      if (!v.is_boolean()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"verify_checksum\" must be true or false");
-      c.verify_checksum = v.get<bool>();
-    } else if (key == "timeout_ms") {
-      c.timeout_ms = integer(key, v, 0);
-    } else if (key == "name") {
-      if (!v.is_string()) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"name\" must be a string");
-      c.name = v.get<std::string>();
-    } else if (key == "test_only_corrupt_bucket") {
-      c.test_only_corrupt_bucket = integer(key, v, 0);
-    } else if (key == "test_only_exit_after_buckets") {
-      c.test_only_exit_after_buckets = integer(key, v, 0);
-    } else {
-      throw Error(MLPT_INVALID_ARGUMENT, "ucx config: unknown key \"" + key +
-                                             "\" (known: address, receivers, bucket_bytes, verify_checksum, timeout_ms, name)");
-    }
-  }
-  if (c.bucket_bytes > (1ull << 32) - 1) throw Error(MLPT_INVALID_ARGUMENT, "ucx config: \"bucket_bytes\" must be < 4 GiB");
+  sdk::Settings s(text, "transport ucx");
+  c.address = s.string_or("address", c.address);
+  c.receivers = static_cast<size_t>(s.integer_or("receivers", static_cast<int64_t>(c.receivers), 1));
+  c.bucket_bytes = static_cast<uint64_t>(s.integer_or("bucket_bytes", static_cast<int64_t>(c.bucket_bytes), 4096, (int64_t(1) << 32) - 1));
+  c.verify_checksum = s.boolean_or("verify_checksum", c.verify_checksum);
+  c.timeout_ms = s.integer_or("timeout_ms", c.timeout_ms, 0);
+  c.name = s.string_or("name", c.name);
+  c.test_only_corrupt_bucket = s.integer_or("test_only_corrupt_bucket", c.test_only_corrupt_bucket, 0);
+  c.test_only_exit_after_buckets = s.integer_or("test_only_exit_after_buckets", c.test_only_exit_after_buckets, 0);
+  s.reject_unknown();
   if (!sender && c.name.empty()) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);

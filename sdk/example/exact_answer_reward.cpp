@@ -2,6 +2,7 @@
 // the harness's final answer equals the task's "answer" field (after trimming whitespace), else 0.0.
 // Build it out of tree with find_package(mlpt) + mlpt_add_plugin(); see sdk/README.md.
 #include <mlpt/sdk.hpp>
+#include <mlpt/sdk/settings.hpp>
 
 #include <string>
 
@@ -39,9 +40,7 @@ std::string trim(std::string s) {
 class ExactAnswerReward final : public mlpt::sdk::Reward {
  public:
   explicit ExactAnswerReward(std::string_view config_json) {
-    std::string_view c = config_json;
-    if (c.find_first_not_of(" \t\r\n{}") != std::string_view::npos)
-      throw mlpt::sdk::Error(MLPT_INVALID_ARGUMENT, "exact_answer takes no settings, got " + std::string(c));
+    mlpt::sdk::Settings(config_json, "reward exact_answer").reject_unknown();  // it takes none: any key is a mistake
   }
 
   void grade(mlpt_grade_args& args) override {

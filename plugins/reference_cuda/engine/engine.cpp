@@ -8,13 +8,14 @@
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
 #include "model/named_tensors.hpp"
-#include "model/settings.hpp"
+#include "mlpt/sdk/settings.hpp"
 #include "model/vocabulary.hpp"
 #include "mlpt/sdk/types.hpp"
 
 namespace mlpt::ref {
 
 using sdk::Error;
+using sdk::Settings;
 
 // The engine's state of one submitted request; the caller's GenerationRequest holds the inputs
 // and receives the result.

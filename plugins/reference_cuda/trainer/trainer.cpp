@@ -10,10 +10,12 @@
 #include "model/sampling.hpp"
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
+#include "mlpt/sdk/plugin.hpp"
 
 namespace mlpt::ref {
 
 using sdk::Error;
+using sdk::Settings;
 
 namespace {
 constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exist for a whole batch
@@ -41,6 +43,7 @@ ForwardBatch<float> ReferenceTrainer::forward_batch(const mlpt_train_batch& b, c
   fb.offsets.clear();
   for (size_t s = mb.first_seq; s <= mb.end_seq; ++s) fb.offsets.push_back(b.offsets[s] - mb.first_token);
   if (b.routed_experts) fb.replay_experts = b.routed_experts + mb.first_token * b.num_moe_layers * b.experts_per_token;
+  fb.cancelled = &sdk::cancelled;  // the host's stop reaches every layer of a long step
   return fb;
 }
 
@@ -187,6 +190,9 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     computed_tokens = static_cast<int64_t>(totals[6]), backward_tokens = static_cast<int64_t>(totals[7]);
     head_rows = static_cast<int64_t>(totals[8]);
   }
+  // The last point to stop: after it the weights change, and a stopped step must leave them as they
+  // were. In a group the ranks could disagree on it, so a group stops at the step's boundary instead.
+  if (group_.size() == 1 && sdk::cancelled()) throw Error(MLPT_CANCELLED, "train step cancelled before the optimizer update; weights unchanged");
   double norm = grad_norm(grads_, trainable_);
   if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
   double scale = optimizer_.grad_clip > 0 && norm > optimizer_.grad_clip ? optimizer_.grad_clip / (norm + 1e-6) : 1.0;

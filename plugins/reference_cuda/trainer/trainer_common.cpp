@@ -23,11 +23,6 @@ constexpr size_t kShardBytes = size_t{5} << 30;
 // The fp32 master weights live next to the moments: the model shards are in the input's dtypes.
 constexpr const char* kMasterPrefix = "master.";
 
-double read_range(Settings& s, const std::string& key, double fallback, double lo, double hi) {
-  double v = s.number_or(key, fallback);
-  if (!(v >= lo && v <= hi)) s.fail(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return v;
-}
 }  // namespace
 
 TrainerSettings parse_trainer_settings(std::string_view json, const std::string& component,
@@ -39,7 +34,7 @@ TrainerSettings parse_trainer_settings(std::string_view json, const std::string&
   t.micro_batch_tokens = s.integer_or("micro_batch_tokens", 8192, 1);
   t.sampling_vocab_size = s.integer_or("sampling_vocab_size", 0, 1);
   Settings opt = s.object("optimizer");
-  t.optimizer.lr = read_range(opt, "lr", 1e-6, 0.0, 1.0);
+  t.optimizer.lr = opt.number_or("lr", 1e-6, 0.0, 1.0);
   if (opt.has("betas")) {
     const auto& b = opt.json()["betas"];
     if (!b.is_array() || b.size() != 2 || !b[0].is_number() || !b[1].is_number())
@@ -49,8 +44,8 @@ TrainerSettings parse_trainer_settings(std::string_view json, const std::string&
     if (!(t.optimizer.beta1 >= 0 && t.optimizer.beta1 < 1 && t.optimizer.beta2 >= 0 && t.optimizer.beta2 < 1))
       opt.fail("betas", "each must be in [0, 1)");
   }
-  t.optimizer.eps = read_range(opt, "eps", 1e-8, 0.0, 1.0);
-  t.optimizer.weight_decay = read_range(opt, "weight_decay", 0.0, 0.0, 1.0);
+  t.optimizer.eps = opt.number_or("eps", 1e-8, 0.0, 1.0);
+  t.optimizer.weight_decay = opt.number_or("weight_decay", 0.0, 0.0, 1.0);
   t.optimizer.grad_clip = opt.number_or("grad_clip", 0.125);
   t.freeze_router = opt.boolean_or("freeze_router", true);
   opt.reject_unknown();
@@ -60,8 +55,8 @@ TrainerSettings parse_trainer_settings(std::string_view json, const std::string&
   if (!(t.loss.tis_min <= t.loss.tis_max)) loss.fail("tis_min", "must not exceed tis_max");
   t.loss.logprob_error_max = loss.number_or("logprob_error_max", 2.0);
   t.loss.ppo_clip = loss.boolean_or("ppo_clip", false);
-  t.loss.clip_low = read_range(loss, "clip_low", 0.2, 0.0, 1.0);
-  t.loss.clip_high = read_range(loss, "clip_high", 0.28, 0.0, 10.0);
+  t.loss.clip_low = loss.number_or("clip_low", 0.2, 0.0, 1.0);
+  t.loss.clip_high = loss.number_or("clip_high", 0.28, 0.0, 10.0);
   if (loss.number_or("kl_coef", 0.0) != 0.0)
     loss.fail("kl_coef", "only 0 is supported (this trainer keeps no reference policy)");
   loss.reject_unknown();

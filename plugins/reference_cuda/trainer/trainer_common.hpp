@@ -10,13 +10,15 @@
 #include <string_view>
 #include <vector>
 
-#include "model/settings.hpp"
 #include "model/weights.hpp"
 #include "trainer/adamw.hpp"
 #include "trainer/grpo_loss.hpp"
+#include "mlpt/sdk/settings.hpp"
 #include "mlpt/trainer.h"
 
 namespace mlpt::ref {
+
+using sdk::Settings;
 
 struct TrainerSettings {
   std::string checkpoint;

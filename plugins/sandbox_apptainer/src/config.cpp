@@ -5,9 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
 #include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/settings.hpp"
 
 namespace mlpt::sandbox {
 namespace {
@@ -58,69 +57,33 @@ RuntimeConfig parse_config(std::string_view text) {
   c.state_dir = default_state_dir();
   c.cache_dir = "/var/tmp/mlpt-sandbox-cache";
   c.allowed_bind_prefixes = default_bind_prefixes();
-  nlohmann::json j;
-  try {
-    j = text.find_first_not_of(" \t\r\n") == std::string_view::npos ? nlohmann::json::object()
-                                                                      : nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw Error(MLPT_INVALID_ARGUMENT, std::string("sandbox config is not JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config must be a JSON object");
-  auto str = [&](const std::string& key, const nlohmann::json& v) {
-    if (!v.is_string()) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config key '" + key + "' must be a string");
-    return v.get<std::string>();
-  };
-  auto num = [&](const std::string& key, const nlohmann::json& v, int64_t min) {
-    if (!v.is_number_integer() || v.get<int64_t>() < min)
-      throw Error(MLPT_INVALID_ARGUMENT,
-                  "sandbox config key '" + key + "' must be an integer >= " + std::to_string(min));
-    return v.get<int64_t>();
-  };
-  for (auto& [key, v] : j.items()) {
-    if (key == "runtime") {
-      c.runtime = str(key, v);
-      if (c.runtime != "auto" && c.runtime != "apptainer" && c.runtime != "bwrap")
-        throw Error(MLPT_INVALID_ARGUMENT,
-                    "sandbox config key 'runtime' is \"" + c.runtime + "\"; expected auto, apptainer or bwrap");
-    } else if (key == "state_dir") c.state_dir = str(key, v);
-    else if (key == "cache_dir") c.cache_dir = str(key, v);
-    else if (key == "image_mount") {
-      c.image_mount = str(key, v);
-      if (c.image_mount != "auto" && c.image_mount != "squashfuse" && c.image_mount != "extract")
-        throw Error(MLPT_INVALID_ARGUMENT, "sandbox config key 'image_mount' is \"" + c.image_mount +
-                                               "\"; expected auto, squashfuse or extract");
-    } else if (key == "default_memory_limit_mb") c.default_memory_limit_mb = num(key, v, 16);
-    else if (key == "max_sandboxes") c.max_sandboxes = num(key, v, 1);
-    else if (key == "writable_layer_mb") c.writable_layer_mb = num(key, v, 16);
-    else if (key == "default_max_processes") c.default_max_processes = num(key, v, 4);
-    else if (key == "default_output_limit") c.default_output_limit = static_cast<size_t>(num(key, v, 1));
-    else if (key == "file_timeout_ms") c.file_timeout_ms = num(key, v, 1);
-    else if (key == "max_read_file_bytes") c.max_read_file_bytes = static_cast<size_t>(num(key, v, 1));
-    else if (key == "keep_mounted") c.keep_mounted = static_cast<size_t>(num(key, v, 0));
-    else if (key == "sandbox_uid") c.sandbox_uid = num(key, v, 1);
-    else if (key == "sandbox_gid") c.sandbox_gid = num(key, v, 1);
-    else if (key == "seccomp") {
-      if (!v.is_boolean()) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config key 'seccomp' must be a boolean");
-      c.seccomp = v.get<bool>();
-    } else if (key == "require_limits") {
-      if (!v.is_boolean()) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config key 'require_limits' must be a boolean");
-      c.require_limits = v.get<bool>();
-    } else if (key == "allowed_bind_prefixes") {
-      if (!v.is_array()) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config key '" + key + "' must be an array");
-      c.allowed_bind_prefixes.clear();
-      for (auto& e : v) c.allowed_bind_prefixes.push_back(str(key, e));
-    } else if (key == "env") {
-      if (!v.is_object()) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config key 'env' must be an object");
-      for (auto& [k, e] : v.items()) c.env.emplace_back(k, str("env." + k, e));
-    } else if (key == "bwrap") c.bwrap = str(key, v);
-    else if (key == "apptainer") c.apptainer = str(key, v);
-    else if (key == "squashfuse") c.squashfuse = str(key, v);
-    else if (key == "unsquashfs") c.unsquashfs = str(key, v);
-    else
-      throw Error(MLPT_INVALID_ARGUMENT, "unknown sandbox config key '" + key + "' (see plugins/sandbox_apptainer/README.md)");
-  }
-  for (int64_t id : {c.sandbox_uid, c.sandbox_gid})
-    if (id > 0xFFFFFFFELL) throw Error(MLPT_INVALID_ARGUMENT, "sandbox config: sandbox_uid and sandbox_gid must be below 2^32 - 1");
+  sdk::Settings s(text, "sandbox apptainer");
+  c.runtime = s.choice_or("runtime", c.runtime, {"auto", "apptainer", "bwrap"});
+  c.state_dir = s.string_or("state_dir", c.state_dir);
+  c.cache_dir = s.string_or("cache_dir", c.cache_dir);
+  c.image_mount = s.choice_or("image_mount", c.image_mount, {"auto", "squashfuse", "extract"});
+  c.default_memory_limit_mb = s.integer_or("default_memory_limit_mb", c.default_memory_limit_mb, 16);
+  c.max_sandboxes = s.integer_or("max_sandboxes", c.max_sandboxes, 1);
+  c.writable_layer_mb = s.integer_or("writable_layer_mb", c.writable_layer_mb, 16);
+  c.default_max_processes = s.integer_or("default_max_processes", c.default_max_processes, 4);
+  c.default_output_limit = static_cast<size_t>(s.integer_or("default_output_limit", static_cast<int64_t>(c.default_output_limit), 1));
+  c.file_timeout_ms = s.integer_or("file_timeout_ms", c.file_timeout_ms, 1);
+  c.max_read_file_bytes = static_cast<size_t>(s.integer_or("max_read_file_bytes", static_cast<int64_t>(c.max_read_file_bytes), 1));
+  c.keep_mounted = static_cast<size_t>(s.integer_or("keep_mounted", static_cast<int64_t>(c.keep_mounted), 0));
+  // 2^32 - 1 is the kernel's "no id"; a sandbox never runs as root.
+  c.sandbox_uid = s.integer_or("sandbox_uid", c.sandbox_uid, 1, 0xFFFFFFFELL);
+  c.sandbox_gid = s.integer_or("sandbox_gid", c.sandbox_gid, 1, 0xFFFFFFFELL);
+  c.seccomp = s.boolean_or("seccomp", c.seccomp);
+  c.require_limits = s.boolean_or("require_limits", c.require_limits);
+  c.allowed_bind_prefixes = s.strings_or("allowed_bind_prefixes", c.allowed_bind_prefixes);
+  sdk::Settings env = s.object("env");
+  for (auto& [k, e] : env.json().items()) c.env.emplace_back(k, env.string(k));
+  env.reject_unknown();
+  c.bwrap = s.string_or("bwrap", c.bwrap);
+  c.apptainer = s.string_or("apptainer", c.apptainer);
+  c.squashfuse = s.string_or("squashfuse", c.squashfuse);
+  c.unsquashfs = s.string_or("unsquashfs", c.unsquashfs);
+  s.reject_unknown();
   for (auto* d : {&c.state_dir, &c.cache_dir})
     if (d->empty() || (*d)[0] != '/') throw Error(MLPT_INVALID_ARGUMENT, "sandbox config: state_dir and cache_dir must be absolute paths");
   return c;

@@ -134,7 +134,7 @@ TEST_CASE("an edit then finish ends the episode and the patch holds the edit but
 
 TEST_CASE("harness config rejects unknown keys") {
   CHECK_THROWS_WITH(mlpt::openhands::HarnessConfig::from_json(R"({"soft_timeout": 3})"),
-                    Catch::Contains("unknown config key \"soft_timeout\""));
+                    Catch::Contains("unknown key 'soft_timeout'"));
   CHECK(mlpt::openhands::HarnessConfig::from_json(R"({"soft_timeout_s": 3})").bash.soft_timeout_s == 3);
 }
 

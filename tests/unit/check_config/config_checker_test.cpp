@@ -1,6 +1,8 @@
 // `mlpt check config`: a compliant closed config passes; breaking each rule once fails that rule.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -53,7 +55,7 @@ plugin = "x.so"
 check::ConfigReport check_text(const std::string& text) {
   auto path = std::filesystem::temp_directory_path() / "mlpt_check_config.toml";
   std::ofstream(path) << text;
-  return check::check_config(run::read_run_config(path));
+  return check::check_config(run::read_run_config(path), std::nullopt, /*load_plugins=*/false);  // the rules alone ("x.so")
 }
 
 std::vector<std::string> failed(const check::ConfigReport& r) {
@@ -109,7 +111,9 @@ TEST_CASE("the shipped real-benchmark configs pass the closed rules") {
   setenv("MLPT_RUN_DIR", "/tmp/mlpt-runs", 0);
   setenv("MLPT_DATA_DIR", "/nonexistent-data", 0);
   for (int gbs : {256, 512, 1024}) {
-    auto r = check::check_config(run::read_run_config(std::string(MLPT_SOURCE_DIR) + "/configs/qwen35-397b/gbs" + std::to_string(gbs) + ".toml"));
+    // The rules alone: its plugins (NCCL) need the CUDA build.
+    auto r = check::check_config(run::read_run_config(std::string(MLPT_SOURCE_DIR) + "/configs/qwen35-397b/gbs" + std::to_string(gbs) + ".toml"),
+                                 std::nullopt, false);
     INFO(check::format_report(r));
     CHECK(r.compliant());
     CHECK(r.unverified.size() == 2);  // the dataset files are not on this machine
@@ -122,4 +126,33 @@ TEST_CASE("impossible run-config values are errors naming file, line and key") {
   CHECK_THROWS_WITH(check_text(with_benchmark("training_top_p = 1.5")), Catch::Contains("'benchmark.training_top_p': must be in (0, 1]"));
   CHECK_THROWS_WITH(check_text(with_benchmark("max_turn = 30")), Catch::Contains("unknown key 'benchmark.max_turn'"));
   CHECK_THROWS_WITH(check_text(with_benchmark("max_turns = \"30\"")), Catch::Contains("must be an integer"));
+}
+
+TEST_CASE("a missing plugin, or one without the component named, fails check config with file, line and table") {
+  setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
+  std::string text = std::regex_replace(base_config(), std::regex("plugin = \"x.so\""), "plugin = \"libmlpt_task_letters.so\"");
+  text = std::regex_replace(text, std::regex("\\[components.trainer\\]\nplugin = \"[^\"]*\""), "[components.trainer]\nplugin = \"libmlpt_reference.so\"");
+  text = std::regex_replace(text, std::regex("\\[components.engine\\]\nplugin = \"[^\"]*\""), "[components.engine]\nplugin = \"libmlpt_reference.so\"");
+  text = std::regex_replace(text, std::regex("\\[components.transport\\]\nplugin = \"[^\"]*\""), "[components.transport]\nplugin = \"libmlpt_transport_inprocess.so\"");
+  auto path = std::filesystem::temp_directory_path() / "mlpt_check_config_plugins.toml";
+  std::ofstream(path) << text;
+  auto good = check::check_config(run::read_run_config(path));
+  INFO(check::format_report(good));
+  for (const char* id : {"plugin_trainer", "plugin_engine", "plugin_transport", "plugin_harness", "plugin_reward"}) {
+    auto it = std::find_if(good.rules.begin(), good.rules.end(), [&](const auto& r) { return r.id == id; });
+    REQUIRE(it != good.rules.end());
+    CHECK(it->passed());
+  }
+  // A misspelled plugin file, and a plugin that does not provide the kind asked for.
+  std::ofstream(path) << std::regex_replace(text, std::regex("libmlpt_transport_inprocess.so"), "libmlpt_transport_inprocss.so");
+  auto missing = check::check_config(run::read_run_config(path));
+  CHECK_FALSE(missing.compliant());
+  CHECK(failed(missing) == std::vector<std::string>{"plugin_transport"});
+  const std::string text_report = check::format_report(missing);
+  CHECK_THAT(text_report, Catch::Contains("libmlpt_transport_inprocss.so"));
+  CHECK_THAT(text_report, Catch::Contains("[components.transport]"));
+  CHECK_THAT(text_report, Catch::Contains(path.string() + ":"));
+  std::ofstream(path) << std::regex_replace(text, std::regex("libmlpt_transport_inprocess.so"), "libmlpt_task_letters.so");
+  auto wrong = check::check_config(run::read_run_config(path));
+  CHECK(failed(wrong) == std::vector<std::string>{"plugin_transport"});
 }

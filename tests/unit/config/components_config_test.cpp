@@ -3,6 +3,7 @@
 
 #include <fstream>
 
+#include "core/components/instances.hpp"
 #include "core/config/components_config.hpp"
 #include "core/plugin/component_set.hpp"
 
@@ -79,4 +80,34 @@ TEST_CASE("config mistakes are named with file, line and key") {
              Catch::Contains("has no engine component"));
   CHECK_THAT(error_of("[components\nplugin = 1\n"), Catch::Contains("bad.toml:1:") && Catch::Contains("TOML syntax error"));
   CHECK_THAT(error_of("[unknown_section]\n"), Catch::Contains("unknown key 'unknown_section'"));
+}
+
+TEST_CASE("a plugin's settings error names the setting's file, line and key in the config") {
+  // The example reward takes no settings: its SDK settings reader refuses the key, and the host puts
+  // the key's place in the config in front.
+  auto path = write_config("settings.toml", R"([components.reward]
+plugin = ")" MLPT_PLUGIN_DIR R"(/libmlpt_example.so"
+[components.reward.settings]
+threshold = 0.5
+)");
+  auto configs = read(path);
+  plugin::HostServices host;
+  plugin::ComponentSet set(configs, host);
+  try {
+    set.create(MLPT_COMPONENT_REWARD, [&] {
+      return components::Reward(set.component(MLPT_COMPONENT_REWARD), set.settings(MLPT_COMPONENT_REWARD));
+    });
+    FAIL("an unknown setting must be refused at load");
+  } catch (const Error& e) {
+    CHECK(e.code() == MLPT_INVALID_ARGUMENT);
+    CHECK_THAT(e.what(), Catch::Contains(path + ":4:") && Catch::Contains("'components.reward.settings.threshold'") &&
+                             Catch::Contains("unknown key 'threshold'"));
+  }
+  // Nested keys are found by their full path; a message naming no setting is left as it is.
+  config::ComponentConfig c = configs[0];
+  c.settings_where = {{"optimizer", "f.toml:2:1: 'components.trainer.settings.optimizer'"},
+                      {"optimizer.lr", "f.toml:3:1: 'components.trainer.settings.optimizer.lr'"}};
+  CHECK(config::locate_settings_error(c, "trainer x settings: optimizer.lr: must be in [0, 1], got 2") ==
+        "f.toml:3:1: 'components.trainer.settings.optimizer.lr': trainer x settings: optimizer.lr: must be in [0, 1], got 2");
+  CHECK(config::locate_settings_error(c, "checkpoint not found") == "checkpoint not found");
 }
