@@ -1,4 +1,4 @@
-#include "core/rl/replay_buffer.hpp"
+#include "core/rl/group_buffer.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@ uint64_t Group::min_weight_version() const {
   return samples.empty() ? 0 : v;
 }
 
-void ReplayBuffer::add(rollout::Trajectory trajectory) {
+void GroupBuffer::add(rollout::Trajectory trajectory) {
   std::lock_guard lock(mutex_);
   auto& group = groups_[trajectory.prompt_index];
   group.prompt_index = trajectory.prompt_index;
@@ -29,7 +29,7 @@ void ReplayBuffer::add(rollout::Trajectory trajectory) {
   }
 }
 
-std::vector<Group> ReplayBuffer::take(int64_t first, int64_t count, const std::function<bool()>& stopped) {
+std::vector<Group> GroupBuffer::take(int64_t first, int64_t count, const std::function<bool()>& stopped) {
   std::unique_lock lock(mutex_);
   auto ready = [&] {
     for (int64_t p = first; p < first + count; ++p) {
@@ -50,9 +50,9 @@ std::vector<Group> ReplayBuffer::take(int64_t first, int64_t count, const std::f
   return out;
 }
 
-void ReplayBuffer::notify() { changed_.notify_all(); }
+void GroupBuffer::notify() { changed_.notify_all(); }
 
-int64_t ReplayBuffer::ready_groups() const {
+int64_t GroupBuffer::ready_groups() const {
   std::lock_guard lock(mutex_);
   int64_t n = 0;
   for (const auto& [p, g] : groups_) n += static_cast<int>(g.samples.size()) == generations_;

@@ -18,9 +18,9 @@ struct Group {
   uint64_t min_weight_version() const;
 };
 
-class ReplayBuffer {
+class GroupBuffer {
  public:
-  explicit ReplayBuffer(int generations_per_prompt) : generations_(generations_per_prompt) {}
+  explicit GroupBuffer(int generations_per_prompt) : generations_(generations_per_prompt) {}
 
   // Thread-safe. A group becomes ready when all its generations have arrived.
   void add(rollout::Trajectory trajectory);

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "core/rl/replay_buffer.hpp"
+#include "core/rl/group_buffer.hpp"
 #include "mlpt/trainer.h"
 
 namespace mlpt::rl {

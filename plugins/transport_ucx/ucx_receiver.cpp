@@ -9,7 +9,7 @@
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/types.hpp"
 #include "receive_buffers.hpp"
-#include "weight_layout.hpp"
+#include "mlpt/sdk/wire/weight_layout.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
 
 namespace mlpt::transport::ucx {

