@@ -181,7 +181,8 @@ void ReferenceEngine::resume() {
 }
 
 void ReferenceEngine::load_weights(const mlpt_load_weights_args& a) {
-  std::lock_guard lk(mutex_);
+  const auto started = std::chrono::steady_clock::now();
+  std::unique_lock lk(mutex_);
   if (running_ > 0) throw Error(MLPT_FAILED_PRECONDITION, "load_weights while generating: pause the engine first");
   if (a.version <= weight_version_)
     throw Error(MLPT_INVALID_ARGUMENT, "version " + std::to_string(a.version) + " is not greater than the loaded " +
@@ -190,7 +191,12 @@ void ReferenceEngine::load_weights(const mlpt_load_weights_args& a) {
   auto w = std::make_shared<Weights<float>>(import_named_tensors(config_, a.tensors, a.num_tensors));
   weights_ = std::move(w);
   weight_version_ = a.version;
+  const double sessions = static_cast<double>(sessions_.size());
   sessions_.clear();  // caches computed with the old weights are stale
+  lk.unlock();
+  // For the run's metrics and report (host services `metric`).
+  sdk::metric("engine/load_weights_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  sdk::metric("engine/sessions_dropped_at_load", sessions);
 }
 
 // ---- the scheduler ----

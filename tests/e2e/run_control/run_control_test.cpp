@@ -49,7 +49,15 @@ TEST_CASE("SIGINT stops a run cleanly, then --resume DIR continues from its last
   CHECK(stop_s < 30);
   auto stop = run_stop(out / "result.txt");
   CHECK(stop.metadata.value("status", "") == "aborted");
-  CHECK_THAT(first.text(), Catch::Contains("interrupted"));
+  CHECK_THAT(first.text(), Catch::Contains("mlpt: interrupted; stopping"));  // acknowledged on the terminal at once
+  // The metric sink is installed: what the reference engine reports through host services `metric`
+  // is in every step's metrics row and in the report.
+  for (const auto& row : metrics(out)) {
+    INFO(row.dump());
+    REQUIRE(row.contains("plugins"));
+    CHECK(row["plugins"].value("engine/load_weights_s", -1.0) >= 0.0);
+  }
+  CHECK_THAT(read_file(out / "report.html"), Catch::Contains("Plugin metrics") && Catch::Contains("engine/load_weights_s"));
   const auto interrupted = metrics(out);
   REQUIRE(interrupted.size() < kSteps);
   auto checkpoint = mlpt::run::latest_checkpoint(out / "checkpoints");
