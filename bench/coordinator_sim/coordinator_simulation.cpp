@@ -8,7 +8,7 @@
 #include "bench/coordinator_sim/episode_draw.hpp"
 #include "bench/coordinator_sim/event_clock.hpp"
 #include "core/error.hpp"
-#include "core/rl/replay_buffer.hpp"
+#include "core/rl/group_buffer.hpp"
 #include "core/rl/rollout_scheduler.hpp"
 #include "core/rl/train_batch.hpp"
 #include "core/rules/closed_division.hpp"
@@ -253,7 +253,7 @@ class Coordinator {
   const uint64_t seed_;
   EventClock clock_;
   rl::RolloutScheduler scheduler_;
-  rl::ReplayBuffer buffer_;
+  rl::GroupBuffer buffer_;
   std::vector<EngineReplica> replicas_;
   std::vector<uint64_t> replica_epoch_;
   std::unordered_map<int64_t, Episode> episodes_;

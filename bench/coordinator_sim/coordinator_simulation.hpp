@@ -1,6 +1,6 @@
 // A SIMULATION of the benchmark's coordinator at the reference's scale (64 nodes x 4 GPUs, ~256
 // concurrent episodes, 16 prompts x 16 rollouts per step): the product's own rollout scheduler,
-// replay buffer and train batch (core/rl/) decide what starts, what trains and how stale it is,
+// group buffer and train batch (core/rl/) decide what starts, what trains and how stale it is,
 // driven by a discrete-event clock; engines, sandboxes and the trainer are timed stand-ins
 // (simulation_model.hpp). The loop follows BenchmarkRun's: take the step's groups, train, pause
 // and drain every episode in flight (unless in_flight_weight_updates), pause the engines, refit,

@@ -1,5 +1,5 @@
 // The core's episode limits (benchmark.md §1, §3), through run_episode with recorded model turns
-// (the replay engine) and the real harness, sandbox and reward: 30 iterations count actions (a
+// (the scripted engine) and the real harness, sandbox and reward: 30 iterations count actions (a
 // reply with k tool calls costs k); a sample is truncated only when generation filled the context
 // exactly (an observation that does not fit ends the episode normally, and it trains); an agent
 // past its wall-clock limit gets reward 0 and its patch is not graded, even a correct one.
@@ -47,11 +47,11 @@ struct Rig {
     if (!fs::exists(task.image(images))) FAIL("missing " << task.image(images) << ": run scripts/build-task-images.sh");
     std::ofstream(script) << json{{"match", task.problem_statement.substr(0, 40)}, {"turns", turns}}.dump() << "\n";
     auto load = [&](const char* so) { return plugin::Plugin::load(fs::path(MLPT_PLUGIN_DIR) / so, host); };
-    engine_so = load("libmlpt_engine_replay.so");
+    engine_so = load("libmlpt_engine_scripted.so");
     sandbox_so = load("libmlpt_sandbox_apptainer.so");
     harness_so = load("libmlpt_harness_openhands.so");
     reward_so = load("libmlpt_reward_r2e.so");
-    engine = std::make_unique<components::Engine>(engine_so->component(MLPT_COMPONENT_ENGINE, "replay"),
+    engine = std::make_unique<components::Engine>(engine_so->component(MLPT_COMPONENT_ENGINE, "scripted"),
                                                   json{{"tokenizer", tok.string()}, {"script", script.string()}});
     sandboxes = std::make_unique<components::SandboxRuntime>(sandbox_so->component(MLPT_COMPONENT_SANDBOX), json::object());
     harness = std::make_unique<components::Harness>(harness_so->component(MLPT_COMPONENT_HARNESS, "openhands"), json::object());
