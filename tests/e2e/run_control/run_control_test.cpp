@@ -57,7 +57,7 @@ TEST_CASE("SIGINT stops a run cleanly, then --resume DIR continues from its last
     REQUIRE(row.contains("plugins"));
     CHECK(row["plugins"].value("engine/load_weights_s", -1.0) >= 0.0);
   }
-  CHECK_THAT(read_file(out / "report.html"), Catch::Contains("Plugin metrics") && Catch::Contains("engine/load_weights_s"));
+  CHECK_THAT(read_text(out / "report.html"), Catch::Contains("Plugin metrics") && Catch::Contains("engine/load_weights_s"));
   const auto interrupted = metrics(out);
   REQUIRE(interrupted.size() < kSteps);
   auto checkpoint = mlpt::run::latest_checkpoint(out / "checkpoints");

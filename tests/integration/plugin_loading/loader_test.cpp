@@ -1,4 +1,6 @@
 // The loader's contract: what loads, what is refused, and that every refusal says what and where.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -73,7 +75,7 @@ TEST_CASE("a correct plain-C plugin loads and its component works through the C 
 }
 
 TEST_CASE("a missing file, a non-ELF file and a directory are refused plainly") {
-  auto dir = std::filesystem::temp_directory_path() / "mlpt_loader_test";
+  auto dir = std::filesystem::temp_directory_path() / ("mlpt_loader_test." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   mlpt_error_code code{};
   CHECK_THAT(load_error(dir / "does_not_exist.so", &code), Catch::Contains("file does not exist"));

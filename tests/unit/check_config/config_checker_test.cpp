@@ -1,5 +1,6 @@
 // `mlpt check config`: a compliant closed config passes; breaking each rule once fails that rule.
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -53,7 +54,7 @@ plugin = "x.so"
 }
 
 check::ConfigReport check_text(const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() / "mlpt_check_config.toml";
+  auto path = std::filesystem::temp_directory_path() / ("mlpt_check_config." + std::to_string(::getpid()) + ".toml");
   std::ofstream(path) << text;
   return check::check_config(run::read_run_config(path), std::nullopt, /*load_plugins=*/false);  // the rules alone ("x.so")
 }
@@ -131,10 +132,10 @@ TEST_CASE("impossible run-config values are errors naming file, line and key") {
 TEST_CASE("a missing plugin, or one without the component named, fails check config with file, line and table") {
   setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
   std::string text = std::regex_replace(base_config(), std::regex("plugin = \"x.so\""), "plugin = \"libmlpt_task_letters.so\"");
-  text = std::regex_replace(text, std::regex("\\[components.trainer\\]\nplugin = \"[^\"]*\""), "[components.trainer]\nplugin = \"libmlpt_reference.so\"");
+  text = std::regex_replace(text, std::regex("\\[components.trainer\\]\nplugin = \"[^\"]*\""), "[components.trainer]\nplugin = \"libmlpt_reference.so\"\nname = \"qwen35_cpu\"");
   text = std::regex_replace(text, std::regex("\\[components.engine\\]\nplugin = \"[^\"]*\""), "[components.engine]\nplugin = \"libmlpt_reference.so\"");
   text = std::regex_replace(text, std::regex("\\[components.transport\\]\nplugin = \"[^\"]*\""), "[components.transport]\nplugin = \"libmlpt_transport_inprocess.so\"");
-  auto path = std::filesystem::temp_directory_path() / "mlpt_check_config_plugins.toml";
+  auto path = std::filesystem::temp_directory_path() / ("mlpt_check_config_plugins." + std::to_string(::getpid()) + ".toml");
   std::ofstream(path) << text;
   auto good = check::check_config(run::read_run_config(path));
   INFO(check::format_report(good));

@@ -1,4 +1,6 @@
 // Strict TOML configs: components resolve to loaded plugins; every mistake names file, line and key.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -12,7 +14,7 @@ using namespace mlpt;
 namespace {
 
 std::string write_config(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "mlpt_config_test";
+  auto dir = std::filesystem::temp_directory_path() / ("mlpt_config_test." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto path = (dir / name).string();
   std::ofstream(path) << text;
