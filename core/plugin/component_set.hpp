@@ -35,6 +35,13 @@ class ComponentSet {
     }
   }
 
+  // The component of `kind` as a `T` (components::Engine, ...) from its config's settings and
+  // `extra` constructor arguments, with create()'s error locations.
+  template <class T, class... Extra>
+  std::unique_ptr<T> make(mlpt_component_kind kind, Extra&&... extra) const {
+    return create(kind, [&] { return std::make_unique<T>(component(kind), settings(kind), std::forward<Extra>(extra)...); });
+  }
+
  private:
   struct Entry {
     Component component;

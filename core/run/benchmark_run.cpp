@@ -186,12 +186,13 @@ void BenchmarkRun::initialise() {
   }
   host_.set_metric_sink([this](const std::string& name, double value) { plugin_metrics_.record(name, value); });
   set_ = std::make_unique<plugin::ComponentSet>(c.components, host_);
-  trainer_ = std::make_unique<components::Trainer>(set_->component(MLPT_COMPONENT_TRAINER),
-                                                   trainer_settings(c, set_->settings(MLPT_COMPONENT_TRAINER)));
+  // A settings error names the setting's file, line and key in the config.
+  trainer_ = set_->create(MLPT_COMPONENT_TRAINER, [&] {
+    return std::make_unique<components::Trainer>(set_->component(MLPT_COMPONENT_TRAINER), trainer_settings(c, set_->settings(MLPT_COMPONENT_TRAINER)));
+  });
   const std::string group = "mlpt-run-" + std::to_string(::getpid());
   rollout_side_ = std::make_unique<RolloutComponents>(c, *set_, group, &cancel_flag_);
-  sender_ = std::make_unique<components::Transport>(set_->component(MLPT_COMPONENT_TRANSPORT),
-                                                    set_->settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, group);
+  sender_ = set_->make<components::Transport>(MLPT_COMPONENT_TRANSPORT, MLPT_TRANSPORT_SENDER, group);
   refit_ = std::make_unique<WeightRefit>(c.run, *trainer_, rollout_side_->engine(), *sender_, rollout_side_->receiver(),
                                          options_.after_refit);
   env_ = rollout_side_->environment();

@@ -14,14 +14,11 @@ RolloutComponents::RolloutComponents(const RunConfig& c, const plugin::Component
   chat_ = text::make_chat_format(c.dataset.chat_format, tokenizer_);
   const int32_t im_end = end_of_turn_token(*tokenizer_, c.dataset.tokenizer);
   // An engine older than ABI 1.2 generates on blocking host threads: as many as rollouts in flight.
-  engine_ = std::make_unique<components::Engine>(set.component(MLPT_COMPONENT_ENGINE), set.settings(MLPT_COMPONENT_ENGINE),
-                                                 static_cast<int>(c.run.rollout_workers));
-  receiver_ = std::make_unique<components::Transport>(set.component(MLPT_COMPONENT_TRANSPORT), set.settings(MLPT_COMPONENT_TRANSPORT),
-                                                      MLPT_TRANSPORT_RECEIVER, transport_group);
-  if (set.has(MLPT_COMPONENT_SANDBOX))
-    sandboxes_ = std::make_unique<components::SandboxRuntime>(set.component(MLPT_COMPONENT_SANDBOX), set.settings(MLPT_COMPONENT_SANDBOX));
-  reward_ = std::make_unique<components::Reward>(set.component(MLPT_COMPONENT_REWARD), set.settings(MLPT_COMPONENT_REWARD));
-  harness_ = std::make_unique<components::Harness>(set.component(MLPT_COMPONENT_HARNESS), set.settings(MLPT_COMPONENT_HARNESS));
+  engine_ = set.make<components::Engine>(MLPT_COMPONENT_ENGINE, static_cast<int>(c.run.rollout_workers));
+  receiver_ = set.make<components::Transport>(MLPT_COMPONENT_TRANSPORT, MLPT_TRANSPORT_RECEIVER, transport_group);
+  if (set.has(MLPT_COMPONENT_SANDBOX)) sandboxes_ = set.make<components::SandboxRuntime>(MLPT_COMPONENT_SANDBOX);
+  reward_ = set.make<components::Reward>(MLPT_COMPONENT_REWARD);
+  harness_ = set.make<components::Harness>(MLPT_COMPONENT_HARNESS);
   // Routing replay (R3) when asked for and both ends support it; the trainer's capabilities are
   // its component's, whether or not it runs in this process.
   const bool replay = c.run.record_routed_experts && engine_->capabilities().returns_routed_experts &&

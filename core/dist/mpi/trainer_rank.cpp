@@ -34,8 +34,7 @@ int run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin
     // Group rank 0 sends each version to every rollout worker's receiver.
     std::unique_ptr<components::Transport> sender;
     if (group_rank == 0)
-      sender = std::make_unique<components::Transport>(set.component(MLPT_COMPONENT_TRANSPORT), set.settings(MLPT_COMPONENT_TRANSPORT),
-                                                       MLPT_TRANSPORT_SENDER, transport_group);
+      sender = set.make<components::Transport>(MLPT_COMPONENT_TRANSPORT, MLPT_TRANSPORT_SENDER, transport_group);
     channel.send(Placement::coordinator(), "ready",
                  {{"can_save_state", trainer.can_save_state()},
                   {"supports_routing_replay", trainer.capabilities().supports_routing_replay != 0}});
