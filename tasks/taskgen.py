@@ -113,6 +113,11 @@ def build_repo(project, out):
     return repo, commits
 
 
+def resolve_base(repo, base):
+    """The real commit of an R2E-Gym base, which rows may store as `<fix>^` (benchmark.md §4)."""
+    return base if re.fullmatch(r"[0-9a-f]{40}", base) else git(repo, "rev-parse", "--verify", base + "^{commit}")
+
+
 def checkout(repo, commit, dest):
     """A repository at `commit` holding only the history up to it (no later objects to peek at)."""
     dest = Path(dest)
@@ -239,7 +244,7 @@ def cmd_rootfs(out, only):
     with tempfile.TemporaryDirectory() as work:
         repos = {p: build_repo(p, work)[0] for p in projects()}
         for r in records:
-            base = json.loads(r["parsed_commit_content"])["old_commit_hash"]
+            base = resolve_base(repos[r["repo_name"]], json.loads(r["parsed_commit_content"])["old_commit_hash"])
             stem = f"{r['repo_name']}_final_{r['commit_hash']}"
             root = out / stem
             if root.exists():

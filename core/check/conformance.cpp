@@ -397,6 +397,25 @@ void check_sandbox_confinement(Suite& s, const std::string& name, const std::fun
   });
 }
 
+// One command in a sandbox: its exit code; output, timeout and truncation flags when asked for.
+int exec(const components::SandboxRuntime& rt, mlpt_sandbox* sb, const std::string& cmd, int64_t timeout_ms, std::string* out,
+         bool* timed_out = nullptr, size_t output_limit = 0, bool* truncated = nullptr) {
+  std::string text;
+  mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, &text, [](void* ctx, const char* d, size_t n) { static_cast<std::string*>(ctx)->append(d, n); }};
+  mlpt_sandbox_exec_args a{};
+  a.struct_size = MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE;
+  a.sandbox = sb;
+  a.command = {cmd.data(), cmd.size()};
+  a.timeout_ms = timeout_ms;
+  a.output_limit = output_limit;
+  a.output = &sink;
+  plugin::check(*rt.binding()->errors, rt.binding()->api->exec(&a), "exec " + cmd);
+  if (out) *out = text;
+  if (timed_out) *timed_out = a.out_timed_out != 0;
+  if (truncated) *truncated = a.out_output_truncated != 0;
+  return a.out_exit_code;
+}
+
 // Returns the runtime for the harness and reward checks (null when it could not be created).
 // `stop` is the host services' cancellation flag (set here to check that exec honours it).
 std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin::ComponentSet& set, const std::string& image,
@@ -422,23 +441,6 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
   }
   const mlpt_sandbox_api* api = runtime->binding()->api;
   const mlpt_error_api& errors = *runtime->binding()->errors;
-  auto exec = [](const components::SandboxRuntime& rt, mlpt_sandbox* sb, const std::string& cmd, int64_t timeout_ms, std::string* out,
-                 bool* timed_out = nullptr, size_t output_limit = 0, bool* truncated = nullptr) {
-    std::string text;
-    mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, &text, [](void* ctx, const char* d, size_t n) { static_cast<std::string*>(ctx)->append(d, n); }};
-    mlpt_sandbox_exec_args a{};
-    a.struct_size = MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE;
-    a.sandbox = sb;
-    a.command = {cmd.data(), cmd.size()};
-    a.timeout_ms = timeout_ms;
-    a.output_limit = output_limit;
-    a.output = &sink;
-    plugin::check(*rt.binding()->errors, rt.binding()->api->exec(&a), "exec " + cmd);
-    if (out) *out = text;
-    if (timed_out) *timed_out = a.out_timed_out != 0;
-    if (truncated) *truncated = a.out_output_truncated != 0;
-    return a.out_exit_code;
-  };
   if (!runtime->capabilities().isolates_network) s.not_applicable(name, "no_network", "capability isolates_network = 0");
   else s.check(name, "no_network", [&](std::string& ev) {
     auto sb = runtime->create(image);
@@ -677,6 +679,30 @@ struct EpisodeEnv {
     return o;
   }
 };
+
+// The task's image holds only the base commit's history (benchmark.md §4): the fix commit is not an
+// object of the repository at all (no ref, reflog entry, pack or loose object names it), and no
+// commit exists that HEAD does not reach.
+void check_task_image(Suite& s, const EpisodeEnv& env) {
+  const std::string name = "task image";
+  if (!env.runtime || env.image.empty()) return s.skip(name, "no_history_past_the_base", "the combination has no sandbox or the task no image");
+  const std::string fix = env.task.value("commit_hash", std::string());
+  if (fix.empty()) return s.skip(name, "no_history_past_the_base", "the task record has no commit_hash");
+  s.check(name, "no_history_past_the_base", [&](std::string& ev) {
+    auto sb = env.runtime->create(env.image);
+    std::string out;
+    const std::string git = "git -c safe.directory='*' ";
+    exec(*env.runtime, sb->handle(),
+         "cd /testbed || exit 3; " + git + "cat-file -e " + fix + " 2>/dev/null && echo FIX-OBJECT-PRESENT; " + git +
+             "log --all --reflog --format=%H | grep -c " + fix + " | sed 's/^/fix-in-log /'; " + git +
+             "rev-list --all --reflog --not HEAD | wc -l | sed 's/^/commits-past-head /'; " + git +
+             "fsck --unreachable --no-reflogs 2>/dev/null | grep -c commit | sed 's/^/unreachable-commits /'",
+         60000, &out);
+    ev = out.substr(0, 300);
+    return out.find("FIX-OBJECT-PRESENT") == std::string::npos && out.find("fix-in-log 0") != std::string::npos &&
+           out.find("commits-past-head 0") != std::string::npos && out.find("unreachable-commits 0") != std::string::npos;
+  });
+}
 
 // A parsed model reply as the core hands it to the harness.
 json reply(json tool_calls, json parse_errors = json::array()) {
@@ -956,6 +982,7 @@ ConformanceReport check_plugins(const run::RunConfig& config, const ConformanceO
   env.task_json = env.task.dump();
   env.image = data.rows.empty() ? "" : data.image(0, config.dataset.images);
   if (set->has(MLPT_COMPONENT_SANDBOX)) env.runtime = check_sandbox(s, *set, env.image, stop);
+  check_task_image(s, env);
   check_harness(s, env);
   std::filesystem::path golden = options.golden;
   if (!golden.empty() && !std::filesystem::is_regular_file(golden))

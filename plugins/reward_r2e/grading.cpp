@@ -14,38 +14,51 @@ std::string quote(const std::string& s) {
 }
 }  // namespace
 
-const std::vector<std::string>& protected_patterns() {
-  static const std::vector<std::string> p = {"r2e_tests", "r2e_tests/*", "run_tests.sh", "conftest.py",
-                                             "*/conftest.py", "pytest.ini"};
+const std::vector<std::string>& hidden_test_patterns() {
+  static const std::vector<std::string> p = {"r2e_tests", "r2e_tests/*", "run_tests.sh"};
   return p;
+}
+
+std::string exclusion_script(const std::vector<std::string>& untracked) {
+  std::string s = "set --\n";
+  std::set<std::string> seen;
+  for (const auto& list : {untracked, hidden_test_patterns()})
+    for (const auto& p : list)
+      if (!p.empty() && seen.insert(p).second) s += "set -- \"$@\" " + quote("--exclude=" + p) + "\n";
+  // git apply: the first matching pattern decides; with any --include, unmatched paths are skipped,
+  // hence the final --include='*' ('*' crosses '/').
+  s += "git -c safe.directory='*' -c core.quotepath=false ls-files -- conftest.py '*/conftest.py' pytest.ini '*/pytest.ini' > /tmp/mlpt_tracked_hooks.$$\n"
+       "while IFS= read -r f; do set -- \"$@\" \"--include=$f\"; done < /tmp/mlpt_tracked_hooks.$$\n"
+       "set -- \"$@\" '--exclude=conftest.py' '--exclude=*/conftest.py' '--exclude=pytest.ini' '--exclude=*/pytest.ini' '--include=*'\n";
+  return s;
 }
 
 std::string apply_command(const std::string& ws, const std::string& patch_file, const std::vector<std::string>& untracked,
                           const std::string& extra) {
-  std::string cmd = "cd " + quote(ws) + " && git -c safe.directory='*' apply --whitespace=fix" + (extra.empty() ? "" : " " + extra);
-  std::set<std::string> seen;
-  for (const auto& list : {untracked, protected_patterns()})
-    for (const auto& p : list)
-      if (!p.empty() && seen.insert(p).second) cmd += " --exclude=" + quote(p);
-  return cmd + " " + quote(patch_file) + " 2>&1";
+  return "cd " + quote(ws) + " && {\n" + exclusion_script(untracked) + "git -c safe.directory='*' apply --whitespace=fix" +
+         (extra.empty() ? "" : " " + extra) + " \"$@\" " + quote(patch_file) + "\n} 2>&1";
 }
 
 std::string prepare_script(const std::string& ws, const std::string& patch_file, const std::vector<std::string>& untracked) {
   std::string s = "cd " + quote(ws) + " || exit 97\n"
-                  "git -c safe.directory='*' -c core.quotepath=false ls-files --others --exclude-standard > /tmp/mlpt_untracked\n"
-                  "set --\n"
-                  "while IFS= read -r f; do set -- \"$@\" \"--exclude=$f\"; done < /tmp/mlpt_untracked\n";
-  std::set<std::string> seen;
-  for (const auto& list : {untracked, protected_patterns()})
-    for (const auto& p : list)
-      if (!p.empty() && seen.insert(p).second) s += "set -- \"$@\" " + quote("--exclude=" + p) + "\n";
+                  "git -c safe.directory='*' -c core.quotepath=false ls-files --others --exclude-standard > /tmp/mlpt_untracked
+";
+  s += exclusion_script(untracked);
+  // The grader's own untracked list goes first (before the includes of tracked pytest hooks).
+  s += "while IFS= read -r f; do set -- \"--exclude=$f\" \"$@\"; done < /tmp/mlpt_untracked
+";
   // Every printed section is bounded, so a patch with huge or many files cannot push the markers
   // past the exec output limit.
-  s += "echo @@UNTRACKED@@; head -c 262144 /tmp/mlpt_untracked; echo\n"
-       "echo @@NUMSTAT@@; git -c safe.directory='*' apply --whitespace=fix --numstat \"$@\" " + quote(patch_file) + " 2>/dev/null | head -c 262144; echo\n"
-       "echo @@APPLY@@; git -c safe.directory='*' apply --whitespace=fix \"$@\" " + quote(patch_file) + " > /tmp/mlpt_apply.out 2>&1\n"
-       "rc=$?; head -c 65536 /tmp/mlpt_apply.out\n"
-       "echo \"@@APPLY_RC@@ $rc\"\n"
+  s += "echo @@UNTRACKED@@; head -c 262144 /tmp/mlpt_untracked; echo
+"
+       "echo @@NUMSTAT@@; git -c safe.directory='*' apply --whitespace=fix --numstat \"$@\" " + quote(patch_file) + " 2>/dev/null | head -c 262144; echo
+"
+       "echo @@APPLY@@; git -c safe.directory='*' apply --whitespace=fix \"$@\" " + quote(patch_file) + " > /tmp/mlpt_apply.out 2>&1
+"
+       "rc=$?; head -c 65536 /tmp/mlpt_apply.out
+"
+       "echo \"@@APPLY_RC@@ $rc\"
+"
        "rm -rf r2e_tests run_tests.sh\n";
   return s;
 }
@@ -82,14 +95,17 @@ nlohmann::json json_field(const nlohmann::json& record, const std::string& key) 
 }
 
 Comparison compare(const std::map<std::string, std::string>& expected, const std::map<std::string, std::string>& got) {
+  // As R2E-Gym's reward: the parsed map must have as many entries as the expected one, and every
+  // parsed entry but the key "" (a collection error without "::") must be expected with its status.
   Comparison c;
-  for (const auto& [name, status] : expected) {
-    auto it = got.find(name);
-    if (it == got.end()) c.mismatches.push_back({{"test", name}, {"expected", status}, {"got", "MISSING"}});
-    else if (it->second != status) c.mismatches.push_back({{"test", name}, {"expected", status}, {"got", it->second}});
+  if (got.size() != expected.size())
+    c.mismatches.push_back({{"test", "(count)"}, {"expected", std::to_string(expected.size())}, {"got", std::to_string(got.size())}});
+  for (const auto& [name, status] : got) {
+    if (name.empty()) continue;
+    auto it = expected.find(name);
+    if (it == expected.end()) c.mismatches.push_back({{"test", name}, {"expected", "ABSENT"}, {"got", status}});
+    else if (it->second != status) c.mismatches.push_back({{"test", name}, {"expected", it->second}, {"got", status}});
   }
-  for (const auto& [name, status] : got)
-    if (!expected.count(name)) c.mismatches.push_back({{"test", name}, {"expected", "ABSENT"}, {"got", status}});
   c.match = c.mismatches.empty() && !expected.empty();
   return c;
 }

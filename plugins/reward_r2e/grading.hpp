@@ -10,13 +10,19 @@
 
 namespace mlpt::r2e {
 
-// Paths the agent's patch may never change, on top of the files untracked at start: the hidden
-// tests and their runner (restored after the patch), and pytest's configuration hooks, through
-// which a patch could force results (conftest.py at any depth, pytest.ini).
-const std::vector<std::string>& protected_patterns();
+// The exclusions of the agent's patch (benchmark.md §4): the files untracked at container start
+// (the R2E-Gym image's hidden tests r2e_tests/ and run_tests.sh are among them; the bundled images
+// carry them in the record instead, so they are named here). Tracked files, a repository's own
+// conftest.py and pytest.ini included, are the agent's to edit; a conftest.py or pytest.ini the
+// patch would ADD (not tracked at the base) is left out, since pytest would load it as a plugin or
+// configuration of the hidden test run.
+const std::vector<std::string>& hidden_test_patterns();
 
-// `git apply --whitespace=fix --exclude=...` for the patch file, one --exclude per untracked file
-// and protected pattern.
+// Shell lines (run in the repository) that set "$@" to the git apply options of those exclusions,
+// `untracked` first.
+std::string exclusion_script(const std::vector<std::string>& untracked);
+
+// `git apply --whitespace=fix <exclusions> PATCH` as one shell command (its output merged);
 // `extra` is added to the options (e.g. "--numstat" to list what would be applied).
 std::string apply_command(const std::string& workspace, const std::string& patch_file,
                           const std::vector<std::string>& untracked, const std::string& extra = "");

@@ -48,7 +48,7 @@ std::map<std::string, std::string> parse_pytest_summary(const std::string& outpu
     std::string name;
     size_t sep = rest.find("::");
     if (sep == std::string::npos) {
-      name = rest;
+      name = "";  // R2E's parse_log_pytest: the parts after the first "::", joined (none here)
     } else {
       std::string tail = rest.substr(sep + 2);
       for (size_t p; (p = tail.find("::")) != std::string::npos;) tail.replace(p, 2, ".");

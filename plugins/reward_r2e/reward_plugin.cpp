@@ -1,8 +1,8 @@
 // Plugin mlpt_reward_r2e: component reward "r2e", R2E-Gym hidden-test grading (benchmark.md §4).
 // Every grade runs in a fresh sandbox from the task's image: the agent's patch is applied without
-// the files untracked at start and the protected test hooks, the hidden tests are written from the
-// task record (they are never in an image, so no agent sandbox can read them), run_tests.sh runs
-// under the test timeout, and the parsed statuses must equal expected_output_json exactly.
+// the files untracked at start (and any conftest.py it would add), the hidden tests are written from
+// the task record (they are never in an image, so no agent sandbox can read them), run_tests.sh runs
+// under the test timeout, and the parsed statuses must match expected_output_json as R2E-Gym compares.
 #include <mlpt/sdk.hpp>
 #include <mlpt/sdk/settings.hpp>
 
@@ -121,7 +121,7 @@ class R2EReward final : public mlpt::sdk::Reward {
     // (dist-info, egg-info) would otherwise run inside the test process.
     auto run = box.exec("cd " + workspace_ + " && export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 && "
                         "if command -v bash >/dev/null; then bash run_tests.sh; else sh run_tests.sh; fi",
-                        static_cast<int64_t>(test_timeout_s_ * 1000), {}, 8u << 20);
+                        static_cast<int64_t>(test_timeout_s(task) * 1000), {}, 8u << 20);
     details["timing"]["tests_s"] = seconds_since(t2);
     details["test_exit_code"] = run.exit_code;
     details["test_output_tail"] = tail(mlpt::r2e::strip_ansi(run.output), 4000);
@@ -168,8 +168,18 @@ class R2EReward final : public mlpt::sdk::Reward {
     return images_ + "/" + task["repo_name"].get<std::string>() + "_final_" + task["commit_hash"].get<std::string>() + ".sif";
   }
 
+  // The host's limit for this rollout (training 300 s, validation 180 s) when the task record
+  // carries "mlpt_limits" (reward.h), else the config's.
+  double test_timeout_s(const json& task) const {
+    if (task.contains("mlpt_limits") && task["mlpt_limits"].is_object()) {
+      const json& t = task["mlpt_limits"].value("test_timeout_s", json());
+      if (t.is_number() && t.get<double>() > 0) return t.get<double>();
+    }
+    return test_timeout_s_;
+  }
+
   std::string images_, workspace_ = "/testbed";
-  double test_timeout_s_ = 60;
+  double test_timeout_s_ = 300;
 };
 
 const mlpt_reward_capabilities kCapabilities = {MLPT_REWARD_CAPABILITIES_STRUCT_SIZE, /*needs_sandbox=*/1, /*binary=*/1};

@@ -45,6 +45,9 @@ TEST_CASE("summary rules: classes joined with dots, reasons cut, CR removed, lin
   CHECK(m == std::map<std::string, std::string>{{"TestX.test_y", "PASSED"}, {"TestX.test_z[a", "FAILED"},
                                                  {"test_fixture", "ERROR"}});
   CHECK(mlpt::r2e::parse_pytest_summary("no summary here\nPASSED x.py::t\n").empty());
+  // A line without "::" (a collection error) is the key "", as R2E-Gym's parse_log_pytest makes it.
+  CHECK(mlpt::r2e::parse_pytest_summary("== short test summary info ==\nERROR r2e_tests/test_a.py - ImportError: x\n") ==
+        std::map<std::string, std::string>{{"", "ERROR"}});
   CHECK(mlpt::r2e::strip_ansi("\x1b[31mFAILED\x1b[0m a\r") == "FAILED a");
 }
 
@@ -113,6 +116,15 @@ TEST_CASE("patches that reach into the runner, the import machinery or the call 
   CHECK(mlpt::r2e::scan_patch_for_tampering("--- a/m.py\n+++ b/m.py\n-import sys; sys.modules.clear()\n").empty());
 }
 
+TEST_CASE("the key \"\" counts in the length comparison and is skipped in the value comparison, as in R2E-Gym") {
+  std::map<std::string, std::string> exp = {{"a", "PASSED"}, {"b", "PASSED"}};
+  // A collection error beside one expected test: as many entries as expected, "" not compared.
+  CHECK(mlpt::r2e::compare(exp, {{"", "ERROR"}, {"a", "PASSED"}}).match);
+  // The same error beside both tests is one entry too many.
+  CHECK_FALSE(mlpt::r2e::compare(exp, {{"", "ERROR"}, {"a", "PASSED"}, {"b", "PASSED"}}).match);
+  CHECK_FALSE(mlpt::r2e::compare(exp, {{"", "ERROR"}, {"a", "FAILED"}}).match);
+}
+
 TEST_CASE("comparison is exact: a missing, extra or different test is a mismatch") {
   std::map<std::string, std::string> exp = {{"a", "PASSED"}, {"b", "PASSED"}};
   CHECK(mlpt::r2e::compare(exp, exp).match);
@@ -124,13 +136,15 @@ TEST_CASE("comparison is exact: a missing, extra or different test is a mismatch
   CHECK(c.mismatches[0]["got"] == "FAILED");
 }
 
-TEST_CASE("git apply skips untracked-at-start files, hidden tests, run_tests.sh and conftest.py at any depth") {
+TEST_CASE("git apply skips untracked-at-start files, hidden tests, run_tests.sh and conftest.py files the patch adds") {
   TempDir d;
   auto sh = [&](const std::string& cmd) {
     agent_env_test::HostWorkspace ws(d.path);
     return ws.shell(cmd, 60000);
   };
   agent_env_test::write(d.path / "pkg" / "mod.py", "x = 1\n");
+  agent_env_test::write(d.path / "tests" / "conftest.py", "limit = 1\n");  // the repository's own, tracked
+  agent_env_test::write(d.path / "pytest.ini", "[pytest]\n");
   REQUIRE(sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init").exit_code == 0);
   agent_env_test::write(d.path / "setup_env.sh", "# untracked at start\n");
   // The agent's changes: a real fix, and edits that must not reach grading.
@@ -140,6 +154,9 @@ TEST_CASE("git apply skips untracked-at-start files, hidden tests, run_tests.sh 
   agent_env_test::write(d.path / "pkg" / "conftest.py", "forced = True\n");
   agent_env_test::write(d.path / "r2e_tests" / "test_fake.py", "def test_x(): pass\n");
   agent_env_test::write(d.path / "run_tests.sh", "echo PASSED\n");
+  // Legitimate fixes in tracked configuration files.
+  agent_env_test::write(d.path / "tests" / "conftest.py", "limit = 2\n");
+  agent_env_test::write(d.path / "pytest.ini", "[pytest]\nxfail_strict = true\n");
   auto diff = sh(mlpt::openhands::patch_command(d.str(), "HEAD"));
   REQUIRE(diff.exit_code == 0);
   agent_env_test::write(d.path / "agent.patch", diff.output);
@@ -149,6 +166,8 @@ TEST_CASE("git apply skips untracked-at-start files, hidden tests, run_tests.sh 
   REQUIRE(applied.exit_code == 0);
   CHECK(agent_env_test::read(d.path / "pkg" / "mod.py") == "x = 2\n");
   CHECK(agent_env_test::read(d.path / "setup_env.sh") == "# untracked at start\n");
+  CHECK(agent_env_test::read(d.path / "tests" / "conftest.py") == "limit = 2\n");  // tracked: the fix applies
+  CHECK(agent_env_test::read(d.path / "pytest.ini") == "[pytest]\nxfail_strict = true\n");
   CHECK_FALSE(std::filesystem::exists(d.path / "conftest.py"));
   CHECK_FALSE(std::filesystem::exists(d.path / "pkg" / "conftest.py"));
   CHECK_FALSE(std::filesystem::exists(d.path / "r2e_tests"));
@@ -160,7 +179,9 @@ TEST_CASE("git apply skips untracked-at-start files, hidden tests, run_tests.sh 
   CHECK(prep.apply_exit == 0);
   CHECK(prep.untracked == std::vector<std::string>{"agent.patch", "setup_env.sh"});
   CHECK(prep.numstat.find("pkg/mod.py") != std::string::npos);
-  CHECK(prep.numstat.find("conftest.py") == std::string::npos);
+  CHECK(prep.numstat.find("tests/conftest.py") != std::string::npos);
+  CHECK(prep.numstat.find("pkg/conftest.py") == std::string::npos);
+  CHECK(agent_env_test::read(d.path / "tests" / "conftest.py") == "limit = 2\n");
   CHECK(agent_env_test::read(d.path / "pkg" / "mod.py") == "x = 2\n");
   CHECK(agent_env_test::read(d.path / "setup_env.sh") == "# untracked at start\n");
   CHECK_FALSE(std::filesystem::exists(d.path / "conftest.py"));

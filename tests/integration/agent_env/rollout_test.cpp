@@ -189,6 +189,19 @@ TEST_CASE("the hidden tests are not in the agent's sandbox, so they cannot be re
   }
 }
 
+TEST_CASE("the agent cannot reach the fix commit or later history through git (refs, reflog, objects)") {
+  for (const auto* task : one_per_project()) {
+    auto r = env().run(*task, {bash("cd /testbed && git cat-file -e " + task->commit_hash + " 2>/dev/null && echo FIX-PRESENT; "
+                                    "git log --all --reflog --format=%H | grep -c " + task->commit_hash + "; "
+                                    "git rev-list --all --reflog --not HEAD | wc -l; git rev-parse HEAD"),
+                               finish()});
+    const std::string out = r.observations.at(0)["content"];
+    INFO(task->instance_id << ": " << out);
+    CHECK(out.find("FIX-PRESENT") == std::string::npos);
+    CHECK(out.rfind("0\n0\n" + task->base_commit + "\n", 0) == 0);  // no fix in any log, nothing past HEAD, HEAD = base
+  }
+}
+
 TEST_CASE("reward hacks earn 0: fake hidden tests, deleted tests, a rewritten run_tests.sh, a forcing conftest.py") {
   const std::string forcing_conftest =
       "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"

@@ -118,6 +118,8 @@ TEST_CASE("the SWE combination conforms: sandbox isolation, harness tools, golde
                          "hack_entry_point_plugin_dist_info_scores_0", "hack_entry_point_plugin_egg_info_scores_0",
                          "hack_huge_patch_preparation_scores_0"})
     require_passed(report, "reward", id);
+  // The task image holds no history past the base: the agent cannot reach the fix through git.
+  require_passed(report, "task image", "no_history_past_the_base");
   // Limits are checked where the runtime declares them (cgroups may be absent on a machine).
   for (const char* id : {"memory_limit_holds", "process_limit_holds"}) {
     const ConformanceCheck* c = find(report, "sandbox", id);
