@@ -97,8 +97,10 @@ class BenchmarkRun {
               const std::function<void(const std::string&)>& on_failure);
   rollout::EpisodeRequest episode_request(const json& row, size_t row_index, const Dataset& data, int64_t prompt_index,
                                           int32_t sample, bool validation);
-  // Moves the trainer's weights of `version` to the engine; returns what was moved.
-  refit::RefitStats update_weights(uint64_t version);
+  // Moves the trainer's weights of `version` to the engine; returns what was moved. Training
+  // rollouts start again afterwards unless `then_validate` (validation pauses them anyway, and
+  // episodes started in between would only delay it).
+  refit::RefitStats update_weights(uint64_t version, bool then_validate);
   // A rollout that failed for an infrastructure reason: counted, and the run fails once failures
   // pass max_rollout_failure_rate. Returns the zero-reward trajectory that stands in for it.
   rollout::Trajectory back_fill(const rollout::EpisodeRequest& request, const std::string& reason);
@@ -321,7 +323,7 @@ void BenchmarkRun::stop_workers() {
 
 // Pause new generation, hand the trainer's weights through the transport, load them, resume. A
 // sparse refit encodes what changed before pausing, so generation goes on while it compares.
-refit::RefitStats BenchmarkRun::update_weights(uint64_t version) {
+refit::RefitStats BenchmarkRun::update_weights(uint64_t version, bool then_validate) {
   auto started = Clock::now();
   if (refit_) refit_->prepare(version);
   scheduler_->pause();
@@ -338,7 +340,7 @@ refit::RefitStats BenchmarkRun::update_weights(uint64_t version) {
   }
   version_ = version;
   scheduler_->set_weight_version(version);
-  scheduler_->resume();
+  if (!then_validate) scheduler_->resume();
   std::lock_guard l(totals_.m);
   totals_.weight_transfer_s += seconds_since(started);
   return stats;
@@ -596,7 +598,7 @@ RunSummary BenchmarkRun::run() {
       }
       auto transfer_started = Clock::now();
       phase_ = "weight transfer";
-      const refit::RefitStats refit_stats = update_weights(new_version);
+      const refit::RefitStats refit_stats = update_weights(new_version, samples >= b.first_eval_samples);
       const double transfer_s = seconds_since(transfer_started);
       step_ = step + 1;
       samples_ = samples;
