@@ -41,24 +41,17 @@ std::string apply_command(const std::string& ws, const std::string& patch_file, 
 
 std::string prepare_script(const std::string& ws, const std::string& patch_file, const std::vector<std::string>& untracked) {
   std::string s = "cd " + quote(ws) + " || exit 97\n"
-                  "git -c safe.directory='*' -c core.quotepath=false ls-files --others --exclude-standard > /tmp/mlpt_untracked
-";
+                  "git -c safe.directory='*' -c core.quotepath=false ls-files --others --exclude-standard > /tmp/mlpt_untracked\n";
   s += exclusion_script(untracked);
   // The grader's own untracked list goes first (before the includes of tracked pytest hooks).
-  s += "while IFS= read -r f; do set -- \"--exclude=$f\" \"$@\"; done < /tmp/mlpt_untracked
-";
+  s += "while IFS= read -r f; do set -- \"--exclude=$f\" \"$@\"; done < /tmp/mlpt_untracked\n";
   // Every printed section is bounded, so a patch with huge or many files cannot push the markers
   // past the exec output limit.
-  s += "echo @@UNTRACKED@@; head -c 262144 /tmp/mlpt_untracked; echo
-"
-       "echo @@NUMSTAT@@; git -c safe.directory='*' apply --whitespace=fix --numstat \"$@\" " + quote(patch_file) + " 2>/dev/null | head -c 262144; echo
-"
-       "echo @@APPLY@@; git -c safe.directory='*' apply --whitespace=fix \"$@\" " + quote(patch_file) + " > /tmp/mlpt_apply.out 2>&1
-"
-       "rc=$?; head -c 65536 /tmp/mlpt_apply.out
-"
-       "echo \"@@APPLY_RC@@ $rc\"
-"
+  s += "echo @@UNTRACKED@@; head -c 262144 /tmp/mlpt_untracked; echo\n"
+       "echo @@NUMSTAT@@; git -c safe.directory='*' apply --whitespace=fix --numstat \"$@\" " + quote(patch_file) + " 2>/dev/null | head -c 262144; echo\n"
+       "echo @@APPLY@@; git -c safe.directory='*' apply --whitespace=fix \"$@\" " + quote(patch_file) + " > /tmp/mlpt_apply.out 2>&1\n"
+       "rc=$?; head -c 65536 /tmp/mlpt_apply.out\n"
+       "echo \"@@APPLY_RC@@ $rc\"\n"
        "rm -rf r2e_tests run_tests.sh\n";
   return s;
 }
