@@ -105,7 +105,7 @@ TEST_CASE("qwen35_cuda trainer: logprobs, first step, learning, CUDA export and 
   mlpt::ref::save_checkpoint((dir.path / "ck").string(), w, mlpt::ref::Dtype::f32);
   const std::string settings = R"({"checkpoint": ")" + (dir.path / "ck").string() +
                                R"(", "micro_batch_tokens": 100, "optimizer": {"lr": 0.003, "grad_clip": 1.0}})";
-  mlpt::ref::ReferenceTrainer cpu(settings);
+  mlpt::ref::ReferenceTrainer cpu(settings, nullptr);  // one rank, no group
   mlpt::ref::cuda::CudaTrainer gpu(settings);
 
   Batch bc, bg;
