@@ -49,7 +49,7 @@ fs::path bench_config(const std::string& name, const fs::path& out, int steps) {
   std::string text = read(fs::path(MLPT_SOURCE_DIR) / "configs" / name);
   const std::string folder = name.substr(0, name.size() - 5);
   replace(text, "output_dir = \"${MLPT_CACHE_DIR}/runs/" + folder + "\"", "output_dir = \"" + (out / folder).string() + "\"");
-  replace(text, "first_eval_samples = 1600", "first_eval_samples = 1000000");
+  replace(text, "first_eval_samples = 960", "first_eval_samples = 1000000");
   replace(text, "max_steps = 30", "max_steps = " + std::to_string(steps));
   replace(text, "checkpoint_every_steps = 5", "checkpoint_every_steps = 0");
   replace(text, "\"../tasks/", "\"" + std::string(MLPT_SOURCE_DIR) + "/tasks/");
