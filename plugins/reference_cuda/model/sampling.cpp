@@ -4,17 +4,9 @@
 #include <cmath>
 #include <numeric>
 
-namespace mlpt::ref {
+#include "model/counter_uniform.hpp"
 
-double counter_uniform(uint64_t seed, uint64_t counter) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + (counter + 1) * 0xD1B54A32D192ED03ull;
-  for (int round = 0; round < 2; ++round) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-  }
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
+namespace mlpt::ref {
 
 SampledToken sample_token(const float* logits, int64_t valid, const SamplingParams& p, uint64_t counter) {
   const double inv_t = 1.0 / static_cast<double>(p.temperature);

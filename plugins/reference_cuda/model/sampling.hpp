@@ -24,10 +24,6 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
-// A uniform double in [0, 1) from (seed, counter): a stateless mixing function (SplitMix64 finaliser
-// applied to a Weyl combination of the two), so the draw is reproducible in any order.
-double counter_uniform(uint64_t seed, uint64_t counter);
-
 struct SampledToken {
   int32_t token;
   float logprob;  // under the distribution sampled from (see above)

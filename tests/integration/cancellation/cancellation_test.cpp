@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -35,6 +36,27 @@ mlpt_error_code code_of(const mlpt::plugin::Component& c, mlpt_error* e, std::st
   return MLPT_OK;
 }
 
+// Starts `call` on another thread, raises the stop flag once the call is under way (after
+// `settle`), and says how long it took to return after that, with its error code and message.
+struct Stopped {
+  double latency_s;
+  mlpt_error_code code;
+  std::string message;
+};
+
+Stopped stop_while_running(std::atomic<bool>& stop, const mlpt::plugin::Component& c, const std::function<mlpt_error*()>& call,
+                           std::chrono::milliseconds settle) {
+  auto running = std::async(std::launch::async, call);
+  std::this_thread::sleep_for(settle);
+  REQUIRE(running.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);  // it is really running
+  auto signalled = Clock::now();
+  stop = true;
+  REQUIRE(running.wait_for(std::chrono::seconds(2)) == std::future_status::ready);
+  Stopped s{seconds_since(signalled), MLPT_OK, {}};
+  s.code = code_of(c, running.get(), &s.message);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("the host's stop flag kills a sleeping sandbox command within 2 s") {
@@ -58,18 +80,11 @@ TEST_CASE("the host's stop flag kills a sleeping sandbox command within 2 s") {
   a.sandbox = ca.sandbox;
   a.command = {cmd.data(), cmd.size()};
   a.timeout_ms = 120000;
-  auto running = std::async(std::launch::async, [&] { return api->exec(&a); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  REQUIRE(running.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);  // it is really sleeping
-  auto signalled = Clock::now();
-  stop = true;
-  REQUIRE(running.wait_for(std::chrono::seconds(2)) == std::future_status::ready);
-  const double latency = seconds_since(signalled);
-  std::string message;
-  CHECK(code_of(comp, running.get(), &message) == MLPT_CANCELLED);
-  CHECK_THAT(message, Catch::Contains("killed"));
-  WARN("sandbox exec stopped " << latency * 1e3 << " ms after the stop flag");
-  CHECK(latency < 2.0);
+  const Stopped s = stop_while_running(stop, comp, [&] { return api->exec(&a); }, std::chrono::milliseconds(500));
+  CHECK(s.code == MLPT_CANCELLED);
+  CHECK_THAT(s.message, Catch::Contains("killed"));
+  WARN("sandbox exec stopped " << s.latency_s * 1e3 << " ms after the stop flag");
+  CHECK(s.latency_s < 2.0);
 
   stop = false;  // the sandbox is still usable for the next command
   const std::string echo = "echo alive";
@@ -125,19 +140,12 @@ TEST_CASE("the host's stop flag stops a running train step within 2 s and leaves
 
   mlpt_train_step_args a{MLPT_TRAIN_STEP_ARGS_STRUCT_SIZE, trainer, big.get()};
   auto started = Clock::now();
-  auto running = std::async(std::launch::async, [&] { return api->train_step(&a); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  REQUIRE(running.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
-  auto signalled = Clock::now();
-  stop = true;
-  REQUIRE(running.wait_for(std::chrono::seconds(2)) == std::future_status::ready);
-  const double latency = seconds_since(signalled);
-  std::string message;
-  CHECK(code_of(comp, running.get(), &message) == MLPT_CANCELLED);
-  INFO(message);
+  const Stopped s = stop_while_running(stop, comp, [&] { return api->train_step(&a); }, std::chrono::milliseconds(300));
+  CHECK(s.code == MLPT_CANCELLED);
+  INFO(s.message);
   WARN("train step of " << sequences << " x 1024 tokens (~" << per_sequence * sequences << " s) stopped "
-                        << latency * 1e3 << " ms after the stop flag, " << seconds_since(started) << " s in");
-  CHECK(latency < 2.0);
+                        << s.latency_s * 1e3 << " ms after the stop flag, " << seconds_since(started) << " s in");
+  CHECK(s.latency_s < 2.0);
 
   stop = false;
   CHECK(logprobs(probe) == before);  // no half-applied update

@@ -16,6 +16,7 @@
 #include "core/plugin/host_services.hpp"
 #include "core/serve/weights_from_disk.hpp"
 #include "tests/e2e/mlpt_serve.hpp"
+#include "tests/unit/reference_model/test_util.hpp"
 
 using namespace mlpt;
 using nlohmann::json;
@@ -79,15 +80,6 @@ components::GenerateRequest request(uint64_t id, const std::vector<int32_t>* tok
   return r;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("over HTTP the engine gives the in-process engine's tokens, logprobs and routed experts, before and after a weight refresh") {
@@ -135,7 +127,7 @@ TEST_CASE("over HTTP the engine gives the in-process engine's tokens, logprobs a
   compare(1);
   // A version that does not increase is refused, naming both versions.
   http.engine->pause();
-  CHECK_THAT(error_of([&] { http.engine->load_weights(1, weights.tensors().data(), weights.tensors().size()); }),
+  CHECK_THAT(mlpt_test::error_of([&] { http.engine->load_weights(1, weights.tensors().data(), weights.tensors().size()); }),
              Catch::Contains("not greater than the loaded 1"));
   http.engine->resume();
 }
@@ -212,7 +204,7 @@ TEST_CASE("no server: creating the http engine fails within startup_timeout_s, n
   const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
   close(fd);
   const auto start = std::chrono::steady_clock::now();
-  const std::string error = error_of([&] { http_engine(url, {{"startup_timeout_s", 1}}); });
+  const std::string error = mlpt_test::error_of([&] { http_engine(url, {{"startup_timeout_s", 1}}); });
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK_THAT(error, Catch::Contains(url + "/health") && Catch::Contains("cannot connect") && Catch::Contains("startup_timeout_s"));
   CHECK(took < 15);
@@ -225,7 +217,7 @@ TEST_CASE("a paused server answers no completion: the request fails after reques
   REQUIRE(control.Post("/pause?mode=wait", "", "application/json")->status == 200);
   const auto prompt = prompt_tokens();
   const auto start = std::chrono::steady_clock::now();
-  const std::string error = error_of([&] { http.engine->generate(request(1, &prompt, 8, 1)); });
+  const std::string error = mlpt_test::error_of([&] { http.engine->generate(request(1, &prompt, 8, 1)); });
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK_THAT(error, Catch::Contains(server.url() + "/v1/completions") && Catch::Contains("request_timeout_s = 1 s"));
   CHECK(took < 15);
@@ -238,7 +230,7 @@ TEST_CASE("pause holds submitted requests until resume, cancel ends a held one")
   auto http = http_engine(server.url());
   const auto prompt = prompt_tokens();
   http.engine->pause();
-  CHECK_THAT(error_of([&] { http.engine->pause(); }), Catch::Contains("already paused"));
+  CHECK_THAT(mlpt_test::error_of([&] { http.engine->pause(); }), Catch::Contains("already paused"));
   std::promise<components::Generation> held, cancelled;
   auto done = [](std::promise<components::Generation>& p) {
     return [&p](components::Generation&& g, std::exception_ptr e) { e ? p.set_exception(e) : p.set_value(std::move(g)); };
@@ -267,7 +259,7 @@ TEST_CASE("a server killed mid-request: every request in flight fails promptly w
   for (uint64_t i = 0; i < 6; ++i)
     http.engine->submit(request(i, &prompt, 8, i), [&](components::Generation&&, std::exception_ptr e) {
       std::lock_guard l(m);
-      errors.push_back(e ? error_of([&] { std::rethrow_exception(e); }) : "");
+      errors.push_back(e ? mlpt_test::error_of([&] { std::rethrow_exception(e); }) : "");
       cv.notify_all();
     });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -281,10 +273,10 @@ TEST_CASE("a server killed mid-request: every request in flight fails promptly w
 }
 
 TEST_CASE("the http engine's settings: unknown keys and a missing url are refused by name") {
-  CHECK_THAT(error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", {{"url", "http://127.0.0.1:1"}, {"timeout", 5}}); }),
+  CHECK_THAT(mlpt_test::error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", {{"url", "http://127.0.0.1:1"}, {"timeout", 5}}); }),
              Catch::Contains("unknown setting \"timeout\"") && Catch::Contains("request_timeout_s"));
-  CHECK_THAT(error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", json::object()); }), Catch::Contains("\"url\"") && Catch::Contains("required"));
-  CHECK_THAT(error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", {{"url", "127.0.0.1:8000"}}); }), Catch::Contains("http://"));
-  CHECK_THAT(error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", {{"url", "http://127.0.0.1:1"}, {"connections", 0}}); }),
+  CHECK_THAT(mlpt_test::error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", json::object()); }), Catch::Contains("\"url\"") && Catch::Contains("required"));
+  CHECK_THAT(mlpt_test::error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", {{"url", "127.0.0.1:8000"}}); }), Catch::Contains("http://"));
+  CHECK_THAT(mlpt_test::error_of([] { LoadedEngine("libmlpt_engine_http.so", "http", {{"url", "http://127.0.0.1:1"}, {"connections", 0}}); }),
              Catch::Contains("\"connections\" must be an integer >= 1"));
 }

@@ -6,6 +6,7 @@
 
 #include "core/serve/routed_experts_npy.hpp"
 #include "routed_experts_npy.hpp"
+#include "tests/unit/reference_model/test_util.hpp"
 
 using mlpt::engine_http::routed_experts_from_npy_base64;
 
@@ -19,15 +20,6 @@ const char kUint8[] =
 const char kInt32[] =
     "k05VTVBZAQB2AHsnZGVzY3InOiAnPGk0JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDIsIDIsIDIpLCB9ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg"
     "ICAgICAgICAgICAgICAgICAgICAgICAgIAoHAAAAAQAAAAAAAAAPAAAAAwAAAAMAAAAJAAAAAgAAAA==";
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -52,8 +44,8 @@ TEST_CASE("routed experts: what mlpt serve writes reads back exactly, -1 include
 }
 
 TEST_CASE("routed experts that do not fit the model are refused, saying how") {
-  CHECK_THAT(error_of([] { routed_experts_from_npy_base64(kUint8, 4, 4, 2); }), Catch::Contains("shape (3, 2, 2)") && Catch::Contains("4 MoE layers"));
-  CHECK_THAT(error_of([] { routed_experts_from_npy_base64(kUint8, 2, 2, 2); }), Catch::Contains("3 positions, more than the 2"));
-  CHECK_THAT(error_of([] { routed_experts_from_npy_base64("not*base64", 1, 1, 1); }), Catch::Contains("not base64"));
-  CHECK_THAT(error_of([] { routed_experts_from_npy_base64("aGVsbG8gd29ybGQ=", 1, 1, 1); }), Catch::Contains("not a .npy array"));
+  CHECK_THAT(mlpt_test::error_of([] { routed_experts_from_npy_base64(kUint8, 4, 4, 2); }), Catch::Contains("shape (3, 2, 2)") && Catch::Contains("4 MoE layers"));
+  CHECK_THAT(mlpt_test::error_of([] { routed_experts_from_npy_base64(kUint8, 2, 2, 2); }), Catch::Contains("3 positions, more than the 2"));
+  CHECK_THAT(mlpt_test::error_of([] { routed_experts_from_npy_base64("not*base64", 1, 1, 1); }), Catch::Contains("not base64"));
+  CHECK_THAT(mlpt_test::error_of([] { routed_experts_from_npy_base64("aGVsbG8gd29ybGQ=", 1, 1, 1); }), Catch::Contains("not a .npy array"));
 }

@@ -4,6 +4,7 @@
 #include "backends/cuda/head.hpp"
 
 #include "backends/cuda/kernels.cuh"
+#include "model/counter_uniform.hpp"
 
 namespace mlpt::ref::cuda {
 
@@ -40,17 +41,6 @@ __global__ void logprob_backward_kernel(int64_t rows, int64_t V, int64_t valid, 
     if (c < valid && coef[r] != 0.f) d = coef[r] * ((c == targets[r] ? 1.f : 0.f) - expf(logits[i] - lse[r]));
     dlogits[i] = to_bf(d);
   }
-}
-
-// model/sampling.cpp's counter_uniform, on the device.
-__device__ double counter_uniform(uint64_t seed, uint64_t counter) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + (counter + 1) * 0xD1B54A32D192ED03ull;
-  for (int round = 0; round < 2; ++round) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-  }
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
 __global__ void sample_kernel(int64_t V, int64_t valid, const float* logits, const SamplingRow* params,

@@ -21,7 +21,7 @@ void token_logprobs_backward(const Context& ctx, int64_t rows, int64_t V, int64_
                              const float* lse, const int32_t* targets, const float* coef, bf16* dlogits);
 
 // One row's sampling request (device array of them). The uniform draw is
-// mlpt::ref::counter_uniform(seed, counter) (model/sampling.hpp), reproduced bit for bit.
+// mlpt::ref::counter_uniform(seed, counter) (model/counter_uniform.hpp), the same function.
 struct SamplingRow {
   float temperature;  // > 0
   float top_p;        // (0, 1]
