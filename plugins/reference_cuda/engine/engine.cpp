@@ -27,15 +27,20 @@ struct ReferenceEngine::Request {
   // After the last sample, a recording request feeds that token once more so its routing is known.
   bool final_feed = false;
   mlpt_finish_reason final_reason{};
+  // Prefix cache: publish the session once it holds this many tokens (0: never); or wait until the
+  // request that will publish this request's prefix has done so.
+  size_t publish_at = 0;
+  bool waiting = false;
   std::atomic<bool> cancel_requested{false};
 };
 
-ReferenceEngine::ReferenceEngine(std::string_view config_json) : sessions_(0) {
+ReferenceEngine::ReferenceEngine(std::string_view config_json) : sessions_(0), prefixes_(0) {
   Settings s(config_json, "engine qwen35_cpu");
   std::string dir = s.string("checkpoint");
   int64_t threads = s.integer_or("threads", 1, 1);
   max_step_tokens_ = s.integer_or("max_step_tokens", 2048, 1);
   int64_t budget = s.integer_or("session_memory_bytes", int64_t(1) << 30, 0);
+  int64_t prefix_budget = s.integer_or("prefix_cache_bytes", int64_t(256) << 20, 0);
   int64_t max_seq = s.integer_or("max_sequence_length", 0, 1);
   int64_t vocab_override = s.integer_or("sampling_vocab_size", 0, 1);
   std::string prefill = s.string_or("gdn_prefill", "chunked");
@@ -43,6 +48,7 @@ ReferenceEngine::ReferenceEngine(std::string_view config_json) : sessions_(0) {
   s.reject_unknown();
   prefill_mode_ = prefill == "chunked" ? GdnMode::chunked : GdnMode::recurrent;
   sessions_ = SessionStore(static_cast<size_t>(budget));
+  prefixes_ = PrefixCache(static_cast<size_t>(prefix_budget));
   threads_ = static_cast<int>(threads);
 
   auto w = std::make_shared<Weights<float>>(::mlpt::ref::load_weights<float>(dir));
@@ -193,10 +199,16 @@ void ReferenceEngine::load_weights(const mlpt_load_weights_args& a) {
   weight_version_ = a.version;
   const double sessions = static_cast<double>(sessions_.size());
   sessions_.clear();  // caches computed with the old weights are stale
+  prefixes_.clear();
+  const double prefill = static_cast<double>(prefill_tokens_), saved = static_cast<double>(prefix_tokens_saved_);
+  prefill_tokens_ = prefix_tokens_saved_ = 0;
   lk.unlock();
   // For the run's metrics and report (host services `metric`).
   sdk::metric("engine/load_weights_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   sdk::metric("engine/sessions_dropped_at_load", sessions);
+  // Under the weights just replaced: prompt tokens prefilled, and those a cached prefix saved.
+  sdk::metric("engine/prefill_tokens", prefill);
+  sdk::metric("engine/prefix_tokens_saved", saved);
 }
 
 // ---- the scheduler ----
@@ -258,7 +270,10 @@ void ReferenceEngine::scheduler_loop() {
       while (!incoming_.empty()) {
         active.push_back(incoming_.front());
         incoming_.pop_front();
+        start_prefix_locked(active.back(), active);
       }
+      for (Request* r : active)  // their prefix may be cached now, or its publisher gone
+        if (r->waiting) start_prefix_locked(r, active);
       const bool host_cancel = sdk::cancelled();
       for (Request*& r : active)
         if (r->cancel_requested || host_cancel) {
@@ -277,12 +292,43 @@ void ReferenceEngine::scheduler_loop() {
   }
 }
 
+bool ReferenceEngine::uses_prefix_cache(const Request& r) const {
+  return prefixes_.enabled() && r.session->tokens.empty() && r.in->tokens.size() >= 2;
+}
+
+// A fresh request takes the longest cached prefix of its tokens, or waits for a running request
+// that is about to cache the same prompt, or else will cache its own prompt (all but the last token).
+void ReferenceEngine::start_prefix_locked(Request* r, const std::vector<Request*>& active) {
+  r->waiting = false;
+  if (!uses_prefix_cache(*r)) return;
+  const auto& in = *r->in;
+  const size_t key = in.tokens.size() - 1, per = static_cast<size_t>(config_.num_moe_layers() * config_.experts_per_token);
+  const bool need_routing = in.record_routed_experts;  // positions index the session's routing from 0
+  if (auto hit = prefixes_.lookup(in.tokens, weight_version_, need_routing ? per : 0)) {
+    prefix_tokens_saved_ += static_cast<int64_t>(hit->tokens.size());
+    r->session = std::move(hit);
+    r->pending.assign(in.tokens.begin() + static_cast<int64_t>(r->session->tokens.size()), in.tokens.end());
+    r->publish_at = r->session->tokens.size() < key ? key : 0;
+    return;
+  }
+  for (const Request* o : active)
+    if (o != r && !o->waiting && o->publish_at == key && o->session->tokens.size() < key &&
+        (!need_routing || o->in->record_routed_experts) &&
+        std::equal(in.tokens.begin(), in.tokens.begin() + static_cast<int64_t>(key), o->in->tokens.begin())) {
+      r->waiting = true;
+      return;
+    }
+  r->publish_at = key;
+}
+
 // One forward step over the active requests; the requests that finish move from `active` to `done`.
 void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Completion>& done) {
   std::shared_ptr<const Weights<float>> w;
+  uint64_t version = 0;
   {
     std::lock_guard lk(mutex_);
     w = weights_;
+    version = weight_version_;
   }
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
@@ -292,16 +338,18 @@ void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Comple
   std::vector<int64_t> take;
   int64_t budget = max_step_tokens_;
   for (Request* r : active)
-    if (r->pending.size() == 1) {
+    if (!r->waiting && r->pending.size() == 1) {
       seg.push_back(r);
       take.push_back(1);
       budget -= 1;
     }
   for (Request* r : active) {
-    if (r->pending.size() <= 1) continue;
+    if (r->waiting || r->pending.size() <= 1) continue;
     int64_t n = std::min<int64_t>(static_cast<int64_t>(r->pending.size()), budget);
     if (n <= 0 && seg.empty()) n = std::min<int64_t>(static_cast<int64_t>(r->pending.size()), max_step_tokens_);
     if (n <= 0) continue;
+    if (const size_t have = r->session->tokens.size(); r->publish_at > have)  // stop where the prefix is cached
+      n = std::min<int64_t>(n, static_cast<int64_t>(r->publish_at - have));
     seg.push_back(r);
     take.push_back(n);
     budget -= n;
@@ -336,20 +384,33 @@ void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Comple
 
   std::vector<size_t> to_sample;
   std::vector<std::pair<Request*, mlpt_finish_reason>> finished;
+  int64_t prefilled = 0;
+  std::vector<const Session*> publish;
   for (size_t i = 0; i < seg.size(); ++i) {
     Request* r = seg[i];
     Session& s = *r->session;
+    if (r->in->out_tokens.empty()) prefilled += take[i];  // prompt tokens, not sampled ones fed back
     s.tokens.insert(s.tokens.end(), r->pending.begin(), r->pending.begin() + take[i]);
     if (r->in->record_routed_experts)
       s.routing.insert(s.routing.end(), routing.begin() + fb.offsets[i] * per, routing.begin() + fb.offsets[i + 1] * per);
     else
       s.routing.clear();  // a gap would misalign later positions
     r->pending.erase(r->pending.begin(), r->pending.begin() + take[i]);
+    if (r->publish_at && s.tokens.size() == r->publish_at) {
+      publish.push_back(&s);
+      r->publish_at = 0;
+    }
     if (!r->pending.empty()) continue;
     if (r->final_feed)
       finished.push_back({r, r->final_reason});
     else
       to_sample.push_back(i);
+  }
+
+  {
+    std::lock_guard lk(mutex_);
+    prefill_tokens_ += prefilled;
+    for (const Session* s : publish) prefixes_.put(*s, version);  // waiting requests take it next loop
   }
 
   if (!to_sample.empty()) {

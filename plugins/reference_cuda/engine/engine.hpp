@@ -17,8 +17,18 @@
 // differ from a lone request's by fp32 rounding only (BLAS blocking), so a token can differ only
 // where two candidates are within that rounding of the draw.
 //
+// Shared prompts (engine/prefix_cache.hpp): a fresh request (no session to continue) first looks
+// for a cached prefix of its tokens; without one it prefills up to its last prompt token, keeps a
+// copy of that state in the prefix cache, then feeds the last token. A fresh request whose prompt
+// another running request is about to cache waits for it instead of computing it again (the 16
+// members of a group arrive together). The cache is cleared at every weight load, and entries are
+// found only at the weight version that made them. A request's tokens are computed the same way
+// (up to the last prompt token, then the rest) whether its prefix was cached or not, so a cache
+// hit gives bit for bit the logprobs of a cold engine.
+//
 // Settings (JSON): checkpoint (required), threads (BLAS threads, 1), max_step_tokens (2048),
-// session_memory_bytes (1 GiB: budget for idle sessions, LRU eviction), max_sequence_length
+// session_memory_bytes (1 GiB: budget for idle sessions, LRU eviction), prefix_cache_bytes
+// (256 MiB: budget for cached prompt prefixes; 0 turns the cache off), max_sequence_length
 // (max_position_embeddings of the config), sampling_vocab_size (ids that may be sampled; default
 // from the checkpoint's tokenizer.json, else vocab_size), gdn_prefill ("chunked" | "recurrent").
 #pragma once
@@ -32,6 +42,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/prefix_cache.hpp"
 #include "engine/sessions.hpp"
 #include "model/model.hpp"
 #include "model/sampling.hpp"
@@ -65,6 +76,8 @@ class ReferenceEngine final : public sdk::Engine {
   void admit_locked(Request* r);
   void scheduler_loop();
   void run_step(std::vector<Request*>& active, std::vector<Completion>& done);
+  void start_prefix_locked(Request* r, const std::vector<Request*>& active);
+  bool uses_prefix_cache(const Request& r) const;
   Completion finish_locked(Request* r, mlpt_finish_reason reason);
   Completion fail_locked(Request* r, const std::string& message, mlpt_error_code code);
   Completion release_locked(Request* r, Completion c);
@@ -84,6 +97,8 @@ class ReferenceEngine final : public sdk::Engine {
   std::map<uint64_t, std::unique_ptr<Request>> in_flight_;  // owns every submitted, unfinished request
   std::set<uint64_t> busy_sessions_;
   SessionStore sessions_;
+  PrefixCache prefixes_;
+  int64_t prefill_tokens_ = 0, prefix_tokens_saved_ = 0;  // since the last weight load
   int running_ = 0;  // requests admitted and not yet finished (pause waits for 0)
   bool paused_ = false, stopping_ = false;
   std::thread scheduler_;

@@ -10,6 +10,35 @@
 
 namespace mlpt::ref::detail {
 
+namespace {
+// With parents, every segment's keys and values gathered into one packed kv buffer: a continuation
+// sees its parent's rows, then its own (a prefix's rows are read by each of its continuations).
+template <class T>
+struct ForkedKv {
+  std::vector<int64_t> offsets{0};  // kv offsets per segment
+  std::vector<int64_t> rows;        // kv row -> token row
+  explicit ForkedKv(const LayerContext<T>& ctx) {
+    for (size_t s = 0; s < ctx.num_segments(); ++s) {
+      if (int32_t p = ctx.parent(s); p >= 0)
+        for (int64_t r = ctx.offsets[p]; r < ctx.offsets[p + 1]; ++r) rows.push_back(r);
+      for (int64_t r = ctx.offsets[s]; r < ctx.offsets[s + 1]; ++r) rows.push_back(r);
+      offsets.push_back(static_cast<int64_t>(rows.size()));
+    }
+  }
+  std::vector<T> gather(const std::vector<T>& x, int64_t width) const {
+    std::vector<T> out(rows.size() * width);
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::copy_n(x.begin() + rows[i] * width, width, out.begin() + static_cast<int64_t>(i) * width);
+    return out;
+  }
+  void scatter_add(const std::vector<T>& g, int64_t width, std::vector<T>& to) const {
+    std::fill(to.begin(), to.end(), T(0));
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (int64_t j = 0; j < width; ++j) to[rows[i] * width + j] += g[i * width + j];
+  }
+};
+}  // namespace
+
 template <class T>
 void attention_forward(const LayerContext<T>& ctx, const Weights<T>& w, const T* xn, T* out, AttentionTape<T>* tape) {
   const ModelConfig& c = ctx.config;
@@ -37,7 +66,12 @@ void attention_forward(const LayerContext<T>& ctx, const Weights<T>& w, const T*
   t.o.resize(N * nh * D);
   const cpu::AttentionShape shape{nh, nkv, D};
   const size_t S = ctx.num_segments();
-  if (!ctx.any_cache()) {
+  if (ctx.any_parent()) {
+    const ForkedKv<T> kv(ctx);
+    std::vector<T> k = kv.gather(t.k, nkv * D), v = kv.gather(t.v, nkv * D);
+    cpu::attention_forward(shape, ctx.offsets.data(), kv.offsets.data(), S, t.q.data(), k.data(), v.data(),
+                           t.o.data());
+  } else if (!ctx.any_cache()) {
     cpu::attention_forward(shape, ctx.offsets.data(), ctx.offsets.data(), S, t.q.data(), t.k.data(), t.v.data(),
                            t.o.data());
   } else {
@@ -81,8 +115,17 @@ void attention_backward(const LayerContext<T>& ctx, const Weights<T>& w, const A
 
   std::vector<T> dq(N * nh * D), dk(N * nkv * D), dv(N * nkv * D);
   const cpu::AttentionShape shape{nh, nkv, D};
-  cpu::attention_backward(shape, ctx.offsets.data(), ctx.offsets.data(), ctx.num_segments(), t.q.data(), t.k.data(),
-                          t.v.data(), d_o.data(), dq.data(), dk.data(), dv.data());
+  if (ctx.any_parent()) {
+    const ForkedKv<T> kv(ctx);
+    std::vector<T> k = kv.gather(t.k, nkv * D), v = kv.gather(t.v, nkv * D), dk_kv(k.size()), dv_kv(v.size());
+    cpu::attention_backward(shape, ctx.offsets.data(), kv.offsets.data(), ctx.num_segments(), t.q.data(), k.data(),
+                            v.data(), d_o.data(), dq.data(), dk_kv.data(), dv_kv.data());
+    kv.scatter_add(dk_kv, nkv * D, dk);  // a prefix's keys get every continuation's gradient
+    kv.scatter_add(dv_kv, nkv * D, dv);
+  } else {
+    cpu::attention_backward(shape, ctx.offsets.data(), ctx.offsets.data(), ctx.num_segments(), t.q.data(),
+                            t.k.data(), t.v.data(), d_o.data(), dq.data(), dk.data(), dv.data());
+  }
   cpu::rope_backward(N, nh, D, c.rotary_dim, c.rope_theta, ctx.positions.data(), dq.data());
   cpu::rope_backward(N, nkv, D, c.rotary_dim, c.rope_theta, ctx.positions.data(), dk.data());
 

@@ -23,6 +23,71 @@ void run_gdn(bool chunked, const cpu::GdnShape& s, const int64_t* offsets, size_
   else
     cpu::gdn_recurrent_forward(s, offsets, n, q, k, v, g, beta, init, out, final_state);
 }
+
+// Calls f(s0, s1) for each maximal run of consecutive segments [s0, s1) that are continuations
+// (have a parent) or are not, as asked: one kernel call covers a whole run.
+template <class T, class F>
+void for_runs(const LayerContext<T>& ctx, bool continuations, F f) {
+  const size_t S = ctx.num_segments();
+  for (size_t s0 = 0; s0 < S;) {
+    if ((ctx.parent(s0) >= 0) != continuations) {
+      ++s0;
+      continue;
+    }
+    size_t s1 = s0 + 1;
+    while (s1 < S && (ctx.parent(s1) >= 0) == continuations) ++s1;
+    f(s0, s1);
+    s0 = s1;
+  }
+}
+
+// The conv window a continuation starts from: its parent's last K−1 raw inputs (zeros before the
+// parent's start), [K−1, C] per segment, empty for the others.
+template <class T>
+std::vector<std::vector<T>> fork_windows(const LayerContext<T>& ctx, const T* qkv, int64_t C, int64_t K) {
+  const int64_t W = K - 1;
+  std::vector<std::vector<T>> out(ctx.num_segments());
+  for (size_t s = 0; s < out.size(); ++s) {
+    const int32_t p = ctx.parent(s);
+    if (p < 0) continue;
+    out[s].assign(static_cast<size_t>(W * C), T(0));
+    const int64_t pb = ctx.offsets[p], pe = ctx.offsets[p + 1];
+    for (int64_t i = 0; i < W; ++i)
+      if (int64_t row = pe - W + i; row >= pb) std::copy(qkv + row * C, qkv + (row + 1) * C, out[s].begin() + i * C);
+  }
+  return out;
+}
+
+// The recurrence over a batch with parents: the segments without a parent first (keeping the final
+// state of those that have continuations), then the continuations from their parent's state.
+template <class T>
+void gdn_forked_forward(const LayerContext<T>& ctx, const cpu::GdnShape& shape, GdnTape<T>& t) {
+  const int64_t SS = shape.num_value_heads * shape.key_dim * shape.value_dim;
+  const size_t S = ctx.num_segments();
+  const bool chunked = ctx.gdn_mode == GdnMode::chunked;
+  t.fork_slot.assign(S, -1);
+  int64_t slots = 0;
+  for (size_t s = 0; s < S; ++s)
+    if (int32_t p = ctx.parent(s); p >= 0 && t.fork_slot[p] < 0) t.fork_slot[p] = slots++;
+  t.fork_state.assign(static_cast<size_t>(slots * SS), T(0));
+  const int64_t* off = ctx.offsets.data();
+  std::vector<T> states;
+  for_runs(ctx, false, [&](size_t s0, size_t s1) {
+    states.resize((s1 - s0) * SS);
+    run_gdn(chunked, shape, off + s0, s1 - s0, t.q.data(), t.k.data(), t.v.data(), t.g.data(), t.beta.data(),
+            static_cast<const T*>(nullptr), t.o.data(), states.data());
+    for (size_t s = s0; s < s1; ++s)
+      if (t.fork_slot[s] >= 0)
+        std::copy_n(states.begin() + (s - s0) * SS, SS, t.fork_state.begin() + t.fork_slot[s] * SS);
+  });
+  for_runs(ctx, true, [&](size_t s0, size_t s1) {
+    states.resize((s1 - s0) * SS);
+    for (size_t s = s0; s < s1; ++s)
+      std::copy_n(t.fork_state.begin() + t.fork_slot[ctx.parent(s)] * SS, SS, states.begin() + (s - s0) * SS);
+    run_gdn(chunked, shape, off + s0, s1 - s0, t.q.data(), t.k.data(), t.v.data(), t.g.data(), t.beta.data(),
+            states.data(), t.o.data(), static_cast<T*>(nullptr));
+  });
+}
 }  // namespace
 
 template <class T>
@@ -45,11 +110,15 @@ void gdn_forward(const LayerContext<T>& ctx, const Weights<T>& w, const T* xn, T
 
   const size_t S = ctx.num_segments();
   std::vector<T*> windows(S, nullptr);
+  std::vector<std::vector<T>> forks = fork_windows(ctx, t.qkv.data(), C, c.conv_kernel);
   for (size_t s = 0; s < S; ++s)
-    if (auto* cache = ctx.cache(s)) windows[s] = cache->conv[ctx.layer].data();
+    if (auto* cache = ctx.cache(s))
+      windows[s] = cache->conv[ctx.layer].data();
+    else if (!forks[s].empty())
+      windows[s] = forks[s].data();
   t.conv.resize(N * C);
-  cpu::causal_conv_silu_forward(C, c.conv_kernel, ctx.offsets.data(), S, t.qkv.data(), w[L.conv], windows.data(), true,
-                                t.conv.data());
+  cpu::causal_conv_silu_forward(C, c.conv_kernel, ctx.offsets.data(), S, t.qkv.data(), w[L.conv], windows.data(),
+                                ctx.any_cache(), t.conv.data());
 
   t.q.resize(N * kd);
   t.k.resize(N * kd);
@@ -67,7 +136,9 @@ void gdn_forward(const LayerContext<T>& ctx, const Weights<T>& w, const T* xn, T
 
   t.o.resize(N * vd);
   const cpu::GdnShape shape{Hk, Hv, dk, dv};
-  if (!ctx.any_cache()) {
+  if (ctx.any_parent()) {
+    gdn_forked_forward(ctx, shape, t);
+  } else if (!ctx.any_cache()) {
     run_gdn(ctx.gdn_mode == GdnMode::chunked, shape, ctx.offsets.data(), S, t.q.data(), t.k.data(), t.v.data(),
             t.g.data(), t.beta.data(), static_cast<const T*>(nullptr), t.o.data(), static_cast<T*>(nullptr));
   } else {
@@ -108,9 +179,37 @@ void gdn_backward(const LayerContext<T>& ctx, const Weights<T>& w, const GdnTape
 
   std::vector<T> dq(N * kd), dk_(N * kd), dv_(N * vd), dg(N * Hv), dbeta(N * Hv);
   const cpu::GdnShape shape{Hk, Hv, dk, dv};
-  cpu::gdn_backward(shape, ctx.offsets.data(), S, t.q.data(), t.k.data(), t.v.data(), t.g.data(), t.beta.data(),
-                    static_cast<const T*>(nullptr), d_o.data(), static_cast<const T*>(nullptr), dq.data(), dk_.data(),
-                    dv_.data(), dg.data(), dbeta.data(), static_cast<T*>(nullptr));
+  auto adjoint = [&](size_t s0, size_t s1, const T* init, const T* d_final, T* d_init) {
+    cpu::gdn_backward(shape, ctx.offsets.data() + s0, s1 - s0, t.q.data(), t.k.data(), t.v.data(), t.g.data(),
+                      t.beta.data(), init, d_o.data(), d_final, dq.data(), dk_.data(), dv_.data(), dg.data(),
+                      dbeta.data(), d_init);
+  };
+  if (!ctx.any_parent()) {
+    adjoint(0, S, nullptr, nullptr, nullptr);
+  } else {
+    // Continuations first: the gradient of each one's initial state is summed into its parent's
+    // final state, whose adjoint then runs with it.
+    const int64_t SS = Hv * dk * dv;
+    std::vector<T> d_fork(t.fork_state.size(), T(0)), init, d_init;
+    for_runs(ctx, true, [&](size_t s0, size_t s1) {
+      init.resize((s1 - s0) * SS);
+      d_init.resize((s1 - s0) * SS);
+      for (size_t s = s0; s < s1; ++s)
+        std::copy_n(t.fork_state.begin() + t.fork_slot[ctx.parent(s)] * SS, SS, init.begin() + (s - s0) * SS);
+      adjoint(s0, s1, init.data(), nullptr, d_init.data());
+      for (size_t s = s0; s < s1; ++s) {
+        T* to = d_fork.data() + t.fork_slot[ctx.parent(s)] * SS;
+        for (int64_t i = 0; i < SS; ++i) to[i] += d_init[(s - s0) * SS + i];
+      }
+    });
+    std::vector<T> d_final;
+    for_runs(ctx, false, [&](size_t s0, size_t s1) {
+      d_final.assign((s1 - s0) * SS, T(0));
+      for (size_t s = s0; s < s1; ++s)
+        if (t.fork_slot[s] >= 0) std::copy_n(d_fork.begin() + t.fork_slot[s] * SS, SS, d_final.begin() + (s - s0) * SS);
+      adjoint(s0, s1, nullptr, d_final.data(), nullptr);
+    });
+  }
 
   std::vector<T> da(N * Hv), db(N * Hv);
   cpu::gdn_gates_backward(N, Hv, t.a.data(), t.b.data(), w[L.a_log], w[L.dt_bias], dg.data(), dbeta.data(), da.data(),
@@ -126,8 +225,26 @@ void gdn_backward(const LayerContext<T>& ctx, const Weights<T>& w, const GdnTape
     std::copy(dv_.begin() + i * vd, dv_.begin() + (i + 1) * vd, drow + 2 * kd);
   }
   std::vector<T> dqkv(N * C);
+  std::vector<std::vector<T>> forks = fork_windows(ctx, t.qkv.data(), C, c.conv_kernel);
+  std::vector<std::vector<T>> d_forks(S);
+  std::vector<const T*> windows(S, nullptr);
+  std::vector<T*> d_windows(S, nullptr);
+  for (size_t s = 0; s < S; ++s)
+    if (!forks[s].empty()) {
+      d_forks[s].resize(forks[s].size());
+      windows[s] = forks[s].data();
+      d_windows[s] = d_forks[s].data();
+    }
   cpu::causal_conv_silu_backward(C, c.conv_kernel, ctx.offsets.data(), S, t.qkv.data(), w[L.conv], dconv.data(),
-                                 dqkv.data(), grads[L.conv]);
+                                 dqkv.data(), grads[L.conv], windows.data(), d_windows.data());
+  for (size_t s = 0; s < S; ++s) {  // a continuation's window is its parent's last K−1 inputs
+    const int32_t p = ctx.parent(s);
+    if (p < 0) continue;
+    const int64_t W = c.conv_kernel - 1, pb = ctx.offsets[p], pe = ctx.offsets[p + 1];
+    for (int64_t i = 0; i < W; ++i)
+      if (int64_t row = pe - W + i; row >= pb)
+        for (int64_t j = 0; j < C; ++j) dqkv[row * C + j] += d_forks[s][i * C + j];
+  }
 
   cpu::linear_backward_input(N, C, H, dqkv.data(), w[L.qkv], dxn, false);
   cpu::linear_backward_input(N, vd, H, dz.data(), w[L.z], dxn, true);

@@ -19,8 +19,15 @@ struct LayerContext {
   const std::vector<int64_t>& positions;         // per token
   GdnMode gdn_mode;
   int layer;
+  const std::vector<int32_t>& parents;  // empty or one per segment (ForwardBatch::parents)
   size_t num_segments() const { return offsets.size() - 1; }
   SequenceCache<T>* cache(size_t s) const { return caches.empty() ? nullptr : caches[s]; }
+  int32_t parent(size_t s) const { return parents.empty() ? -1 : parents[s]; }
+  bool any_parent() const {
+    for (int32_t p : parents)
+      if (p >= 0) return true;
+    return false;
+  }
   bool any_cache() const {
     for (auto* c : caches)
       if (c) return true;
@@ -31,6 +38,10 @@ struct LayerContext {
 template <class T>
 struct GdnTape {
   std::vector<T> xn, qkv, conv, q, k, v, z, a, b, g, beta, o, y;
+  // With parents: the final recurrent state of every segment that has continuations, [Hv, dk, dv]
+  // each at fork_slot[segment] (−1 for the others).
+  std::vector<T> fork_state;
+  std::vector<int64_t> fork_slot;
 };
 template <class T>
 struct AttentionTape {

@@ -36,6 +36,7 @@ std::vector<int64_t> positions_of(const ForwardBatch<T>& b) {
   std::vector<int64_t> pos(static_cast<size_t>(b.num_tokens()));
   for (size_t s = 0; s < b.num_segments(); ++s) {
     int64_t base = b.caches.empty() || !b.caches[s] ? 0 : b.caches[s]->length;
+    if (int32_t p = b.parent(s); p >= 0) base = b.offsets[p + 1] - b.offsets[p];  // continues its parent
     for (int64_t t = b.offsets[s]; t < b.offsets[s + 1]; ++t) pos[t] = base + (t - b.offsets[s]);
   }
   return pos;
@@ -49,6 +50,17 @@ void check_batch(const ModelConfig& c, const ForwardBatch<T>& b) {
       throw sdk::Error(MLPT_INVALID_ARGUMENT, "forward: offsets decrease at segment " + std::to_string(s));
   if (!b.caches.empty() && b.caches.size() != b.num_segments())
     throw sdk::Error(MLPT_INTERNAL, "forward: caches must be empty or one per segment");
+  if (!b.parents.empty()) {
+    if (b.parents.size() != b.num_segments()) throw sdk::Error(MLPT_INTERNAL, "forward: parents must be empty or one per segment");
+    for (size_t s = 0; s < b.num_segments(); ++s) {
+      const int32_t p = b.parents[s];
+      if (p < -1 || p >= static_cast<int32_t>(s) || (p >= 0 && b.parents[p] != -1))
+        throw sdk::Error(MLPT_INTERNAL, "forward: segment " + std::to_string(s) + " has parent " + std::to_string(p) +
+                                            " (must be -1 or an earlier segment without a parent)");
+      if (p >= 0 && !b.caches.empty() && (b.caches[s] || b.caches[p]))
+        throw sdk::Error(MLPT_INTERNAL, "forward: a segment with a parent cannot also continue a cache");
+    }
+  }
   for (int64_t t = 0; t < b.num_tokens(); ++t)
     if (b.tokens[t] < 0 || b.tokens[t] >= c.vocab_size)
       throw sdk::Error(MLPT_INVALID_ARGUMENT, "token " + std::to_string(b.tokens[t]) + " at position " +
@@ -118,7 +130,7 @@ std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
   std::vector<int16_t> replay(b.replay_experts ? N * k : 0), record(b.routed_experts ? N * k : 0);
   for (int64_t l = 0; l < Lc; ++l) {
     stop_if_cancelled(b, "forward", l);
-    LayerContext<T> ctx{c, N, b.offsets, b.caches, positions, b.gdn_mode, static_cast<int>(l)};
+    LayerContext<T> ctx{c, N, b.offsets, b.caches, positions, b.gdn_mode, static_cast<int>(l), b.parents};
     if (b.replay_experts) gather_layer(b.replay_experts, N, Lc, k, l, replay.data());
     layer_forward(ctx, w, x.data(), b.replay_experts ? replay.data() : nullptr,
                   b.routed_experts ? record.data() : nullptr, static_cast<LayerTapes<T>*>(nullptr));
@@ -156,7 +168,7 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
   for (int64_t l = Lc - 1; l >= 0; --l) {
     stop_if_cancelled(b, "backward", l);
     const LayerTensors& L = w.layout.layers[l];
-    LayerContext<T> ctx{c, N, b.offsets, no_caches, positions, b.gdn_mode, static_cast<int>(l)};
+    LayerContext<T> ctx{c, N, b.offsets, no_caches, positions, b.gdn_mode, static_cast<int>(l), b.parents};
     gather_layer(experts, N, Lc, k, l, layer_experts.data());
     LayerTapes<T> tapes;
     std::vector<T> x(layer_inputs.begin() + l * N * H, layer_inputs.begin() + (l + 1) * N * H);

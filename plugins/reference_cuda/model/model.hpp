@@ -32,6 +32,11 @@ struct ForwardBatch {
   const int32_t* tokens = nullptr;
   std::vector<int64_t> offsets{0};
   std::vector<SequenceCache<T>*> caches;  // empty, or one per segment (NULL entries allowed)
+  // Shared prefixes: empty, or one per segment: -1, or the index of an earlier segment without a
+  // parent that this one continues. A continuation starts where its parent ends (positions, GDN
+  // state, conv window, attention keys and values), so a prefix shared by several sequences is
+  // computed once; backward sums every continuation's gradient into it. Not with `caches`.
+  std::vector<int32_t> parents;
   GdnMode gdn_mode = GdnMode::chunked;
   // [tokens, moe layers, k]: with replay, routing uses these experts (R3); routed_experts (out)
   // receives the experts each token used. Either may be NULL.
@@ -46,6 +51,7 @@ struct ForwardBatch {
 
   int64_t num_tokens() const { return offsets.back(); }
   size_t num_segments() const { return offsets.size() - 1; }
+  int32_t parent(size_t s) const { return parents.empty() ? -1 : parents[s]; }
 };
 
 // The final hidden states after the final norm, [tokens, hidden]. Throws on bad token ids or
@@ -61,7 +67,7 @@ struct BackwardOptions {
   bool router_grad = true;  // false: the router weight gets no gradient (frozen router)
 };
 
-// Backward of forward_hidden for a batch without caches: given d(final hidden) [tokens, H],
+// Backward of forward_hidden for a batch without caches (parents allowed): given d(final hidden) [tokens, H],
 // accumulates parameter gradients into `grads` (except the LM head, which the loss handles).
 // `layer_inputs` and `experts` ([tokens, layers, k]) are what the forward recorded; each layer's
 // forward is recomputed from its input (activation recomputation) so only those are kept.

@@ -22,7 +22,9 @@ constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exis
 }  // namespace
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
-  const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu");
+  const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu", [this](Settings& extra) {
+    share_prefixes_ = extra.boolean_or("share_prefixes", true);
+  });
   checkpoint_ = s.checkpoint;
   micro_batch_tokens_ = s.micro_batch_tokens;
   optimizer_ = s.optimizer;
@@ -37,24 +39,24 @@ ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_comp
   trainable_ = trainable_tensors(weights_.layout, s.freeze_router);
 }
 
-ForwardBatch<float> ReferenceTrainer::forward_batch(const mlpt_train_batch& b, const MicroBatch& mb) const {
+ForwardBatch<float> ReferenceTrainer::forward_batch(PackedMicroBatch& packed) {
   ForwardBatch<float> fb;
-  fb.tokens = b.tokens + mb.first_token;
-  fb.offsets.clear();
-  for (size_t s = mb.first_seq; s <= mb.end_seq; ++s) fb.offsets.push_back(b.offsets[s] - mb.first_token);
-  if (b.routed_experts) fb.replay_experts = b.routed_experts + mb.first_token * b.num_moe_layers * b.experts_per_token;
+  fb.tokens = packed.tokens.data();
+  fb.offsets = packed.offsets;
+  fb.parents = packed.parents;
+  if (!packed.replay.empty()) fb.replay_experts = packed.replay.data();
   fb.cancelled = &sdk::cancelled;  // the host's stop reaches every layer of a long step
   return fb;
 }
 
 // The micro-batch rows whose next token is scored (loss_mask = 1): the only rows the output head
 // runs on (in an agentic episode about 1% of rows; prompts and observations are never scored).
-std::vector<int64_t> ReferenceTrainer::scored_rows(const mlpt_train_batch& b, const MicroBatch& mb,
-                                                   const ForwardBatch<float>& fb) {
-  std::vector<int64_t> rows;
-  for (size_t s = 0; s + 1 < fb.offsets.size(); ++s)
-    for (int64_t t = fb.offsets[s]; t + 1 < fb.offsets[s + 1]; ++t)
-      if (b.loss_mask == nullptr || b.loss_mask[mb.first_token + t + 1]) rows.push_back(t);
+std::vector<ReferenceTrainer::ScoredRow> ReferenceTrainer::scored_rows(const mlpt_train_batch& b, const MicroBatch& mb,
+                                                                       const PackedMicroBatch& packed) {
+  std::vector<ScoredRow> rows;
+  for (size_t s = mb.first_seq; s < mb.end_seq; ++s)
+    for (int64_t t = b.offsets[s] - mb.first_token; t + 1 < b.offsets[s + 1] - mb.first_token; ++t)
+      if (b.loss_mask == nullptr || b.loss_mask[mb.first_token + t + 1]) rows.push_back({t, packed.row[t]});
   return rows;
 }
 
@@ -64,16 +66,19 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   check_train_batch(b, config_, true);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
-  std::vector<MicroBatch> mbs = split_micro_batches(b, micro_batch_tokens_, true);
+  const PrefixGroups groups = find_prefix_groups(b);
+  const PrefixGroups* shared = share_prefixes_ ? &groups : nullptr;
+  std::vector<MicroBatch> mbs = split_micro_batches(b, micro_batch_tokens_, true, shared);
 
   // Pass 1: forward every micro-batch once under the current weights for logp_prev of the scored
   // tokens. Micro-batches that train also keep their layer inputs, the experts used (recorded, or
   // replayed from the engine) and the final hidden states for pass 2.
   struct Saved {
+    PackedMicroBatch packed;
     ForwardBatch<float> fb;
     std::vector<float> layer_inputs, hidden;
     std::vector<int16_t> experts;
-    std::vector<int64_t> rows;  // scored rows
+    std::vector<ScoredRow> rows;
   };
   std::vector<Saved> saved(mbs.size());
   std::vector<double> prev(static_cast<size_t>(N), 0.0);
@@ -81,13 +86,14 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   // Gathers rows[r0, r0 + n) of `hidden` into block_hidden and runs the head on them.
   auto head_block = [&](const Saved& sv, size_t r0, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
-      std::copy_n(sv.hidden.data() + sv.rows[r0 + i] * H, H, block_hidden.data() + i * H);
+      std::copy_n(sv.hidden.data() + sv.rows[r0 + i].row * H, H, block_hidden.data() + i * H);
     lm_head_forward(weights_, n, block_hidden.data(), logits.data());
   };
-  int64_t computed_tokens = 0, head_rows = 0;
+  int64_t computed_tokens = 0, head_rows = 0, shared_tokens = 0;
   for (size_t k = 0; k < mbs.size(); ++k) {
     Saved& sv = saved[k];
-    sv.fb = forward_batch(b, mbs[k]);
+    sv.packed = pack_micro_batch(b, mbs[k], shared);
+    sv.fb = forward_batch(sv.packed);
     const int64_t n = sv.fb.num_tokens();
     if (mbs[k].trains) {
       sv.experts.resize(static_cast<size_t>(n * per));
@@ -97,16 +103,18 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     sv.hidden = forward_hidden(weights_, sv.fb);
     sv.fb.routed_experts = nullptr;
     sv.fb.layer_inputs = nullptr;
-    sv.rows = scored_rows(b, mbs[k], sv.fb);
+    sv.rows = scored_rows(b, mbs[k], sv.packed);
+    const int32_t* tokens = b.tokens + mbs[k].first_token;  // the micro-batch's tokens as sequences
     for (size_t r0 = 0; r0 < sv.rows.size(); r0 += kHeadBlock) {
       const int64_t rows = std::min<int64_t>(kHeadBlock, static_cast<int64_t>(sv.rows.size() - r0));
       head_block(sv, r0, rows);
       for (int64_t i = 0; i < rows; ++i) {
-        const int64_t t = sv.rows[r0 + i];
-        prev[mbs[k].first_token + t + 1] = token_logprob(logits.data() + i * V, valid_vocab_, sv.fb.tokens[t + 1]);
+        const int64_t t = sv.rows[r0 + i].t;
+        prev[mbs[k].first_token + t + 1] = token_logprob(logits.data() + i * V, valid_vocab_, tokens[t + 1]);
       }
     }
     computed_tokens += n;
+    shared_tokens += (mbs[k].end_token - mbs[k].first_token) - n;
     head_rows += static_cast<int64_t>(sv.rows.size());
     if (!mbs[k].trains) sv = Saved{};
   }
@@ -126,6 +134,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     if (!mbs[k].trains) continue;
     Saved& sv = saved[k];
     const int64_t n = sv.fb.num_tokens();
+    const int32_t* tokens = b.tokens + mbs[k].first_token;
     std::vector<float> d_hidden(static_cast<size_t>(n * H), 0.0f);
     bool any_gradient = false;
     for (size_t r0 = 0; r0 < sv.rows.size(); r0 += kHeadBlock) {
@@ -133,7 +142,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
       bool any = false, computed = false;
       std::fill(dlogits.begin(), dlogits.begin() + rows * V, 0.0f);
       for (int64_t i = 0; i < rows; ++i) {
-        const int64_t t = sv.rows[r0 + i];
+        const int64_t t = sv.rows[r0 + i].t;
         const int64_t gt = mbs[k].first_token + t + 1;  // the predicted token, global index
         if (plan.weight[gt] == 0.0) continue;
         if (!computed) {
@@ -141,23 +150,25 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
           computed = true;
         }
         const float* l = logits.data() + i * V;
-        double lp = token_logprob(l, valid_vocab_, sv.fb.tokens[t + 1]);
+        double lp = token_logprob(l, valid_vocab_, tokens[t + 1]);
         TokenLoss tl = token_loss(plan.weight[gt], lp, prev[gt], loss_);
         total_loss += tl.loss;
         if (tl.grad == 0.0) continue;
         any = true;
         // d loss / d logits = grad · (onehot − softmax) over the real vocabulary.
-        double lse = static_cast<double>(l[sv.fb.tokens[t + 1]]) - lp;
+        double lse = static_cast<double>(l[tokens[t + 1]]) - lp;
         float* dl = dlogits.data() + i * V;
         for (int64_t v = 0; v < valid_vocab_; ++v)
           dl[v] = static_cast<float>(-tl.grad * std::exp(static_cast<double>(l[v]) - lse));
-        dl[sv.fb.tokens[t + 1]] += static_cast<float>(tl.grad);
+        dl[tokens[t + 1]] += static_cast<float>(tl.grad);
       }
       if (!any) continue;
       any_gradient = true;
       cpu::linear_backward_input(rows, V, H, dlogits.data(), weights_[weights_.layout.lm_head], d_block.data(), false);
-      for (int64_t i = 0; i < rows; ++i)
-        std::copy_n(d_block.data() + i * H, H, d_hidden.data() + sv.rows[r0 + i] * H);
+      for (int64_t i = 0; i < rows; ++i) {
+        float* to = d_hidden.data() + sv.rows[r0 + i].row * H;
+        for (int64_t j = 0; j < H; ++j) to[j] += d_block[i * H + j];
+      }
       cpu::linear_backward_weight(rows, V, H, dlogits.data(), block_hidden.data(), grads_[weights_.layout.lm_head]);
     }
     // A micro-batch whose every coefficient came out 0 (TIS- or error-masked) has a zero gradient.
@@ -181,7 +192,8 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
                        static_cast<double>(plan.tis_masked),
                        static_cast<double>(computed_tokens),
                        static_cast<double>(backward_tokens),
-                       static_cast<double>(head_rows)};
+                       static_cast<double>(head_rows),
+                       static_cast<double>(shared_tokens)};
     group_.sum(totals, std::size(totals));
     total_loss = totals[0];
     plan.num_tokens = static_cast<int64_t>(totals[1]), plan.sequences = static_cast<int64_t>(totals[2]);
@@ -189,6 +201,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     plan.tis_masked = static_cast<int64_t>(totals[5]);
     computed_tokens = static_cast<int64_t>(totals[6]), backward_tokens = static_cast<int64_t>(totals[7]);
     head_rows = static_cast<int64_t>(totals[8]);
+    shared_tokens = static_cast<int64_t>(totals[9]);
   }
   // The last point to stop: after it the weights change, and a stopped step must leave them as they
   // were. In a group the ranks could disagree on it, so a group stops at the step's boundary instead.
@@ -200,7 +213,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   adamw_update(weights_, grads_, m_, v_, step_, optimizer_, scale, trainable_);
   ++version_;
 
-  const StepWork work{mbs.size(), computed_tokens, backward_tokens, head_rows};
+  const StepWork work{mbs.size(), computed_tokens, backward_tokens, head_rows, shared_tokens};
   metrics_ = step_metrics(total_loss, norm, scale, plan, work, optimizer_.lr, step_);
   args.out_metrics = metrics_.data();
   args.out_num_metrics = metrics_.size();
@@ -213,7 +226,8 @@ void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
   check_train_batch(b, config_, false);
   if (!args.out_logprobs) throw Error(MLPT_INVALID_ARGUMENT, "out_logprobs is NULL");
   for (const MicroBatch& mb : split_micro_batches(b, micro_batch_tokens_, false)) {
-    ForwardBatch<float> fb = forward_batch(b, mb);
+    PackedMicroBatch packed = pack_micro_batch(b, mb, nullptr);  // every sequence whole: all rows are read
+    ForwardBatch<float> fb = forward_batch(packed);
     ScoreResult<float> r = score_sequences(weights_, fb, valid_vocab_);
     for (int64_t t = 0; t < fb.num_tokens(); ++t) args.out_logprobs[mb.first_token + t] = static_cast<float>(r.logprobs[t]);
   }

@@ -1,16 +1,17 @@
 // The trainer component "qwen35_cpu" (mlpt/trainer.h) on the CPU backend: the whole model's
 // backward, the GRPO loss (trainer/grpo_loss.hpp), AdamW on fp32 master weights, R3 replay.
 //
-// A step: the batch is cut into micro-batches of at most micro_batch_tokens tokens (whole
+// A step: the batch is cut into micro-batches of at most micro_batch_tokens computed tokens (whole
 // sequences; sequences that cannot change the weights — zero advantage, truncated — form their own
-// micro-batches); each is run forward once to get logp_prev, the output head only on the rows whose
+// micro-batches; a prefix that consecutive sequences share is computed once per micro-batch and
+// forked to them, trainer/shared_prefix.hpp); each is run forward once to get logp_prev, the output head only on the rows whose
 // next token is scored; the loss plan (masks, N_tok over the global batch) is made; then each
 // micro-batch that trains runs the head's loss gradient and the backward (recomputing each layer
 // from its saved input); gradients accumulate; global-norm clipping; one AdamW update, which still
 // moves the weights through the AdamW moments when the gradient is zero.
 //
 // Settings (JSON, unknown keys are errors): checkpoint (required), threads (1), micro_batch_tokens
-// (8192), sampling_vocab_size (as the engine: from tokenizer.json), optimizer {lr 1e-6, betas
+// (8192), share_prefixes (true; false computes every sequence whole), sampling_vocab_size (as the engine: from tokenizer.json), optimizer {lr 1e-6, betas
 // [0.9, 0.999], eps 1e-8, weight_decay 0, grad_clip 0.125, freeze_router true}, loss {tis_min
 // 0.999, tis_max 1.002, logprob_error_max 2.0, ppo_clip false, clip_low 0.2, clip_high 0.28,
 // kl_coef 0 (only 0: no reference policy is kept)}.
@@ -44,8 +45,14 @@ class ReferenceTrainer final : public sdk::Trainer {
   void load_state(std::string_view path) override;
 
  private:
-  static std::vector<int64_t> scored_rows(const mlpt_train_batch& b, const MicroBatch& mb, const ForwardBatch<float>& fb);
-  ForwardBatch<float> forward_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
+  // A row whose next token is scored: t is the token's index in the micro-batch (predicting t + 1),
+  // row its row in the packed micro-batch.
+  struct ScoredRow {
+    int64_t t, row;
+  };
+  static std::vector<ScoredRow> scored_rows(const mlpt_train_batch& b, const MicroBatch& mb,
+                                            const PackedMicroBatch& packed);
+  static ForwardBatch<float> forward_batch(PackedMicroBatch& packed);
 
   TrainerGroup group_;
   std::string checkpoint_;
@@ -55,6 +62,7 @@ class ReferenceTrainer final : public sdk::Trainer {
   AdamWSettings optimizer_;
   LossSettings loss_;
   int threads_ = 1;
+  bool share_prefixes_ = true;
   int64_t micro_batch_tokens_ = 8192, valid_vocab_ = 0;
   int64_t step_ = 0;
   uint64_t version_ = 0;

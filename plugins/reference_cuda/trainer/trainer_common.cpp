@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 
 #include "model/safetensors.hpp"
@@ -88,17 +89,30 @@ bool sequence_trains(const mlpt_train_batch& b, size_t i) {
   return false;
 }
 
-std::vector<MicroBatch> split_micro_batches(const mlpt_train_batch& b, int64_t max_tokens, bool training) {
+std::vector<MicroBatch> split_micro_batches(const mlpt_train_batch& b, int64_t max_tokens, bool training,
+                                            const PrefixGroups* groups) {
   std::vector<MicroBatch> out;
   size_t i = 0;
   while (i < b.num_sequences) {
     const bool first_trains = training && sequence_trains(b, i);
     MicroBatch mb{i, i, b.offsets[i], b.offsets[i], first_trains};
-    while (mb.end_seq < b.num_sequences &&
-           (mb.end_seq == mb.first_seq ||
-            (b.offsets[mb.end_seq + 1] - mb.first_token <= max_tokens &&
-             (!training || sequence_trains(b, mb.end_seq) == first_trains))))
+    int64_t computed = 0, overflow = 0;  // tokens computed; what the first sequence alone exceeds
+    std::vector<size_t> seen;            // groups with a member in this micro-batch
+    while (mb.end_seq < b.num_sequences) {
+      const size_t s = mb.end_seq;
+      const bool first_of_group =
+          !groups || std::find(seen.begin(), seen.end(), groups->group[s]) == seen.end();
+      const int64_t cost = groups ? groups->cost(b, s, first_of_group) : b.offsets[s + 1] - b.offsets[s];
+      if (s > mb.first_seq) {
+        if (training && sequence_trains(b, s) != first_trains) break;
+        // Past an overlong first sequence only sequences that share its prefix ride along.
+        if (computed + cost - overflow > max_tokens || (overflow > 0 && first_of_group)) break;
+      }
+      computed += cost;
+      if (s == mb.first_seq) overflow = std::max<int64_t>(0, computed - max_tokens);
+      if (groups && first_of_group) seen.push_back(groups->group[s]);
       ++mb.end_seq;
+    }
     mb.end_token = b.offsets[mb.end_seq];
     out.push_back(mb);
     i = mb.end_seq;
@@ -136,6 +150,7 @@ std::vector<mlpt_metric> step_metrics(double loss, double grad_norm, double clip
           metric("forward_tokens", static_cast<double>(work.forward_tokens)),
           metric("backward_tokens", static_cast<double>(work.backward_tokens)),
           metric("head_rows", static_cast<double>(work.head_rows)),
+          metric("shared_prefix_tokens", static_cast<double>(work.shared_prefix_tokens)),
           metric("lr", lr),
           metric("step", static_cast<double>(step))};
 }

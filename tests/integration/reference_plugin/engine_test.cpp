@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "harness.hpp"
@@ -170,6 +172,117 @@ TEST_CASE("a session's next turn prefills only the suffix and equals a fresh req
   mlpt::plugin::check(loaded().engine, loaded().e()->session_release(&rel), "session_release");
   rel.session_id = 12345;
   mlpt::plugin::check(loaded().engine, loaded().e()->session_release(&rel), "session_release");
+}
+
+namespace {
+// The engine's host metrics, as a run's metrics rows get them.
+struct MetricLog {
+  std::mutex mutex;
+  std::map<std::string, double> last;
+  MetricLog() {
+    loaded().host.set_metric_sink([this](const std::string& name, double value) {
+      std::lock_guard lk(mutex);
+      last[name] = value;
+    });
+  }
+  ~MetricLog() { loaded().host.set_metric_sink(nullptr); }
+  double operator[](const std::string& name) {
+    std::lock_guard lk(mutex);
+    REQUIRE(last.count(name));
+    return last[name];
+  }
+};
+
+void load(const Engine& e, const mlpt_export_weights_args& ex, uint64_t version) {
+  mlpt::plugin::check(loaded().engine, loaded().e()->pause(e.get()), "pause");
+  mlpt_load_weights_args lw{MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE, e.get(), version, ex.out_tensors, ex.out_num_tensors};
+  mlpt::plugin::check(loaded().engine, loaded().e()->load_weights(&lw), "load_weights");
+  mlpt::plugin::check(loaded().engine, loaded().e()->resume(e.get()), "resume");
+}
+}  // namespace
+
+TEST_CASE("a group's shared prompt is prefilled once, and after a refit a request equals a cold engine bit for bit") {
+  TempDir dir("eng_prefix");
+  std::string ck_a = make_checkpoint(dir, "a", 21, sharp_config()), ck_b = make_checkpoint(dir, "b", 22, sharp_config());
+  MetricLog metrics;
+  const std::string steps = R"("max_step_tokens": 16)";  // the prompt prefills over several steps
+  Engine e(settings(ck_a, steps));
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 3; ++i) prompt.insert(prompt.end(), kPrompt.begin(), kPrompt.end());  // 63 tokens
+  const double n = static_cast<double>(prompt.size());
+
+  // Four members of a group at once, as the host submits them: the prompt is computed once.
+  std::vector<std::future<Generation>> group;
+  for (int i = 0; i < 4; ++i)
+    group.push_back(std::async(std::launch::async, [&, i] {
+      GenerateOptions o;
+      o.request_id = 500 + i;
+      o.seed = 60 + i;
+      o.max_new = 6;
+      o.record = true;
+      return generate(e, prompt, o, 8);
+    }));
+  std::vector<Generation> members;
+  for (auto& f : group) members.push_back(f.get());
+  Trainer tb(settings(ck_b));
+  mlpt_export_weights_args ex{MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE, tb.get()};
+  mlpt::plugin::check(loaded().trainer, loaded().t()->export_weights(&ex), "export_weights");
+  load(e, ex, 2);
+  // Under version 0: the leader prefilled n - 1 tokens and every member its last prompt token.
+  CHECK(metrics["engine/prefill_tokens"] == (n - 1) + 4);
+  CHECK(metrics["engine/prefix_tokens_saved"] == 3 * (n - 1));
+  // Each member equals the same request on a cold engine (tokens; logprobs up to batching's rounding).
+  Engine cold_a(settings(ck_a, steps));
+  for (int i = 0; i < 4; ++i) {
+    GenerateOptions o;
+    o.seed = 60 + i;
+    o.max_new = 6;
+    o.record = true;
+    Generation ref = generate(cold_a, prompt, o, 8);
+    CHECK(members[i].tokens == ref.tokens);
+    CHECK(members[i].routed == ref.routed);  // the prompt's routing comes with the cached prefix
+    CHECK(max_diff(members[i].logprobs, ref.logprobs) < 2e-4);
+  }
+
+  // After the refit the cached prompt is gone: the same prompt gives exactly a cold engine's
+  // logprobs under the new weights (a stale prefix would give weights-a keys and states).
+  GenerateOptions o;
+  o.seed = 9;
+  o.max_new = 12;
+  Generation after = generate(e, prompt, o);
+  Generation again = generate(e, prompt, o);  // the new version's own prefix, cached now
+  Engine cold_b(settings(ck_a, steps));
+  load(cold_b, ex, 2);
+  Generation ref = generate(cold_b, prompt, o);
+  CHECK(after.version == 2);
+  CHECK(after.tokens == ref.tokens);
+  CHECK(after.logprobs == ref.logprobs);
+  CHECK(again.logprobs == ref.logprobs);
+  load(e, ex, 3);
+  CHECK(metrics["engine/prefix_tokens_saved"] == n - 1);  // `again` only: nothing from version 0
+  // Sessions and the prefix cache together: a member's next turn continues its session.
+  GenerateOptions s = o;
+  s.session_id = 31;
+  Generation t1 = generate(e, prompt, s);
+  std::vector<int32_t> next = concat(concat(prompt, t1.tokens), {4, 5});
+  Generation t2 = generate(e, next, s);
+  s.session_id = 0;
+  Generation t2_fresh = generate(e, next, s);
+  CHECK(t2.tokens == t2_fresh.tokens);
+  CHECK(max_diff(t2.logprobs, t2_fresh.logprobs) < 1e-5);
+}
+
+TEST_CASE("prefix_cache_bytes 0 turns the prefix cache off and changes no result") {
+  TempDir dir("eng_noprefix");
+  std::string ck = make_checkpoint(dir, "ck", 23, sharp_config());
+  Engine on(settings(ck)), off(settings(ck, R"("prefix_cache_bytes": 0)"));
+  GenerateOptions o;
+  o.max_new = 10;
+  Generation a = generate(on, kPrompt, o), b = generate(on, kPrompt, o), c = generate(off, kPrompt, o);
+  CHECK(a.tokens == c.tokens);
+  CHECK(b.tokens == c.tokens);
+  CHECK(max_diff(a.logprobs, c.logprobs) < 1e-5);
+  CHECK(a.logprobs == b.logprobs);  // the hit follows the same computation as the leader
 }
 
 TEST_CASE("a tiny session memory budget evicts and the result stays correct") {

@@ -164,6 +164,50 @@ TEST_CASE("sequences with zero advantage skip the backward and the step is uncha
   CHECK(version == 1);
 }
 
+TEST_CASE("a group's shared prompt is computed once and the step equals the unshared one") {
+  TempDir dir("tr_prefix");
+  std::string ck = make_checkpoint(dir, "ck", 25);
+  Trainer shared(settings(ck, kFastLr)), whole(settings(ck, std::string(kFastLr) + R"(, "share_prefixes": false)"));
+  auto with = [](std::vector<int32_t> prompt, const std::vector<int32_t>& response) {
+    prompt.insert(prompt.end(), response.begin(), response.end());
+    return prompt;
+  };
+  const std::vector<int32_t> pa = seq(5, 70), pb = seq(6, 40);
+  Batch b;
+  // A group that trains: a 70-token prompt (two GDN chunks) and four responses; rows 0..68 are
+  // never scored, so 69 tokens are shared.
+  const float adv[] = {1.0f, -1.0f, 0.5f, -0.5f};
+  for (int i = 0; i < 4; ++i) b.add(with(pa, seq(10 + i, 3 + 2 * i)), pa.size(), adv[i]);
+  // An all-equal group (zero advantages, forward only), one member exactly its 39 shared tokens.
+  b.add(with(pb, seq(20, 4)), pb.size(), 0.0f);
+  b.add(std::vector<int32_t>(pb.begin(), pb.begin() + 39), 39, 0.0f);
+  b.add(with(pb, seq(21, 7)), pb.size(), 0.0f);
+  // A sequence that shares nothing.
+  b.add(with(seq(7, 20), seq(22, 5)), 20, 1.0f);
+  std::vector<float> lp = compute_logprobs(whole, b);
+  for (size_t i = 0; i < lp.size(); ++i) b.gen_logprobs[i] = b.loss_mask[i] ? lp[i] : 0.0f;
+  Batch c = b;
+  auto ms = step(shared, b), mw = step(whole, c);
+  const double all = static_cast<double>(b.tokens.size()), saved = 3 * 69 + 2 * 39;
+  CHECK(mw["forward_tokens"] == all);
+  CHECK(mw["shared_prefix_tokens"] == 0);
+  CHECK(ms["shared_prefix_tokens"] == saved);
+  CHECK(ms["forward_tokens"] == all - saved);
+  CHECK(ms["backward_tokens"] == mw["backward_tokens"] - 3 * 69);
+  CHECK(ms["head_rows"] == mw["head_rows"]);
+  CHECK(ms["tokens"] == mw["tokens"]);
+  CHECK(ms["tis_masked_sequences"] == 0);
+  CHECK(ms["loss"] == Approx(mw["loss"]).epsilon(1e-6));
+  CHECK(ms["grad_norm"] == Approx(mw["grad_norm"]).epsilon(1e-5));
+  auto a = exported(shared), w = exported(whole);
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, static_cast<double>(std::fabs(a[i][j] - w[i][j])));
+  // As for micro-batching: rounding moves a weight by a small fraction of lr = 3e-3; a gradient
+  // lost at the fork (a member's contribution to the prompt's layers) would move it by O(lr).
+  CHECK(worst < 1e-5);
+}
+
 TEST_CASE("the router stays frozen by default and trains when unfrozen") {
   TempDir dir("tr_router");
   std::string ck = make_checkpoint(dir, "ck", 24);

@@ -199,6 +199,121 @@ TEST_CASE("routing replay reproduces the recorded experts and the same output") 
   }
 }
 
+namespace {
+
+// A shared prefix computed once (ForwardBatch::parents) against the same sequences unshared: every
+// sequence's final hidden states, and the gradient of loss = Σ C ⊙ hidden over the unshared rows.
+// Sequences: three continuations of a 70-token prefix (two GDN chunks and the conv window): +9
+// tokens, +0 (the sequence is exactly the prefix) and +75 (across a chunk boundary), and a 13-token
+// sequence that shares nothing, placed between them so the forked layers handle interleaved runs.
+template <class T>
+std::pair<double, double> shared_prefix_differences(GdnMode mode) {
+  ModelConfig c = mlpt_test::micro_config();
+  Weights<T> w = perturbed_init<T>(c, 23, 0.2);
+  const int64_t P = 70, H = c.hidden_size;
+  const std::vector<int64_t> extra = {9, 0, 75};
+  std::vector<int32_t> prefix = some_tokens(P, c.vocab_size, 31), other = some_tokens(13, c.vocab_size, 32);
+  std::vector<std::vector<int32_t>> suffix;
+  for (size_t i = 0; i < extra.size(); ++i) suffix.push_back(some_tokens(extra[i], c.vocab_size, 40 + i));
+
+  // Unshared: prefix+s0, prefix+s1, other, prefix+s2. Shared: prefix, s0, s1, other, s2.
+  std::vector<int32_t> flat, packed;
+  std::vector<int64_t> flat_off{0}, packed_off{0, P};
+  std::vector<std::vector<int64_t>> rows;  // per unshared sequence: its rows in the shared batch
+  packed.insert(packed.end(), prefix.begin(), prefix.end());
+  auto add = [&](const std::vector<int32_t>* sfx) {
+    std::vector<int64_t> r;
+    if (sfx) {
+      flat.insert(flat.end(), prefix.begin(), prefix.end());
+      for (int64_t i = 0; i < P; ++i) r.push_back(i);
+    }
+    const std::vector<int32_t>& own = sfx ? *sfx : other;
+    flat.insert(flat.end(), own.begin(), own.end());
+    for (size_t i = 0; i < own.size(); ++i) r.push_back(static_cast<int64_t>(packed.size() + i));
+    packed.insert(packed.end(), own.begin(), own.end());
+    flat_off.push_back(static_cast<int64_t>(flat.size()));
+    packed_off.push_back(static_cast<int64_t>(packed.size()));
+    rows.push_back(r);
+  };
+  add(&suffix[0]);
+  add(&suffix[1]);
+  add(nullptr);
+  add(&suffix[2]);
+  const int64_t N = static_cast<int64_t>(flat.size()), M = static_cast<int64_t>(packed.size());
+  const size_t per = static_cast<size_t>(c.num_layers * c.experts_per_token);
+
+  ForwardBatch<T> full, shared;
+  full.tokens = flat.data();
+  full.offsets = flat_off;
+  full.gdn_mode = shared.gdn_mode = mode;
+  shared.tokens = packed.data();
+  shared.offsets = packed_off;
+  shared.parents = {-1, 0, 0, -1, 0};
+  std::vector<T> in_full, in_shared;
+  std::vector<int16_t> ex_full(N * per), ex_shared(M * per);
+  full.layer_inputs = &in_full;
+  full.routed_experts = ex_full.data();
+  shared.layer_inputs = &in_shared;
+  shared.routed_experts = ex_shared.data();
+  std::vector<T> h_full = forward_hidden(w, full), h_shared = forward_hidden(w, shared);
+
+  std::vector<double> C = mlpt_test::random_vector(N * H, 77);
+  std::vector<T> d_full(N * H), d_shared(M * H, T(0));
+  double hidden_diff = 0, scale = 0;
+  for (size_t s = 0; s < rows.size(); ++s)
+    for (size_t i = 0; i < rows[s].size(); ++i) {
+      const int64_t f = flat_off[s] + static_cast<int64_t>(i), r = rows[s][i];
+      for (int64_t j = 0; j < H; ++j) {
+        hidden_diff = std::max(hidden_diff, std::fabs(static_cast<double>(h_full[f * H + j] - h_shared[r * H + j])));
+        d_full[f * H + j] = static_cast<T>(C[f * H + j]);
+        d_shared[r * H + j] += static_cast<T>(C[f * H + j]);  // a prefix row carries every sequence's
+      }
+    }
+  Weights<T> g_full = zeros_like_layout<T>(c), g_shared = zeros_like_layout<T>(c);
+  backward(w, full, in_full, ex_full.data(), d_full.data(), g_full, BackwardOptions{true});
+  backward(w, shared, in_shared, ex_shared.data(), d_shared.data(), g_shared, BackwardOptions{true});
+  double grad_diff = 0;
+  for (size_t i = 0; i < g_full.values.size(); ++i)
+    for (size_t j = 0; j < g_full.values[i].size(); ++j) {
+      scale = std::max(scale, std::fabs(static_cast<double>(g_full.values[i][j])));
+      grad_diff = std::max(grad_diff, std::fabs(static_cast<double>(g_full.values[i][j] - g_shared.values[i][j])));
+    }
+  return {hidden_diff, grad_diff / scale};
+}
+
+}  // namespace
+
+TEST_CASE("a shared prefix computed once gives the unshared outputs and gradients (float64, float32)") {
+  for (GdnMode mode : {GdnMode::chunked, GdnMode::recurrent}) {
+    auto [h64, g64] = shared_prefix_differences<double>(mode);
+    INFO("float64, " << (mode == GdnMode::chunked ? "chunked" : "recurrent") << ": max |hidden diff| " << h64
+                     << ", max |grad diff| / max |grad| " << g64);
+    CHECK(h64 < 1e-12);
+    CHECK(g64 < 1e-11);
+  }
+  auto [h32, g32] = shared_prefix_differences<float>(GdnMode::chunked);
+  INFO("float32: max |hidden diff| " << h32 << ", max |grad diff| / max |grad| " << g32);
+  CHECK(h32 < 5e-5);  // fp32: the prefix rows are the same sums, the continuations chunk from another start
+  CHECK(g32 < 5e-5);
+}
+
+TEST_CASE("parents are checked: an earlier segment without a parent, never with caches") {
+  ModelConfig c = mlpt_test::micro_config();
+  Weights<float> w = init_weights<float>(c, 3);
+  std::vector<int32_t> tokens = some_tokens(9, c.vocab_size, 4);
+  ForwardBatch<float> b;
+  b.tokens = tokens.data();
+  b.offsets = {0, 3, 6, 9};
+  for (std::vector<int32_t> bad : {std::vector<int32_t>{-1, 2, -1}, {-1, 0, 1}, {0, -1, -1}, {-1, 0}}) {
+    b.parents = bad;
+    CHECK_THROWS_AS(forward_hidden(w, b), mlpt::sdk::Error);
+  }
+  SequenceCache<float> cache(c);
+  b.parents = {-1, 0, -1};
+  b.caches = {nullptr, &cache, nullptr};
+  CHECK_THROWS_AS(forward_hidden(w, b), mlpt::sdk::Error);
+}
+
 TEST_CASE("initialisation follows the spec and depends only on the seed") {
   ModelConfig c = mlpt_test::micro_config();
   Weights<float> a = init_weights<float>(c, 42), b = init_weights<float>(c, 42), d = init_weights<float>(c, 43);

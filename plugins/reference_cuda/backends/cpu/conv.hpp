@@ -17,9 +17,12 @@ template <class T>
 void causal_conv_silu_forward(int64_t C, int64_t K, const int64_t* offsets, size_t num_seqs, const T* x, const T* w,
                               T* const* caches, bool update_caches, T* y);
 
-// Gradients for sequences that start from a zero window (training): dx is overwritten, dw (+)=.
+// Gradients: dx is overwritten, dw (+)=. Sequence s starts from windows[s] ([K − 1, C], as the
+// forward's caches) or from zeros when `windows` or windows[s] is NULL; the gradient of that window
+// is written to d_windows[s] when given (a shared prefix's continuation hands it to the prefix).
 template <class T>
 void causal_conv_silu_backward(int64_t C, int64_t K, const int64_t* offsets, size_t num_seqs, const T* x,
-                               const T* w, const T* dy, T* dx, T* dw);
+                               const T* w, const T* dy, T* dx, T* dw, const T* const* windows = nullptr,
+                               T* const* d_windows = nullptr);
 
 }  // namespace mlpt::ref::cpu
