@@ -248,7 +248,6 @@ ReferenceEngine::Completion ReferenceEngine::release_locked(Request* r, Completi
 }
 
 void ReferenceEngine::scheduler_loop() {
-  cpu::set_cpu_threads(threads_);  // OpenMP thread counts are per calling thread
   std::vector<Request*> active;
   std::vector<Completion> done;
   for (;;) {
@@ -323,6 +322,7 @@ void ReferenceEngine::start_prefix_locked(Request* r, const std::vector<Request*
 
 // One forward step over the active requests; the requests that finish move from `active` to `done`.
 void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Completion>& done) {
+  const cpu::CoreLease cores(cpu::Phase::generate, threads_);  // what a running train step leaves
   std::shared_ptr<const Weights<float>> w;
   uint64_t version = 0;
   {

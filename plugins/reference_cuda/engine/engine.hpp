@@ -26,7 +26,8 @@
 // (up to the last prompt token, then the rest) whether its prefix was cached or not, so a cache
 // hit gives bit for bit the logprobs of a cold engine.
 //
-// Settings (JSON): checkpoint (required), threads (BLAS threads, 1), max_step_tokens (2048),
+// Settings (JSON): checkpoint (required), threads (per step, 1; while a train step runs in the
+// process the engine gets the cores it leaves: backends/cpu/threads.hpp), max_step_tokens (2048),
 // session_memory_bytes (1 GiB: budget for idle sessions, LRU eviction), prefix_cache_bytes
 // (256 MiB: budget for cached prompt prefixes; 0 turns the cache off), max_sequence_length
 // (max_position_embeddings of the config), sampling_vocab_size (ids that may be sampled; default

@@ -62,7 +62,7 @@ std::vector<ReferenceTrainer::ScoredRow> ReferenceTrainer::scored_rows(const mlp
 
 void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   const mlpt_train_batch& b = *args.batch;
-  cpu::set_cpu_threads(threads_);  // per calling thread (OpenMP)
+  const cpu::CoreLease cores(cpu::Phase::train, threads_);  // the process's core budget, for this step
   check_train_batch(b, config_, true);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
@@ -222,7 +222,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
 
 void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
   const mlpt_train_batch& b = *args.batch;
-  cpu::set_cpu_threads(threads_);
+  const cpu::CoreLease cores(cpu::Phase::train, threads_);
   check_train_batch(b, config_, false);
   if (!args.out_logprobs) throw Error(MLPT_INVALID_ARGUMENT, "out_logprobs is NULL");
   for (const MicroBatch& mb : split_micro_batches(b, micro_batch_tokens_, false)) {

@@ -231,7 +231,9 @@ TEST_CASE("a group's shared prompt is prefilled once, and after a refit a reques
   // Under version 0: the leader prefilled n - 1 tokens and every member its last prompt token.
   CHECK(metrics["engine/prefill_tokens"] == (n - 1) + 4);
   CHECK(metrics["engine/prefix_tokens_saved"] == 3 * (n - 1));
-  // Each member equals the same request on a cold engine (tokens; logprobs up to batching's rounding).
+  // Each member equals the same request on a cold engine: tokens, and logprobs up to the rounding
+  // of a batch (the members decode together through GEMM, a lone request through GEMV: other
+  // summation orders, amplified by the sharp weights' logits of ~10).
   Engine cold_a(settings(ck_a, steps));
   for (int i = 0; i < 4; ++i) {
     GenerateOptions o;
@@ -241,7 +243,7 @@ TEST_CASE("a group's shared prompt is prefilled once, and after a refit a reques
     Generation ref = generate(cold_a, prompt, o, 8);
     CHECK(members[i].tokens == ref.tokens);
     CHECK(members[i].routed == ref.routed);  // the prompt's routing comes with the cached prefix
-    CHECK(max_diff(members[i].logprobs, ref.logprobs) < 2e-4);
+    CHECK(max_diff(members[i].logprobs, ref.logprobs) < 1e-3);
   }
 
   // After the refit the cached prompt is gone: the same prompt gives exactly a cold engine's

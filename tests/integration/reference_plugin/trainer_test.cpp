@@ -61,6 +61,15 @@ std::vector<std::vector<float>> exported(const Trainer& t) {
   return out;
 }
 
+// The largest difference between two trainers' exported weights.
+double max_weight_diff(const Trainer& x, const Trainer& y) {
+  auto a = exported(x), b = exported(y);
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, static_cast<double>(std::fabs(a[i][j] - b[i][j])));
+  return worst;
+}
+
 const char* kFastLr = R"("optimizer": {"lr": 0.003, "grad_clip": 1.0})";
 
 }  // namespace
@@ -123,10 +132,7 @@ TEST_CASE("micro-batching and gradient accumulation do not change the step") {
   CHECK(mw["micro_batches"] == 1);
   CHECK(mp["loss"] == Approx(mw["loss"]).epsilon(1e-6));
   CHECK(mp["grad_norm"] == Approx(mw["grad_norm"]).epsilon(1e-5));
-  auto a = exported(whole), p = exported(parts);
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, static_cast<double>(std::fabs(a[i][j] - p[i][j])));
+  double worst = max_weight_diff(whole, parts);
   // Adam normalises each update to about lr = 3e-3 per element, so fp32 rounding of the gradient
   // sums in another order moves a weight by a small fraction of that; a real accumulation bug
   // (a micro-batch dropped or double-counted) moves weights by O(lr).
@@ -148,10 +154,7 @@ TEST_CASE("sequences with zero advantage skip the backward and the step is uncha
   CHECK(mf["backward_tokens"] == 12 + 15 + 9 + 11);
   CHECK(ms["backward_tokens"] == 12 + 9);
   CHECK(ms["head_rows"] == 8 + 10 + 6 + 5);  // only rows whose next token is scored (not the prompts)
-  auto a = exported(skipped), f = exported(full);
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, static_cast<double>(std::fabs(a[i][j] - f[i][j])));
+  double worst = max_weight_diff(skipped, full);
   CHECK(worst < 1e-6);  // Adam steps of ~lr = 3e-3: a missed contribution would show at O(lr)
 
   // A whole batch of zero advantages: no backward at all, and AdamW still steps.
@@ -199,10 +202,7 @@ TEST_CASE("a group's shared prompt is computed once and the step equals the unsh
   CHECK(ms["tis_masked_sequences"] == 0);
   CHECK(ms["loss"] == Approx(mw["loss"]).epsilon(1e-6));
   CHECK(ms["grad_norm"] == Approx(mw["grad_norm"]).epsilon(1e-5));
-  auto a = exported(shared), w = exported(whole);
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, static_cast<double>(std::fabs(a[i][j] - w[i][j])));
+  double worst = max_weight_diff(shared, whole);
   // As for micro-batching: rounding moves a weight by a small fraction of lr = 3e-3; a gradient
   // lost at the fork (a member's contribution to the prompt's layers) would move it by O(lr).
   CHECK(worst < 1e-5);

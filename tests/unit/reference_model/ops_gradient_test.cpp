@@ -172,6 +172,26 @@ TEST_CASE("causal conv + SiLU: backward, sequence boundaries, and cache continua
     at += n;
   }
   for (int64_t i = 0; i < 7 * C; ++i) CHECK(pieces[i] == Approx(full[i]).epsilon(1e-14));
+
+  // Starting from windows (a shared prefix's continuation): the gradient of each window too; a
+  // 1-token sequence reads only window rows and sequence 0 none.
+  const std::vector<int64_t> wo{0, 6, 7, 15};
+  V w1 = random_vector((K - 1) * C, 24), w2 = random_vector((K - 1) * C, 25);
+  const double* windows[3] = {nullptr, w1.data(), w2.data()};
+  auto wloss = [&] {
+    V y(T * C), c1 = w1, c2 = w2;
+    double* ws[3] = {nullptr, c1.data(), c2.data()};
+    causal_conv_silu_forward<double>(C, K, wo.data(), 3, x.data(), w.data(), ws, false, y.data());
+    return dot(y, c);
+  };
+  V dxw(T * C), dww(C * K, 0.0), dw1((K - 1) * C), dw2((K - 1) * C);
+  double* d_windows[3] = {nullptr, dw1.data(), dw2.data()};
+  causal_conv_silu_backward(C, K, wo.data(), 3, x.data(), w.data(), c.data(), dxw.data(), dww.data(), windows,
+                            d_windows);
+  check_gradient("dx (windows)", x, dxw, wloss);
+  check_gradient("dw (windows)", w, dww, wloss);
+  check_gradient("d window 1", w1, dw1, wloss);
+  check_gradient("d window 2", w2, dw2, wloss);
 }
 
 TEST_CASE("partial NeoX RoPE: rotation, pass-through dims, adjoint") {

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
 namespace mlpt::ref::cpu {
 
 namespace {
@@ -13,6 +15,13 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t 
           const double* B, int64_t ldb, double beta, double* C) {
   cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, N);
 }
+// y[N] = W[N,K] · x[K] (+ beta y): one row through W, the memory-bound decode product at batch 1.
+void gemv(int64_t N, int64_t K, const float* W, const float* x, float beta, float* y) {
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, W, K, x, 1, beta, y, 1);
+}
+void gemv(int64_t N, int64_t K, const double* W, const double* x, double beta, double* y) {
+  cblas_dgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0, W, K, x, 1, beta, y, 1);
+}
 }  // namespace
 
 template <class T>
@@ -23,7 +32,12 @@ void linear_forward(int64_t M, int64_t N, int64_t K, const T* x, const T* W, T* 
       for (int64_t i = 0; i < M * N; ++i) y[i] = T(0);
     return;
   }
-  gemm(CblasNoTrans, CblasTrans, M, N, K, x, K, W, K, accumulate ? T(1) : T(0), y);
+  if (M == 1) {  // a single row (decode at batch 1): GEMV streams W once, without GEMM's packing
+    if (!accumulate) std::fill(y, y + N, T(0));  // OpenBLAS scales y by beta = 0: NaN would stay
+    gemv(N, K, W, x, T(1), y);
+  } else {
+    gemm(CblasNoTrans, CblasTrans, M, N, K, x, K, W, K, accumulate ? T(1) : T(0), y);
+  }
 }
 
 template <class T>
