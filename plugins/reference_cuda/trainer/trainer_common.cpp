@@ -96,7 +96,7 @@ std::vector<MicroBatch> split_micro_batches(const mlpt_train_batch& b, int64_t m
   while (i < b.num_sequences) {
     const bool first_trains = training && sequence_trains(b, i);
     MicroBatch mb{i, i, b.offsets[i], b.offsets[i], first_trains};
-    int64_t computed = 0, overflow = 0;  // tokens computed; what the first sequence alone exceeds
+    int64_t computed = 0, exempt = 0;  // tokens computed; the first sequence's when it alone overflows
     std::vector<size_t> seen;            // groups with a member in this micro-batch
     while (mb.end_seq < b.num_sequences) {
       const size_t s = mb.end_seq;
@@ -105,11 +105,12 @@ std::vector<MicroBatch> split_micro_batches(const mlpt_train_batch& b, int64_t m
       const int64_t cost = groups ? groups->cost(b, s, first_of_group) : b.offsets[s + 1] - b.offsets[s];
       if (s > mb.first_seq) {
         if (training && sequence_trains(b, s) != first_trains) break;
-        // Past an overlong first sequence only sequences that share its prefix ride along.
-        if (computed + cost - overflow > max_tokens || (overflow > 0 && first_of_group)) break;
+        // Past an overlong first sequence only sequences that share its prefix ride along, while
+        // their own tokens fit.
+        if (computed + cost - exempt > max_tokens || (exempt > 0 && first_of_group)) break;
       }
       computed += cost;
-      if (s == mb.first_seq) overflow = std::max<int64_t>(0, computed - max_tokens);
+      if (s == mb.first_seq && computed > max_tokens) exempt = computed;
       if (groups && first_of_group) seen.push_back(groups->group[s]);
       ++mb.end_seq;
     }

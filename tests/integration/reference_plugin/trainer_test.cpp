@@ -206,6 +206,13 @@ TEST_CASE("a group's shared prompt is computed once and the step equals the unsh
   // As for micro-batching: rounding moves a weight by a small fraction of lr = 3e-3; a gradient
   // lost at the fork (a member's contribution to the prompt's layers) would move it by O(lr).
   CHECK(worst < 1e-5);
+
+  // A budget the first member alone overflows: the others still join while their own tokens fit.
+  Trainer small(settings(ck, std::string(kFastLr) + R"(, "micro_batch_tokens": 60)"));
+  Batch d = c;
+  auto mm = step(small, d);
+  CHECK(mm["shared_prefix_tokens"] == saved);
+  CHECK(mm["loss"] == Approx(mw["loss"]).epsilon(1e-6));
 }
 
 TEST_CASE("the router stays frozen by default and trains when unfrozen") {
