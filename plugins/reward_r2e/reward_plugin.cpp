@@ -3,15 +3,19 @@
 // the files untracked at start (and any conftest.py it would add), the hidden tests are written from
 // the task record (they are never in an image, so no agent sandbox can read them), run_tests.sh runs
 // under the test timeout, and the parsed statuses must match expected_output_json as R2E-Gym compares.
+// The run is supervised (witness_record.hpp): a pass needs the supervisor's signed record, and the
+// witness's view of every test must agree with the summary.
 #include <mlpt/sdk.hpp>
 #include <mlpt/sdk/settings.hpp>
 
 #include <chrono>
+#include <random>
 #include <set>
 
 #include "grading.hpp"
 #include "pytest_summary.hpp"
 #include "tamper_scan.hpp"
+#include "witness_record.hpp"
 
 namespace {
 
@@ -24,6 +28,18 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 std::string tail(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(s.size() - n); }
 
+// Per-grading secrets (the supervisor's key, the record's nonce) from the kernel's random source.
+std::string random_hex(size_t bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::random_device device;
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) {
+    unsigned v = device() & 0xff;
+    out += digits[v >> 4], out += digits[v & 0xf];
+  }
+  return out;
+}
+
 class R2EReward final : public mlpt::sdk::Reward {
  public:
   explicit R2EReward(std::string_view config_json) {
@@ -31,6 +47,7 @@ class R2EReward final : public mlpt::sdk::Reward {
     images_ = s.string_or("images", images_);
     test_timeout_s_ = s.number_or("test_timeout_s", test_timeout_s_, 1e-3);
     workspace_ = s.string_or("workspace", workspace_);
+    witness_ = s.boolean_or("witness", witness_);
     s.reject_unknown();
   }
 
@@ -119,8 +136,15 @@ class R2EReward final : public mlpt::sdk::Reward {
     auto t2 = std::chrono::steady_clock::now();
     // pytest loads no plugin by itself: entry points declared by metadata in the repository
     // (dist-info, egg-info) would otherwise run inside the test process.
-    auto run = box.exec("cd " + workspace_ + " && export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 && "
-                        "if command -v bash >/dev/null; then bash run_tests.sh; else sh run_tests.sh; fi",
+    std::string command = "if command -v bash >/dev/null; then bash run_tests.sh; else sh run_tests.sh; fi";
+    const std::string key = random_hex(32), nonce = random_hex(8), dir = "/tmp/mlpt_grading_" + nonce;
+    if (witness_) {
+      box.write_file(dir + "/supervisor.py", mlpt::r2e::kWitnessSupervisorPy, 0555);
+      box.write_file(dir + "/witness.py", mlpt::r2e::kWitnessPy, 0444);
+      box.write_file(dir + "/key", key, 0400);
+      command = mlpt::r2e::supervised_command(dir, dir + "/key", nonce, workspace_, command);
+    }
+    auto run = box.exec("cd " + workspace_ + " && export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 && " + command,
                         static_cast<int64_t>(test_timeout_s(task) * 1000), {}, 8u << 20);
     details["timing"]["tests_s"] = seconds_since(t2);
     details["test_exit_code"] = run.exit_code;
@@ -133,11 +157,36 @@ class R2EReward final : public mlpt::sdk::Reward {
       args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
       return done("test output passed the output limit and was cut");
     }
-    auto summary = mlpt::r2e::trusted_summary(run.output, run.exit_code);
+    // The supervisor's signed record: the run's own output is what precedes it.
+    mlpt::r2e::WitnessRecord record;
+    if (witness_) {
+      record = mlpt::r2e::split_witness_record(run.output, key, nonce);
+      if (!record.ok) {
+        args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
+        return done("untrusted test run: " + record.why);
+      }
+      details["test_output_tail"] = tail(mlpt::r2e::strip_ansi(record.run_output), 4000);
+    }
+    const std::string& output = witness_ ? record.run_output : run.output;
+    auto summary = mlpt::r2e::trusted_summary(output, run.exit_code);
     if (!summary.ok) {
-      details["tests"] = mlpt::r2e::parse_pytest_summary(run.output);
+      details["tests"] = mlpt::r2e::parse_pytest_summary(output);
       args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
       return done("untrusted test output: " + summary.why);
+    }
+    // What the witness saw from inside the run, against the summary: refused tampering or any
+    // disagreement is a 0; what it reports as suspect is flagged, so the reward is reviewed.
+    if (witness_) {
+      auto verdict = mlpt::r2e::cross_check(record.record, summary.tests, run.exit_code);
+      // nondumpable: whether the supervisor kept its memory (the key) from the test process.
+      details["witness"] = {{"violations", verdict.violations}, {"suspects", verdict.suspects}, {"agrees", verdict.agrees},
+                            {"supervisor_nondumpable", record.record.value("nondumpable", false)}};
+      if (!verdict.suspects.empty()) args.out_flags |= MLPT_REWARD_FLAG_TAMPER_SUSPECT;
+      if (!verdict.agrees) {
+        details["tests"] = summary.tests;
+        args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
+        return done("the grading witness disagrees: " + verdict.why);
+      }
     }
     const auto& got = summary.tests;
     details["tests"] = got;
@@ -180,6 +229,7 @@ class R2EReward final : public mlpt::sdk::Reward {
 
   std::string images_, workspace_ = "/testbed";
   double test_timeout_s_ = 300;
+  bool witness_ = true;  // off only for images whose run_tests.sh cannot start the supervisor's python3
 };
 
 const mlpt_reward_capabilities kCapabilities = {MLPT_REWARD_CAPABILITIES_STRUCT_SIZE, /*needs_sandbox=*/1, /*binary=*/1};
