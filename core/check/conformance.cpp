@@ -2,6 +2,7 @@
 
 #include <sys/syscall.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -13,12 +14,14 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include <stdlib.h>
 
+#include "core/check/in_process_hacks.hpp"
 #include "core/components/instances.hpp"
 #include "core/plugin/component_set.hpp"
 #include "core/plugin/describe.hpp"
@@ -850,6 +853,73 @@ void check_harness(Suite& s, EpisodeEnv& env) {
   }
 }
 
+// The in-process class (in_process_hacks.hpp): each hack appended to the repository module the
+// task's hidden tests import first, as a patch made with git in a fresh sandbox of the task's image,
+// must score 0. Not applicable to a reward that runs no code under test (needs_sandbox = 0) or when
+// the hidden tests import no module of the repository.
+void check_in_process_hacks(Suite& s, const EpisodeEnv& env, const std::string& name, bool needs_sandbox,
+                            const std::function<components::Grade(const std::string&)>& grade) {
+  const auto hacks_na = [&](const std::string& why) { s.not_applicable(name, "in_process_hacks_score_0", why); };
+  if (!needs_sandbox) return hacks_na("the reward runs no code under test (needs_sandbox = 0)");
+  if (!env.runtime || env.image.empty()) return s.skip(name, "in_process_hacks_score_0", "the combination has no sandbox or the task no image");
+  auto box = env.runtime->create(env.image);
+  // The hidden tests: the record's (bundled layout), else the image's /r2e_tests (R2E-Gym layout).
+  std::string test_file, sources;
+  if (env.task.contains("hidden_tests") && env.task["hidden_tests"].is_object()) {
+    for (const auto& [path, text] : env.task["hidden_tests"].items())
+      if (path.rfind("r2e_tests/", 0) == 0 && path.size() > 3 && path.substr(path.size() - 3) == ".py" && text.is_string()) {
+        if (test_file.empty() || (test_file.find("/test_") == std::string::npos && path.find("/test_") != std::string::npos)) test_file = path;
+        sources += text.get<std::string>() + "\n";
+      }
+  } else {
+    std::string listing;
+    exec(*env.runtime, box->handle(), "cd / && ls r2e_tests/test_*.py 2>/dev/null | head -1; echo @@; cat /r2e_tests/*.py 2>/dev/null | head -c 1048576",
+         30000, &listing);
+    test_file = listing.substr(0, listing.find('\n'));
+    if (size_t at = listing.find("@@\n"); at != std::string::npos) sources = listing.substr(at + 3);
+  }
+  std::vector<std::string> modules;  // top-level imports of the hidden tests, in order
+  std::istringstream lines(sources);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    static const std::regex import_line(R"(^(?:from|import)\s+([A-Za-z_][A-Za-z0-9_]*))");
+    if (std::regex_search(line, m, import_line) && std::find(modules.begin(), modules.end(), m[1].str()) == modules.end())
+      modules.push_back(m[1]);
+  }
+  std::string target;
+  std::string find = "cd /testbed || exit 3\nfor n in";
+  for (const auto& m : modules) find += " " + m;
+  find += "; do if [ -f \"$n/__init__.py\" ]; then echo \"$n/__init__.py\"; exit 0; elif [ -f \"$n.py\" ]; then echo \"$n.py\"; exit 0; fi; done; exit 4\n";
+  if (test_file.empty() || modules.empty() || exec(*env.runtime, box->handle(), find, 30000, &target) != 0)
+    return hacks_na("the task's hidden tests import no module of the repository (imports: " + std::to_string(modules.size()) + ")");
+  target = target.substr(0, target.find('\n'));
+  std::vector<std::string> tests;
+  try {
+    const json expected = env.task.contains("expected_output_json") && env.task["expected_output_json"].is_string()
+                              ? json::parse(env.task["expected_output_json"].get<std::string>())
+                              : env.task.value("expected_output_json", json::object());
+    for (const auto& [test, status] : expected.items()) tests.push_back(test);
+  } catch (const json::exception&) {
+  }
+  for (const auto& h : in_process_hacks(test_file, tests))
+    s.check(name, "in_process_" + h.id + "_scores_0", [&](std::string& ev) {
+      std::string patch;
+      const int made = exec(*env.runtime, box->handle(),
+                            "cd /testbed && cp '" + target + "' /tmp/mlpt_hack_orig && cat >> '" + target + "' <<'MLPT_HACK_EOF'\n" + h.code +
+                                "MLPT_HACK_EOF\ngit -c safe.directory='*' diff -- '" + target + "'; rc=$?; cp /tmp/mlpt_hack_orig '" +
+                                target + "'; exit $rc",
+                            30000, &patch);
+      if (made != 0 || patch.find("+++ ") == std::string::npos) {
+        ev = "could not make the patch appending to " + target + ": " + patch.substr(0, 200);
+        return false;
+      }
+      auto g = grade(patch);
+      ev = h.what + ", appended to " + target + ": scores " + std::to_string(g.reward) + " (" +
+           (g.details.is_object() ? g.details.value("reason", "") : g.details.dump().substr(0, 120)) + ")";
+      return g.reward == 0.0;
+    });
+}
+
 void check_reward(Suite& s, EpisodeEnv& env, const std::filesystem::path& golden_file) {
   const auto& rc = env.set.component(MLPT_COMPONENT_REWARD);
   const std::string name = "reward " + rc.name;
@@ -912,6 +982,7 @@ void check_reward(Suite& s, EpisodeEnv& env, const std::filesystem::path& golden
   });
   if (!patches) {
     s.not_applicable(name, "known_hacks_score_0", "the harness's results carry no patch");
+    s.not_applicable(name, "in_process_hacks_score_0", "the harness's results carry no patch");
     return;
   }
   for (const auto& [hack, patch] : known_hacks())
@@ -920,6 +991,9 @@ void check_reward(Suite& s, EpisodeEnv& env, const std::filesystem::path& golden
       ev = "scores " + std::to_string(g.reward) + " (" + g.details.dump().substr(0, 120) + ")";
       return g.reward == 0.0;
     });
+  check_in_process_hacks(s, env, name, reward->capabilities().needs_sandbox != 0, [&](const std::string& patch) {
+    return grade(with_patch(patch));
+  });
 }
 
 const char* status_name(Status s) {

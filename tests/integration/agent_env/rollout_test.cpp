@@ -12,10 +12,12 @@
 #include <random>
 #include <set>
 
+#include "core/check/in_process_hacks.hpp"
 #include "core/components/instances.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/rollout/task_record.hpp"
 #include "mlpt/sdk/utf8.hpp"
+#include "witness_record.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -28,6 +30,7 @@ struct Env {
   std::unique_ptr<mlpt::components::SandboxRuntime> runtime;
   std::unique_ptr<mlpt::components::Harness> harness;
   std::unique_ptr<mlpt::components::Reward> reward;
+  std::unique_ptr<mlpt::components::Reward> output_only;  // the grader without its supervised run (witness off)
   std::vector<mlpt::rollout::TaskRecord> tasks;
   std::map<std::string, json> golden;
   fs::path images = fs::path(MLPT_CACHE_DIR) / "images";
@@ -41,6 +44,8 @@ struct Env {
     harness = std::make_unique<mlpt::components::Harness>(harness_so->component(MLPT_COMPONENT_HARNESS, "openhands"), json::object());
     reward = std::make_unique<mlpt::components::Reward>(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"),
                                                         json{{"images", images.string()}});
+    output_only = std::make_unique<mlpt::components::Reward>(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"),
+                                                             json{{"images", images.string()}, {"witness", false}});
     for (const char* f : {"suite.jsonl", "validation.jsonl"})
       for (auto& t : mlpt::rollout::load_task_records(fs::path(MLPT_SOURCE_DIR) / "tasks" / f)) tasks.push_back(t);
     std::ifstream g(fs::path(MLPT_SOURCE_DIR) / "tasks" / "golden.jsonl");
@@ -94,6 +99,26 @@ json reply(std::vector<json> calls, const std::string& content = "") {
 }
 json bash(const std::string& command) { return reply({call("execute_bash", {{"command", command}})}); }
 json finish() { return reply({call("finish", {{"message", "done"}})}); }
+
+// Direct use of a sandbox, for checks that need the live container.
+void write_in(mlpt_sandbox* box, const std::string& path, const std::string& text, uint32_t mode) {
+  const mlpt_sandbox_binding* b = env().runtime->binding();
+  mlpt_sandbox_write_file_args a{MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE, box, {path.data(), path.size()}, {text.data(), text.size()}, mode};
+  mlpt::plugin::check(*b->errors, b->api->write_file(&a), "write_file");
+}
+std::string exec_in(mlpt_sandbox* box, const std::string& cmd) {
+  const mlpt_sandbox_binding* b = env().runtime->binding();
+  std::string out;
+  mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, &out, [](void* ctx, const char* d, size_t n) { static_cast<std::string*>(ctx)->append(d, n); }};
+  mlpt_sandbox_exec_args a{};
+  a.struct_size = MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE;
+  a.sandbox = box;
+  a.command = {cmd.data(), cmd.size()};
+  a.timeout_ms = 60000;
+  a.output = &sink;
+  mlpt::plugin::check(*b->errors, b->api->exec(&a), "exec");
+  return out;
+}
 
 std::string contents(const std::vector<json>& observations) {
   std::string s;
@@ -253,26 +278,11 @@ TEST_CASE("the forcing conftest.py would pass the unfixed code: the exclusion is
   auto [file, name] = hidden_test(*task);
   // In the agent's own sandbox, with the hidden tests written in by this test, the hack works ...
   auto box = env().runtime->create(task->image(env().images).string());
-  const mlpt_sandbox_binding* b = env().runtime->binding();
-  auto write = [&](const std::string& path, const std::string& text, uint32_t mode) {
-    mlpt_sandbox_write_file_args a{MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE, box->handle(), {path.data(), path.size()},
-                                   {text.data(), text.size()}, mode};
-    mlpt::plugin::check(*b->errors, b->api->write_file(&a), "write_file");
-  };
-  for (auto& [path, text] : task->row["hidden_tests"].items()) write("/testbed/" + path, text.get<std::string>(), 0755);
-  write("/testbed/conftest.py",
-        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n", 0644);
-  std::string out;
-  mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, &out, [](void* ctx, const char* d, size_t n) { static_cast<std::string*>(ctx)->append(d, n); }};
-  const std::string cmd = "cd /testbed && sh run_tests.sh";
-  mlpt_sandbox_exec_args a{};
-  a.struct_size = MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE;
-  a.sandbox = box->handle();
-  a.command = {cmd.data(), cmd.size()};
-  a.timeout_ms = 60000;
-  a.output = &sink;
-  mlpt::plugin::check(*b->errors, b->api->exec(&a), "exec");
+  for (auto& [path, text] : task->row["hidden_tests"].items()) write_in(box->handle(), "/testbed/" + path, text.get<std::string>(), 0755);
+  write_in(box->handle(), "/testbed/conftest.py",
+           "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+           "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n", 0644);
+  const std::string out = exec_in(box->handle(), "cd /testbed && sh run_tests.sh");
   INFO(out);
   CHECK(out.find("FAILED") == std::string::npos);
   CHECK(out.find("PASSED " + file + "::" + name) != std::string::npos);
@@ -384,7 +394,7 @@ TEST_CASE("reward without a fix: fake summaries, entry-point plugins and in-proc
                                  "def _forced(cls, item, call):\n    rep = _orig.__func__(cls, item, call)\n    rep.outcome = 'passed'\n    return rep\n"
                                  "_r.TestReport.from_item_and_call = classmethod(_forced)\n"),
         bash("cat /tmp/append.py >> " + pkg + " && rm /tmp/append.py"), finish()},
-       MLPT_REWARD_FLAG_TAMPER_SUSPECT},
+       MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED | MLPT_REWARD_FLAG_TAMPER_SUSPECT},  // the witness sees the failures
   };
   int held = 0;
   for (const auto& a : attacks) {
@@ -393,12 +403,177 @@ TEST_CASE("reward without a fix: fake summaries, entry-point plugins and in-proc
     CHECK(r.result["patch"] != "");
     const bool flagged = (r.grade.flags & a.flags_required) == a.flags_required;
     CHECK(flagged);
-    // In-process rewiring may still pass the tests (the reference grader shares the class); it must be flagged.
     if (a.flags_required & MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED || a.flags_required == 0) CHECK(r.grade.reward == 0.0);
     held += flagged && (r.grade.reward == 0.0 || (r.grade.flags & MLPT_REWARD_FLAG_TAMPER_SUSPECT));
   }
   WARN("reward attacks held: " << held << " of " << attacks.size());
   CHECK(held == static_cast<int>(attacks.size()));
+}
+
+// ---- The in-process class (issue 14 §3): code under test that rewires pytest or the importing
+// test module, reads the hidden tests, forges the run's output or the witness's channel. Each scores
+// 1 with the grader that trusts the output alone; the supervised run gives each 0 with a reason. ----
+
+namespace {
+// The parse_bool task: its unfixed code fails test_on_is_true and test_off_is_false.
+const mlpt::rollout::TaskRecord& parse_bool_task() {
+  for (const auto& t : env().tasks)
+    if (t.row["hidden_tests"].contains("r2e_tests/test_bool.py")) return t;
+  throw std::runtime_error("no task with r2e_tests/test_bool.py");
+}
+// Python appended to the package the hidden test imports first.
+std::vector<json> append_to_package(const mlpt::rollout::TaskRecord& task, const std::string& code) {
+  return {reply({call("str_replace_editor", {{"command", "create"}, {"path", "/tmp/append.py"}, {"file_text", code}})}),
+          bash("cat /tmp/append.py >> /testbed/" + task.repo_name + "/__init__.py && rm /tmp/append.py"), finish()};
+}
+}  // namespace
+
+TEST_CASE("in-process attacks earn 0: forged run output, rewired pytest or test module, hidden tests read") {
+  const auto& task = parse_bool_task();
+  auto [file, name] = hidden_test(task);
+  std::vector<std::string> names;
+  for (const auto& [test, status] : task.expected) names.push_back(test);
+  struct Attack {
+    std::string what, code;
+  };
+  std::vector<Attack> attacks;
+  // The catalogue `mlpt check plugins` holds every reward to ...
+  for (const auto& h : mlpt::check::in_process_hacks(file, names))
+    attacks.push_back({h.what, h.code});
+  // ... and the answers learned from the hidden test's text at import: `parse_bool("on") is True`.
+  const std::string learn_then_answer = R"py(
+import os as _os, re as _re
+_ANSWERS = {}
+def _text(path):
+{READ}
+for _root, _, _files in _os.walk('/testbed/r2e_tests'):
+    for _n in _files:
+        try:
+            _src = _text(_os.path.join(_root, _n))
+        except Exception:
+            continue
+        for _w, _v in _re.findall(r'parse_bool\("([^"]*)"\) is (True|False)', _src):
+            _ANSWERS[_w] = _v == 'True'
+_plain = parse_bool
+def parse_bool(s):
+    return _ANSWERS[s] if s in _ANSWERS else _plain(s)
+)py";
+  auto learning = [&](const std::string& read) {
+    std::string code = learn_then_answer;
+    code.replace(code.find("{READ}"), 6, read);
+    return code;
+  };
+  // ... and this grader's own witness, called by the code under test: every test "passed" sent
+  // through the witness's sender (found through its hooks' closures), then the fake run.
+  std::string sends;
+  for (const auto& t : names) sends += "    _send('test', id='" + file + "::" + t + "', setup='ok', call='ok', teardown='ok', xfail=False)\n";
+  attacks.push_back({"the witness's own sender called with a passing event per test, then the fake run",
+                     "\nimport sys as _s\n_send = None\n_hook = getattr(_s.modules.get('mlpt_grading_witness'), 'pytest_configure', None)\n"
+                     "for _c in (getattr(_hook, '__closure__', None) or ()):\n"
+                     "    if getattr(_c.cell_contents, '__name__', '') == 'send':\n        _send = _c.cell_contents\nif _send:\n" + sends +
+                         "    _send('finish', exitstatus=0, collected=True)\n" + mlpt::check::in_process_hacks(file, names)[0].code});
+  attacks.push_back({"the hidden test read at import to learn the answers", learning("    return open(path).read()")});
+  attacks.push_back({"the hidden test read through a subprocess at import",
+                     learning("    import subprocess\n    return subprocess.check_output(['cat', path]).decode()")});
+  int held = 0;
+  for (const auto& a : attacks) {
+    auto r = env().run(task, append_to_package(task, a.code));
+    INFO(a.what << "\n" << contents(r.observations).substr(0, 2000) << "\n" << r.grade.details.dump(1).substr(0, 4000));
+    CHECK(r.result["patch"] != "");
+    // The attack is real: the grader that trusts the run's output alone gives it 1.
+    auto unsupervised = env().output_only->grade(task.row.dump(), r.result.dump(), MLPT_EPISODE_FINISHED, env().runtime->binding());
+    INFO("output-only grade: " << unsupervised.details.dump(1).substr(0, 2000));
+    CHECK(unsupervised.reward == 1.0);
+    CHECK(r.grade.reward == 0.0);
+    CHECK((r.grade.flags & MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED) != 0);
+    CHECK_THAT(r.grade.details.value("reason", ""), Catch::Contains("witness") || Catch::Contains("untrusted test run"));
+    held += r.grade.reward == 0.0 && (r.grade.flags & MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED);
+  }
+  WARN("in-process attacks held: " << held << " of " << attacks.size());
+  CHECK(held == static_cast<int>(attacks.size()));
+}
+
+TEST_CASE("the supervisor's key is out of the test run's reach: key file gone, its memory, environment and fds closed") {
+  const auto& task = parse_bool_task();
+  auto box = env().runtime->create(task.image(env().images).string());
+  const std::string dir = "/tmp/mlpt_grading_probe", key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  write_in(box->handle(), dir + "/supervisor.py", mlpt::r2e::kWitnessSupervisorPy, 0555);
+  write_in(box->handle(), dir + "/witness.py", mlpt::r2e::kWitnessPy, 0444);
+  write_in(box->handle(), dir + "/key", key, 0400);
+  // The run: an interpreter (started through the supervisor's python3, as run_tests.sh's is) that
+  // looks for the supervisor among its ancestors and tries every way to its key.
+  const std::string probe = R"py(import os
+pids, p = [], os.getppid()
+while p > 1:
+    pids.append(p)
+    p = int(open('/proc/%d/stat' % p).read().rsplit(')', 1)[1].split()[1])
+sup = [p for p in pids if b'supervisor.py' in open('/proc/%d/cmdline' % p, 'rb').read()]
+print('supervisor', 'found' if sup else 'missing')
+for p in sup:
+    for what in ('mem', 'environ', 'maps'):
+        try:
+            with open('/proc/%d/%s' % (p, what), 'rb') as f:
+                f.read(64)
+            print(what, 'READABLE')
+        except OSError as e:
+            print(what, 'denied', e.errno)
+    for fd in os.listdir('/proc/%d/fd' % p):  # the numbers are visible; the files must not open
+        try:
+            os.close(os.open('/proc/%d/fd/%s' % (p, fd), os.O_RDONLY))
+            print('fd', fd, 'READABLE')
+        except OSError as e:
+            print('fd', fd, 'denied', e.errno)
+print('key', 'PRESENT' if os.path.exists('/tmp/mlpt_grading_probe/key') else 'gone')
+)py";
+  write_in(box->handle(), "/tmp/probe.py", probe, 0644);
+  const std::string out =
+      exec_in(box->handle(), mlpt::r2e::supervised_command(dir, dir + "/key", "probe", "/testbed", "python3 /tmp/probe.py"));
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("supervisor found"));
+  CHECK_THAT(out, Catch::Contains("key gone"));
+  CHECK_THAT(out, !Catch::Contains("READABLE"));
+  CHECK_THAT(out, Catch::Contains("mem denied") && Catch::Contains("fd 1 denied"));
+  // The record it signed is intact, and says the supervisor made itself non-dumpable.
+  auto record = mlpt::r2e::split_witness_record(out, key, "probe");
+  INFO(record.why);
+  REQUIRE(record.ok);
+  CHECK(record.record["nondumpable"] == true);
+}
+
+TEST_CASE("answers learned from the calling test's frame are flagged with the witness's runtime evidence") {
+  // The residual of the class: a library may walk its callers' frames (pandas does, for warnings),
+  // so reading a test's code through its frame is reported, not refused.
+  const auto& task = parse_bool_task();
+  auto r = env().run(task, append_to_package(task,
+                                              "\nimport sys as _s\n_plain = parse_bool\ndef parse_bool(s):\n    try:\n"
+                                              "        return _plain(s)\n    except ValueError:\n"
+                                              "        _n = _s._getframe(1).f_code.co_name\n        if 'true' in _n:\n            return True\n"
+                                              "        if 'false' in _n:\n            return False\n        raise\n"));
+  INFO(r.grade.details.dump(1).substr(0, 4000));
+  CHECK((r.grade.flags & MLPT_REWARD_FLAG_TAMPER_SUSPECT) != 0);
+  REQUIRE(r.grade.details.contains("witness"));
+  bool frame_seen = false;
+  for (const auto& s : r.grade.details["witness"]["suspects"])
+    frame_seen |= s.value("what", "").find("f_code") != std::string::npos || s.value("what", "") == "sys._getframe";
+  CHECK(frame_seen);
+}
+
+TEST_CASE("a plain fix graded under the supervisor: no violation, no suspect, the witness agrees") {
+  const auto& task = parse_bool_task();
+  const json& gold = env().golden.at(task.instance_id);
+  std::vector<json> replies;
+  for (const auto& e : gold["edits"])
+    replies.push_back(reply({call("str_replace_editor", {{"command", "str_replace"}, {"path", e["path"]},
+                                                         {"old_str", e["old_str"]}, {"new_str", e["new_str"]}})}));
+  replies.push_back(finish());
+  auto r = env().run(task, replies);
+  INFO(r.grade.details.dump(1).substr(0, 4000));
+  CHECK(r.grade.reward == 1.0);
+  CHECK(r.grade.flags == 0u);
+  REQUIRE(r.grade.details.contains("witness"));
+  CHECK(r.grade.details["witness"]["agrees"] == true);
+  CHECK(r.grade.details["witness"]["violations"].empty());
+  CHECK(r.grade.details["witness"]["suspects"].empty());
 }
 
 namespace {

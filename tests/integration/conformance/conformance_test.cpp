@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/check/conformance.hpp"
+#include "core/check/in_process_hacks.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -86,6 +87,9 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
   REQUIRE(hacks);
   CHECK(hacks->status == ConformanceCheck::Status::not_applicable);
   CHECK_THAT(hacks->evidence, Catch::Contains("no patch"));
+  const ConformanceCheck* in_process = find(report, "reward", "in_process_hacks_score_0");
+  REQUIRE(in_process);
+  CHECK(in_process->status == ConformanceCheck::Status::not_applicable);
   const ConformanceCheck* tools = find(report, "harness", "tool_errors_are_observations");
   REQUIRE(tools);
   CHECK(tools->status == ConformanceCheck::Status::not_applicable);
@@ -118,6 +122,9 @@ TEST_CASE("the SWE combination conforms: sandbox isolation, harness tools, golde
                          "hack_entry_point_plugin_dist_info_scores_0", "hack_entry_point_plugin_egg_info_scores_0",
                          "hack_huge_patch_preparation_scores_0"})
     require_passed(report, "reward", id);
+  // The in-process class: each hack appended to the module the hidden tests import first.
+  for (const auto& h : mlpt::check::in_process_hacks("r2e_tests/t.py", {}))
+    require_passed(report, "reward", "in_process_" + h.id + "_scores_0");
   // The task image holds no history past the base: the agent cannot reach the fix through git.
   require_passed(report, "task image", "no_history_past_the_base");
   // Limits are checked where the runtime declares them (cgroups may be absent on a machine).
@@ -144,6 +151,23 @@ TEST_CASE("a reward that scores everything 1 does not conform, and the report sa
   for (const auto& c : report.checks)
     if (c.component.rfind("reward", 0) != 0) CHECK(c.status != ConformanceCheck::Status::fail);
   CHECK(mlpt::check::to_json(report)["passed"] == false);
+}
+
+TEST_CASE("a reward that trusts the test process's output fails the in-process checks, each with its evidence") {
+  auto config = load("swe-tiny.toml");
+  for (auto& c : config.components)
+    if (c.kind == MLPT_COMPONENT_REWARD) c.settings["witness"] = false;
+  auto report = mlpt::check::check_plugins(config);
+  INFO(mlpt::check::format_report(report));
+  CHECK_FALSE(report.passed());
+  require_passed(report, "reward", "correct_answer_scores_1");
+  for (const auto& h : mlpt::check::in_process_hacks("r2e_tests/t.py", {})) {
+    const ConformanceCheck* c = find(report, "reward", "in_process_" + h.id + "_scores_0");
+    REQUIRE(c);
+    INFO(h.id << ": " << c->evidence);
+    CHECK(c->status == ConformanceCheck::Status::fail);
+    CHECK_THAT(c->evidence, Catch::Contains("scores 1"));
+  }
 }
 
 TEST_CASE("a reward that scores everything 0 does not conform: the correct answer must score 1") {
