@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mpirun_command.hpp"  // tests/support
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -109,7 +111,7 @@ int main(int argc, char** argv) {
   const std::string mlpt = std::string(MLPT_BUILD_DIR) + "/bin/mlpt";
   const fs::path single = bench_config("tiny.toml", out, steps), distributed = bench_config("tiny-distributed.toml", out, steps);
   StepTimes one = measure(env + mlpt + " run " + single.string() + " > " + (out / "single.log").string() + " 2>&1", out / "tiny");
-  StepTimes four = measure(env + MPIRUN_EXE + " --allow-run-as-root --oversubscribe --bind-to none -np 4 " + mlpt + " run " +
+  StepTimes four = measure(env + mlpt_test::mpirun_command(4) + mlpt + " run " +
                                distributed.string() + " > " + (out / "distributed.log").string() + " 2>&1",
                            out / "tiny-distributed");
   std::printf("tiny letters run, %d steps (4 prompts x 16 rollouts), %u cores\n", steps, std::thread::hardware_concurrency());

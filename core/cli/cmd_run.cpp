@@ -53,6 +53,9 @@ int run(const std::vector<std::string>& argv) {
     std::cerr << "mlpt run: " << config.run.name << " -> " << config.run.output_dir.string()
               << (launched.world_size > 1 ? " (" + std::to_string(launched.world_size) + " processes by " + launched.launcher + ")" : "")
               << "\n";
+  if (launched.rank == 0 && launched.launcher == "mpirun" && !launched.mpirun_recovery)
+    std::cerr << "mlpt run: note: mpirun ends the whole job when any rank dies; with mpirun --enable-recovery\n"
+                 "  the run goes on without a rollout worker that dies (docs/distributed.md)\n";
   run::RunSummary s;
 #ifdef MLPT_HAVE_MPI
   dist::DistributedOutcome outcome;  // holds MPI until the run is reported
@@ -71,13 +74,19 @@ int run(const std::vector<std::string>& argv) {
               << s.time_already_spent_minutes << " min of earlier attempts (a resumed run is not a scored result)\n";
   std::cout << "  reward: first step " << s.first_step_reward << ", last step " << s.last_step_reward
             << "; best pass@k " << s.best_pass_at_k << "\n"
-            << "  rollouts:   " << s.rollouts << " (" << s.failed_rollouts << " failed, back-filled with reward 0)\n"
-            << "  result log: " << s.result_log.string() << "\n"
+            << "  rollouts:   " << s.rollouts << " (" << s.failed_rollouts
+            << " failed, back-filled with reward 0)\n";
+  for (const auto& why : s.lost_workers) std::cout << "  lost:       " << why << "\n";
+  std::cout << "  result log: " << s.result_log.string() << "\n"
             << "  metrics:    " << s.metrics.string() << "\n"
             << "  report:     " << s.report.string() << "\n";
   const int status = interrupted.load() ? kInterrupted
                      : s.converged        ? kConverged
                      : s.abort_reason == run::kNotConvergedReason ? kNotConverged : kFailed;
+  if (launched.mpirun_recovery)  // the only place the run's status shows under it
+    std::cout << "  exit status " << status
+              << " (mpirun --enable-recovery itself exits 0 whatever the ranks return)\n"
+              << std::flush;
 #ifdef MLPT_HAVE_MPI
   // A rank that is hung or gone would never finish MPI with the others: end the job instead.
   if (outcome.rank_lost) outcome.mpi->abort_job(status);

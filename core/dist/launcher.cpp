@@ -1,6 +1,7 @@
 #include "core/dist/launcher.hpp"
 
 #include <cstdlib>
+#include <string>
 
 namespace mlpt::dist {
 namespace {
@@ -17,7 +18,11 @@ int env_int(const char* name) {
 }  // namespace
 
 LaunchedProcess launched_process() {
-  if (int size = env_int("OMPI_COMM_WORLD_SIZE"); size > 0) return {env_int("OMPI_COMM_WORLD_RANK"), size, "mpirun"};
+  if (int size = env_int("OMPI_COMM_WORLD_SIZE"); size > 0) {
+    const char* recovery = std::getenv("OMPI_MCA_orte_enable_recovery");  // what --enable-recovery sets
+    const std::string on = recovery ? recovery : "";
+    return {env_int("OMPI_COMM_WORLD_RANK"), size, "mpirun", on == "1" || on == "true"};
+  }
   int rank = env_int("PMIX_RANK");
   if (rank < 0) rank = env_int("PMI_RANK");
   int size = env_int("PMI_SIZE");

@@ -11,6 +11,9 @@ struct LaunchedProcess {
   int rank = 0;
   int world_size = 1;
   std::string launcher;  // "mpirun", "srun", or "" when started alone
+  // mpirun --enable-recovery: the job outlives a rank that dies (a lost rollout worker does not end
+  // the run), and mpirun then exits 0 whatever the ranks return (Open MPI 4.1).
+  bool mpirun_recovery = false;
 };
 
 LaunchedProcess launched_process();

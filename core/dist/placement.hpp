@@ -13,8 +13,9 @@
 namespace mlpt::dist {
 
 struct PlacementSettings {
-  int64_t trainer_ranks = 1;      // processes in the trainer group
-  double answer_timeout_s = 1800;  // how long the coordinator waits for a rank's answer
+  int64_t trainer_ranks = 1;        // processes in the trainer group
+  double answer_timeout_s = 1800;   // how long the coordinator waits for a rank's answer
+  double heartbeat_timeout_s = 60;  // a rank silent this long (it sends a heartbeat every second) is gone
 };
 
 class Placement {

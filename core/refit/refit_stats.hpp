@@ -1,8 +1,11 @@
 // What one refit moved, for the metrics rows and the report.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "mlpt/mlpt.h"
 
 namespace mlpt::refit {
 
@@ -12,5 +15,8 @@ struct RefitStats {
   uint64_t dense_bytes = 0;  // the weights' own size: what a dense refit moves
   int64_t numel = 0, changed = 0;  // elements, and those that differ from the previous version (delta only)
 };
+
+// What a dense refit of `weights` moves: the weights as they are.
+RefitStats dense_stats(const mlpt_named_tensor* weights, size_t count);
 
 }  // namespace mlpt::refit

@@ -48,6 +48,7 @@ struct Trajectory {
   int32_t actions = 0;               // agent iterations spent: tool calls (a reply without one: 1)
   uint64_t min_weight_version = 0;   // the oldest weights any of its tokens was sampled with
   uint64_t max_weight_version = 0;
+  std::string rollout_worker;  // distributed runs: the process that ran it ("rollout worker N (rank R)")
   // Wall time split, seconds.
   double generation_s = 0, environment_s = 0, reward_s = 0, core_s = 0;
   Transcript transcript;

@@ -332,7 +332,7 @@ refit::RefitStats BenchmarkRun::update_weights(uint64_t version, bool then_valid
   if (!config_.benchmark.in_flight_weight_updates) scheduler_->wait_idle([this] { return stopping(); });
   refit::RefitStats stats{};
   if (remote_) {
-    remote_->publish(version);  // dense: trainer rank 0 -> transport -> every rollout worker's engine
+    stats = remote_->publish(version);  // trainer rank 0 -> transport -> every rollout worker's engine
   } else {
     rollout_side_->engine().pause();
     stats = refit_->deliver();
@@ -613,6 +613,7 @@ RunSummary BenchmarkRun::run() {
                                       transfer_s, seconds_since(run_start_));
       r.refit = refit_stats;
       r.plugins = plugin_metrics_.take();
+      if (remote_) r.lost_rollout_workers = static_cast<int64_t>(remote_->lost_workers().size());
       steps_.push_back(r);
       last_reward_ = r.reward_mean, last_staleness_ = r.max_staleness;
       if (summary.steps == 0) summary.first_step_reward = r.reward_mean;
@@ -677,6 +678,7 @@ RunSummary BenchmarkRun::run() {
     summary.failed_rollouts = totals_.failed_rollouts;
     report.generated_tokens = totals_.generated_tokens;
   }
+  if (remote_) summary.lost_workers = report.lost_workers = remote_->lost_workers();
   if (rollouts_) rollouts_->flush();
   {
     std::lock_guard l(highlight_mutex_);

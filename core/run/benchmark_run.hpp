@@ -47,6 +47,7 @@ struct RunSummary {
   double best_pass_at_k = 0;
   int64_t rollouts = 0, failed_rollouts = 0;  // every rollout that ended; those back-filled after an infrastructure failure
   std::filesystem::path result_log, metrics, report;
+  std::vector<std::string> lost_workers;  // distributed runs: rollout workers dropped on the way, and why
 };
 
 RunSummary run_benchmark(const RunConfig& config, const RunOptions& options);

@@ -89,6 +89,12 @@ const std::vector<ConfigKey>& config_keys() {
         {"placement", "answer_timeout_s", "float", text(dist::PlacementSettings{}.answer_timeout_s),
          "seconds the coordinator waits for a rank's answer (a step, a refit, a checkpoint) before the run stops with an "
          "error naming the rank"},
+        {"placement", "heartbeat_timeout_s", "float", text(dist::PlacementSettings{}.heartbeat_timeout_s),
+         "every rank sends the coordinator a heartbeat each second; one silent this long is gone (killed, "
+         "its node lost, "
+         "or hung): a rollout worker is dropped and its episodes in flight back-filled, a trainer rank stops "
+         "the run "
+         "naming it. At least 2"},
         {"components.KIND", "plugin", "string", kRequired,
          "the plugin's file (a name found in MLPT_PLUGIN_PATH and the plugin folders, or a path); KIND is trainer, engine, "
          "transport, sandbox, reward or harness (all but sandbox required)"},

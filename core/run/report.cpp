@@ -134,6 +134,13 @@ void write_report(const std::filesystem::path& file, const ReportInputs& in) {
     << in.generated_tokens << " generated tokens, " << in.failed_rollouts << " failed rollouts (back-filled)";
   if (elapsed > 0) o << ", " << num(in.rollouts / elapsed, 2) << " rollouts/s, " << num(in.generated_tokens / elapsed, 0) << " tokens/s";
   o << "</p>";
+  if (!in.lost_workers.empty()) {
+    o << "<p class='bad'><b>" << in.lost_workers.size()
+      << " rollout worker(s) lost</b> during the run; each one's episodes in "
+      << "flight were back-filled with reward 0 (counted above) and the run went on with the others:</p><ul>";
+    for (const auto& why : in.lost_workers) o << "<li>" << escape(why) << "</li>";
+    o << "</ul>";
+  }
   if (!in.highlighted_rollouts.empty()) {
     o << "<p>rollouts:";
     for (const auto& [label, r] : in.highlighted_rollouts)

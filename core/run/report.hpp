@@ -27,7 +27,8 @@ struct ReportInputs {
   int64_t rollouts = 0, generated_tokens = 0;
   // Rollout records (rollout_record.hpp) shown as transcripts, e.g. {"worst training rollout", ...}.
   std::vector<std::pair<std::string, nlohmann::json>> highlighted_rollouts;
-  int64_t failed_rollouts = 0;  // infrastructure failures back-filled with reward 0
+  int64_t failed_rollouts = 0;            // infrastructure failures back-filled with reward 0
+  std::vector<std::string> lost_workers;  // distributed runs: rollout workers dropped on the way, and why
 };
 
 void write_report(const std::filesystem::path& file, const ReportInputs& in);

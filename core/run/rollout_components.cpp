@@ -1,5 +1,9 @@
 #include "core/run/rollout_components.hpp"
 
+#include <string_view>
+
+#include "core/refit/refit_manifest.hpp"
+
 namespace mlpt::run {
 
 int32_t end_of_turn_token(const text::Tokenizer& tokenizer, const std::filesystem::path& file) {
@@ -29,7 +33,19 @@ RolloutComponents::RolloutComponents(const RunConfig& c, const plugin::Component
 
 void RolloutComponents::load_weights(uint64_t version, int64_t timeout_ms) {
   auto got = receiver_->receive(version, timeout_ms);
-  engine_->load_weights(got.version, got.tensors, got.count);
+  try {
+    // A sparse refit's message starts with its manifest; anything else is the weights themselves.
+    if (got.count > 0 &&
+        std::string_view(got.tensors[0].name.data, got.tensors[0].name.size) == refit::kManifestName) {
+      const auto& rebuilt = decoder_.apply(got.version, got.tensors, got.count);
+      engine_->load_weights(got.version, rebuilt.data(), rebuilt.size());
+    } else {
+      engine_->load_weights(got.version, got.tensors, got.count);
+    }
+  } catch (...) {
+    receiver_->release(got.version);
+    throw;
+  }
   receiver_->release(got.version);
 }
 

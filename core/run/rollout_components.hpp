@@ -9,6 +9,7 @@
 
 #include "core/components/instances.hpp"
 #include "core/plugin/component_set.hpp"
+#include "core/refit/refit_receiver.hpp"
 #include "core/rollout/episode.hpp"
 #include "core/run/run_config.hpp"
 #include "core/text/chat_format.hpp"
@@ -29,8 +30,9 @@ class RolloutComponents {
   const rollout::EpisodeEnvironment& environment() const { return env_; }
   components::Engine& engine() { return *engine_; }
   components::Transport& receiver() { return *receiver_; }
-  // Receives weight version `version` through the transport, loads it into the engine and lets the
-  // transport reuse its buffer. The caller pauses the engine around it.
+  // Receives weight version `version` through the transport (dense, or a sparse refit's message,
+  // rebuilt here against the version held), loads it into the engine and lets the transport reuse
+  // its buffer. The caller pauses the engine around it.
   void load_weights(uint64_t version, int64_t timeout_ms);
 
  private:
@@ -42,6 +44,7 @@ class RolloutComponents {
   std::unique_ptr<components::Reward> reward_;
   std::unique_ptr<components::Harness> harness_;
   rollout::EpisodeEnvironment env_{};
+  refit::RefitReceiver decoder_;  // holds the last version when refits are sparse
 };
 
 }  // namespace mlpt::run

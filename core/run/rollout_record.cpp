@@ -78,22 +78,30 @@ json rollout_json(const rollout::Trajectory& t, const json& task, bool validatio
                      {"weight_version", turn.weight_version},
                      {"generation_s", turn.generation_s},
                      {"environment_s", turn.environment_s}});
-  return {{"kind", validation ? "validation" : "train"},
-          {"step", step},
-          {"task", task.value("instance_id", std::string())},
-          {"prompt_index", t.prompt_index},
-          {"sample", t.sample_index},
-          {"weight_version", {{"min", t.min_weight_version}, {"max", t.max_weight_version}}},
-          {"tokens", {{"total", t.tokens.size()}, {"generated", t.generated_tokens()}}},
-          {"start_messages", t.transcript.start_messages},
-          {"turns", turns},
-          {"end", mlpt_episode_end_name(t.end)},
-          {"truncated", t.truncated},
-          {"result", t.transcript.result},
-          {"reward", {{"value", t.reward}, {"reason", t.reward_reason}, {"flags", flag_names(t.reward_flags)},
-                      {"details", t.transcript.reward_details}}},
-          {"timings", {{"generation_s", t.generation_s}, {"environment_s", t.environment_s},
-                       {"reward_s", t.reward_s}, {"core_s", t.core_s}}}};
+  json record = {{"kind", validation ? "validation" : "train"},
+                 {"step", step},
+                 {"task", task.value("instance_id", std::string())},
+                 {"prompt_index", t.prompt_index},
+                 {"sample", t.sample_index},
+                 {"weight_version", {{"min", t.min_weight_version}, {"max", t.max_weight_version}}},
+                 {"tokens", {{"total", t.tokens.size()}, {"generated", t.generated_tokens()}}},
+                 {"start_messages", t.transcript.start_messages},
+                 {"turns", turns},
+                 {"end", mlpt_episode_end_name(t.end)},
+                 {"truncated", t.truncated},
+                 {"result", t.transcript.result},
+                 {"reward",
+                  {{"value", t.reward},
+                   {"reason", t.reward_reason},
+                   {"flags", flag_names(t.reward_flags)},
+                   {"details", t.transcript.reward_details}}},
+                 {"timings",
+                  {{"generation_s", t.generation_s},
+                   {"environment_s", t.environment_s},
+                   {"reward_s", t.reward_s},
+                   {"core_s", t.core_s}}}};
+  if (!t.rollout_worker.empty()) record["rollout_worker"] = t.rollout_worker;
+  return record;
 }
 
 RolloutRecorder::RolloutRecorder(const std::filesystem::path& output_dir) : path_(output_dir / kRolloutsFile) {

@@ -158,6 +158,11 @@ RunConfig read_run_config(const std::filesystem::path& file) {
     positive(placement, "trainer_ranks", c.placement.trainer_ranks);
     c.placement.answer_timeout_s = placement.get_or<double>("answer_timeout_s", c.placement.answer_timeout_s);
     positive(placement, "answer_timeout_s", c.placement.answer_timeout_s);
+    c.placement.heartbeat_timeout_s =
+        placement.get_or<double>("heartbeat_timeout_s", c.placement.heartbeat_timeout_s);
+    if (!(c.placement.heartbeat_timeout_s >= 2))  // heartbeats come every second
+      placement.fail("heartbeat_timeout_s", "must be >= 2 (ranks send a heartbeat every second), got " +
+                                                std::to_string(c.placement.heartbeat_timeout_s));
     placement.finish();
   }
 

@@ -43,6 +43,7 @@ nlohmann::json step_record_json(const StepRecord& r) {
                       {"zero_advantage_groups", r.zero_advantage_groups},
                       {"failed_rollouts", r.failed},
                       {"mixed_version_sequences", r.mixed_version},
+                      {"lost_rollout_workers", r.lost_rollout_workers},
                       {"mean_turns", r.mean_turns},
                       {"prompts", r.prompts},
                       {"trainer", r.trainer},
@@ -51,11 +52,7 @@ nlohmann::json step_record_json(const StepRecord& r) {
                       {"train_s", r.train_s},
                       {"transfer_s", r.transfer_s},
                       {"elapsed_s", r.elapsed_s},
-                      {"refit", {{"mode", r.refit.mode},
-                                 {"bytes", r.refit.bytes},
-                                 {"dense_bytes", r.refit.dense_bytes},
-                                 {"elements", r.refit.numel},
-                                 {"changed_elements", r.refit.changed}}}};
+                      {"refit", refit_stats_json(r.refit)}};
   if (r.evaluated) j["eval"] = {{"pass_at_k", r.pass_at_k}, {"pass_at_1", r.pass_at_1}, {"pass_hat_k", r.pass_hat_k}};
   return j;
 }
@@ -68,19 +65,29 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
   r.truncated = j.at("truncated"), r.zero_advantage_groups = j.at("zero_advantage_groups");
   r.mean_turns = j.at("mean_turns");
   r.failed = j.value("failed_rollouts", int64_t{0}), r.mixed_version = j.value("mixed_version_sequences", int64_t{0});
+  r.lost_rollout_workers = j.value("lost_rollout_workers", int64_t{0});
   r.prompts = j.value("prompts", std::vector<int64_t>{});
   r.trainer = j.at("trainer").get<std::map<std::string, double>>();
   r.plugins = j.value("plugins", std::map<std::string, double>{});  // absent in runs recorded before it existed
   r.wait_s = j.at("wait_s"), r.train_s = j.at("train_s"), r.transfer_s = j.at("transfer_s"), r.elapsed_s = j.at("elapsed_s");
-  if (j.contains("refit")) {  // absent in rows written before the sparse refit
-    const auto& f = j["refit"];
-    r.refit = {f.at("mode"), f.at("bytes"), f.at("dense_bytes"), f.at("elements"), f.at("changed_elements")};
-  }
+  if (j.contains("refit")) r.refit = refit_stats_from_json(j["refit"]);  // absent in rows written before the sparse refit
   if (j.contains("eval")) {
     r.evaluated = true;
     r.pass_at_k = j["eval"].at("pass_at_k"), r.pass_at_1 = j["eval"].at("pass_at_1"), r.pass_hat_k = j["eval"].at("pass_hat_k");
   }
   return r;
+}
+
+nlohmann::json refit_stats_json(const refit::RefitStats& s) {
+  return {{"mode", s.mode},
+          {"bytes", s.bytes},
+          {"dense_bytes", s.dense_bytes},
+          {"elements", s.numel},
+          {"changed_elements", s.changed}};
+}
+
+refit::RefitStats refit_stats_from_json(const nlohmann::json& j) {
+  return {j.at("mode"), j.at("bytes"), j.at("dense_bytes"), j.at("elements"), j.at("changed_elements")};
 }
 
 nlohmann::json eval_record_json(const EvalRecord& r) {

@@ -22,6 +22,7 @@ struct StepRecord {
   double mean_staleness = 0;
   int64_t sequences = 0, tokens = 0, trainable_tokens = 0, truncated = 0, zero_advantage_groups = 0;
   int64_t failed = 0, mixed_version = 0;  // back-filled rollouts; sequences from more than one weight version
+  int64_t lost_rollout_workers = 0;  // distributed runs: rollout workers dropped so far (died or went silent)
   double mean_turns = 0;
   std::vector<int64_t> prompts;           // the prompt indices trained, in order (the data order)
   std::map<std::string, double> trainer;  // the trainer's own metrics
@@ -43,6 +44,9 @@ StepRecord make_step_record(int64_t step, int64_t samples, const rl::StepStatist
                             double wait_s, double train_s, double transfer_s, double elapsed_s);
 
 nlohmann::json step_record_json(const StepRecord& r);
+// A refit's statistics as the metrics rows (and a trainer rank's answer to the coordinator) carry them.
+nlohmann::json refit_stats_json(const refit::RefitStats& s);
+refit::RefitStats refit_stats_from_json(const nlohmann::json& j);
 StepRecord step_record_from_json(const nlohmann::json& j);
 nlohmann::json eval_record_json(const EvalRecord& r);
 EvalRecord eval_record_from_json(const nlohmann::json& j);

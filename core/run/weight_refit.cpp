@@ -12,15 +12,20 @@ namespace mlpt::run {
 WeightRefit::WeightRefit(const RunSettings& settings, components::Trainer& trainer, components::Engine& engine,
                          components::Transport& sender, components::Transport& receiver, Observer observer)
     : trainer_(trainer), engine_(engine), sender_(sender), receiver_(receiver), observer_(std::move(observer)) {
+  encoder_ = sparse_refit_encoder(settings, trainer_);
+  if (encoder_) decoder_ = std::make_unique<refit::RefitReceiver>();
+}
+
+std::unique_ptr<refit::RefitSender> sparse_refit_encoder(const RunSettings& settings,
+                                                         const components::Trainer& trainer) {
+  if (settings.refit != "sparse") return nullptr;
   // Sparse refits compare bytes on the CPU: weights in device memory are refitted dense.
-  const DLDeviceType weights_on = trainer_.capabilities().device_type;
-  if (settings.refit == "sparse" && (weights_on == kDLCPU || weights_on == kDLCUDAHost)) {
-    encoder_ = std::make_unique<refit::RefitSender>(settings.full_refit_every_steps);
-    decoder_ = std::make_unique<refit::RefitReceiver>();
-  } else if (settings.refit == "sparse") {
-    std::fprintf(stderr, "[mlpt] refit = \"sparse\" needs the trainer's weights in host memory (they are on device type %d): refitting dense\n",
-                 static_cast<int>(weights_on));
-  }
+  const DLDeviceType weights_on = trainer.capabilities().device_type;
+  if (weights_on == kDLCPU || weights_on == kDLCUDAHost)
+    return std::make_unique<refit::RefitSender>(settings.full_refit_every_steps);
+  std::fprintf(stderr, "[mlpt] refit = \"sparse\" needs the trainer's weights in host memory (they are on device type %d): refitting dense\n",
+               static_cast<int>(weights_on));
+  return nullptr;
 }
 
 void WeightRefit::prepare(uint64_t version) {
@@ -32,12 +37,7 @@ void WeightRefit::prepare(uint64_t version) {
     return;
   }
   message_ = weights_.tensors, message_count_ = weights_.count;
-  stats_ = refit::RefitStats{"dense"};
-  for (size_t i = 0; i < weights_.count; ++i) {
-    stats_.numel += refit::element_count(weights_.tensors[i].tensor);
-    stats_.dense_bytes += refit::byte_size(weights_.tensors[i].tensor);
-  }
-  stats_.bytes = stats_.dense_bytes;
+  stats_ = refit::dense_stats(weights_.tensors, weights_.count);
 }
 
 refit::RefitStats WeightRefit::deliver() {

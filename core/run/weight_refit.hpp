@@ -15,6 +15,12 @@
 
 namespace mlpt::run {
 
+// The sparse refit's encoder when settings.refit says "sparse" and the trainer's weights are in host
+// memory; null (a dense refit) otherwise, saying why on stderr when sparse was asked for. The
+// receiving side needs no setting: a message that starts with the refit manifest is sparse.
+std::unique_ptr<refit::RefitSender> sparse_refit_encoder(const RunSettings& settings,
+                                                         const components::Trainer& trainer);
+
 class WeightRefit {
  public:
   using Observer = std::function<void(uint64_t version, const mlpt_named_tensor* exported, size_t num_exported,

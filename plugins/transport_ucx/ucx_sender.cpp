@@ -274,7 +274,7 @@ class UcxSender::Engine {
   }
 
   void on_hello(Peer& p) {
-    size_t ready = std::count_if(peers_.begin(), peers_.end(), [](auto& kv) { return kv.second->state == Peer::kReady; });
+    size_t ready = ready_peers();
     if (ready >= config_.receivers) {
       std::string why = "the sender at " + listening_ + " already serves its " + std::to_string(config_.receivers) + " receivers";
       mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx", "sender: refusing " + p.label() + ": " + why);
@@ -283,6 +283,7 @@ class UcxSender::Engine {
       return;
     }
     p.state = Peer::kReady;
+    if (ready + 1 > expected()) --lost_;  // it takes the place of one that is gone
     mlpt::sdk::log(MLPT_LOG_INFO, "transport.ucx", "sender: " + p.label() + " connected");
     if (newest_) start_stream(p, newest_);  // a late receiver gets the newest version at once
   }
@@ -410,12 +411,33 @@ class UcxSender::Engine {
       fail_peer(*p, MLPT_UNAVAILABLE, "sending to it failed (" + status_text(status) + ")");
   }
 
+  // Receivers still expected: `receivers` less those whose connection broke (their process is gone).
+  size_t expected() const { return config_.receivers - lost_; }
+  size_t ready_peers() const {
+    return static_cast<size_t>(std::count_if(peers_.begin(), peers_.end(),
+                                             [](auto& kv) { return kv.second->state == Peer::kReady; }));
+  }
+
   void fail_peer(Peer& p, mlpt_error_code code, const std::string& why) {
     if (p.state == Peer::kFailed) return;
     bool was_ready = p.state == Peer::kReady;
     p.state = Peer::kFailed;
     mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx", "sender: " + p.label() + ": " + why);
-    if (was_ready && job_ && p.acked != job_->version->layout.version) {
+    // A receiver whose connection broke is gone (its process died): it is dropped, and this send
+    // and later ones wait only for the others, so one lost engine does not stop the refit of the
+    // rest. It fails the send only when it was the last. One that did not confirm in time may
+    // still be alive, and stays expected. A new receiver takes the place of one that is gone.
+    bool dropped = false;
+    if (was_ready && code == MLPT_UNAVAILABLE) {
+      ++lost_;
+      lost_labels_.push_back(p.label());
+      dropped = expected() > 0;
+      mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx",
+                     "sender: " + p.label() + " is gone and dropped: sends now wait for " +
+                         std::to_string(expected()) + " of the " + std::to_string(config_.receivers) +
+                         " receivers");
+    }
+    if (was_ready && !dropped && job_ && p.acked != job_->version->layout.version) {
       size_t done = p.stream == job_->version ? p.posted : 0;
       job_->failures.push_back(p.label() + ": " + why + " after " + std::to_string(done) + " of " +
                                std::to_string(job_->version->layout.buckets.size()) + " buckets of version " +
@@ -482,23 +504,30 @@ class UcxSender::Engine {
       if (p->acked != v && p->stream == job_->version) pending.push_back(p.get());
     }
     ready = std::max(ready, ok);
+    // With every receiver gone a send waits for a new one to take a place, until its timeout.
+    const size_t wanted = std::max<size_t>(expected(), 1);
     bool failed = !job_->failures.empty();
-    if (pending.empty() && (ok >= config_.receivers || failed)) {
+    if (pending.empty() && (ok >= wanted || failed)) {
       finish(failed ? job_->failure_code : MLPT_OK, failed ? join(job_->failures) : "");
       return;
     }
     if (job_->timeout_ms >= 0 && Clock::now() >= job_->deadline) {
-      std::string why = "send of version " + std::to_string(v) + " timed out after " + std::to_string(job_->timeout_ms) +
-                        " ms: " + std::to_string(ok) + " of " + std::to_string(config_.receivers) + " receivers confirmed it";
+      std::string why = "send of version " + std::to_string(v) + " timed out after " +
+                        std::to_string(job_->timeout_ms) + " ms: " + std::to_string(ok) + " of " +
+                        std::to_string(wanted) + " receivers confirmed it";
+      if (expected() == 0) why += "; every receiver is gone: " + join(lost_labels_);
       std::vector<std::string> parts = job_->failures;
       for (Peer* p : pending)
         parts.push_back(p->label() + " had " + std::to_string(p->posted) + " of " +
-                        std::to_string(job_->version->layout.buckets.size()) + " buckets posted and did not confirm");
-      if (ready < config_.receivers)
-        parts.push_back(std::to_string(config_.receivers - ready) + " receiver(s) never connected to " + listening_);
+                        std::to_string(job_->version->layout.buckets.size()) +
+                        " buckets posted and did not confirm");
+      if (ready < wanted)
+        parts.push_back(std::to_string(wanted - ready) + " receiver(s) never connected to " + listening_);
       // Those that did not make it are cut off, so nothing keeps reading the trainer's memory.
-      for (Peer* p : pending) fail_peer(*p, MLPT_DEADLINE_EXCEEDED, "did not confirm version " + std::to_string(v) + " in time");
-      finish(MLPT_DEADLINE_EXCEEDED, why + (parts.empty() ? "" : "; " + join(parts)));
+      for (Peer* p : pending)
+        fail_peer(*p, MLPT_DEADLINE_EXCEEDED, "did not confirm version " + std::to_string(v) + " in time");
+      finish(expected() == 0 ? MLPT_UNAVAILABLE : MLPT_DEADLINE_EXCEEDED,
+             why + (parts.empty() ? "" : "; " + join(parts)));
     }
   }
 
@@ -529,6 +558,8 @@ class UcxSender::Engine {
   std::vector<std::pair<uint64_t, ucs_status_t>> ep_errors_;
   std::vector<std::unique_ptr<ErrArg>> err_args_;
   size_t ops_in_flight_ = 0;
+  size_t lost_ = 0;                       // receivers dropped because their connection broke
+  std::vector<std::string> lost_labels_;  // and who they were
   std::shared_ptr<Job> job_;
   std::shared_ptr<Version> newest_;
 };

@@ -27,11 +27,41 @@ MpiChannel::MpiChannel() {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
 
-void MpiChannel::send(int to, const std::string& kind, const nlohmann::json& body) {
-  const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(nlohmann::json{{"kind", kind}, {"body", body}});
+std::vector<uint8_t> MpiChannel::encode(const std::string& kind, const nlohmann::json& body) const {
+  std::vector<uint8_t> bytes = nlohmann::json::to_cbor(nlohmann::json{{"kind", kind}, {"body", body}});
   if (bytes.size() > static_cast<size_t>(INT32_MAX))
-    throw Error(MLPT_RESOURCE_EXHAUSTED, "run message '" + kind + "' of " + std::to_string(bytes.size()) + " bytes is over MPI's 2 GiB");
-  check_mpi(MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, kMessageTag, comm_), "MPI_Send");
+    throw Error(MLPT_RESOURCE_EXHAUSTED, "run message '" + kind + "' of " + std::to_string(bytes.size()) +
+                                             " bytes is over MPI's 2 GiB");
+  return bytes;
+}
+
+void MpiChannel::send(int to, const std::string& kind, const nlohmann::json& body) {
+  const std::vector<uint8_t> bytes = encode(kind, body);
+  check_mpi(MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, kMessageTag, comm_),
+            "MPI_Send");
+}
+
+bool MpiChannel::send(int to, const std::string& kind, const nlohmann::json& body,
+                      const std::function<bool()>& abandon) {
+  std::vector<uint8_t> bytes = encode(kind, body);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(
+      MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, kMessageTag, comm_, &request),
+      "MPI_Isend");
+  int delay_us = 20;
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return true;
+    if (abandon()) {
+      // MPI may still read the bytes (a send cannot be taken back): they stay until the end.
+      std::lock_guard l(abandoned_mutex_);
+      abandoned_.emplace_back(request, std::move(bytes));
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    delay_us = std::min(delay_us * 2, 1000);
+  }
 }
 
 std::optional<RunMessage> MpiChannel::poll(int from) {

@@ -4,8 +4,13 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +31,11 @@ class MpiChannel {
 
   // Thread-safe. Returns once the message is on its way (a large one: once the receiver takes it).
   void send(int to, const std::string& kind, const nlohmann::json& body = nlohmann::json::object());
+  // The same, but gives up (returns false) once `abandon` says so before the receiver took the
+  // message: a large one waits for a receiver that may have died. An abandoned message stays with
+  // MPI, its bytes kept until the channel ends, and may never arrive.
+  bool send(int to, const std::string& kind, const nlohmann::json& body,
+            const std::function<bool()>& abandon);
   // The next message from `from` (kAnyRank: any) if one has arrived. Thread-safe.
   std::optional<RunMessage> poll(int from = kAnyRank);
   // Waits for the next message; throws MLPT_DEADLINE_EXCEEDED naming `what` after `timeout_ms`
@@ -33,7 +43,11 @@ class MpiChannel {
   RunMessage receive(int from, int64_t timeout_ms, const std::atomic<bool>& stop, const std::string& what);
 
  private:
+  std::vector<uint8_t> encode(const std::string& kind, const nlohmann::json& body) const;
+
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::mutex abandoned_mutex_;
+  std::vector<std::pair<MPI_Request, std::vector<uint8_t>>> abandoned_;
 };
 
 }  // namespace mlpt::dist

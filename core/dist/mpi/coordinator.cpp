@@ -1,10 +1,13 @@
 #include "core/dist/mpi/coordinator.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "core/dist/run_messages.hpp"
 #include "core/error.hpp"
 #include "core/rl/batch_share.hpp"
+#include "core/run/step_record.hpp"
 
 namespace mlpt::dist {
 
@@ -13,19 +16,27 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kStopGrace = std::chrono::seconds(60);  // for the workers' cancelled episodes to report
 }  // namespace
 
-Coordinator::Coordinator(MpiChannel& channel, const Placement& placement, double answer_timeout_s)
-    : channel_(channel), placement_(placement), answer_timeout_s_(answer_timeout_s) {
+Coordinator::Coordinator(MpiChannel& channel, const Placement& placement, const PlacementSettings& settings)
+    : channel_(channel),
+      placement_(placement),
+      answer_timeout_s_(settings.answer_timeout_s),
+      heartbeat_timeout_s_(settings.heartbeat_timeout_s) {
   capacity_.assign(static_cast<size_t>(placement.rollout_workers()), 0);
   load_.assign(capacity_.size(), 0);
+  serving_.assign(capacity_.size(), false);
+  lost_.assign(capacity_.size(), false);
+  for (int rank = 1; rank < placement.world_size(); ++rank) last_heard_[rank] = Clock::now();
   reader_ = std::thread([this] { read_messages(); });
   try {
     for (int g = 0; g < placement.trainer_ranks(); ++g) {
-      RunMessage m = answer(placement.trainer_rank(g), "ready");
+      RunMessage m = *answer(placement.trainer_rank(g), "ready");
       can_save_state_ = can_save_state_ && m.body.at("can_save_state").get<bool>();
     }
     for (int w = 0; w < placement.rollout_workers(); ++w) {
-      RunMessage m = answer(placement.rollout_worker_rank(w), "ready");
+      // Every worker starts, or the run fails.
+      RunMessage m = *answer(placement.rollout_worker_rank(w), "ready");
       std::lock_guard l(mutex_);
+      serving_[static_cast<size_t>(w)] = true;
       capacity_[static_cast<size_t>(w)] = m.body.at("capacity").get<int64_t>();
       const auto& info = m.body.at("model");
       model_ = mlpt_engine_model_info{MLPT_ENGINE_MODEL_INFO_STRUCT_SIZE, info.at("vocab_size").get<int64_t>(),
@@ -49,6 +60,7 @@ Coordinator::~Coordinator() {
 
 void Coordinator::read_messages() {
   int delay_us = 20;
+  auto next_check = Clock::now();
   while (reading_.load()) {
     std::optional<RunMessage> m;
     try {
@@ -60,11 +72,16 @@ void Coordinator::read_messages() {
       continue;
     }
     if (!m) {
+      // Judged only with nothing left unread: a heartbeat that waited in MPI still counts.
+      if (Clock::now() >= next_check)
+        check_heartbeats(), next_check = Clock::now() + std::chrono::milliseconds(100);
       std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
       delay_us = std::min(delay_us * 2, 1000);
       continue;
     }
     delay_us = 20;
+    last_heard_[m->from] = Clock::now();
+    if (m->kind == "heartbeat") continue;
     if (m->kind == "trajectory") {
       const uint64_t id = m->body.at("id").get<uint64_t>();
       std::optional<Episode> e;
@@ -85,6 +102,7 @@ void Coordinator::read_messages() {
         std::exception_ptr error;
         try {
           t = trajectory_from(m->body["trajectory"]);
+          t.rollout_worker = where;
         } catch (...) {
           error = std::current_exception();
         }
@@ -98,30 +116,100 @@ void Coordinator::read_messages() {
       continue;
     }
     if (m->kind == "failed") {
-      // The rank has stopped: its episodes will never come back.
-      std::vector<Episode> lost;
-      {
-        std::lock_guard l(mutex_);
-        if (!failure_) failure_ = m->body.at("message").get<std::string>();
-        const int worker = placement_.rollout_worker_index(m->from);
-        for (auto it = episodes_.begin(); it != episodes_.end();)
-          if (it->second.worker == worker) {
-            --load_[static_cast<size_t>(worker)];
-            ++reporting_;
-            lost.push_back(std::move(it->second));
-            it = episodes_.erase(it);
-          } else {
-            ++it;
-          }
-      }
-      changed_.notify_all();
-      for (auto& e : lost) e.done({}, std::make_exception_ptr(Error(MLPT_UNAVAILABLE, m->body.at("message").get<std::string>())));
-      reported(static_cast<int>(lost.size()));
+      lose(m->from, m->body.at("message").get<std::string>());
       continue;
     }
     std::lock_guard l(mutex_);
+    if (lost(m->from)) continue;  // a worker dropped as silent that was only slow: its answers come too late
     answers_[m->from].push_back(std::move(*m));
     changed_.notify_all();
+  }
+}
+
+void Coordinator::check_heartbeats() {
+  const auto now = Clock::now();
+  const auto limit = std::chrono::milliseconds(static_cast<int64_t>(heartbeat_timeout_s_ * 1000));
+  for (auto& [rank, heard] : last_heard_) {
+    if (now - heard <= limit) continue;
+    {
+      std::lock_guard l(mutex_);
+      if (stopped_) return;  // ranks end once told to stop
+      if (lost(rank) || failure_) continue;
+    }
+    lose(rank, "no heartbeat for " + std::to_string(static_cast<int64_t>(heartbeat_timeout_s_)) +
+                   " s ([placement] heartbeat_timeout_s): it died, lost its node, or hangs");
+  }
+}
+
+bool Coordinator::lost(int rank) const {
+  const int w = placement_.rollout_worker_index(rank);
+  return w >= 0 && lost_[static_cast<size_t>(w)];
+}
+
+void Coordinator::lose(int rank, const std::string& why) {
+  const int w = placement_.rollout_worker_index(rank);
+  const std::string name = placement_.describe(rank);
+  // A rank's own failure report names it already.
+  const std::string message = why.rfind(name, 0) == 0 ? why : name + ": " + why;
+  std::vector<Episode> in_flight;
+  int left = 0;
+  {
+    std::lock_guard l(mutex_);
+    if (w < 0 || !serving_[static_cast<size_t>(w)]) {  // a trainer rank, or a worker that never started
+      if (!failure_) failure_ = message;
+      changed_.notify_all();
+      return;
+    }
+    if (lost_[static_cast<size_t>(w)]) return;
+    lost_[static_cast<size_t>(w)] = true;
+    capacity_[static_cast<size_t>(w)] = 0;
+    for (auto it = episodes_.begin(); it != episodes_.end();)
+      if (it->second.worker == w) {
+        ++reporting_;
+        in_flight.push_back(std::move(it->second));
+        it = episodes_.erase(it);
+      } else {
+        ++it;
+      }
+    load_[static_cast<size_t>(w)] = 0;
+    answers_.erase(rank);
+    lost_workers_.push_back(message);
+    left = static_cast<int>(std::count(lost_.begin(), lost_.end(), false));
+    if (left == 0 && !failure_) failure_ = "every rollout worker is lost; the last: " + message;
+    changed_.notify_all();
+  }
+  // The benchmark's rule for a rollout lost to an infrastructure failure (spec section 1): back-fill
+  // it with reward 0 and count it, as the reference does (re-running it elsewhere would not be).
+  std::fprintf(stderr,
+               "mlpt run: %s\nmlpt run: %s is dropped: its %zu episode(s) in flight are back-filled with reward 0 "
+               "as failed rollouts; %d rollout worker(s) go on\n",
+               message.c_str(), name.c_str(), in_flight.size(), left);
+  // Should it be alive after all (only slow), it stops: nothing is sent to it any more.
+  try {
+    channel_.send(rank, "stop", nlohmann::json::object(), [] { return true; });  // never waits for it
+  } catch (const Error&) {
+  }
+  for (auto& e : in_flight)
+    e.done({}, std::make_exception_ptr(Error(MLPT_UNAVAILABLE, name + " is lost (" + why + ")")));
+  reported(static_cast<int>(in_flight.size()));
+}
+
+std::vector<std::string> Coordinator::lost_workers() const {
+  std::lock_guard l(mutex_);
+  return lost_workers_;
+}
+
+void Coordinator::send_unless_lost(int rank, const std::string& kind, const nlohmann::json& body) {
+  auto is_lost = [this, rank] {
+    std::lock_guard l(mutex_);
+    return lost(rank);
+  };
+  if (is_lost()) return;
+  try {
+    // A large message waits for its receiver: one that died meanwhile would hold this forever.
+    channel_.send(rank, kind, body, is_lost);
+  } catch (const Error&) {
+    if (!is_lost()) throw;  // it was lost meanwhile: the message had nowhere to go
   }
 }
 
@@ -140,11 +228,13 @@ void Coordinator::throw_if_failed() {
   if (failure_) throw Error(MLPT_ABORTED, *failure_);
 }
 
-RunMessage Coordinator::answer(int rank, const std::string& kind) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(answer_timeout_s_ * 1000));
+std::optional<RunMessage> Coordinator::answer(int rank, const std::string& kind) {
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(answer_timeout_s_ * 1000));
   std::unique_lock l(mutex_);
   for (;;) {
     throw_if_failed();
+    if (lost(rank)) return std::nullopt;
     auto& queue = answers_[rank];
     if (!queue.empty()) {
       RunMessage m = std::move(queue.front());
@@ -153,7 +243,8 @@ RunMessage Coordinator::answer(int rank, const std::string& kind) {
         throw Error(MLPT_INTERNAL, placement_.describe(rank) + " answered '" + m.kind + "' where '" + kind + "' was expected");
       return m;
     }
-    if (changed_.wait_until(l, deadline) == std::cv_status::timeout && answers_[rank].empty() && !failure_) {
+    if (changed_.wait_until(l, deadline) == std::cv_status::timeout && answers_[rank].empty() && !failure_ &&
+        !lost(rank)) {
       failure_ = placement_.describe(rank) + " did not answer '" + kind + "' within " +
                  std::to_string(static_cast<int64_t>(answer_timeout_s_)) + " s ([placement] answer_timeout_s): it is hung or gone";
       changed_.notify_all();
@@ -180,7 +271,8 @@ void Coordinator::start(rollout::EpisodeRequest request, rollout::EpisodeDone do
     ++load_[static_cast<size_t>(worker)];
     episodes_.emplace(id, Episode{worker, std::move(request), std::move(done)});
   }
-  channel_.send(placement_.rollout_worker_rank(worker), "episode", message);
+  // A worker lost meanwhile has back-filled this episode already.
+  send_unless_lost(placement_.rollout_worker_rank(worker), "episode", message);
 }
 
 void Coordinator::wait_idle() {
@@ -200,7 +292,8 @@ void Coordinator::cancel(const std::vector<uint64_t>& ids) {
     for (auto id : ids)
       if (auto it = episodes_.find(id); it != episodes_.end()) by_worker[it->second.worker].push_back(id);
   }
-  for (auto& [worker, list] : by_worker) channel_.send(placement_.rollout_worker_rank(worker), "cancel", {{"ids", list}});
+  for (auto& [worker, list] : by_worker)
+    send_unless_lost(placement_.rollout_worker_rank(worker), "cancel", {{"ids", list}});
 }
 
 std::vector<components::Metric> Coordinator::train_step(const mlpt_train_batch& batch, uint64_t* new_version) {
@@ -211,7 +304,7 @@ std::vector<components::Metric> Coordinator::train_step(const mlpt_train_batch& 
   }
   std::vector<components::Metric> metrics;
   for (int g = 0; g < placement_.trainer_ranks(); ++g) {
-    RunMessage m = answer(placement_.trainer_rank(g), "trained");
+    RunMessage m = *answer(placement_.trainer_rank(g), "trained");
     if (g != 0) continue;
     if (new_version) *new_version = m.body.at("version").get<uint64_t>();
     for (auto& [name, value] : m.body.at("metrics").items()) metrics.push_back({name, value.get<double>()});
@@ -219,12 +312,16 @@ std::vector<components::Metric> Coordinator::train_step(const mlpt_train_batch& 
   return metrics;
 }
 
-void Coordinator::publish(uint64_t version) {
+refit::RefitStats Coordinator::publish(uint64_t version) {
+  // The transport's sender drops a receiver whose process is gone, so a lost worker holds up
+  // neither trainer rank 0's send nor this wait.
   channel_.send(placement_.trainer_rank(0), "publish", {{"version", version}});
   for (int w = 0; w < placement_.rollout_workers(); ++w)
-    channel_.send(placement_.rollout_worker_rank(w), "refit", {{"version", version}});
-  answer(placement_.trainer_rank(0), "published");
-  for (int w = 0; w < placement_.rollout_workers(); ++w) answer(placement_.rollout_worker_rank(w), "refitted");
+    send_unless_lost(placement_.rollout_worker_rank(w), "refit", {{"version", version}});
+  RunMessage sent = *answer(placement_.trainer_rank(0), "published");
+  for (int w = 0; w < placement_.rollout_workers(); ++w)
+    answer(placement_.rollout_worker_rank(w), "refitted");
+  return run::refit_stats_from_json(sent.body.at("refit"));
 }
 
 void Coordinator::save_state(const std::string& dir) {
@@ -236,7 +333,7 @@ uint64_t Coordinator::load_state(const std::string& dir) {
   for (int g = 0; g < placement_.trainer_ranks(); ++g) channel_.send(placement_.trainer_rank(g), "load", {{"dir", dir}});
   uint64_t version = 0;
   for (int g = 0; g < placement_.trainer_ranks(); ++g) {
-    RunMessage m = answer(placement_.trainer_rank(g), "loaded");
+    RunMessage m = *answer(placement_.trainer_rank(g), "loaded");
     if (g == 0) version = m.body.at("version").get<uint64_t>();
   }
   return version;
@@ -251,7 +348,7 @@ void Coordinator::stop() {
   changed_.notify_all();
   for (int rank = 1; rank < placement_.world_size(); ++rank) {
     try {
-      channel_.send(rank, "stop");
+      send_unless_lost(rank, "stop");
     } catch (const Error&) {  // a rank that is gone
     }
   }

@@ -2,10 +2,15 @@
 // workers by free capacity and collects their trajectories, sends each trainer rank its share of
 // the step's batch with the global token count, and runs the refit: trainer rank 0 streams the new
 // version through the transport while every worker receives it into its paused engine (the bytes
-// never pass through here). One thread reads every message; a rank that reports a failure, or does
-// not answer within `answer_timeout_s`, fails the run with a message naming the rank.
+// never pass through here). One thread reads every message and watches the heartbeats: a trainer
+// rank that reports a failure, sends no heartbeat for `heartbeat_timeout_s` or does not answer
+// within `answer_timeout_s` fails the run with a message naming the rank. A rollout worker that
+// does so once serving is lost instead: its episodes in flight are back-filled (done with an
+// MLPT_UNAVAILABLE error naming it), nothing is sent to it again, and the run goes on with the
+// others until none is left.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -25,7 +30,7 @@ namespace mlpt::dist {
 class Coordinator final : public run::RemoteRanks {
  public:
   // Waits until every rank has said it is ready (its components are loaded).
-  Coordinator(MpiChannel& channel, const Placement& placement, double answer_timeout_s);
+  Coordinator(MpiChannel& channel, const Placement& placement, const PlacementSettings& settings);
   ~Coordinator() override;  // tells every rank to stop and waits for the episodes in flight
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
@@ -39,7 +44,7 @@ class Coordinator final : public run::RemoteRanks {
   // One collective step of the trainer group; returns group rank 0's metrics.
   std::vector<components::Metric> train_step(const mlpt_train_batch& batch, uint64_t* new_version) override;
   // Trainer rank 0 sends `version`, every worker loads it; returns when all have.
-  void publish(uint64_t version) override;
+  refit::RefitStats publish(uint64_t version) override;
   bool can_save_state() const override { return can_save_state_; }
   bool record_routed_experts() const override { return record_routed_experts_; }
   mlpt_engine_model_info model_info() const override { return model_; }
@@ -48,8 +53,9 @@ class Coordinator final : public run::RemoteRanks {
 
   // Ends every rank's loop (the destructor does it too); the episodes in flight are cancelled.
   void stop();
-  // A rank reported a failure or did not answer in time: it may never finish MPI.
+  // A trainer rank reported a failure or did not answer in time: it may never finish MPI.
   bool rank_lost() const;
+  std::vector<std::string> lost_workers() const override;
 
  private:
   struct Episode {
@@ -58,19 +64,32 @@ class Coordinator final : public run::RemoteRanks {
     rollout::EpisodeDone done;
   };
   void read_messages();
-  RunMessage answer(int rank, const std::string& kind);
+  // The next answer of `rank`; nothing when it is a rollout worker that is lost meanwhile.
+  std::optional<RunMessage> answer(int rank, const std::string& kind);
   void throw_if_failed();
   void reported(int episodes);  // their `done` has returned
+  // Any message is a sign of life; ranks silent for longer than the heartbeat timeout are lost.
+  void check_heartbeats();
+  // A rank that failed or went silent: a rollout worker that has served is dropped, anything else
+  // fails the run.
+  void lose(int rank, const std::string& why);
+  bool lost(int rank) const;  // callers hold mutex_
+  void send_unless_lost(int rank, const std::string& kind,
+                        const nlohmann::json& body = nlohmann::json::object());
 
   MpiChannel& channel_;
   const Placement& placement_;
-  const double answer_timeout_s_;
+  const double answer_timeout_s_, heartbeat_timeout_s_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::map<int, std::deque<RunMessage>> answers_;
   std::map<uint64_t, Episode> episodes_;
-  std::vector<int64_t> capacity_, load_;  // per rollout worker
-  int reporting_ = 0;                     // episodes whose `done` is running
+  std::vector<int64_t> capacity_, load_;   // per rollout worker
+  std::vector<bool> serving_, lost_;       // per rollout worker: said it is ready; dropped
+  std::vector<std::string> lost_workers_;  // "rollout worker N (rank R): why", in the order lost
+  std::map<int, std::chrono::steady_clock::time_point>
+      last_heard_;     // per rank, read by the reader thread only
+  int reporting_ = 0;  // episodes whose `done` is running
   std::optional<std::string> failure_;
   bool can_save_state_ = true, record_routed_experts_ = false, stopped_ = false;
   mlpt_engine_model_info model_{};

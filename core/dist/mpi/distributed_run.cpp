@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <optional>
+
 #include "core/dist/mpi/channel.hpp"
 #include "core/dist/mpi/coordinator.hpp"
+#include "core/dist/mpi/heartbeat.hpp"
 #include "core/dist/mpi/rendezvous.hpp"
 #include "core/dist/mpi/rollout_worker.hpp"
 #include "core/dist/mpi/session.hpp"
@@ -32,12 +35,14 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
   const std::atomic<bool>& interrupted = options.interrupted ? *options.interrupted : never;
   if (outcome.coordinator) host.rendezvous().put("mlpt/run/transport_group", "mlpt-run-" + std::to_string(::getpid()));
   const std::string transport_group = host.rendezvous().get("mlpt/run/transport_group", kStartTimeoutMs, interrupted);
+  std::optional<Heartbeat> heartbeat;  // every rank but the coordinator, from here to its end
+  if (role != MLPT_PROCESS_ROLE_HOST) heartbeat.emplace(channel, Placement::coordinator());
   if (role == MLPT_PROCESS_ROLE_TRAINER) {
     outcome.exit_code = run_trainer_rank(config, placement, host, channel, transport_group, interrupted);
   } else if (role == MLPT_PROCESS_ROLE_ENGINE) {
     outcome.exit_code = run_rollout_worker(config, placement, host, channel, transport_group, interrupted);
   } else {
-    Coordinator coordinator(channel, placement, config.placement.answer_timeout_s);
+    Coordinator coordinator(channel, placement, config.placement);
     run::RunOptions with_ranks = options;
     with_ranks.remote = &coordinator;
     outcome.summary = run::run_benchmark(config, with_ranks);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/dist/mpi/rank_failure.hpp"
 #include "core/dist/run_messages.hpp"
 #include "core/error.hpp"
 #include "core/plugin/component_set.hpp"
@@ -92,15 +93,8 @@ int run_rollout_worker(const run::RunConfig& c, const Placement& placement, plug
         throw Error(MLPT_INTERNAL, "unknown message '" + m.kind + "' from the coordinator");
       }
     }
-  } catch (const Error& e) {
-    if (e.code() == MLPT_CANCELLED && interrupted.load()) return 130;  // Ctrl-C: every rank stops
-    std::fprintf(stderr, "mlpt run: %s: %s\n", placement.describe(rank).c_str(), e.what());
-    channel.send(Placement::coordinator(), "failed", {{"message", placement.describe(rank) + ": " + e.what()}});
-    return 3;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mlpt run: %s: %s\n", placement.describe(rank).c_str(), e.what());
-    channel.send(Placement::coordinator(), "failed", {{"message", me + ": " + e.what()}});
-    return 3;
+  } catch (...) {
+    return report_rank_failure(std::current_exception(), channel, placement, rank, interrupted);
   }
 }
 

@@ -1,13 +1,16 @@
 #include "core/dist/mpi/trainer_rank.hpp"
 
-#include <cstdio>
 #include <memory>
 
 #include "core/components/instances.hpp"
+#include "core/dist/mpi/rank_failure.hpp"
 #include "core/dist/run_messages.hpp"
 #include "core/error.hpp"
 #include "core/plugin/component_set.hpp"
+#include "core/refit/refit_sender.hpp"
+#include "core/run/step_record.hpp"
 #include "core/run/trainer_settings.hpp"
+#include "core/run/weight_refit.hpp"
 
 namespace mlpt::dist {
 
@@ -33,8 +36,12 @@ int run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin
                                 &group);
     // Group rank 0 sends each version to every rollout worker's receiver.
     std::unique_ptr<components::Transport> sender;
-    if (group_rank == 0)
-      sender = set.make<components::Transport>(MLPT_COMPONENT_TRANSPORT, MLPT_TRANSPORT_SENDER, transport_group);
+    std::unique_ptr<refit::RefitSender> encoder;  // [run] refit = "sparse": only what changed is sent
+    if (group_rank == 0) {
+      sender =
+          set.make<components::Transport>(MLPT_COMPONENT_TRANSPORT, MLPT_TRANSPORT_SENDER, transport_group);
+      encoder = run::sparse_refit_encoder(c.run, trainer);
+    }
     channel.send(Placement::coordinator(), "ready",
                  {{"can_save_state", trainer.can_save_state()},
                   {"supports_routing_replay", trainer.capabilities().supports_routing_replay != 0}});
@@ -52,8 +59,17 @@ int run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin
       } else if (m.kind == "publish") {
         if (!sender) throw Error(MLPT_INTERNAL, "publish sent to trainer rank " + std::to_string(group_rank) + " (only rank 0 sends)");
         auto w = trainer.export_weights();
-        sender->send(w.version, w.tensors, w.count, kTransferTimeoutMs);
-        channel.send(Placement::coordinator(), "published", {{"version", w.version}});
+        refit::RefitStats stats;
+        if (encoder) {
+          const auto& message = encoder->prepare(w.version, w.tensors, w.count);
+          stats = encoder->stats();
+          sender->send(w.version, message.data(), message.size(), kTransferTimeoutMs);
+        } else {
+          stats = refit::dense_stats(w.tensors, w.count);
+          sender->send(w.version, w.tensors, w.count, kTransferTimeoutMs);
+        }
+        channel.send(Placement::coordinator(), "published",
+                     {{"version", w.version}, {"refit", run::refit_stats_json(stats)}});
       } else if (m.kind == "save") {
         trainer.save_state(m.body.at("dir").get<std::string>());
         channel.send(Placement::coordinator(), "saved");
@@ -64,15 +80,8 @@ int run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin
         throw Error(MLPT_INTERNAL, "unknown message '" + m.kind + "' from the coordinator");
       }
     }
-  } catch (const Error& e) {
-    if (e.code() == MLPT_CANCELLED && interrupted.load()) return 130;  // Ctrl-C: every rank stops
-    std::fprintf(stderr, "mlpt run: %s: %s\n", placement.describe(rank).c_str(), e.what());
-    channel.send(Placement::coordinator(), "failed", {{"message", placement.describe(rank) + ": " + e.what()}});
-    return 3;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mlpt run: %s: %s\n", placement.describe(rank).c_str(), e.what());
-    channel.send(Placement::coordinator(), "failed", {{"message", placement.describe(rank) + ": " + e.what()}});
-    return 3;
+  } catch (...) {
+    return report_rank_failure(std::current_exception(), channel, placement, rank, interrupted);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "mpirun_command.hpp"  // tests/support
 #include "test_util.hpp"
 
 namespace dist_test {
@@ -15,9 +16,8 @@ struct Launch {
 
 inline Launch mpirun(int ranks, const std::string& command, int timeout_s = 300) {
   Launch l;
-  l.output = mlpt_test::run_command("timeout -k 10 " + std::to_string(timeout_s) + " " + MPIRUN_EXE +
-                                        " --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(ranks) +
-                                        " " + command + " 2>&1",
+  l.output = mlpt_test::run_command("timeout -k 10 " + std::to_string(timeout_s) + " " +
+                                        mlpt_test::mpirun_command(ranks) + command + " 2>&1",
                                     &l.status);
   return l;
 }

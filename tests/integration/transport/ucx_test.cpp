@@ -143,6 +143,38 @@ TEST_CASE("ucx: a receiver killed midway fails the send within its timeout, nami
   hung.signal(SIGKILL);
 }
 
+TEST_CASE("ucx: a receiver that dies is dropped, and later sends go to the others without waiting for it") {
+  Loaded ucx("ucx");
+  int port = free_port();
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER,
+              R"({"address": ")" + address(port) + R"(", "receivers": 2, "bucket_bytes": 65536})");
+  auto p0 = dump_prefix("drop0"), p1 = dump_prefix("drop1");
+  Child survivor = receiver(rx_config(port, "engine-0"), 3, p0);
+  Child doomed = receiver(rx_config(port, "engine-1"), 3, p1);
+  auto v1 = mixed_tensors(1), v2 = mixed_tensors(2), v3 = mixed_tensors(3);
+  tx.send(1, v1.views, 20000);
+  CHECK(doomed.line(20000) == "received 1");
+  doomed.signal(SIGKILL);  // an engine's process killed between two refits
+  CHECK(doomed.wait(5000) != 0);
+  auto f = failure_of([&] { tx.send(2, v2.views, 20000); });
+  INFO(f.message);
+  CHECK(f.code == MLPT_OK);
+  CHECK(f.seconds < 15.0);  // noticed the death, did not run out the clock
+  f = failure_of([&] { tx.send(3, v3.views, 20000); });
+  CHECK(f.code == MLPT_OK);
+  CHECK(survivor.line(20000) == "received 1");
+  CHECK(survivor.line(20000) == "received 2");
+  CHECK(survivor.line(20000) == "received 3");
+  CHECK(survivor.wait(20000) == 0);
+  CHECK(compare_dump(p0 + ".3.bin", v3) == "");
+  // With the last receiver gone a send waits for a new one, then fails naming who is gone.
+  f = failure_of([&] { tx.send(4, v3.views, 500); });
+  CHECK(f.code == MLPT_UNAVAILABLE);
+  CHECK(f.seconds < 0.5 + 1.5);
+  CHECK_THAT(f.message, Catch::Contains("every receiver is gone") && Catch::Contains("engine-1") &&
+                            Catch::Contains("engine-0"));
+}
+
 TEST_CASE("ucx: a corrupted bucket is caught by the checksum on both ends") {
   Loaded ucx("ucx");
   int port = free_port();

@@ -1,0 +1,119 @@
+// What the distributed-run tests share: a copy of a bundled config with edits, the mpirun line that
+// starts it, the mlpt process that is one rank of a tagged job (to kill or stop it), the
+// checkpoints a run left, and the check of its result log.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mpirun_command.hpp"  // tests/support
+#include "test_util.hpp"
+
+namespace dist_run_test {
+
+namespace fs = std::filesystem;
+
+inline std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline int lines(const fs::path& p) {
+  std::ifstream in(p);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// The config `source` written to `file` with its output_dir (`output_dir` in it) set to `out`, its
+// data paths ("../tasks/") absolute, and each {from, to} edit applied (each `from` must be in it);
+// a `from` that ends in "= " ("max_steps = ") stands for the rest of its line too, whatever value
+// the bundled config has.
+inline void write_config(const fs::path& source, const fs::path& file, const fs::path& out,
+                         const std::string& output_dir,
+                         const std::vector<std::pair<std::string, std::string>>& edits) {
+  std::string text = read(source);
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    const bool whole_line = from.size() >= 2 && from.compare(from.size() - 2, 2, "= ") == 0;
+    text.replace(at, whole_line ? text.find('\n', at) - at : from.size(), to);
+  };
+  replace("output_dir = \"" + output_dir + "\"", "output_dir = \"" + out.string() + "\"");
+  for (int i = 0; i < 2; ++i) replace("\"../tasks/", "\"" + std::string(MLPT_SOURCE_DIR) + "/tasks/");
+  for (const auto& [from, to] : edits) replace(from, to);
+  std::ofstream(file) << text;
+}
+
+// configs/tiny-distributed.toml so.
+inline void write_tiny_config(const fs::path& file, const fs::path& out,
+                              const std::vector<std::pair<std::string, std::string>>& edits) {
+  write_config(fs::path(MLPT_SOURCE_DIR) / "configs/tiny-distributed.toml", file, out,
+               "${MLPT_CACHE_DIR}/runs/tiny-distributed", edits);
+}
+
+// `mlpt run ` under mpirun with four ranks, bounded by `timeout_s`; MLPT_TEST_TAG=`tag` marks the
+// job's processes for process_of_rank.
+inline std::string launch(const std::string& tag, int timeout_s, bool recovery) {
+  mlpt_test::MpirunOptions options{recovery, {"MLPT_TEST_TAG"}};
+  return "MLPT_TEST_TAG=" + tag + " MLPT_CACHE_DIR=" + MLPT_CACHE_DIR +
+         " MLPT_PLUGIN_PATH=" + MLPT_PLUGIN_DIR + " timeout -k 10 " + std::to_string(timeout_s) + " " +
+         mlpt_test::mpirun_command(4, options) + MLPT_BUILD_DIR + "/bin/mlpt run ";
+}
+
+// The mlpt process of the job tagged `tag` whose MPI rank (from its environment) is `rank`; -1 if none.
+inline int process_of_rank(const std::string& tag, int rank) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string env = read(e.path() / "environ"), cmd = read(e.path() / "cmdline");
+    if (env.find("MLPT_TEST_TAG=" + tag + '\0') != std::string::npos &&
+        cmd.find("bin/mlpt") != std::string::npos &&
+        env.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos)
+      return std::stoi(name);
+  }
+  return -1;
+}
+
+// The newest whole checkpoint's step in `out`/checkpoints (a save that was cut short stays a
+// .partial folder, which resume never trusts); 0 when there is none.
+inline int last_checkpoint(const fs::path& out) {
+  int last = 0;
+  if (!fs::exists(out / "checkpoints")) return 0;
+  for (const auto& e : fs::directory_iterator(out / "checkpoints")) {
+    const std::string name = e.path().filename();
+    if (name.rfind("step_", 0) == 0 && name.find(".partial") == std::string::npos)
+      last = std::max(last, std::stoi(name.substr(5)));
+  }
+  return last;
+}
+
+// The tiny model the letters runs need (scripts/prepare-tiny.sh), or the test fails saying so.
+inline void require_tiny_model() {
+  const std::string cache = MLPT_CACHE_DIR;
+  if (!fs::exists(cache + "/models/tiny/config.json")) FAIL("missing " << cache << "/models/tiny: run scripts/prepare-tiny.sh");
+}
+
+// Every compliance rule of the open division holds for the run's result log (reaching the target
+// only if it converged).
+inline void check_result_log(const fs::path& result_log, bool converged) {
+  int status = 0;
+  auto log = nlohmann::json::parse(mlpt_test::run_command(
+      std::string(MLPT_BUILD_DIR) + "/bin/mlpt check log --division open --json " + result_log.string(), &status));
+  INFO(log.dump(2));
+  REQUIRE(log["rules"].size() > 5);
+  for (const auto& rule : log["rules"])
+    if (rule["id"] != "eval_target" || converged) CHECK(rule["passed"].get<bool>());
+}
+
+}  // namespace dist_run_test
