@@ -14,7 +14,7 @@
 namespace fs = std::filesystem;
 using namespace dist_run_test;
 
-TEST_CASE("refit = \"sparse\" in a distributed run: deltas reach both engines and rebuild bit for bit") {
+TEST_CASE("sparse refit in a distributed run: deltas reach both engines and rebuild bit for bit") {
   require_tiny_model();
   mlpt_test::TempDir dir("sparse_refit");
   const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / "sparse.toml";
