@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "../learning_curve.hpp"
 #include "core/check/log_checker.hpp"
 #include "core/mllog/reader.hpp"
@@ -23,8 +25,13 @@ TEST_CASE("the async GRPO loop raises the reward of the tiny model on the letter
   setenv("MLPT_CACHE_DIR", cache.c_str(), 1);
   setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
   auto config = run::read_run_config(std::string(MLPT_SOURCE_DIR) + "/configs/tiny.toml");
-  config.run.output_dir = std::filesystem::temp_directory_path() / "mlpt-learning-test";
+  // Per process: two suites on one machine (two checkouts) must not share a run folder.
+  config.run.output_dir = std::filesystem::temp_directory_path() / ("mlpt-learning-test-" + std::to_string(::getpid()));
   std::filesystem::remove_all(config.run.output_dir);
+  struct Cleanup {
+    std::filesystem::path dir;
+    ~Cleanup() { std::error_code ec; std::filesystem::remove_all(dir, ec); }
+  } cleanup{config.run.output_dir};
 
   run::RunOptions options;
   options.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
