@@ -48,7 +48,8 @@ typedef struct mlpt_reward_create_args {
 #define MLPT_REWARD_FLAG_TEST_TIMEOUT 0x2u  /* the hidden test run timed out */
 #define MLPT_REWARD_FLAG_AGENT_TIMEOUT 0x4u /* the agent wall-clock limit cut the rollout */
 /* The test output could not be trusted (cut at the output limit, not exactly one summary block at
- * its end, or counts and exit status that disagree); the reward is 0. */
+ * its end, counts and exit status that disagree, or, for a grader that supervises the test run, a
+ * result record that is missing, forged or disagrees with the summary); the reward is 0. */
 #define MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED 0x8u
 /* The patch changes what the grading relies on in-process (the test runner, the import machinery,
  * the call stack, interpreter start-up hooks); the reward stands but is marked for review. */
