@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/parallel/model_parallel.hpp"
+
 namespace mlpt::ref {
 
 enum class CheckpointVariant { qwen3_5_moe, qwen3_next };
@@ -39,6 +41,10 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   double initializer_range = 0.02;
   std::string dtype = "bfloat16";  // the checkpoint dtype the config names
+
+  // Which slice of the model these sizes describe (shard_weights.hpp): on a shard, the head counts
+  // and FFN widths above are this rank's; num_experts stays the router's (all experts).
+  ModelShard shard;
 
   // Derived sizes (§2.4).
   int64_t key_dim() const { return gdn_key_heads * gdn_key_dim; }

@@ -5,6 +5,7 @@
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/moe.hpp"
 #include "model/layers.hpp"
+#include "model/parallel/expert_dispatch.hpp"
 #include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref::detail {
@@ -40,7 +41,11 @@ void moe_forward(const LayerContext<T>& ctx, const Weights<T>& w, const T* xn, c
   if (record) std::copy(t.experts.begin(), t.experts.end(), record);
 
   std::fill(out, out + N * H, T(0));
-  cpu::experts_forward(shape, N, xn, t.experts.data(), t.weights.data(), w[L.gate_up], w[L.down], out);
+  if (ctx.parallel && ctx.parallel->expert_size() > 1)  // this rank holds a block of the experts
+    dispatched_experts_forward(*ctx.parallel->expert, shape, N, xn, t.experts.data(), t.weights.data(), w[L.gate_up],
+                               w[L.down], out);
+  else
+    cpu::experts_forward(shape, N, xn, t.experts.data(), t.weights.data(), w[L.gate_up], w[L.down], out);
 
   t.sg.resize(N * Is);
   t.su.resize(N * Is);
@@ -67,7 +72,12 @@ void moe_backward(const LayerContext<T>& ctx, const Weights<T>& w, const MoeTape
   const int64_t N = ctx.tokens, H = c.hidden_size, E = c.num_experts, k = c.experts_per_token;
   const int64_t Is = c.shared_intermediate;
 
-  // Shared expert and its gate.
+  // On a tensor-parallel shard the shared expert's and every routed expert's FFN columns are this
+  // rank's: their contributions to dxn, d_logit and dweights are partial sums, summed over the group
+  // before the replicated router and shared expert gate add theirs (once, on every rank alike).
+  Communicator* tensor_group = ctx.parallel ? ctx.parallel->tensor : nullptr;
+
+  // Shared expert; its gate's d_logit needs the whole shared output, <dout, s_out>.
   std::vector<T> d_logit(N), dS(N * H);
   for (int64_t r = 0; r < N; ++r) {
     T s = cpu::sigmoid(t.s_logit[r]), dot = 0;
@@ -77,22 +87,31 @@ void moe_backward(const LayerContext<T>& ctx, const Weights<T>& w, const MoeTape
     }
     d_logit[r] = dot * s * (T(1) - s);
   }
-  cpu::linear_backward_input(N, 1, H, d_logit.data(), w[L.shared_expert_gate], dxn, false);
-  cpu::linear_backward_weight(N, 1, H, d_logit.data(), t.xn.data(), grads[L.shared_expert_gate]);
+  sum_over(tensor_group, d_logit.data(), static_cast<size_t>(N));
   std::vector<T> dsh(N * Is), dsg(N * Is), dsu(N * Is);
   cpu::linear_backward_input(N, H, Is, dS.data(), w[L.shared_down], dsh.data(), false);
   cpu::linear_backward_weight(N, H, Is, dS.data(), t.sh.data(), grads[L.shared_down]);
   cpu::swiglu_backward(N, Is, t.sg.data(), t.su.data(), Is, dsh.data(), dsg.data(), dsu.data(), Is);
-  cpu::linear_backward_input(N, Is, H, dsg.data(), w[L.shared_gate], dxn, true);
+  cpu::linear_backward_input(N, Is, H, dsg.data(), w[L.shared_gate], dxn, false);
   cpu::linear_backward_input(N, Is, H, dsu.data(), w[L.shared_up], dxn, true);
   cpu::linear_backward_weight(N, Is, H, dsg.data(), t.xn.data(), grads[L.shared_gate]);
   cpu::linear_backward_weight(N, Is, H, dsu.data(), t.xn.data(), grads[L.shared_up]);
 
-  // Routed experts, then the router through the gating weights.
+  // Routed experts (on the ranks that own them under expert parallelism).
   const cpu::MoeShape shape = moe_shape(c);
   std::vector<T> dweights(N * k);
-  cpu::experts_backward(shape, N, t.xn.data(), t.experts.data(), t.weights.data(), w[L.gate_up], w[L.down], dout, dxn,
-                        dweights.data(), grads[L.gate_up], grads[L.down]);
+  if (ctx.parallel && ctx.parallel->expert_size() > 1)
+    dispatched_experts_backward(*ctx.parallel->expert, shape, N, t.xn.data(), t.experts.data(), t.weights.data(),
+                                w[L.gate_up], w[L.down], dout, dxn, dweights.data(), grads[L.gate_up], grads[L.down]);
+  else
+    cpu::experts_backward(shape, N, t.xn.data(), t.experts.data(), t.weights.data(), w[L.gate_up], w[L.down], dout,
+                          dxn, dweights.data(), grads[L.gate_up], grads[L.down]);
+  sum_over(tensor_group, dweights.data(), static_cast<size_t>(N * k));
+  sum_over(tensor_group, dxn, static_cast<size_t>(N * H));
+
+  // The replicated parts: the shared expert gate, then the router through the gating weights.
+  cpu::linear_backward_input(N, 1, H, d_logit.data(), w[L.shared_expert_gate], dxn, true);
+  cpu::linear_backward_weight(N, 1, H, d_logit.data(), t.xn.data(), grads[L.shared_expert_gate]);
   std::vector<T> dlogits(N * E);
   cpu::route_backward(shape, N, t.logits.data(), t.experts.data(), t.weights.data(), dweights.data(), dlogits.data());
   cpu::linear_backward_input(N, E, H, dlogits.data(), w[L.router], dxn, true);

@@ -20,6 +20,7 @@ struct LayerContext {
   GdnMode gdn_mode;
   int layer;
   const std::vector<int32_t>& parents;  // empty or one per segment (ForwardBatch::parents)
+  const ModelParallel* parallel = nullptr;  // a shard's groups (ForwardBatch::parallel)
   size_t num_segments() const { return offsets.size() - 1; }
   SequenceCache<T>* cache(size_t s) const { return caches.empty() ? nullptr : caches[s]; }
   int32_t parent(size_t s) const { return parents.empty() ? -1 : parents[s]; }

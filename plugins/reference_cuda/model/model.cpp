@@ -68,6 +68,23 @@ void check_batch(const ModelConfig& c, const ForwardBatch<T>& b) {
                                                   std::to_string(c.vocab_size) + ")");
 }
 
+// A shard computes only with the groups of its layout, and a group of several ranks only with a shard.
+template <class T>
+void check_parallel(const ModelConfig& c, const ForwardBatch<T>& b) {
+  const ModelShard& s = c.shard;
+  const ModelParallel* p = b.parallel;
+  const int tp = p ? p->tensor_size() : 1, ep = p ? p->expert_size() : 1;
+  const int tp_rank = p && p->tensor ? p->tensor->rank() : 0, ep_rank = p && p->expert ? p->expert->rank() : 0;
+  if (tp != s.tp || ep != s.ep || tp_rank != s.tp_rank || ep_rank != s.ep_rank)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT,
+                     "forward: the weights are shard (tp " + std::to_string(s.tp_rank) + "/" + std::to_string(s.tp) +
+                         ", ep " + std::to_string(s.ep_rank) + "/" + std::to_string(s.ep) +
+                         ") but the batch's groups are (tp " + std::to_string(tp_rank) + "/" + std::to_string(tp) +
+                         ", ep " + std::to_string(ep_rank) + "/" + std::to_string(ep) + ")");
+  if (s.sharded() && !b.caches.empty())
+    throw sdk::Error(MLPT_UNIMPLEMENTED, "forward: a sharded model does not keep generation caches");
+}
+
 // Copies layer l's [tokens, k] slice out of / into a [tokens, layers, k] routing record.
 template <class T>
 void stop_if_cancelled(const ForwardBatch<T>& b, const char* pass, int64_t layer) {
@@ -100,17 +117,50 @@ void layer_forward(const LayerContext<T>& ctx, const Weights<T>& w, T* x, const 
   const LayerTensors& L = w.layout.layers[ctx.layer];
   const int64_t N = ctx.tokens, H = c.hidden_size;
   std::vector<T> xn(N * H), m(N * H);
+  Communicator* tensor_group = ctx.parallel ? ctx.parallel->tensor : nullptr;
   cpu::rmsnorm_forward(N, H, x, w[L.input_norm], c.rms_norm_eps, xn.data());
   if (L.attention)
     detail::attention_forward(ctx, w, xn.data(), m.data(), tapes ? &tapes->attn : nullptr);
   else
     detail::gdn_forward(ctx, w, xn.data(), m.data(), tapes ? &tapes->gdn : nullptr);
+  sum_over(tensor_group, m.data(), static_cast<size_t>(N * H));  // this rank's heads' share
   for (int64_t i = 0; i < N * H; ++i) x[i] += m[i];
   if (tapes) tapes->h.assign(x, x + N * H);
   cpu::rmsnorm_forward(N, H, x, w[L.post_norm], c.rms_norm_eps, xn.data());
   detail::moe_forward(ctx, w, xn.data(), replay, record, m.data(), tapes ? &tapes->moe : nullptr);
+  sum_over(tensor_group, m.data(), static_cast<size_t>(N * H));  // this rank's FFN columns' share
   for (int64_t i = 0; i < N * H; ++i) x[i] += m[i];
 }
+
+// Gradients that one backward step adds as partial sums over a tensor-parallel group, while the
+// tensors may already hold earlier micro-batches' totals: set aside, zeroed, and after the step
+// the step's share summed over the group and the earlier totals added back.
+template <class T>
+class PartialGradients {
+ public:
+  PartialGradients(Communicator* group, Weights<T>& grads, std::vector<int> tensors)
+      : group_(group && group->size() > 1 ? group : nullptr), grads_(grads), tensors_(std::move(tensors)) {
+    if (!group_) return;
+    for (int i : tensors_) {
+      earlier_.push_back(grads_.values[i]);
+      std::fill(grads_.values[i].begin(), grads_.values[i].end(), T(0));
+    }
+  }
+  void sum() {
+    if (!group_) return;
+    for (size_t j = 0; j < tensors_.size(); ++j) {
+      std::vector<T>& g = grads_.values[tensors_[j]];
+      sum_over(group_, g.data(), g.size());
+      for (size_t i = 0; i < g.size(); ++i) g[i] += earlier_[j][i];
+    }
+  }
+
+ private:
+  Communicator* group_;
+  Weights<T>& grads_;
+  std::vector<int> tensors_;
+  std::vector<std::vector<T>> earlier_;
+};
 
 }  // namespace
 
@@ -118,6 +168,7 @@ template <class T>
 std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
   const ModelConfig& c = w.config;
   check_batch(c, b);
+  check_parallel(c, b);
   const int64_t N = b.num_tokens(), H = c.hidden_size, Lc = c.num_layers, k = c.experts_per_token;
   std::vector<int64_t> positions = positions_of(b);
   std::vector<T> x(N * H);
@@ -130,7 +181,7 @@ std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
   std::vector<int16_t> replay(b.replay_experts ? N * k : 0), record(b.routed_experts ? N * k : 0);
   for (int64_t l = 0; l < Lc; ++l) {
     stop_if_cancelled(b, "forward", l);
-    LayerContext<T> ctx{c, N, b.offsets, b.caches, positions, b.gdn_mode, static_cast<int>(l), b.parents};
+    LayerContext<T> ctx{c, N, b.offsets, b.caches, positions, b.gdn_mode, static_cast<int>(l), b.parents, b.parallel};
     if (b.replay_experts) gather_layer(b.replay_experts, N, Lc, k, l, replay.data());
     layer_forward(ctx, w, x.data(), b.replay_experts ? replay.data() : nullptr,
                   b.routed_experts ? record.data() : nullptr, static_cast<LayerTapes<T>*>(nullptr));
@@ -155,6 +206,7 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
   const ModelConfig& c = w.config;
   for (auto* cache : b.caches)
     if (cache) throw sdk::Error(MLPT_INTERNAL, "backward: batches with generation caches are not differentiable");
+  check_parallel(c, b);
   const int64_t N = b.num_tokens(), H = c.hidden_size, Lc = c.num_layers, k = c.experts_per_token;
   if (layer_inputs.size() != static_cast<size_t>((Lc + 1) * N * H))
     throw sdk::Error(MLPT_INTERNAL, "backward: layer_inputs do not match the batch");
@@ -165,10 +217,11 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
   cpu::rmsnorm_backward(N, H, layer_inputs.data() + Lc * N * H, w[w.layout.final_norm], c.rms_norm_eps, d_hidden,
                         dx.data(), grads[w.layout.final_norm]);
   std::vector<int16_t> layer_experts(N * k);
+  Communicator* tensor_group = b.parallel ? b.parallel->tensor : nullptr;
   for (int64_t l = Lc - 1; l >= 0; --l) {
     stop_if_cancelled(b, "backward", l);
     const LayerTensors& L = w.layout.layers[l];
-    LayerContext<T> ctx{c, N, b.offsets, no_caches, positions, b.gdn_mode, static_cast<int>(l), b.parents};
+    LayerContext<T> ctx{c, N, b.offsets, no_caches, positions, b.gdn_mode, static_cast<int>(l), b.parents, b.parallel};
     gather_layer(experts, N, Lc, k, l, layer_experts.data());
     LayerTapes<T> tapes;
     std::vector<T> x(layer_inputs.begin() + l * N * H, layer_inputs.begin() + (l + 1) * N * H);
@@ -179,10 +232,17 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
     cpu::rmsnorm_backward(N, H, tapes.h.data(), w[L.post_norm], c.rms_norm_eps, dxn.data(), dtmp.data(),
                           grads[L.post_norm]);
     for (int64_t i = 0; i < N * H; ++i) dx[i] += dtmp[i];  // dh
+    // A shard's heads give partial sums: of dxn and of the gradients of the per-head norms every
+    // head shares (q_norm, k_norm, the GDN output norm).
+    const std::vector<int> shared_by_heads =
+        L.attention ? std::vector<int>{L.attn.q_norm, L.attn.k_norm} : std::vector<int>{L.gdn.norm};
+    PartialGradients<T> partial(tensor_group, grads, shared_by_heads);
     if (L.attention)
       detail::attention_backward(ctx, w, tapes.attn, dx.data(), dxn.data(), grads);
     else
       detail::gdn_backward(ctx, w, tapes.gdn, dx.data(), dxn.data(), grads);
+    partial.sum();
+    sum_over(tensor_group, dxn.data(), static_cast<size_t>(N * H));
     cpu::rmsnorm_backward(N, H, layer_inputs.data() + l * N * H, w[L.input_norm], c.rms_norm_eps, dxn.data(),
                           dtmp.data(), grads[L.input_norm]);
     for (int64_t i = 0; i < N * H; ++i) dx[i] += dtmp[i];  // dx_in

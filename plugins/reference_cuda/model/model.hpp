@@ -48,6 +48,8 @@ struct ForwardBatch {
   // Polled once per layer (forward and backward); true stops the pass with MLPT_CANCELLED. NULL: never.
   // A generation step leaves it NULL: its caches must not be left half-advanced.
   bool (*cancelled)() = nullptr;
+  // The groups a sharded model computes with (weights from shard_weights); NULL for one rank.
+  const ModelParallel* parallel = nullptr;
 
   int64_t num_tokens() const { return offsets.back(); }
   size_t num_segments() const { return offsets.size() - 1; }
@@ -55,7 +57,8 @@ struct ForwardBatch {
 };
 
 // The final hidden states after the final norm, [tokens, hidden]. Throws on bad token ids or
-// replayed experts, naming the position.
+// replayed experts, naming the position. On a shard every rank of the layout makes the same call
+// with the same batch and gets the same hidden states (the full rows).
 template <class T>
 std::vector<T> forward_hidden(const Weights<T>& weights, ForwardBatch<T>& batch);
 
@@ -70,7 +73,9 @@ struct BackwardOptions {
 // Backward of forward_hidden for a batch without caches (parents allowed): given d(final hidden) [tokens, H],
 // accumulates parameter gradients into `grads` (except the LM head, which the loss handles).
 // `layer_inputs` and `experts` ([tokens, layers, k]) are what the forward recorded; each layer's
-// forward is recomputed from its input (activation recomputation) so only those are kept.
+// forward is recomputed from its input (activation recomputation) so only those are kept. On a
+// shard every rank of the layout makes the call with the same batch and d_hidden: `grads` (a
+// shard's shapes) receives this rank's slices, replicated tensors' gradients whole on every rank.
 template <class T>
 void backward(const Weights<T>& weights, const ForwardBatch<T>& batch, const std::vector<T>& layer_inputs,
               const int16_t* experts, const T* d_hidden, Weights<T>& grads, const BackwardOptions& options);

@@ -1,6 +1,6 @@
 // `mlpt model`: make and inspect reference-model checkpoints.
 //   mlpt model init --config FILE --seed N --out DIR [--tokenizer DIR] [--dtype D] [--shard-bytes N]
-//   mlpt model score --checkpoint DIR [--top N] [--threads N]
+//   mlpt model score --checkpoint DIR [--top N] [--threads N] [--tp T --ep E]   (mpirun -np T·E)
 //   mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB
 //                   [--trainer-nodes N] [--gpus-per-node 4] [--context 65536]
 //   mlpt model refit-time --config FILE --trainer L --engine L --nodes N --changed-fraction F
@@ -10,6 +10,8 @@
 // prints one JSON object per line: {"tokens": [...], "logprobs": [...], "top": [[[id, logprob], ...], ...]}.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -21,6 +23,10 @@
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
 #include "model/memory_plan.hpp"
+#include "model/parallel/shard_weights.hpp"
+#ifdef MLPT_REFERENCE_MODEL_MPI
+#include "model/parallel/mpi_communicator.hpp"
+#endif
 #include "model/refit_model.hpp"
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
@@ -38,6 +44,7 @@ const char* kUsage =
     "  mlpt model init --config FILE --seed N --out DIR [--tokenizer DIR] [--dtype float32|bfloat16|float16]\n"
     "                  [--shard-bytes N]\n"
     "  mlpt model score --checkpoint DIR [--top N] [--threads N]   (token ids on stdin, one sequence per line)\n"
+    "                  [--tp T --ep E]   (under mpirun -np T*E: tensor and expert parallel, same output)\n"
     "  mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB\n"
     "                  [--trainer-nodes N (default N/4)] [--gpus-per-node 4] [--context 65536]\n"
     "                  (per-GPU memory; exit status 0 when the plan fits, 3 when it does not)\n"
@@ -125,23 +132,67 @@ std::vector<int32_t> parse_ids(const std::string& line, int line_no) {
   return ids;
 }
 
+// The ranks the MPI launcher started this process among (from its environment), 1 when none.
+int launched_ranks() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 1;
+}
+
+#ifdef MLPT_REFERENCE_MODEL_MPI
+// Held while a layout of several ranks runs (main's error path needs it alive): an error must end
+// every rank, not leave them waiting in a collective.
+std::unique_ptr<MpiModelLayout> g_layout;
+#endif
+
+// With --tp T --ep E (mpirun -np T·E) every rank holds its shard and computes; world rank 0 reads
+// stdin (the launcher forwards it there only), hands each line to the others and prints.
 int score(int argc, char** argv) {
-  auto o = parse_options(argc, argv, 2, {"checkpoint", "top", "threads"});
+  auto o = parse_options(argc, argv, 2, {"checkpoint", "top", "threads", "tp", "ep"});
   std::string dir = required(o, "checkpoint");
   int64_t top = integer(o, "top", 0);
+  const int64_t tp = integer(o, "tp", 1), ep = integer(o, "ep", 1);
+  if (tp < 1 || ep < 1 || tp * ep > 65536) throw Error(MLPT_INVALID_ARGUMENT, "--tp and --ep must be positive");
   mlpt::ref::cpu::set_cpu_threads(static_cast<int>(integer(o, "threads", 1)));
+  const bool parallel = tp * ep > 1 || launched_ranks() > 1;
+#ifdef MLPT_REFERENCE_MODEL_MPI
+  if (parallel) g_layout = std::make_unique<MpiModelLayout>(static_cast<int>(tp), static_cast<int>(ep));
+  const MpiModelLayout* layout = g_layout.get();
+#else
+  if (parallel)
+    throw Error(MLPT_UNIMPLEMENTED, "--tp " + std::to_string(tp) + " --ep " + std::to_string(ep) + " over " +
+                                        std::to_string(launched_ranks()) +
+                                        " ranks: this mlpt-model was built without MPI (install libopenmpi-dev and rebuild)");
+#endif
   Weights<float> w = load_weights<float>(dir);
   int64_t valid = sampling_vocab_size(w.config, dir);
+  ModelShard shard;
+  const ModelParallel* groups = nullptr;
+#ifdef MLPT_REFERENCE_MODEL_MPI
+  if (layout) {
+    shard = layout->shard();
+    groups = &layout->groups();
+    w = shard_weights(w, shard);
+  }
+#endif
+  const bool prints = shard.world_rank() == 0;
   std::string line;
   int line_no = 0;
-  while (std::getline(std::cin, line)) {
+  for (;;) {
+    bool have = !prints || static_cast<bool>(std::getline(std::cin, line));
+#ifdef MLPT_REFERENCE_MODEL_MPI
+    if (layout) have = layout->broadcast_line(line, prints && have);
+#endif
+    if (!have) break;
     ++line_no;
     std::vector<int32_t> ids = parse_ids(line, line_no);
     if (ids.empty()) continue;
     ForwardBatch<float> b;
     b.tokens = ids.data();
     b.offsets = {0, static_cast<int64_t>(ids.size())};
+    b.parallel = groups;
     ScoreResult<float> r = score_sequences(w, b, valid, top);
+    if (!prints) continue;
     nlohmann::json out = {{"tokens", ids}, {"logprobs", r.logprobs}};
     if (top > 0) {
       nlohmann::json t = nlohmann::json::array();
@@ -154,6 +205,9 @@ int score(int argc, char** argv) {
     }
     std::cout << out.dump() << "\n";
   }
+#ifdef MLPT_REFERENCE_MODEL_MPI
+  g_layout.reset();  // MPI_Finalize: every rank is done
+#endif
   return 0;
 }
 
@@ -231,6 +285,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "mlpt model " << argv[1] << ": " << e.what() << "\n";
+#ifdef MLPT_REFERENCE_MODEL_MPI
+    if (g_layout) g_layout->abort(1);
+#endif
     return 1;
   }
 }

@@ -1,0 +1,34 @@
+// Expert parallelism for the routed experts of one MoE layer: the EP group splits the layer's
+// tokens into contiguous slices; each rank sends every (token, expert) pair of its slice to the
+// rank that owns the expert (all-to-all), computes the experts it owns for what it received,
+// returns the outputs (all-to-all back), sums each token's weighted outputs in expert order (the
+// order cpu::experts_forward sums them on one rank), and the group gathers the slices so every
+// rank ends with every row. Routing happens before, on every rank alike, so replayed experts (R3)
+// travel the same way as chosen ones. The backward makes the same round trip with the gradients.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/moe.hpp"
+#include "model/parallel/communicator.hpp"
+
+namespace mlpt::ref {
+
+// y[rows, H] += Σ_i w_i · E_i(x) over the routed experts, like cpu::experts_forward, with this
+// rank holding experts [rank · E/P, (rank + 1) · E/P) of `shape.num_experts` (gate_up
+// [E/P, 2I, H], down [E/P, H, I]; I this rank's FFN width). x, experts and weights are the same
+// on every rank of `group`; so is y afterwards. Float32 only (the communicators carry floats).
+template <class T>
+void dispatched_experts_forward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const T* x,
+                                const int16_t* experts, const T* weights, const T* gate_up, const T* down, T* y);
+
+// The backward of dispatched_experts_forward, like cpu::experts_backward: given dy [rows, H] (the
+// same on every rank), dx [rows, H] += the experts' input gradient and dweights [rows, k] is
+// overwritten, on every rank alike; this rank's experts' weight gradients accumulate into
+// dgate_up / ddown (its blocks; NULL skips them).
+template <class T>
+void dispatched_experts_backward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const T* x,
+                                 const int16_t* experts, const T* weights, const T* gate_up, const T* down, const T* dy,
+                                 T* dx, T* dweights, T* dgate_up, T* ddown);
+
+}  // namespace mlpt::ref

@@ -1,0 +1,44 @@
+// Model parallelism of the reference model: which slice of the weights a rank holds (ModelShard,
+// carried by the shard's ModelConfig) and the groups it computes with (ModelParallel).
+//
+// A layout of tp × ep ranks places world rank ep_rank * tp + tp_rank (tensor-parallel ranks are
+// neighbours, as Megatron places them). Tensor parallelism splits attention heads (query and KV),
+// GDN key/value heads, the shared expert's and every routed expert's FFN columns; each rank's mixer
+// and MoE outputs are partial sums, summed over the TP group (in the backward, the input
+// gradients and the shared norms' gradients likewise). Expert parallelism splits the routed
+// experts into ep contiguous blocks; the tokens of a layer are split among the EP group, each
+// rank sends its tokens to the owners of their experts (all-to-all), gets the expert outputs back
+// and the group gathers the combined rows (expert_dispatch.hpp). Everything else (embedding, norms,
+// router, shared expert gate, LM head) is replicated. One rank is the case tp = ep = 1: the same
+// code with no group to talk to.
+#pragma once
+
+#include <cstddef>
+
+#include "model/parallel/communicator.hpp"
+
+namespace mlpt::ref {
+
+struct ModelShard {
+  int tp = 1, tp_rank = 0;  // tensor-parallel size and this rank's place in it
+  int ep = 1, ep_rank = 0;  // expert-parallel size and this rank's place in it
+  bool sharded() const { return tp * ep > 1; }
+  int world_rank() const { return ep_rank * tp + tp_rank; }
+  static ModelShard of_world_rank(int tp, int ep, int world_rank) { return {tp, world_rank % tp, ep, world_rank / tp}; }
+};
+
+// The groups a shard computes with (forward and backward); NULL stands for a group of one.
+struct ModelParallel {
+  Communicator* tensor = nullptr;  // the tp ranks with this rank's ep_rank
+  Communicator* expert = nullptr;  // the ep ranks with this rank's tp_rank
+  int tensor_size() const { return tensor ? tensor->size() : 1; }
+  int expert_size() const { return expert ? expert->size() : 1; }
+};
+
+// Partial sums of a tensor-parallel block, summed over the group in place (NULL or a group of one:
+// nothing to do). Model parallelism computes in float32, the precision the communicators carry;
+// double throws MLPT_UNIMPLEMENTED on a group of several ranks.
+template <class T>
+void sum_over(Communicator* group, T* values, size_t count);
+
+}  // namespace mlpt::ref

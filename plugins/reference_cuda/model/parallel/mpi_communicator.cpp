@@ -1,0 +1,144 @@
+#include "model/parallel/mpi_communicator.hpp"
+
+#include <mpi.h>
+
+#include <climits>
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "mlpt/sdk/error.hpp"
+
+namespace mlpt::ref {
+
+namespace {
+
+MPI_Comm as_comm(void* c) { return static_cast<MPI_Comm>(c); }
+
+void check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(rc, text, &n);
+  throw sdk::Error(MLPT_UNAVAILABLE, std::string("model parallel: ") + what + " failed: " + std::string(text, static_cast<size_t>(n)));
+}
+
+// MPI counts and displacements are int: a larger exchange is refused rather than truncated.
+std::vector<int> as_ints(const size_t* counts, int n, const char* what) {
+  std::vector<int> out(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    if (counts[i] > static_cast<size_t>(INT_MAX))
+      throw sdk::Error(MLPT_OUT_OF_RANGE, std::string("model parallel: ") + what + " of " + std::to_string(counts[i]) +
+                                              " floats exceeds MPI's int count");
+    out[static_cast<size_t>(i)] = static_cast<int>(counts[i]);
+  }
+  return out;
+}
+
+std::vector<int> displacements(const std::vector<int>& counts, const char* what) {
+  std::vector<int> out(counts.size());
+  long long at = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (at > INT_MAX) throw sdk::Error(MLPT_OUT_OF_RANGE, std::string("model parallel: ") + what + " exceeds MPI's int displacement");
+    out[i] = static_cast<int>(at);
+    at += counts[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(void* comm) : comm_(comm) {
+  MPI_Comm_set_errhandler(as_comm(comm_), MPI_ERRORS_RETURN);
+  check_mpi(MPI_Comm_rank(as_comm(comm_), &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(as_comm(comm_), &size_), "MPI_Comm_size");
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  MPI_Comm comm = as_comm(comm_);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm);
+}
+
+void MpiCommunicator::all_reduce_sum(float* values, size_t count) {
+  constexpr size_t kPiece = size_t{1} << 30;  // MPI counts are int
+  for (size_t done = 0; done < count; done += kPiece) {
+    const int n = static_cast<int>(std::min(kPiece, count - done));
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values + done, n, MPI_FLOAT, MPI_SUM, as_comm(comm_)), "MPI_Allreduce");
+  }
+}
+
+void MpiCommunicator::all_to_all_v(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts) {
+  std::vector<int> sc = as_ints(send_counts, size_, "all-to-all send"), rc = as_ints(recv_counts, size_, "all-to-all receive");
+  std::vector<int> sd = displacements(sc, "all-to-all send"), rd = displacements(rc, "all-to-all receive");
+  check_mpi(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, as_comm(comm_)),
+            "MPI_Alltoallv");
+}
+
+void MpiCommunicator::all_gather_v(const float* send, size_t send_count, float* recv, const size_t* recv_counts) {
+  std::vector<int> rc = as_ints(recv_counts, size_, "all-gather"), rd = displacements(rc, "all-gather");
+  if (send_count != static_cast<size_t>(rc[static_cast<size_t>(rank_)]))
+    throw sdk::Error(MLPT_INTERNAL, "model parallel: all-gather: rank " + std::to_string(rank_) + " sends " +
+                                        std::to_string(send_count) + " floats, the counts say " + std::to_string(rc[static_cast<size_t>(rank_)]));
+  check_mpi(MPI_Allgatherv(send, rc[static_cast<size_t>(rank_)], MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, as_comm(comm_)),
+            "MPI_Allgatherv");
+}
+
+void MpiCommunicator::exchange_counts(const size_t* send_counts, size_t* recv_counts) {
+  std::vector<unsigned long long> s(send_counts, send_counts + size_), r(static_cast<size_t>(size_));
+  check_mpi(MPI_Alltoall(s.data(), 1, MPI_UNSIGNED_LONG_LONG, r.data(), 1, MPI_UNSIGNED_LONG_LONG, as_comm(comm_)), "MPI_Alltoall");
+  for (int i = 0; i < size_; ++i) recv_counts[i] = static_cast<size_t>(r[static_cast<size_t>(i)]);
+}
+
+MpiModelLayout::MpiModelLayout(int tp, int ep) {
+  if (tp < 1 || ep < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "--tp and --ep must be at least 1");
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised) {
+    check_mpi(MPI_Init(nullptr, nullptr), "MPI_Init");
+    finalize_ = true;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int world_rank = 0, world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (world_size != tp * ep) {
+    if (finalize_) MPI_Finalize();
+    finalize_ = false;
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "--tp " + std::to_string(tp) + " × --ep " + std::to_string(ep) + " = " +
+                                                std::to_string(tp * ep) + " ranks, but the job has " +
+                                                std::to_string(world_size) + " (start tp × ep ranks: mpirun -np " + std::to_string(tp * ep) + ")");
+  }
+  shard_ = ModelShard::of_world_rank(tp, ep, world_rank);
+  MPI_Comm tensor = MPI_COMM_NULL, expert = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, /*color=*/shard_.ep_rank, /*key=*/shard_.tp_rank, &tensor), "MPI_Comm_split (tensor)");
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, /*color=*/shard_.tp_rank, /*key=*/shard_.ep_rank, &expert), "MPI_Comm_split (expert)");
+  tensor_ = std::make_unique<MpiCommunicator>(tensor);
+  expert_ = std::make_unique<MpiCommunicator>(expert);
+  groups_.tensor = tensor_.get();
+  groups_.expert = expert_.get();
+}
+
+MpiModelLayout::~MpiModelLayout() {
+  tensor_.reset();
+  expert_.reset();
+  if (finalize_) MPI_Finalize();
+}
+
+bool MpiModelLayout::broadcast_line(std::string& line, bool have) const {
+  unsigned long long n[2] = {have ? 1ull : 0ull, line.size()};
+  check_mpi(MPI_Bcast(n, 2, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  if (!n[0]) return false;
+  line.resize(static_cast<size_t>(n[1]));
+  if (n[1] > static_cast<unsigned long long>(INT_MAX)) throw sdk::Error(MLPT_OUT_OF_RANGE, "model parallel: an input line over 2 GiB");
+  check_mpi(MPI_Bcast(line.data(), static_cast<int>(n[1]), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  return true;
+}
+
+void MpiModelLayout::abort(int status) const {
+  MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status);
+}
+
+}  // namespace mlpt::ref

@@ -1,0 +1,60 @@
+// The Communicator over an MPI communicator (CPU processes started by mpirun or srun), and the
+// tp × ep layout of MPI_COMM_WORLD a sharded forward runs on. Built only where MPI is found
+// (MLPT_REFERENCE_MODEL_MPI); without it a layout of more than one rank is refused.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/parallel/communicator.hpp"
+#include "model/parallel/model_parallel.hpp"
+
+namespace mlpt::ref {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Takes ownership of `comm` (an MPI_Comm, freed by the destructor); errors return, not abort.
+  explicit MpiCommunicator(void* comm);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(float* values, size_t count) override;
+  void all_to_all_v(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts) override;
+  void all_gather_v(const float* send, size_t send_count, float* recv, const size_t* recv_counts) override;
+  void exchange_counts(const size_t* send_counts, size_t* recv_counts) override;
+
+ private:
+  void* comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+// MPI_COMM_WORLD as a tp × ep layout: initialises MPI when the process has not (and then
+// finalises it in the destructor), checks that the world has tp · ep ranks, and splits it into
+// this rank's tensor-parallel and expert-parallel groups (model_parallel.hpp places the ranks).
+class MpiModelLayout {
+ public:
+  MpiModelLayout(int tp, int ep);
+  ~MpiModelLayout();
+  MpiModelLayout(const MpiModelLayout&) = delete;
+  MpiModelLayout& operator=(const MpiModelLayout&) = delete;
+
+  const ModelShard& shard() const { return shard_; }
+  const ModelParallel& groups() const { return groups_; }
+  int world_rank() const { return shard_.world_rank(); }
+
+  // World rank 0's `line` (and whether it has one) on every rank: rank 0 reads input, all compute.
+  bool broadcast_line(std::string& line, bool have) const;
+  // Ends every rank of the job (one rank's error must not leave the others waiting in a collective).
+  [[noreturn]] void abort(int status) const;
+
+ private:
+  bool finalize_ = false;
+  ModelShard shard_;
+  std::unique_ptr<MpiCommunicator> tensor_, expert_;
+  ModelParallel groups_;
+};
+
+}  // namespace mlpt::ref

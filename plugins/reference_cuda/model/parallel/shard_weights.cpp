@@ -1,0 +1,129 @@
+#include "model/parallel/shard_weights.hpp"
+
+#include <string>
+#include <tuple>
+
+#include "mlpt/sdk/error.hpp"
+
+namespace mlpt::ref {
+
+namespace {
+
+void require_split(int64_t value, int parts, const char* what, const char* over) {
+  if (value % parts != 0)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, std::string(what) + " " + std::to_string(value) + " do not split over " +
+                                                over + " " + std::to_string(parts));
+}
+
+// Rows [begin, end) of a row-major matrix `width` wide, appended to `to`.
+template <class T>
+void take_rows(const std::vector<T>& from, int64_t width, int64_t begin, int64_t end, std::vector<T>& to) {
+  to.insert(to.end(), from.begin() + begin * width, from.begin() + end * width);
+}
+
+// Columns [begin, end) of every row of `rows` × `width` matrices starting at `from`, appended.
+template <class T>
+void take_columns(const T* from, int64_t rows, int64_t width, int64_t begin, int64_t end, std::vector<T>& to) {
+  for (int64_t r = 0; r < rows; ++r) to.insert(to.end(), from + r * width + begin, from + r * width + end);
+}
+
+}  // namespace
+
+ModelConfig shard_config(const ModelConfig& full, const ModelShard& s) {
+  if (full.shard.sharded()) throw sdk::Error(MLPT_INTERNAL, "shard_config: the config is already a shard");
+  if (s.tp < 1 || s.ep < 1 || s.tp_rank < 0 || s.tp_rank >= s.tp || s.ep_rank < 0 || s.ep_rank >= s.ep)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "model shard: tp rank " + std::to_string(s.tp_rank) + " of " +
+                                                std::to_string(s.tp) + ", ep rank " + std::to_string(s.ep_rank) +
+                                                " of " + std::to_string(s.ep));
+  require_split(full.num_heads, s.tp, "num_attention_heads", "tp");
+  require_split(full.num_kv_heads, s.tp, "num_key_value_heads", "tp");
+  require_split(full.gdn_key_heads, s.tp, "linear_num_key_heads", "tp");
+  require_split(full.gdn_value_heads, s.tp, "linear_num_value_heads", "tp");
+  require_split(full.moe_intermediate, s.tp, "moe_intermediate_size", "tp");
+  require_split(full.shared_intermediate, s.tp, "shared_expert_intermediate_size", "tp");
+  require_split(full.num_experts, s.ep, "num_experts", "ep");
+  ModelConfig c = full;
+  c.num_heads /= s.tp;
+  c.num_kv_heads /= s.tp;
+  c.gdn_key_heads /= s.tp;
+  c.gdn_value_heads /= s.tp;
+  c.moe_intermediate /= s.tp;
+  c.shared_intermediate /= s.tp;
+  c.shard = s;
+  return c;
+}
+
+template <class T>
+Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
+  const ModelConfig& f = full.config;
+  Weights<T> w;
+  w.config = shard_config(f, s);
+  const ModelConfig& c = w.config;
+  w.layout = make_layout(c);
+  w.values.resize(w.layout.tensors.size());
+  const int64_t H = f.hidden_size, D = f.head_dim, dk = f.gdn_key_dim, dv = f.gdn_value_dim, K = f.conv_kernel;
+  const int r = s.tp_rank;
+  auto copy = [&](int local, int whole) { w.values[local] = full.values[whole]; };
+  copy(w.layout.embed, full.layout.embed);
+  copy(w.layout.final_norm, full.layout.final_norm);
+  copy(w.layout.lm_head, full.layout.lm_head);
+  for (size_t l = 0; l < w.layout.layers.size(); ++l) {
+    const LayerTensors& A = full.layout.layers[l];
+    const LayerTensors& B = w.layout.layers[l];
+    copy(B.input_norm, A.input_norm);
+    copy(B.post_norm, A.post_norm);
+    if (A.attention) {  // query heads [h0, h0 + nh), kv heads [g0, g0 + nkv): a GQA group stays whole
+      const int64_t nh = c.num_heads, h0 = r * nh, nkv = c.num_kv_heads, g0 = r * nkv;
+      take_rows(full.values[A.attn.q], H, h0 * 2 * D, (h0 + nh) * 2 * D, w.values[B.attn.q]);  // [q; gate] per head
+      take_rows(full.values[A.attn.k], H, g0 * D, (g0 + nkv) * D, w.values[B.attn.k]);
+      take_rows(full.values[A.attn.v], H, g0 * D, (g0 + nkv) * D, w.values[B.attn.v]);
+      take_columns(full[A.attn.o], H, f.num_heads * D, h0 * D, (h0 + nh) * D, w.values[B.attn.o]);
+      copy(B.attn.q_norm, A.attn.q_norm);
+      copy(B.attn.k_norm, A.attn.k_norm);
+    } else {  // key heads [k0, k0 + Hk) and the value heads that read them, [v0, v0 + Hv)
+      const int64_t Hk = c.gdn_key_heads, k0 = r * Hk, Hv = c.gdn_value_heads, v0 = r * Hv;
+      const int64_t kd = f.key_dim();
+      // The conv channels and in_proj_qkv rows: q heads, k heads, v heads, each block sliced.
+      for (auto [tensor, local, width] : {std::tuple{A.gdn.qkv, B.gdn.qkv, H}, std::tuple{A.gdn.conv, B.gdn.conv, K}}) {
+        take_rows(full.values[tensor], width, k0 * dk, (k0 + Hk) * dk, w.values[local]);
+        take_rows(full.values[tensor], width, kd + k0 * dk, kd + (k0 + Hk) * dk, w.values[local]);
+        take_rows(full.values[tensor], width, 2 * kd + v0 * dv, 2 * kd + (v0 + Hv) * dv, w.values[local]);
+      }
+      take_rows(full.values[A.gdn.z], H, v0 * dv, (v0 + Hv) * dv, w.values[B.gdn.z]);
+      take_rows(full.values[A.gdn.b], H, v0, v0 + Hv, w.values[B.gdn.b]);
+      take_rows(full.values[A.gdn.a], H, v0, v0 + Hv, w.values[B.gdn.a]);
+      take_rows(full.values[A.gdn.a_log], 1, v0, v0 + Hv, w.values[B.gdn.a_log]);
+      take_rows(full.values[A.gdn.dt_bias], 1, v0, v0 + Hv, w.values[B.gdn.dt_bias]);
+      copy(B.gdn.norm, A.gdn.norm);
+      take_columns(full[A.gdn.out], H, f.value_dim(), v0 * dv, (v0 + Hv) * dv, w.values[B.gdn.out]);
+    }
+    // MoE: experts [e0, e0 + E/ep), each one's FFN columns [i0, i0 + I/tp); the shared expert's too.
+    const int64_t I = f.moe_intermediate, Il = c.moe_intermediate, i0 = r * Il;
+    const int64_t El = f.num_experts / s.ep, e0 = s.ep_rank * El;
+    copy(B.moe.router, A.moe.router);
+    copy(B.moe.shared_expert_gate, A.moe.shared_expert_gate);
+    for (int64_t e = e0; e < e0 + El; ++e) {
+      const std::vector<T>& gu = full.values[A.moe.gate_up];
+      take_rows(gu, H, e * 2 * I + i0, e * 2 * I + i0 + Il, w.values[B.moe.gate_up]);          // gate
+      take_rows(gu, H, e * 2 * I + I + i0, e * 2 * I + I + i0 + Il, w.values[B.moe.gate_up]);  // up
+      take_columns(full[A.moe.down] + e * H * I, H, I, i0, i0 + Il, w.values[B.moe.down]);
+    }
+    w.layout.tensors[B.moe.gate_up].shape[0] = El;
+    w.layout.tensors[B.moe.down].shape[0] = El;
+    const int64_t Is = c.shared_intermediate, s0 = r * Is;
+    take_rows(full.values[A.moe.shared_gate], H, s0, s0 + Is, w.values[B.moe.shared_gate]);
+    take_rows(full.values[A.moe.shared_up], H, s0, s0 + Is, w.values[B.moe.shared_up]);
+    take_columns(full[A.moe.shared_down], H, f.shared_intermediate, s0, s0 + Is, w.values[B.moe.shared_down]);
+  }
+  for (size_t i = 0; i < w.values.size(); ++i)
+    if (static_cast<int64_t>(w.values[i].size()) != w.layout.tensors[i].numel())
+      throw sdk::Error(MLPT_INTERNAL, "shard_weights: " + w.layout.tensors[i].name + " has " +
+                                          std::to_string(w.values[i].size()) + " values, its shard shape " +
+                                          std::to_string(w.layout.tensors[i].numel()));
+  return w;
+}
+
+template Weights<float> shard_weights<float>(const Weights<float>&, const ModelShard&);
+template Weights<double> shard_weights<double>(const Weights<double>&, const ModelShard&);
+
+}  // namespace mlpt::ref

@@ -1,0 +1,175 @@
+// The reference model split over ranks computes what one rank computes, forward and gradients:
+// tensor parallelism (heads and FFN columns), expert parallelism (experts, tokens exchanged
+// all-to-all) and both, on the tiny and small configs, with the router's choice and with replayed
+// experts (R3); and `mpirun -np N mlpt model score --tp T --ep E` prints what the one-rank command
+// prints.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "mpirun_command.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Float32 partial sums added in another order: what a split reduction may change in a logprob.
+constexpr double kLogprobTolerance = 1e-5;  // measured: 4e-7 (tiny), 2.8e-6 (small) under TP=2; EP is exact
+// Gradients, relative to each tensor's largest element: measured 6e-6 (tiny), 1.3e-5 (small) under TP=2.
+constexpr double kGradientTolerance = 1e-4;
+
+std::string config(const char* name) { return std::string(MLPT_SOURCE_DIR) + "/configs/models/" + name + ".json"; }
+
+// Runs parallel_forward_check over tp × ep ranks: forward (and with `gradients` backward) of the
+// shards against one rank.
+nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay, bool gradients = true) {
+  int status = 0;
+  const std::string cmd = "timeout -k 5 600 " + mlpt_test::mpirun_command(tp * ep) + PARALLEL_FORWARD_CHECK +
+                          " --config " + config_path + " --tp " + std::to_string(tp) + " --ep " + std::to_string(ep) +
+                          " --tolerance " + std::to_string(kLogprobTolerance) + " --grad-tolerance " +
+                          std::to_string(kGradientTolerance) + (replay ? " --replay" : "") +
+                          (gradients ? " --backward" : "") + " 2>&1";
+  const std::string out = mlpt_test::run_command(cmd, &status);
+  INFO(cmd << "\n" << out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  const auto key = out.find("\"max_logprob_diff\"");
+  REQUIRE(key != std::string::npos);
+  const auto line = out.rfind('{', key);
+  nlohmann::json r = nlohmann::json::parse(out.substr(line, out.find('\n', line) - line));
+  WARN("tp " << tp << " ep " << ep << (replay ? " replay" : "") << " " << config_path << ": max |Δlogprob| "
+             << r["max_logprob_diff"].get<double>() << ", max |Δhidden| " << r["max_hidden_diff"].get<double>()
+             << (gradients ? ", max relative |Δgradient| " + std::to_string(r["max_grad_relative_diff"].get<double>()) : ""));
+  CHECK(r["experts_equal"].get<bool>());
+  CHECK(r["max_logprob_diff"].get<double>() <= kLogprobTolerance);
+  CHECK(r["backward"].get<bool>() == gradients);
+  CHECK(r["max_grad_relative_diff"].get<double>() <= kGradientTolerance);
+  return r;
+}
+
+std::string mlpt_model() { return std::string(MLPT_BUILD_DIR) + "/bin/mlpt-model"; }
+
+// A float32 checkpoint of the tiny config in a folder of this process, removed afterwards.
+struct TinyCheckpoint {
+  fs::path dir;
+  explicit TinyCheckpoint(const std::string& name)
+      : dir(fs::temp_directory_path() / ("mlpt-model-parallel-" + name + "-" + std::to_string(::getpid()))) {
+    int status = 0;
+    const std::string out = mlpt_test::run_command(mlpt_model() + " init --config " + config("tiny") +
+                                                       " --seed 7 --dtype float32 --out " + dir.string() + " 2>&1",
+                                                   &status);
+    INFO(out);
+    REQUIRE(status == 0);
+  }
+  ~TinyCheckpoint() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Tiny config: tensor parallel (TP=2) forward and gradients equal one rank") {
+  auto r = check(2, 1, config("tiny"), false);
+  CHECK(r["max_grad_relative_diff"].get<double>() > 0);  // the partial sums really were added in another order
+}
+
+TEST_CASE("Tiny config: expert parallel (EP=2) forward and gradients equal one rank bit for bit") {
+  // EP moves whole rows and sums each token's experts in the one-rank order: nothing to round.
+  auto r = check(1, 2, config("tiny"), false);
+  CHECK(r["hidden_bitwise_equal"].get<bool>());
+  CHECK(r["max_grad_relative_diff"].get<double>() == 0);
+}
+
+TEST_CASE("Tiny config: TP=2 x EP=2 over four ranks equals one rank") { check(2, 2, config("tiny"), false); }
+
+TEST_CASE("Tiny config: routing replay (R3) under EP=2 and TP=2 x EP=2 uses the given experts") {
+  check(1, 2, config("tiny"), true);
+  check(2, 2, config("tiny"), true);
+}
+
+TEST_CASE("Small config: TP=2, EP=4 and TP=2 x EP=2 (gradients too) equal one rank, R3 under EP") {
+  check(2, 1, config("small-100m"), false, /*gradients=*/false);
+  check(1, 4, config("small-100m"), false, /*gradients=*/false);
+  check(2, 2, config("small-100m"), true);
+}
+
+TEST_CASE("mpirun -np 4 mlpt model score --tp 2 --ep 2 prints the one-rank command's output") {
+  const TinyCheckpoint checkpoint("score");
+  const fs::path& dir = checkpoint.dir;
+  const std::string tool = mlpt_model();
+  int status = 0;
+  mlpt_test::write_bytes((dir / "input.txt").string(), "5 17 300 2 99 1000 42 7 7 7 8\n[1, 2, 3]\n\n12,13,14,15,16,1100\n");
+  const std::string score = " score --checkpoint " + dir.string() + " --top 3 < " + (dir / "input.txt").string();
+  const std::string one = mlpt_test::run_command(tool + score, &status);
+  REQUIRE(status == 0);
+  const std::string many =
+      mlpt_test::run_command("timeout -k 5 300 " + mlpt_test::mpirun_command(4) + tool + score + " --tp 2 --ep 2", &status);
+  INFO("one rank:\n" << one << "\nfour ranks:\n" << many);
+  REQUIRE(status == 0);
+  std::istringstream a(one), b(many);
+  std::string la, lb;
+  int lines = 0;
+  double largest = 0;
+  while (std::getline(a, la)) {
+    REQUIRE(std::getline(b, lb));
+    ++lines;
+    auto ja = nlohmann::json::parse(la), jb = nlohmann::json::parse(lb);
+    REQUIRE(ja.size() == jb.size());  // the same keys, nothing added
+    CHECK(ja["tokens"] == jb["tokens"]);
+    REQUIRE(ja["logprobs"].size() == jb["logprobs"].size());
+    for (size_t i = 0; i < ja["logprobs"].size(); ++i)
+      largest = std::max(largest, std::abs(ja["logprobs"][i].get<double>() - jb["logprobs"][i].get<double>()));
+    REQUIRE(ja["top"].size() == jb["top"].size());
+    for (size_t t = 0; t < ja["top"].size(); ++t)
+      for (size_t j = 0; j < ja["top"][t].size(); ++j) {
+        // The same ids, unless two candidates are closer than the tolerance and trade places.
+        const double lp = ja["top"][t][j][1].get<double>(), other = jb["top"][t][j][1].get<double>();
+        CHECK(std::abs(lp - other) <= kLogprobTolerance);
+        if (ja["top"][t][j][0] != jb["top"][t][j][0]) {
+          const double next = ja["top"][t][std::min(j + 1, ja["top"][t].size() - 1)][1].get<double>();
+          const double prev = ja["top"][t][j == 0 ? 0 : j - 1][1].get<double>();
+          CHECK(std::min(std::abs(lp - next), std::abs(lp - prev)) <= kLogprobTolerance);
+        }
+      }
+  }
+  CHECK(lines == 3);  // the empty line prints nothing, as with one rank
+  CHECK_FALSE(std::getline(b, lb));
+  WARN("mlpt model score, tp 2 x ep 2 vs one rank: max |Δlogprob| " << largest);
+  CHECK(largest <= kLogprobTolerance);
+}
+
+TEST_CASE("A layout that does not match the job is refused, naming both") {
+  int status = 0;
+  const std::string out = mlpt_test::run_command(
+      "timeout -k 5 120 " + mlpt_test::mpirun_command(2) + mlpt_model() + " score --checkpoint /nonexistent --tp 2 --ep 2 < /dev/null 2>&1",
+      &status);
+  INFO(out);
+  CHECK(status != 0);
+  CHECK(out.find("--tp 2 × --ep 2 = 4 ranks, but the job has 2") != std::string::npos);
+}
+
+TEST_CASE("Bad input under mpirun ends every rank with an error naming the line") {
+  const TinyCheckpoint checkpoint("bad-input");
+  const fs::path& dir = checkpoint.dir;
+  const std::string tool = mlpt_model();
+  int status = 0;
+  mlpt_test::write_bytes((dir / "input.txt").string(), "1 2 3\n4 five 6\n");
+  const std::string out = mlpt_test::run_command("timeout -k 5 120 " + mlpt_test::mpirun_command(2) + tool +
+                                                     " score --checkpoint " + dir.string() + " --ep 2 < " +
+                                                     (dir / "input.txt").string() + " 2>&1",
+                                                 &status);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) != 0);
+  CHECK(WEXITSTATUS(status) != 124);  // not the timeout: no rank waits forever
+  CHECK(out.find("stdin line 2: 'five' is not a token id") != std::string::npos);
+  CHECK(out.find("\"tokens\":[1,2,3]") != std::string::npos);  // the good line before it was scored
+}
