@@ -79,20 +79,23 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // The fused expert tensor `name` (…mlp.experts.gate_up_proj or …down_proj) from one tensor per
 // expert (…mlp.experts.{e}.{gate,up,down}_proj.weight), as Qwen3-Next and some published Qwen3.5
 // checkpoints (and every mtp.* layer) store them. False when `name` is not an expert tensor.
+// [first, first + count) of them only (a rank's block under expert parallelism); count -1: all.
 template <class T>
-bool read_per_expert(const ModelConfig& c, const SafetensorsCheckpoint& ck, const std::string& name, T* out) {
+bool read_per_expert(const ModelConfig& c, const SafetensorsCheckpoint& ck, const std::string& name, T* out,
+                     int64_t first = 0, int64_t count = -1) {
   const bool gate_up = ends_with(name, "mlp.experts.gate_up_proj");
   if (!gate_up && !ends_with(name, "mlp.experts.down_proj")) return false;
   const std::string base = name.substr(0, name.size() - std::string(gate_up ? "gate_up_proj" : "down_proj").size());
   if (!ck.contains(base + (gate_up ? "0.gate_proj.weight" : "0.down_proj.weight"))) return false;
   const int64_t H = c.hidden_size, I = c.moe_intermediate;
-  for (int64_t e = 0; e < c.num_experts; ++e) {
-    const std::string ep = base + std::to_string(e) + ".";
+  if (count < 0) count = c.num_experts - first;
+  for (int64_t j = 0; j < count; ++j) {
+    const std::string ep = base + std::to_string(first + j) + ".";
     if (gate_up) {
-      ck.read<T>(ep + "gate_proj.weight", {I, H}, out + e * 2 * I * H);
-      ck.read<T>(ep + "up_proj.weight", {I, H}, out + e * 2 * I * H + I * H);
+      ck.read<T>(ep + "gate_proj.weight", {I, H}, out + j * 2 * I * H);
+      ck.read<T>(ep + "up_proj.weight", {I, H}, out + j * 2 * I * H + I * H);
     } else {
-      ck.read<T>(ep + "down_proj.weight", {H, I}, out + e * H * I);
+      ck.read<T>(ep + "down_proj.weight", {H, I}, out + j * H * I);
     }
   }
   return true;
@@ -157,6 +160,41 @@ Weights<T> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& 
       load_qwen3_next_tensor(config, checkpoint, w.layout, w, i);
     else if (checkpoint.contains(spec.name) || !read_per_expert(config, checkpoint, spec.name, w.values[i].data()))
       checkpoint.read<T>(spec.name, spec.shape, w.values[i].data());
+  }
+  return w;
+}
+
+template <class T>
+Weights<T> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint, int64_t first_expert,
+                        int64_t expert_count) {
+  if (first_expert < 0 || expert_count < 1 || first_expert + expert_count > config.num_experts)
+    throw Error(MLPT_INVALID_ARGUMENT, "load_weights: experts [" + std::to_string(first_expert) + ", " +
+                                           std::to_string(first_expert + expert_count) + ") of " +
+                                           std::to_string(config.num_experts));
+  if (config.variant != CheckpointVariant::qwen3_5_moe)
+    throw Error(MLPT_UNIMPLEMENTED, checkpoint.dir() + ": reading a block of the experts needs Qwen3.5 names (load "
+                                                       "the whole model and slice it: shard_weights)");
+  ModelLayout layout = make_layout(config);
+  for (const LayerTensors& L : layout.layers) {
+    layout.tensors[L.moe.gate_up].shape[0] = expert_count;
+    layout.tensors[L.moe.down].shape[0] = expert_count;
+  }
+  Weights<T> w{config, layout, {}};
+  for (const auto& t : w.layout.tensors) w.values.emplace_back(static_cast<size_t>(t.numel()), T(0));
+  std::vector<bool> expert_tensor(layout.tensors.size(), false);
+  for (const LayerTensors& L : layout.layers) expert_tensor[L.moe.gate_up] = expert_tensor[L.moe.down] = true;
+  for (size_t i = 0; i < layout.tensors.size(); ++i) {
+    const TensorSpec& spec = layout.tensors[i];
+    if (!expert_tensor[i]) {
+      checkpoint.read<T>(spec.name, spec.shape, w.values[i].data());
+      continue;
+    }
+    std::vector<int64_t> whole = spec.shape;
+    whole[0] = config.num_experts;
+    if (checkpoint.contains(spec.name))  // fused [E, ...]: only this block's rows are read
+      checkpoint.read_slice<T>(spec.name, whole, Slice{0, first_expert, first_expert + expert_count}, w.values[i].data());
+    else if (!read_per_expert(config, checkpoint, spec.name, w.values[i].data(), first_expert, expert_count))
+      checkpoint.read<T>(spec.name, whole, w.values[i].data());  // throws naming the missing tensor
   }
   return w;
 }
@@ -260,5 +298,7 @@ template Weights<float> load_weights<float>(const std::string&);
 template Weights<double> load_weights<double>(const std::string&);
 template Weights<float> load_weights<float>(const ModelConfig&, const SafetensorsCheckpoint&);
 template Weights<double> load_weights<double>(const ModelConfig&, const SafetensorsCheckpoint&);
+template Weights<float> load_weights<float>(const ModelConfig&, const SafetensorsCheckpoint&, int64_t, int64_t);
+template Weights<double> load_weights<double>(const ModelConfig&, const SafetensorsCheckpoint&, int64_t, int64_t);
 
 }  // namespace mlpt::ref

@@ -37,6 +37,12 @@ template <class T>
 Weights<T> load_weights(const std::string& dir);
 template <class T>
 Weights<T> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint);
+// The same with only the routed experts [first_expert, first_expert + expert_count) of every layer
+// read (a rank's block under expert parallelism: the bulk of a large MoE's bytes); the expert
+// tensors' layout shape[0] is expert_count. Qwen3.5 names (fused or one tensor per expert).
+template <class T>
+Weights<T> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint, int64_t first_expert,
+                        int64_t expert_count);
 
 // Writes config.json and the weights (Qwen3.5 names) into `dir` in `dtype`.
 void save_checkpoint(const std::string& dir, const Weights<float>& weights, Dtype dtype,

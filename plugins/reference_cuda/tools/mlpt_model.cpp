@@ -164,17 +164,17 @@ int score(int argc, char** argv) {
                                         std::to_string(launched_ranks()) +
                                         " ranks: this mlpt-model was built without MPI (install libopenmpi-dev and rebuild)");
 #endif
-  Weights<float> w = load_weights<float>(dir);
-  int64_t valid = sampling_vocab_size(w.config, dir);
   ModelShard shard;
   const ModelParallel* groups = nullptr;
 #ifdef MLPT_REFERENCE_MODEL_MPI
   if (layout) {
     shard = layout->shard();
     groups = &layout->groups();
-    w = shard_weights(w, shard);
   }
 #endif
+  // A rank of a layout reads its block of the experts only.
+  Weights<float> w = groups ? load_shard_weights<float>(dir, shard) : load_weights<float>(dir);
+  int64_t valid = sampling_vocab_size(w.config, dir);
   const bool prints = shard.world_rank() == 0;
   std::string line;
   int line_no = 0;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/parallel/shard_weights.hpp"
 #include "model/safetensors.hpp"
 #include "model/weights.hpp"
 #include "mlpt/sdk/error.hpp"
@@ -216,6 +217,34 @@ TEST_CASE("a published-style checkpoint (BF16, FP8, per-expert names, mtp.* and 
   CHECK(py["model.visual.pos_ids"]["values"] == json::array({0, 1, 2, -7}));
   CHECK(json::parse(mlpt_test::read_bytes(dir / "saved/config.json"))["quantization_config"]["weight_block_size"] ==
         json::array({8, 8}));
+  // A rank of an expert-parallel layout reads only its experts (per-expert names here, fused in the
+  // saved copy) and gets exactly the slices of the whole model.
+  for (const auto* folder : {"src", "saved"})
+    for (int ep : {2, 4})
+      for (int r = 0; r < ep; ++r) {
+        INFO(folder << " ep " << ep << " rank " << r);
+        const ModelShard shard{1, 0, ep, r};
+        const Weights<float> expected = shard_weights(load_weights<float>(dir / folder), shard);
+        const Weights<float> read = load_shard_weights<float>(dir / folder, shard);
+        CHECK(read.values == expected.values);
+        CHECK(read.values[read.layout.layers[0].moe.gate_up].size() == static_cast<size_t>(2 * I * H * c.num_experts / ep));
+      }
+}
+
+TEST_CASE("a tensor- and expert-parallel rank reads its shard of a checkpoint: the slices of the whole model") {
+  const ModelConfig c = load_model_config(std::string(MLPT_SOURCE_DIR) + "/configs/models/tiny.json");
+  TempDir dir("shard");
+  save_checkpoint(dir / "ck", init_weights<float>(c, 3), Dtype::bf16, 1 << 20);
+  const Weights<float> whole = load_weights<float>(dir / "ck");
+  for (int r = 0; r < 4; ++r) {
+    const ModelShard shard = ModelShard::of_world_rank(2, 2, r);
+    INFO("tp 2 x ep 2, world rank " << r);
+    const Weights<float> read = load_shard_weights<float>(dir / "ck", shard);
+    CHECK(read.config.num_heads == c.num_heads / 2);
+    CHECK(read.values == shard_weights(whole, shard).values);
+  }
+  CHECK_THROWS_WITH(load_shard_weights<float>(dir / "ck", ModelShard{4, 0, 1, 0}),
+                    Catch::Contains("num_key_value_heads 2 do not split over tp 4"));
 }
 
 TEST_CASE("a corrupt or incomplete shard is refused with the shard and the tensor named") {

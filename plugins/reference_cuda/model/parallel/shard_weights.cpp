@@ -63,6 +63,12 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
   w.values.resize(w.layout.tensors.size());
   const int64_t H = f.hidden_size, D = f.head_dim, dk = f.gdn_key_dim, dv = f.gdn_value_dim, K = f.conv_kernel;
   const int r = s.tp_rank;
+  // The expert tensors hold every expert, or just this rank's block (read so from a checkpoint).
+  const int64_t held = full.layout.tensors[full.layout.layers.at(0).moe.gate_up].shape[0];
+  const bool expert_block = held != f.num_experts;
+  if (expert_block && held != f.num_experts / s.ep)
+    throw sdk::Error(MLPT_INTERNAL, "shard_weights: the weights hold " + std::to_string(held) + " experts per layer, neither all " +
+                                        std::to_string(f.num_experts) + " nor this rank's " + std::to_string(f.num_experts / s.ep));
   auto copy = [&](int local, int whole) { w.values[local] = full.values[whole]; };
   copy(w.layout.embed, full.layout.embed);
   copy(w.layout.final_norm, full.layout.final_norm);
@@ -99,7 +105,7 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
     }
     // MoE: experts [e0, e0 + E/ep), each one's FFN columns [i0, i0 + I/tp); the shared expert's too.
     const int64_t I = f.moe_intermediate, Il = c.moe_intermediate, i0 = r * Il;
-    const int64_t El = f.num_experts / s.ep, e0 = s.ep_rank * El;
+    const int64_t El = f.num_experts / s.ep, e0 = expert_block ? 0 : s.ep_rank * El;
     copy(B.moe.router, A.moe.router);
     copy(B.moe.shared_expert_gate, A.moe.shared_expert_gate);
     for (int64_t e = e0; e < e0 + El; ++e) {
@@ -123,7 +129,19 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
   return w;
 }
 
+template <class T>
+Weights<T> load_shard_weights(const std::string& dir, const ModelShard& shard) {
+  const ModelConfig config = load_checkpoint_config(dir);
+  (void)shard_config(config, shard);  // checks the split before reading anything
+  if (config.variant != CheckpointVariant::qwen3_5_moe) return shard_weights(load_weights<T>(dir), shard);
+  const SafetensorsCheckpoint checkpoint(dir);
+  const int64_t per_rank = config.num_experts / shard.ep;
+  return shard_weights(load_weights<T>(config, checkpoint, shard.ep_rank * per_rank, per_rank), shard);
+}
+
 template Weights<float> shard_weights<float>(const Weights<float>&, const ModelShard&);
+template Weights<float> load_shard_weights<float>(const std::string&, const ModelShard&);
+template Weights<double> load_shard_weights<double>(const std::string&, const ModelShard&);
 template Weights<double> shard_weights<double>(const Weights<double>&, const ModelShard&);
 
 }  // namespace mlpt::ref
