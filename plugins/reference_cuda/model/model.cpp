@@ -68,7 +68,8 @@ void check_batch(const ModelConfig& c, const ForwardBatch<T>& b) {
                                                   std::to_string(c.vocab_size) + ")");
 }
 
-// A shard computes only with the groups of its layout, and a group of several ranks only with a shard.
+// A shard computes only with the groups of its layout, and a group of several ranks only with a
+// shard. (A shard's generation caches hold its own heads: SequenceCache of the shard's config.)
 template <class T>
 void check_parallel(const ModelConfig& c, const ForwardBatch<T>& b) {
   const ModelShard& s = c.shard;
@@ -81,8 +82,6 @@ void check_parallel(const ModelConfig& c, const ForwardBatch<T>& b) {
                          ", ep " + std::to_string(s.ep_rank) + "/" + std::to_string(s.ep) +
                          ") but the batch's groups are (tp " + std::to_string(tp_rank) + "/" + std::to_string(tp) +
                          ", ep " + std::to_string(ep_rank) + "/" + std::to_string(ep) + ")");
-  if (s.sharded() && !b.caches.empty())
-    throw sdk::Error(MLPT_UNIMPLEMENTED, "forward: a sharded model does not keep generation caches");
 }
 
 // Copies layer l's [tokens, k] slice out of / into a [tokens, layers, k] routing record.

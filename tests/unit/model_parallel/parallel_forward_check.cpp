@@ -5,7 +5,8 @@
 // line with the largest differences; every rank exits 1 past --tolerance (or when experts differ).
 // With --backward the gradients of a fixed linear function of the hidden states too: this rank's
 // slices of the one-rank gradients against its own, past --grad-tolerance (relative to each
-// tensor's largest element) it fails.
+// tensor's largest element) it fails. Generation too (prefill and decode steps with caches, the
+// router's choice): the hidden states of every step against one rank's, past 1e-4 it fails.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -61,6 +62,29 @@ Run run(const Weights<float>& w, const std::vector<int32_t>& tokens, const std::
   return r;
 }
 
+// Generation with caches: both sequences prefilled (their first 30 and 15 tokens) in one batch,
+// then 4 decode steps of one token each; the final hidden states of every call, concatenated.
+std::vector<float> generate(const Weights<float>& w, const std::vector<int32_t>& tokens,
+                            const std::vector<int64_t>& offsets, const ModelParallel* parallel) {
+  SequenceCache<float> first(w.config), second(w.config);  // a shard's cache holds its own heads
+  std::vector<float> out;
+  auto step = [&](std::vector<int32_t> ids, int64_t split) {
+    ForwardBatch<float> b;
+    b.tokens = ids.data();
+    b.offsets = {0, split, static_cast<int64_t>(ids.size())};
+    b.caches = {&first, &second};
+    b.gdn_mode = ids.size() > 2 ? GdnMode::chunked : GdnMode::recurrent;
+    b.parallel = parallel;
+    const std::vector<float> h = forward_hidden(w, b);
+    out.insert(out.end(), h.begin(), h.end());
+  };
+  std::vector<int32_t> prefill(tokens.begin(), tokens.begin() + 30);
+  prefill.insert(prefill.end(), tokens.begin() + offsets[1], tokens.begin() + offsets[1] + 15);
+  step(prefill, 30);
+  for (int i = 0; i < 4; ++i) step({tokens[static_cast<size_t>(30 + i)], tokens[static_cast<size_t>(offsets[1] + 15 + i)]}, 1);
+  return out;
+}
+
 // The largest difference of any gradient element, relative to the largest element of its tensor.
 double max_relative_grad_diff(const Weights<float>& one, const Weights<float>& many) {
   double worst = 0;
@@ -86,7 +110,7 @@ int check(int argc, char** argv) {
   std::string config_path;
   int tp = 1, ep = 1;
   bool replay = false, with_backward = false;
-  double tolerance = 1e-5, grad_tolerance = 1e-4;
+  double tolerance = 1e-5, grad_tolerance = 1e-4, hidden_tolerance = 1e-4;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -127,15 +151,18 @@ int check(int argc, char** argv) {
   // This rank's slices of the one-rank gradients against the shard's.
   const double dg = with_backward ? max_relative_grad_diff(shard_weights(one.grads, layout.shard()), many.grads) : 0.0;
   const double dh = max_diff(one.hidden, many.hidden), dl = max_diff(one.logprobs, many.logprobs);
+  const std::vector<float> decoded = generate(shard, tokens, offsets, &layout.groups());
+  const double dd = max_diff(generate(full, tokens, offsets, nullptr), decoded);
   const bool experts_equal = one.experts == many.experts && (!replay || many.experts == given);
   if (layout.world_rank() == 0)
     std::cout << nlohmann::json{{"config", config_path}, {"tp", tp}, {"ep", ep}, {"replay", replay},
                                 {"max_hidden_diff", dh}, {"max_logprob_diff", dl}, {"experts_equal", experts_equal},
                                 {"hidden_bitwise_equal", one.hidden == many.hidden},
-                                {"backward", with_backward}, {"max_grad_relative_diff", dg}}
+                                {"backward", with_backward}, {"max_grad_relative_diff", dg},
+                                {"max_generate_hidden_diff", dd}}
                      .dump()
               << std::endl;
-  return dl <= tolerance && dg <= grad_tolerance && experts_equal && std::isfinite(dh) ? 0 : 1;
+  return dl <= tolerance && dg <= grad_tolerance && dd <= hidden_tolerance && experts_equal && std::isfinite(dh) ? 0 : 1;
 }
 
 }  // namespace
