@@ -17,6 +17,8 @@ using namespace dist_run_test;
 
 namespace {
 
+constexpr int kSteps = 30;
+
 struct Outcome {
   std::string output;
   int status = 0;
@@ -24,8 +26,9 @@ struct Outcome {
   fs::path out;
 };
 
-// Runs 8 steps with a checkpoint after each, sends `signal` to trainer rank 0 (rank 1) once the
-// step-2 checkpoint is in place, then resumes the run; returns the first run's outcome.
+// Runs up to kSteps steps with a checkpoint after each, sends `signal` to trainer rank 0 (rank 1)
+// once the step-2 checkpoint is in place, then resumes the run; returns the first run's outcome.
+// kSteps leaves the signal many steps to land in (a tiny step takes well under a second).
 // `placement`: lines added to [placement].
 Outcome signal_trainer_then_resume(const std::string& tag, int signal, bool recovery,
                                    const std::string& placement, const fs::path& dir) {
@@ -35,7 +38,7 @@ Outcome signal_trainer_then_resume(const std::string& tag, int signal, bool reco
   const fs::path config = dir / (tag + ".toml");
   write_tiny_config(config, o.out,
                     {{"checkpoint_every_steps = ", "checkpoint_every_steps = 1"},
-                     {"max_steps = ", "max_steps = 8"},
+                     {"max_steps = ", "max_steps = " + std::to_string(kSteps)},
                      {"first_eval_samples = ", "first_eval_samples = 64000"},
                      {"trainer_ranks = 1", "trainer_ranks = 1\n" + placement}});
   const std::string line = launch(tag, 600, recovery);
@@ -44,8 +47,8 @@ Outcome signal_trainer_then_resume(const std::string& tag, int signal, bool reco
   std::atomic<bool> ended{false};
   std::thread stopper([&] {
     const fs::path step_2 = o.out / "checkpoints" / "step_2" / "loop_state.json";  // renamed into place whole
-    for (int i = 0; i < 1200 && !ended && !fs::exists(step_2); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    for (int i = 0; i < 6000 && !ended && !fs::exists(step_2); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (ended) return;
     signalled = process_of_rank(tag, 1);
     if (signalled > 0) ::kill(signalled, signal);
@@ -71,7 +74,7 @@ Outcome signal_trainer_then_resume(const std::string& tag, int signal, bool reco
   INFO(second);
   CHECK((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1));
   CHECK_THAT(second, Catch::Contains("resumed from the step-" + std::to_string(last) + " checkpoint"));
-  CHECK(lines(o.out / "metrics.jsonl") == 8);
+  CHECK(lines(o.out / "metrics.jsonl") == kSteps);
   return o;
 }
 
