@@ -2,7 +2,7 @@
 # GPU check, for a machine with an NVIDIA GPU (none exists in CI, so the GPU tests are registered
 # only here). Builds with CUDA and MLPT_GPU_TESTS=1 into build-gpu/, then:
 #   1. the CUDA backend's tests against the CPU backend (label gpu): every op forward and backward,
-#      the whole model, and the qwen35_cuda trainer against qwen35_cpu,
+#      the whole model, and the qwen35_cuda trainer and engine against qwen35_cpu,
 #   2. compute-sanitizer (memcheck) on one op test,
 #   3. bench_reference_cuda (GEMM peak, bandwidth, and the ops at a ~1B config's shapes),
 #   4. the NCCL transport test when there are 2 GPUs (NCCL refuses two ranks on one device).
@@ -35,7 +35,8 @@ mkdir -p "$LOG_DIR"
 if [ -z "${SKIP_BUILD:-}" ]; then
   MLPT_GPU_TESTS=1 cmake -S . -B "$BUILD_DIR" -G Ninja -DMLPT_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     >"$LOG_DIR/configure.log" 2>&1 || { echo "gpu-check: FAILED to configure (see $LOG_DIR/configure.log)" >&2; exit 1; }
-  targets=(test_reference_cuda_ops test_reference_cuda_model test_reference_cuda_trainer bench_reference_cuda)
+  targets=(test_reference_cuda_ops test_reference_cuda_model test_reference_cuda_trainer test_reference_cuda_engine
+           bench_reference_cuda)
   [ "$gpus" -ge 2 ] && targets+=(test_transport_gpu mlpt_transport_nccl transport_nccl_peer)
   step "build (${targets[*]})" "$LOG_DIR/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" || {
     printf '%s\n' "${summary[@]}"; exit 1; }

@@ -1,8 +1,9 @@
 // The mlpt_reference plugin: the Qwen3.5 MoE reference engine and trainer on the CPU backend,
-// and, when built with CUDA (MLPT_REFERENCE_CUDA), the trainer on the CUDA backend.
-#include "engine/engine.hpp"
+// and, when built with CUDA (MLPT_REFERENCE_CUDA), the engine and trainer on the CUDA backend.
+#include "engine/cpu_backend.hpp"
 #include "trainer/trainer.hpp"
 #ifdef MLPT_REFERENCE_CUDA
+#include "backends/cuda/components/engine_backend.hpp"
 #include "backends/cuda/components/trainer.hpp"
 #endif
 
@@ -20,7 +21,9 @@ const mlpt_trainer_capabilities kCudaTrainerCaps = {MLPT_TRAINER_CAPABILITIES_ST
                                                     /*supports_routing_replay=*/1, /*supports_state_save=*/1,
                                                     /*device_type=*/kDLCUDA};
 #define MLPT_REFERENCE_CUDA_COMPONENTS                                                                 \
-  , mlpt::sdk::trainer_component<mlpt::ref::cuda::CudaTrainer>(                                        \
+  , mlpt::sdk::engine_component<mlpt::ref::cuda::CudaEngine>(                                          \
+        "qwen35_cuda", "Qwen3.5 MoE reference engine (CUDA, bf16, paged KV, continuous batching)", &kEngineCaps), \
+    mlpt::sdk::trainer_component<mlpt::ref::cuda::CudaTrainer>(                                        \
         "qwen35_cuda", "Qwen3.5 MoE reference GRPO trainer (CUDA, bf16, fp32 AdamW, R3 replay)", &kCudaTrainerCaps)
 #else
 #define MLPT_REFERENCE_CUDA_COMPONENTS
@@ -29,7 +32,7 @@ const mlpt_trainer_capabilities kCudaTrainerCaps = {MLPT_TRAINER_CAPABILITIES_ST
 }  // namespace
 
 MLPT_SDK_PLUGIN("mlpt-reference", "0.1.0",
-                mlpt::sdk::engine_component<mlpt::ref::ReferenceEngine>(
+                mlpt::sdk::engine_component<mlpt::ref::CpuEngine>(
                     "qwen35_cpu", "Qwen3.5 MoE reference engine (CPU, fp32, continuous batching)", &kEngineCaps),
                 mlpt::sdk::trainer_component<mlpt::ref::ReferenceTrainer>(
                     "qwen35_cpu", "Qwen3.5 MoE reference GRPO trainer (CPU, fp32 AdamW, R3 replay)", &kTrainerCaps)

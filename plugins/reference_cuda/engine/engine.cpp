@@ -5,9 +5,6 @@
 #include <chrono>
 #include <map>
 
-#include "backends/cpu/linear.hpp"
-#include "backends/cpu/threads.hpp"
-#include "model/named_tensors.hpp"
 #include "mlpt/sdk/settings.hpp"
 #include "model/vocabulary.hpp"
 #include "mlpt/sdk/types.hpp"
@@ -34,10 +31,11 @@ struct ReferenceEngine::Request {
   std::atomic<bool> cancel_requested{false};
 };
 
-ReferenceEngine::ReferenceEngine(std::string_view config_json) : sessions_(0), prefixes_(0) {
-  Settings s(config_json, "engine qwen35_cpu");
+ReferenceEngine::ReferenceEngine(std::string_view config_json, const std::string& component,
+                                 const BackendFactory& make_backend)
+    : sessions_(0), prefixes_(0) {
+  Settings s(config_json, component);
   std::string dir = s.string("checkpoint");
-  int64_t threads = s.integer_or("threads", 1, 1);
   max_step_tokens_ = s.integer_or("max_step_tokens", 2048, 1);
   int64_t budget = s.integer_or("session_memory_bytes", int64_t(1) << 30, 0);
   int64_t prefix_budget = s.integer_or("prefix_cache_bytes", int64_t(256) << 20, 0);
@@ -45,15 +43,10 @@ ReferenceEngine::ReferenceEngine(std::string_view config_json) : sessions_(0), p
   int64_t vocab_override = s.integer_or("sampling_vocab_size", 0, 1);
   std::string prefill = s.string_or("gdn_prefill", "chunked");
   if (prefill != "chunked" && prefill != "recurrent") s.fail("gdn_prefill", "expected \"chunked\" or \"recurrent\"");
-  s.reject_unknown();
-  prefill_mode_ = prefill == "chunked" ? GdnMode::chunked : GdnMode::recurrent;
   sessions_ = SessionStore(static_cast<size_t>(budget));
   prefixes_ = PrefixCache(static_cast<size_t>(prefix_budget));
-  threads_ = static_cast<int>(threads);
-
-  auto w = std::make_shared<Weights<float>>(::mlpt::ref::load_weights<float>(dir));
-  config_ = w->config;
-  weights_ = std::move(w);
+  backend_ = make_backend(s, dir, prefill == "chunked");  // reads its own settings, rejects unknown ones
+  config_ = backend_->config();
   valid_vocab_ = sampling_vocab_size(config_, dir, vocab_override);
   max_sequence_length_ = max_seq > 0 ? max_seq : config_.max_position_embeddings;
   scheduler_ = std::thread([this] { scheduler_loop(); });
@@ -129,7 +122,7 @@ void ReferenceEngine::admit_locked(Request* r) {
                       (s && s->routing.size() == s->tokens.size() * L);
     if (!extends || !routing_ok) r->session.reset();  // re-prefill from scratch: always correct
   }
-  if (!r->session) r->session = std::make_unique<Session>(config_);
+  if (!r->session) r->session = std::make_unique<Session>(backend_->new_state());
   r->pending.assign(in.tokens.begin() + static_cast<int64_t>(r->session->tokens.size()), in.tokens.end());
   ++running_;
   incoming_.push_back(r);
@@ -194,8 +187,7 @@ void ReferenceEngine::load_weights(const mlpt_load_weights_args& a) {
     throw Error(MLPT_INVALID_ARGUMENT, "version " + std::to_string(a.version) + " is not greater than the loaded " +
                                            std::to_string(weight_version_));
   if (a.num_tensors && !a.tensors) throw Error(MLPT_INVALID_ARGUMENT, "tensors is NULL");
-  auto w = std::make_shared<Weights<float>>(import_named_tensors(config_, a.tensors, a.num_tensors));
-  weights_ = std::move(w);
+  backend_->load_weights(a.tensors, a.num_tensors);
   weight_version_ = a.version;
   const double sessions = static_cast<double>(sessions_.size());
   sessions_.clear();  // caches computed with the old weights are stale
@@ -320,17 +312,13 @@ void ReferenceEngine::start_prefix_locked(Request* r, const std::vector<Request*
   r->publish_at = key;
 }
 
-// One forward step over the active requests; the requests that finish move from `active` to `done`.
+// One backend step over the active requests; the requests that finish move from `active` to `done`.
 void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Completion>& done) {
-  const cpu::CoreLease cores(cpu::Phase::generate, threads_);  // what a running train step leaves
-  std::shared_ptr<const Weights<float>> w;
   uint64_t version = 0;
   {
     std::lock_guard lk(mutex_);
-    w = weights_;
     version = weight_version_;
   }
-  const int64_t H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
 
   // Decoding requests first (one token each), then prefill chunks within the step budget.
@@ -355,34 +343,41 @@ void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Comple
     budget -= n;
   }
 
-  ForwardBatch<float> fb;
-  std::vector<int32_t> tokens;
+  // A segment that consumes all its pending tokens samples the next one (unless that was the
+  // recording request's final feed); the draw's counter is the new token's absolute position.
+  std::vector<StepSegment> segments(seg.size());
+  std::vector<int64_t> offsets{0};
   bool any_record = false;
   for (size_t i = 0; i < seg.size(); ++i) {
-    tokens.insert(tokens.end(), seg[i]->pending.begin(), seg[i]->pending.begin() + take[i]);
-    fb.offsets.push_back(fb.offsets.back() + take[i]);
-    fb.caches.push_back(&seg[i]->session->cache);
-    any_record |= seg[i]->in->record_routed_experts;
+    Request* r = seg[i];
+    StepSegment& g = segments[i];
+    g.state = r->session->state.get();
+    g.tokens = std::span<const int32_t>(r->pending.data(), static_cast<size_t>(take[i]));
+    if (take[i] == static_cast<int64_t>(r->pending.size()) && !r->final_feed) {
+      g.sample = &r->sampling;
+      g.counter = r->session->tokens.size() + static_cast<size_t>(take[i]);
+    }
+    offsets.push_back(offsets.back() + take[i]);
+    any_record |= r->in->record_routed_experts;
   }
-  fb.tokens = tokens.data();
-  fb.gdn_mode = prefill_mode_;
-  std::vector<int16_t> routing(any_record ? tokens.size() * static_cast<size_t>(per) : 0);
-  if (any_record) fb.routed_experts = routing.data();
 
-  std::vector<float> hidden;
+  StepOutput out;
   try {
-    hidden = forward_hidden(*w, fb);
+    backend_->step(segments, valid_vocab_, any_record, out);
   } catch (const std::exception& e) {
     // A request object dies as soon as it is released: drop it from `active` first.
     active.erase(std::remove_if(active.begin(), active.end(),
                                 [&](Request* r) { return std::find(seg.begin(), seg.end(), r) != seg.end(); }),
                  active.end());
+    const auto* known = dynamic_cast<const Error*>(&e);  // an exhausted KV pool says so
+    const mlpt_error_code code =
+        known && known->code() == MLPT_RESOURCE_EXHAUSTED ? MLPT_RESOURCE_EXHAUSTED : MLPT_INTERNAL;
     std::lock_guard lk(mutex_);
-    for (Request* r : seg) done.push_back(fail_locked(r, std::string("forward failed: ") + e.what(), MLPT_INTERNAL));
+    for (Request* r : seg) done.push_back(fail_locked(r, std::string("forward failed: ") + e.what(), code));
     return;
   }
 
-  std::vector<size_t> to_sample;
+  std::vector<size_t> to_sample;  // segments, each with its entry of out.sampled
   std::vector<std::pair<Request*, mlpt_finish_reason>> finished;
   int64_t prefilled = 0;
   std::vector<const Session*> publish;
@@ -392,7 +387,7 @@ void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Comple
     if (r->in->out_tokens.empty()) prefilled += take[i];  // prompt tokens, not sampled ones fed back
     s.tokens.insert(s.tokens.end(), r->pending.begin(), r->pending.begin() + take[i]);
     if (r->in->record_routed_experts)
-      s.routing.insert(s.routing.end(), routing.begin() + fb.offsets[i] * per, routing.begin() + fb.offsets[i + 1] * per);
+      s.routing.insert(s.routing.end(), out.routing.begin() + offsets[i] * per, out.routing.begin() + offsets[i + 1] * per);
     else
       s.routing.clear();  // a gap would misalign later positions
     r->pending.erase(r->pending.begin(), r->pending.begin() + take[i]);
@@ -401,10 +396,10 @@ void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Comple
       r->publish_at = 0;
     }
     if (!r->pending.empty()) continue;
-    if (r->final_feed)
-      finished.push_back({r, r->final_reason});
-    else
+    if (segments[i].sample)
       to_sample.push_back(i);
+    else
+      finished.push_back({r, r->final_reason});  // the final feed is done
   }
 
   {
@@ -413,35 +408,27 @@ void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Comple
     for (const Session* s : publish) prefixes_.put(*s, version);  // waiting requests take it next loop
   }
 
-  if (!to_sample.empty()) {
-    std::vector<float> rows(to_sample.size() * H), logits(to_sample.size() * V);
-    for (size_t j = 0; j < to_sample.size(); ++j) {
-      int64_t row = fb.offsets[to_sample[j] + 1] - 1;
-      std::copy(hidden.begin() + row * H, hidden.begin() + (row + 1) * H, rows.begin() + j * H);
-    }
-    lm_head_forward(*w, static_cast<int64_t>(to_sample.size()), rows.data(), logits.data());
-    for (size_t j = 0; j < to_sample.size(); ++j) {
-      Request* r = seg[to_sample[j]];
-      auto& in = *r->in;
-      uint64_t position = r->session->tokens.size();  // absolute position of the new token
-      SampledToken t = sample_token(logits.data() + j * V, valid_vocab_, r->sampling, position);
-      in.out_tokens.push_back(t.token);
-      in.out_logprobs.push_back(t.logprob);
-      bool stop = std::find(in.stop_tokens.begin(), in.stop_tokens.end(), t.token) != in.stop_tokens.end();
-      bool length = static_cast<int32_t>(in.out_tokens.size()) >= in.max_new_tokens ||
-                    static_cast<int64_t>(position + 1) >= max_sequence_length_;
-      if (stop || length) {
-        mlpt_finish_reason reason = stop ? MLPT_FINISH_STOP : MLPT_FINISH_LENGTH;
-        if (in.record_routed_experts) {
-          r->final_feed = true;
-          r->final_reason = reason;
-          r->pending = {t.token};
-        } else {
-          finished.push_back({r, reason});
-        }
-      } else {
+  for (size_t j = 0; j < to_sample.size(); ++j) {
+    Request* r = seg[to_sample[j]];
+    auto& in = *r->in;
+    const uint64_t position = segments[to_sample[j]].counter;  // absolute position of the new token
+    const SampledToken t = out.sampled[j];
+    in.out_tokens.push_back(t.token);
+    in.out_logprobs.push_back(t.logprob);
+    bool stop = std::find(in.stop_tokens.begin(), in.stop_tokens.end(), t.token) != in.stop_tokens.end();
+    bool length = static_cast<int32_t>(in.out_tokens.size()) >= in.max_new_tokens ||
+                  static_cast<int64_t>(position + 1) >= max_sequence_length_;
+    if (stop || length) {
+      mlpt_finish_reason reason = stop ? MLPT_FINISH_STOP : MLPT_FINISH_LENGTH;
+      if (in.record_routed_experts) {
+        r->final_feed = true;
+        r->final_reason = reason;
         r->pending = {t.token};
+      } else {
+        finished.push_back({r, reason});
       }
+    } else {
+      r->pending = {t.token};
     }
   }
   if (!finished.empty()) {

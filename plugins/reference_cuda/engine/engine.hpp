@@ -1,21 +1,23 @@
-// The inference engine component "qwen35_cpu" (mlpt/engine.h) on the CPU backend.
+// The reference inference engine (mlpt/engine.h): one scheduler for the components "qwen35_cpu"
+// (engine/cpu_backend.hpp) and "qwen35_cuda" (backends/cuda/components/engine_backend.hpp); the
+// model step and the per-sequence state are the backend's (engine/backend.hpp).
 //
 // Continuous batching: submit() from any thread queues a request and returns; one scheduler thread
-// runs steps, each one forward over a packed batch of segments: one token for every decoding
+// runs steps, each one backend step over a packed batch of segments: one token for every decoding
 // request plus prefill chunks of new requests (a step holds at most `max_step_tokens` tokens; long
 // prompts prefill over several steps), and completes finished requests (their on_ready callbacks
-// run on the scheduler thread, with no lock held). Every sequence keeps its own cache, so requests
+// run on the scheduler thread, with no lock held). Every sequence keeps its own state, so requests
 // join and leave between any two steps. Hundreds of requests in flight cost no thread each.
 //
 // Logprobs: out_logprobs[i] is the log-probability of out_tokens[i] under the distribution it was
 // sampled from, softmax(logits / temperature) over the real vocabulary restricted to the top-k/top-p
 // set (model/sampling.hpp). At temperature 1, top_p 1, top_k 0 (the benchmark's training rollouts)
-// this equals the trainer's compute_logprobs of the same sequence up to fp32 rounding.
+// this equals the trainer's compute_logprobs of the same sequence up to the backend's rounding.
 //
 // Determinism: the draw for the token at absolute position p of a request with seed s depends on
 // (s, p) only, so batching, session reuse and thread timing do not change it. Logits in a batch
-// differ from a lone request's by fp32 rounding only (BLAS blocking), so a token can differ only
-// where two candidates are within that rounding of the draw.
+// differ from a lone request's by rounding only (BLAS blocking), so a token can differ only where
+// two candidates are within that rounding of the draw.
 //
 // Shared prompts (engine/prefix_cache.hpp): a fresh request (no session to continue) first looks
 // for a cached prefix of its tokens; without one it prefills up to its last prompt token, keeps a
@@ -26,16 +28,17 @@
 // (up to the last prompt token, then the rest) whether its prefix was cached or not, so a cache
 // hit gives bit for bit the logprobs of a cold engine.
 //
-// Settings (JSON): checkpoint (required), threads (per step, 1; while a train step runs in the
-// process the engine gets the cores it leaves: backends/cpu/threads.hpp), max_step_tokens (2048),
-// session_memory_bytes (1 GiB: budget for idle sessions, LRU eviction), prefix_cache_bytes
-// (256 MiB: budget for cached prompt prefixes; 0 turns the cache off), max_sequence_length
-// (max_position_embeddings of the config), sampling_vocab_size (ids that may be sampled; default
-// from the checkpoint's tokenizer.json, else vocab_size), gdn_prefill ("chunked" | "recurrent").
+// Settings (JSON), both backends: checkpoint (required), max_step_tokens (2048),
+// session_memory_bytes (1 GiB: budget for idle sessions, LRU eviction; a CUDA session's device
+// memory counts), prefix_cache_bytes (256 MiB: budget for cached prompt prefixes; 0 turns the
+// cache off), max_sequence_length (max_position_embeddings of the config), sampling_vocab_size
+// (ids that may be sampled; default from the checkpoint's tokenizer.json, else vocab_size),
+// gdn_prefill ("chunked" | "recurrent"); and each backend's own.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,17 +46,24 @@
 #include <string>
 #include <thread>
 
+#include "engine/backend.hpp"
 #include "engine/prefix_cache.hpp"
 #include "engine/sessions.hpp"
-#include "model/model.hpp"
-#include "model/sampling.hpp"
 #include "mlpt/sdk/engine.hpp"
+#include "mlpt/sdk/settings.hpp"
 
 namespace mlpt::ref {
 
-class ReferenceEngine final : public sdk::Engine {
+// Makes the backend from the settings (it reads its own keys, then calls reject_unknown() before
+// touching any device), the checkpoint directory and whether prefill uses the chunked GDN form.
+using BackendFactory =
+    std::function<std::unique_ptr<EngineBackend>(sdk::Settings& settings, const std::string& checkpoint,
+                                                 bool chunked_prefill)>;
+
+class ReferenceEngine : public sdk::Engine {
  public:
-  explicit ReferenceEngine(std::string_view config_json);
+  // `component` names the settings in errors ("engine qwen35_cpu").
+  ReferenceEngine(std::string_view config_json, const std::string& component, const BackendFactory& make_backend);
   ~ReferenceEngine() override;
 
   void model_info(mlpt_engine_model_info& info) override;
@@ -84,12 +94,10 @@ class ReferenceEngine final : public sdk::Engine {
   Completion release_locked(Request* r, Completion c);
   static void complete(std::vector<Completion>& done);
 
+  std::unique_ptr<EngineBackend> backend_;  // first: every sequence state below dies before it
   ModelConfig config_;
-  std::shared_ptr<const Weights<float>> weights_;
   uint64_t weight_version_ = 0;
-  int threads_ = 1;
   int64_t valid_vocab_ = 0, max_step_tokens_ = 2048, max_sequence_length_ = 0;
-  GdnMode prefill_mode_ = GdnMode::chunked;
 
   std::mutex mutex_;
   std::condition_variable wake_scheduler_, state_changed_;

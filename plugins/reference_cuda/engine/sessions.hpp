@@ -1,4 +1,4 @@
-// Multi-turn sessions: per session_id the generation cache (KV, GDN state, conv window) and the
+// Multi-turn sessions: per session_id the generation state (KV, GDN state, conv window) and the
 // tokens it has consumed, so the next turn prefills only its new suffix. Idle sessions are kept
 // under a byte budget and evicted least-recently-used first; an evicted session is not an error,
 // its next turn simply re-prefills (the GDN state cannot be rebuilt any other way, §4). A session
@@ -12,16 +12,18 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/model.hpp"
+#include "engine/backend.hpp"
 
 namespace mlpt::ref {
 
 struct Session {
-  explicit Session(const ModelConfig& config) : cache(config) {}
-  SequenceCache<float> cache;
-  std::vector<int32_t> tokens;   // consumed by `cache`, in order
-  std::vector<int16_t> routing;  // [tokens][layers][k] when recorded, else empty
-  size_t bytes() const { return cache.bytes() + tokens.capacity() * 4 + routing.capacity() * 2; }
+  explicit Session(std::unique_ptr<SequenceState> s) : state(std::move(s)) {}
+  Session(const Session& o) : state(o.state->clone()), tokens(o.tokens), routing(o.routing) {}
+  Session& operator=(const Session&) = delete;
+  std::unique_ptr<SequenceState> state;  // the backend's (engine/backend.hpp)
+  std::vector<int32_t> tokens;           // consumed by `state`, in order
+  std::vector<int16_t> routing;          // [tokens][layers][k] when recorded, else empty
+  size_t bytes() const { return state->bytes() + tokens.capacity() * 4 + routing.capacity() * 2; }
 };
 
 class SessionStore {

@@ -17,6 +17,14 @@ std::vector<mlpt_named_tensor> export_named_tensors(Weights<float>& weights, std
 std::vector<mlpt_named_tensor> named_tensor_views(const ModelLayout& layout, const std::vector<void*>& data,
                                                   DLDevice device, std::vector<std::vector<int64_t>>& shapes);
 
+// The layout index of every given tensor, after checking them all: each tensor of the layout
+// present once, right shape, compact, F32/BF16/F16, in CPU memory (or CUDA memory when
+// `device_memory_ok`). Throws MLPT_INVALID_ARGUMENT naming the first bad tensor.
+std::vector<int> match_named_tensors(const ModelLayout& layout, const mlpt_named_tensor* tensors, size_t count,
+                                     bool device_memory_ok);
+// A checked tensor in CPU memory as fp32 (numel values into `out`).
+void host_tensor_to_float(const DLTensor& tensor, float* out);
+
 // Copies (converting) the tensors into a new Weights of `config`. Throws MLPT_INVALID_ARGUMENT naming
 // the first missing, extra, duplicated or misshapen tensor; the caller's weights are untouched.
 Weights<float> import_named_tensors(const ModelConfig& config, const mlpt_named_tensor* tensors, size_t count);

@@ -2,6 +2,11 @@
 // GDN chunks of sequence, 8 experts; weights bf16-exact so CPU and GPU start from the same values.
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "backends/cuda/model.hpp"
@@ -35,5 +40,15 @@ inline Weights<float> bf16_exact_weights(const ModelConfig& c, uint64_t seed) {
       for (float& x : w.values[i]) x = round_bf16(x);
   return w;
 }
+
+// A directory of its own (per test binary and process), removed with everything in it.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& name) {
+    path = std::filesystem::temp_directory_path() / (name + "." + std::to_string(::getpid()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
 
 }  // namespace cuda_testing

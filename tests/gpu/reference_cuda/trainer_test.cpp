@@ -6,10 +6,7 @@
 // equal to 1e-5 (both −Σ A·n/N_tok); gradient norms within 10% (bf16 activation gradients).
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
 
 #include "backends/cuda/components/trainer.hpp"
 #include "gpu_model_fixtures.hpp"
@@ -18,15 +15,6 @@
 using namespace cuda_testing;
 
 namespace {
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() / ("cuda_trainer_test." + std::to_string(::getpid()));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 // Four sequences of prompt + response; advantages ±1; generation logprobs filled per trainer.
 struct Batch {
@@ -99,7 +87,7 @@ double objective(mlpt::sdk::Trainer& t, Batch& b) {
 
 TEST_CASE("qwen35_cuda trainer: logprobs, first step, learning, CUDA export and states match qwen35_cpu") {
   REQUIRE(have_gpu());
-  TempDir dir;
+  TempDir dir("cuda_trainer_test");
   const auto cfg = small_config();
   const Weights<float> w = bf16_exact_weights(cfg, 11);
   mlpt::ref::save_checkpoint((dir.path / "ck").string(), w, mlpt::ref::Dtype::f32);

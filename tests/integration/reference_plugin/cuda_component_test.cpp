@@ -1,33 +1,64 @@
-// With the CUDA backend built, the mlpt_reference plugin also lists the qwen35_cuda trainer. Runs
-// everywhere: without a usable GPU its creation must fail with an error naming the device (the
-// GPU behaviour itself is tests/gpu/reference_cuda's).
+// With the CUDA backend built, the mlpt_reference plugin also lists the qwen35_cuda trainer and
+// engine. Runs everywhere: without a usable GPU their creation must fail with an error naming the
+// device (the GPU behaviour itself is tests/gpu/reference_cuda's).
 #include "harness.hpp"
 
 using namespace reftest;
 using mlpt_test::TempDir;
 
-TEST_CASE("the qwen35_cuda trainer is registered and names the device when it cannot start") {
-  auto cuda = loaded().plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cuda");
-  const auto* api = cuda.table<mlpt_trainer_api>();
+namespace {
+// Creates `component` with `settings`: the error's text, or "" after creating and
+// destroying it (a GPU is here).
+template <class Api, class Args>
+std::string create_error(mlpt::plugin::Component& component, const std::string& settings, size_t struct_size) {
+  const auto* api = component.table<Api>();
   REQUIRE(api != nullptr);
-  TempDir dir("cuda_component");
-  const std::string settings = R"({"checkpoint": ")" + make_checkpoint(dir, "ck", 5) + R"(", "device": 0})";
-  mlpt_trainer_create_args a{MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, {settings.data(), settings.size()}, nullptr};
-  std::string error;
+  Args a{};
+  a.struct_size = struct_size;
+  a.config_json = {settings.data(), settings.size()};
   try {
-    mlpt::plugin::check(cuda, api->create(&a), "create qwen35_cuda");
+    mlpt::plugin::check(component, api->create(&a), "create qwen35_cuda");
   } catch (const mlpt::Error& e) {
-    error = e.what();
+    return e.what();
   }
-  if (error.empty()) {  // a GPU is here: the trainer came up
+  if constexpr (std::is_same_v<Api, mlpt_engine_api>) {
+    REQUIRE(a.engine != nullptr);
+    api->destroy(a.engine);
+  } else {
     REQUIRE(a.trainer != nullptr);
     api->destroy(a.trainer);
-  } else {
-    INFO(error);
-    CHECK(error.find("qwen35_cuda: CUDA device 0 is not available") != std::string::npos);
   }
+  return "";
+}
+
+std::string trainer_error(const std::string& settings) {
+  auto c = loaded().plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cuda");
+  return create_error<mlpt_trainer_api, mlpt_trainer_create_args>(c, settings, MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE);
+}
+std::string engine_error(const std::string& settings) {
+  auto c = loaded().plugin->component(MLPT_COMPONENT_ENGINE, "qwen35_cuda");
+  return create_error<mlpt_engine_api, mlpt_engine_create_args>(c, settings, MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE);
+}
+}  // namespace
+
+TEST_CASE("the qwen35_cuda trainer is registered and names the device when it cannot start") {
+  TempDir dir("cuda_component");
+  const std::string error = trainer_error(R"({"checkpoint": ")" + make_checkpoint(dir, "ck", 5) + R"(", "device": 0})");
+  INFO(error);  // empty: a GPU is here and the trainer came up
+  CHECK((error.empty() || error.find("trainer qwen35_cuda: CUDA device 0 is not available") != std::string::npos));
   // Unknown settings are rejected by name before any device is touched.
-  const std::string bad = R"({"checkpoint": "x", "devices": 1})";
-  mlpt_trainer_create_args b{MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, {bad.data(), bad.size()}, nullptr};
-  CHECK_THROWS_WITH(mlpt::plugin::check(cuda, api->create(&b), "create qwen35_cuda"), Catch::Contains("'devices'"));
+  CHECK_THAT(trainer_error(R"({"checkpoint": "x", "devices": 1})"), Catch::Contains("'devices'"));
+}
+
+TEST_CASE("the qwen35_cuda engine is registered and names the device when it cannot start") {
+  CHECK(loaded().plugin->component(MLPT_COMPONENT_ENGINE, "qwen35_cuda").description.find("CUDA") != std::string::npos);
+  TempDir dir("cuda_engine_component");
+  const std::string error = engine_error(R"({"checkpoint": ")" + make_checkpoint(dir, "ck", 5) +
+                                         R"(", "device": 0, "kv_cache_bytes": 1048576, "kv_block_size": 8})");
+  INFO(error);  // empty: a GPU is here and the engine came up
+  CHECK((error.empty() || error.find("engine qwen35_cuda: CUDA device 0 is not available") != std::string::npos));
+  // Settings are checked by name before any device is touched: unknown keys, and the CPU
+  // backend's `threads` is not the CUDA backend's.
+  CHECK_THAT(engine_error(R"({"checkpoint": "x", "kv_blocks": 1})"), Catch::Contains("unknown key 'kv_blocks'"));
+  CHECK_THAT(engine_error(R"({"checkpoint": "x", "threads": 2})"), Catch::Contains("unknown key 'threads'"));
 }

@@ -33,6 +33,14 @@ Context create_context() {
   return ctx;
 }
 
+void select_device(int device, const char* component) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count <= device)
+    throw sdk::Error(MLPT_FAILED_PRECONDITION, std::string(component) + ": CUDA device " + std::to_string(device) +
+                                                   " is not available (" + std::to_string(count) + " visible)");
+  check(cudaSetDevice(device), "cudaSetDevice");
+}
+
 void destroy_context(Context& ctx) {
   if (ctx.blas) cublasDestroy(ctx.blas);
   if (ctx.stream) cudaStreamDestroy(ctx.stream);

@@ -30,6 +30,10 @@ void check(cublasStatus_t status, const char* what);
 // After a kernel launch: reports launch-configuration errors (not asynchronous faults).
 void check_launch(const char* kernel);
 
+// Makes CUDA device `device` current for the calling thread; throws MLPT_FAILED_PRECONDITION
+// "<component>: CUDA device N is not available (M visible)" when there is no such device.
+void select_device(int device, const char* component);
+
 // A context on a new non-blocking stream of the current device; destroy() releases it.
 Context create_context();
 void destroy_context(Context& ctx);

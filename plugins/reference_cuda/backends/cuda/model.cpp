@@ -85,13 +85,20 @@ WorkspacePtr make_workspace() { return WorkspacePtr(new Workspace()); }
 
 bool is_fp32_tensor(const ModelLayout& layout, int i) { return layout.tensors[i].init != Init::normal; }
 
+DeviceWeights allocate_weights(const ModelConfig& c) {
+  DeviceWeights d{c, make_layout(c), {}};
+  for (size_t i = 0; i < d.layout.tensors.size(); ++i)
+    d.tensors.emplace_back(size_t(std::max<int64_t>(d.layout.tensors[i].numel(), 1)) *
+                           (is_fp32_tensor(d.layout, static_cast<int>(i)) ? 4 : 2));
+  return d;
+}
+
 DeviceWeights upload_weights(const Context& ctx, const Weights<float>& w) {
-  DeviceWeights d{w.config, w.layout, {}};
+  DeviceWeights d = allocate_weights(w.config);
   DeviceBuffer staging;
   for (size_t i = 0; i < w.values.size(); ++i) {
     const int64_t n = static_cast<int64_t>(w.values[i].size());
     const bool f32 = is_fp32_tensor(w.layout, static_cast<int>(i));
-    d.tensors.emplace_back(size_t(std::max<int64_t>(n, 1)) * (f32 ? 4 : 2));
     if (f32) {
       upload(ctx, d.tensors.back().get(), w.values[i].data(), size_t(n) * 4, "upload_weights");
     } else {

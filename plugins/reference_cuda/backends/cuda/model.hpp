@@ -25,6 +25,8 @@ struct DeviceWeights {
   const float* f(int i) const { return tensors[i].as<float>(); }
 };
 
+// Device memory for every tensor of `c`'s layout, uninitialised.
+DeviceWeights allocate_weights(const ModelConfig& c);
 // Uploads (converting to bf16 where the device keeps bf16). Synchronous.
 DeviceWeights upload_weights(const Context& ctx, const Weights<float>& w);
 // Overwrites tensor i from n fp32 values on the device (master weights), converting as needed.

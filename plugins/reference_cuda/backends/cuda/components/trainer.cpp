@@ -33,11 +33,7 @@ CudaTrainer::CudaTrainer(std::string_view config_json) {
   settings_ = parse_trainer_settings(config_json, "trainer qwen35_cuda", [&](Settings& s) {
     device_ = static_cast<int>(s.integer_or("device", 0, 0));
   });
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count <= device_)
-    throw Error(MLPT_FAILED_PRECONDITION, "trainer qwen35_cuda: CUDA device " + std::to_string(device_) +
-                                              " is not available (" + std::to_string(count) + " visible)");
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  select_device(device_, "trainer qwen35_cuda");
   ctx_ = create_context();
   ws_ = make_workspace();
   Weights<float> w = load_weights<float>(settings_.checkpoint);

@@ -1,0 +1,161 @@
+#include "backends/cuda/components/engine_backend.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "model/named_tensors.hpp"
+#include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/types.hpp"
+
+namespace mlpt::ref::cuda {
+
+using sdk::Error;
+using sdk::operator==;
+
+// A sequence's state: device memory only once it has taken part in a step (states are made on
+// the submitting thread; the device is touched on the scheduler's). Its blocks go back to the pool.
+class CudaEngineBackend::State final : public SequenceState {
+ public:
+  explicit State(CudaEngineBackend& owner) : owner_(owner) {}
+  ~State() override {
+    if (dev_) owner_.pool_->release(dev_->blocks);
+  }
+  size_t bytes() const override {
+    if (!dev_) return 0;
+    size_t b = dev_->blocks.size() * owner_.pool_->cache().bytes_per_block(owner_.config());
+    for (size_t l = 0; l < dev_->conv.size(); ++l) b += dev_->conv[l].bytes() + dev_->state[l].bytes();
+    return b;
+  }
+  std::unique_ptr<SequenceState> clone() const override { return owner_.clone(*this); }
+  DeviceSequenceState& device() {  // called with the backend's lock held
+    if (!dev_) dev_.emplace(owner_.ctx_, owner_.config());
+    return *dev_;
+  }
+  const std::optional<DeviceSequenceState>& existing() const { return dev_; }
+
+ private:
+  CudaEngineBackend& owner_;
+  std::optional<DeviceSequenceState> dev_;
+};
+
+CudaEngineBackend::CudaEngineBackend(sdk::Settings& s, const std::string& checkpoint, bool chunked_prefill)
+    : chunked_prefill_(chunked_prefill) {
+  device_ = static_cast<int>(s.integer_or("device", 0, 0));
+  const int64_t kv_bytes = s.integer_or("kv_cache_bytes", int64_t(1) << 30, 1);
+  const int64_t block = s.integer_or("kv_block_size", 16, 1);
+  s.reject_unknown();
+  select_device(device_, "engine qwen35_cuda");
+  ctx_ = create_context();
+  weights_ = upload_weights(ctx_, ::mlpt::ref::load_weights<float>(checkpoint));
+  const KvCache probe(weights_.config, 0, block);
+  const int64_t per_block = std::max<int64_t>(static_cast<int64_t>(probe.bytes_per_block(weights_.config)), 1);
+  const int64_t blocks = weights_.config.num_attention_layers() ? kv_bytes / per_block : 1 << 20;
+  if (blocks < 1)
+    s.fail("kv_cache_bytes", std::to_string(kv_bytes) + " holds no KV block of " + std::to_string(per_block) +
+                                 " bytes (kv_block_size " + std::to_string(block) + ")");
+  pool_ = std::make_unique<KvBlockPool>(weights_.config, blocks, block);
+  ws_ = make_workspace();
+}
+
+CudaEngineBackend::~CudaEngineBackend() {
+  ws_.reset();
+  pool_.reset();
+  destroy_context(ctx_);
+}
+
+std::unique_ptr<SequenceState> CudaEngineBackend::new_state() { return std::make_unique<State>(*this); }
+
+std::unique_ptr<SequenceState> CudaEngineBackend::clone(const State& from) {
+  std::lock_guard lk(mutex_);
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  auto copy = std::make_unique<State>(*this);
+  if (!from.existing()) return copy;
+  const DeviceSequenceState& src = *from.existing();
+  DeviceSequenceState& dst = copy->device();
+  dst.copy_recurrent_from(ctx_, src);
+  pool_->reserve(dst.blocks, src.length);
+  copy_kv(ctx_, weights_.config, pool_->cache(), src.blocks, dst.blocks, src.length);
+  check(cudaStreamSynchronize(ctx_.stream), "clone sequence state");
+  return copy;
+}
+
+void CudaEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t count) {
+  std::lock_guard lk(mutex_);
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  const std::vector<int> index = match_named_tensors(weights_.layout, tensors, count, true);
+  DeviceWeights next = allocate_weights(weights_.config);  // the current weights stay until all is copied
+  DeviceBuffer staging;
+  std::vector<float> host;
+  for (size_t n = 0; n < count; ++n) {
+    const DLTensor& t = tensors[n].tensor;
+    const int i = index[n];
+    const int64_t numel = weights_.layout.tensors[i].numel();
+    staging.reserve(size_t(std::max<int64_t>(numel, 1)) * 4);
+    const char* src = static_cast<const char*>(t.data) + t.byte_offset;
+    if (t.device.device_type == kDLCUDA) {
+      if (!(t.dtype == sdk::kFloat32))
+        throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + weights_.layout.tensors[i].name +
+                                               "' is in CUDA memory as " + sdk::dtype_name(t.dtype) +
+                                               "; device tensors must be float32");
+      // cudaMemcpyDefault: the pointer's own device (unified addressing), so any GPU works.
+      check(cudaMemcpyAsync(staging.get(), src, size_t(numel) * 4, cudaMemcpyDefault, ctx_.stream), "load_weights");
+    } else {
+      host.resize(size_t(numel));
+      host_tensor_to_float(t, host.data());
+      check(cudaMemcpyAsync(staging.get(), host.data(), size_t(numel) * 4, cudaMemcpyHostToDevice, ctx_.stream),
+            "load_weights");
+    }
+    assign_tensor(ctx_, next, i, staging.as<float>());
+    check(cudaStreamSynchronize(ctx_.stream), "load_weights");  // staging and host are reused
+  }
+  weights_ = std::move(next);
+}
+
+void CudaEngineBackend::step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing,
+                             StepOutput& out) {
+  std::lock_guard lk(mutex_);
+  check(cudaSetDevice(device_), "cudaSetDevice");  // the scheduler thread is the engine's own
+  const ModelConfig& c = weights_.config;
+  DeviceBatch batch;
+  batch.kv = &pool_->cache();
+  batch.chunked = false;
+  SampleRows rows;
+  std::vector<size_t> host_rows;
+  std::vector<const StepSegment*> sampled;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const StepSegment& g = segments[s];
+    DeviceSequenceState& st = static_cast<State*>(g.state)->device();
+    pool_->reserve(st.blocks, st.length + static_cast<int64_t>(g.tokens.size()));
+    batch.tokens.insert(batch.tokens.end(), g.tokens.begin(), g.tokens.end());
+    batch.offsets.push_back(static_cast<int64_t>(batch.tokens.size()));
+    batch.states.push_back(&st);
+    batch.chunked |= chunked_prefill_ && g.tokens.size() > 1;
+    if (!g.sample) continue;
+    const SamplingParams& p = *g.sample;
+    rows.segment.push_back(s);
+    rows.params.push_back(SamplingRow{p.temperature, p.top_p, p.seed, g.counter});
+    const bool top_k = p.top_k > 0 && p.top_k < valid;  // the device sampler has no top-k
+    rows.host_logits.push_back(top_k);
+    sampled.push_back(&g);
+  }
+  const int64_t per = c.num_moe_layers() * c.experts_per_token;
+  out.routing.assign(record_routing ? batch.tokens.size() * size_t(per) : 0, 0);
+  if (record_routing) batch.routed_experts = out.routing.data();
+  const StepResult r = generate_step(ctx_, weights_, batch, rows, valid, *ws_, scratch_);
+  out.sampled.clear();
+  for (size_t j = 0, h = 0; j < sampled.size(); ++j) {
+    if (rows.host_logits[j]) {
+      const float* logits = r.logits.data() + (h++) * size_t(c.vocab_size);
+      out.sampled.push_back(sample_token(logits, valid, *sampled[j]->sample, sampled[j]->counter));
+    } else {
+      out.sampled.push_back(SampledToken{r.tokens[j], r.logprobs[j]});
+    }
+  }
+}
+
+CudaEngine::CudaEngine(std::string_view config_json)
+    : ReferenceEngine(config_json, "engine qwen35_cuda", [](sdk::Settings& s, const std::string& dir, bool chunked) {
+        return std::make_unique<CudaEngineBackend>(s, dir, chunked);
+      }) {}
+
+}  // namespace mlpt::ref::cuda

@@ -1,0 +1,64 @@
+// The engine's model step on the device (qwen35-architecture.md §4): a packed batch of sequences,
+// each continuing from its own DeviceSequenceState (GDN state and conv windows, fixed size) and
+// KV blocks handed out by a KvBlockPool, through forward_hidden (model.hpp), then the LM head and
+// sampling (head.hpp) for the segments whose last token is to be followed by a new one.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "backends/cuda/head.hpp"
+#include "backends/cuda/model.hpp"
+
+namespace mlpt::ref::cuda {
+
+// A KvCache whose blocks are lent to sequences. Thread-safe (sequences die on any thread).
+class KvBlockPool {
+ public:
+  KvBlockPool(const ModelConfig& c, int64_t num_blocks, int64_t block_size);
+  KvCache& cache() { return cache_; }
+  int64_t block_size() const { return cache_.block_size; }
+  // Appends blocks to `blocks` until they hold `tokens` positions. Throws MLPT_RESOURCE_EXHAUSTED
+  // naming the shortfall when the pool runs dry (the blocks taken so far stay in `blocks`).
+  void reserve(std::vector<int32_t>& blocks, int64_t tokens);
+  // Returns every block of `blocks` to the pool and empties it.
+  void release(std::vector<int32_t>& blocks);
+  int64_t free_blocks() const;
+
+ private:
+  KvCache cache_;
+  mutable std::mutex mutex_;
+  std::vector<int32_t> free_;
+};
+
+// Copies the first `tokens` positions of the keys and values in blocks `from` into blocks `to`
+// (same block size; `to` already reserved), every attention layer.
+void copy_kv(const Context& ctx, const ModelConfig& c, KvCache& kv, const std::vector<int32_t>& from,
+             const std::vector<int32_t>& to, int64_t tokens);
+
+// Which segments sample a token after the step, with what.
+struct SampleRows {
+  std::vector<size_t> segment;       // segment whose last token's logits are sampled
+  std::vector<SamplingRow> params;   // per row
+  std::vector<bool> host_logits;     // per row: also return its logits to the host (e.g. top-k)
+};
+
+struct StepResult {
+  std::vector<int32_t> tokens;   // per sample row (drawn on the device)
+  std::vector<float> logprobs;   // per sample row, under the distribution drawn from
+  std::vector<float> logits;     // [rows with host_logits, V] fp32, in row order
+};
+
+// Device buffers of generate_step, reused across steps.
+struct StepScratch {
+  DeviceBuffer hidden, rows, row_ids, logits, params, tokens, logprobs;
+};
+
+// One engine step: batch.states (every segment has one, with KV blocks reserved for its new
+// tokens) advance by their segments; routed experts recorded when batch.routed_experts. Then
+// per sample row the last token's logits, sampled over [0, valid). Synchronous.
+StepResult generate_step(const Context& ctx, const DeviceWeights& w, const DeviceBatch& batch, const SampleRows& rows,
+                         int64_t valid, Workspace& ws, StepScratch& scratch);
+
+}  // namespace mlpt::ref::cuda

@@ -1,0 +1,60 @@
+// The seam between the reference engine's scheduler (engine.cpp: requests, continuous batching,
+// sessions, prefix cache, pause and weight versions) and the hardware that runs the model: a
+// backend owns the weights and the per-sequence generation state and runs one step over a packed
+// batch. The CPU backend (engine/cpu_backend.cpp, fp32) and the CUDA backend
+// (backends/cuda/components/engine_backend.cpp, bf16 on one GPU) implement it; the scheduler is one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "mlpt/mlpt.h"
+#include "model/config.hpp"
+#include "model/sampling.hpp"
+
+namespace mlpt::ref {
+
+// One sequence's generation state (§4: GDN state, conv windows, attention keys and values), in
+// whatever memory the backend keeps it. Destroyed on any thread.
+class SequenceState {
+ public:
+  virtual ~SequenceState() = default;
+  virtual size_t bytes() const = 0;                          // memory held, for the session budgets
+  virtual std::unique_ptr<SequenceState> clone() const = 0;  // an independent copy (prefix cache)
+};
+
+// One segment of a step: `tokens` continue `state`; with `sample`, a token is drawn after the last
+// one from its logits with these parameters and the counter-based draw at `counter` (the absolute
+// position of the new token: model/sampling.hpp).
+struct StepSegment {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;
+  const SamplingParams* sample = nullptr;
+  uint64_t counter = 0;
+};
+
+struct StepOutput {
+  std::vector<SampledToken> sampled;  // one per segment with `sample`, in segment order
+  std::vector<int16_t> routing;       // [tokens, moe layers, k] when asked for, else empty
+};
+
+class EngineBackend {
+ public:
+  virtual ~EngineBackend() = default;
+  virtual const ModelConfig& config() const = 0;
+  // A fresh state (no tokens consumed).
+  virtual std::unique_ptr<SequenceState> new_state() = 0;
+  // Replaces the weights by named tensors from the transport (mlpt_load_weights_args; which
+  // devices' memory a backend accepts is its own). All or nothing: throws, weights unchanged.
+  // Called only between steps (the engine is paused).
+  virtual void load_weights(const mlpt_named_tensor* tensors, size_t count) = 0;
+  // Runs the segments (states advance by their tokens), samples over ids [0, valid), and records
+  // routing when `record_routing`. Throws on failure; states may then be half-advanced (the
+  // engine fails the step's requests).
+  virtual void step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing,
+                    StepOutput& out) = 0;
+};
+
+}  // namespace mlpt::ref
