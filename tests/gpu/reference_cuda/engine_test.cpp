@@ -4,9 +4,10 @@
 // tensors) and an exhausted KV pool.
 //
 // Tolerances, stated: logprobs within 0.05 of the CPU model's (bf16 weights and activations, as
-// model_test); a token may differ from the CPU's only where the draw lies within 0.02 of the edge
-// of its interval of the CPU's cumulative distribution (bf16 moves probabilities by about that);
-// decode against prefill of the same tokens on the GPU: logprobs within 0.03, the same tokens.
+// model_test); every GPU token's interval of the CPU's cumulative distribution (after the same
+// tokens, same draw) within 0.02 of the draw; qwen35_cpu's tokens equal to the GPU's up to the
+// first position where the CPU's own draw differs; decode against prefill of the same tokens on
+// the GPU: logprobs within 0.03, the same tokens.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -80,7 +81,7 @@ std::vector<float> cpu_logits(const Weights<float>& w, const std::vector<int32_t
 }
 
 // Where `token` sits in the CPU's sampling distribution: its cumulative interval [lo, hi) over
-// the kept ids in id order (the samplers' walk) and its log-probability.
+// the kept ids (top-k, then top-p) in id order (the samplers' walk) and its log-probability.
 struct Slot {
   double lo = 0, hi = 0, logprob = -INFINITY;
 };
@@ -90,11 +91,13 @@ Slot slot_of(const float* logits, int64_t valid, const Ask& a, int32_t token) {
   for (int64_t i = 0; i < valid; ++i) mx = std::max(mx, double(logits[i]) / a.temperature);
   for (int64_t i = 0; i < valid; ++i) p[i] = std::exp(double(logits[i]) / a.temperature - mx);
   std::vector<bool> kept(p.size(), true);
-  if (a.top_p < 1.f) {
+  if (a.top_p < 1.f || a.top_k > 0) {  // the most likely top_k ids, then the top-p prefix of those
     std::vector<int32_t> order(p.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return p[x] > p[y]; });
-    const double total = std::accumulate(p.begin(), p.end(), 0.0);
+    if (a.top_k > 0 && a.top_k < valid) order.resize(static_cast<size_t>(a.top_k));
+    double total = 0;
+    for (int32_t id : order) total += p[id];
     double cum = 0;
     std::fill(kept.begin(), kept.end(), false);
     for (int32_t id : order) {
@@ -115,6 +118,9 @@ Slot slot_of(const float* logits, int64_t valid, const Ask& a, int32_t token) {
   return s;
 }
 
+struct Checkpoint;
+void check_same_draw(const Checkpoint& ck, const Ask& a, const GenerationRequest& got, int32_t token, float logprob);
+
 struct Checkpoint {
   TempDir dir{"cuda_engine_test"};
   ModelConfig cfg = small_config();
@@ -125,6 +131,22 @@ struct Checkpoint {
     return R"({"checkpoint": ")" + path + R"(", "max_step_tokens": 48)" + extra + "}";
   }
 };
+
+// `got` (one new token after a.tokens) drew `token` with `logprob`, as another GPU computation of the
+// same tokens did: required unless the draw lies within rounding of the edge of that token's
+// interval (judged on the CPU's distribution).
+void check_same_draw(const Checkpoint& ck, const Ask& a, const GenerationRequest& got, int32_t token, float logprob) {
+  REQUIRE(got.out_tokens.size() == 1);
+  const size_t pos = a.tokens.size();
+  const auto logits = cpu_logits(ck.w, a.tokens);
+  const Slot s = slot_of(logits.data() + (pos - 1) * size_t(ck.cfg.vocab_size), ck.cfg.vocab_size, a, token);
+  const double u = mlpt::ref::counter_uniform(a.seed, pos);
+  const double edge = std::min(std::fabs(u - s.lo), std::fabs(s.hi - u));
+  INFO("the draw is " << edge << " from an edge of the token's interval");
+  if (edge < kDrawMargin / 10) return;
+  CHECK(got.out_tokens[0] == token);
+  CHECK(std::fabs(got.out_logprobs[0] - logprob) < kDecodeTol);
+}
 
 }  // namespace
 
@@ -145,7 +167,7 @@ TEST_CASE("qwen35_cuda engine: tokens and logprobs follow the CPU model's distri
     asks.push_back(a);
   }
   const auto got = run(gpu, asks), ref = run(cpu, asks);
-  int64_t agreed = 0, ambiguous = 0;
+  int64_t same = 0, total = 0;
   for (size_t q = 0; q < asks.size(); ++q) {
     const Ask& a = asks[q];
     const GenerationRequest& g = *got[q];
@@ -157,37 +179,30 @@ TEST_CASE("qwen35_cuda engine: tokens and logprobs follow the CPU model's distri
     std::vector<int32_t> seq = a.tokens;
     seq.insert(seq.end(), g.out_tokens.begin(), g.out_tokens.end());
     const auto logits = cpu_logits(ck.w, seq);
+    const mlpt::ref::SamplingParams sp{a.temperature, a.top_p, a.top_k, a.seed};
     bool same_prefix = true;
     for (size_t j = 0; j < g.out_tokens.size(); ++j) {
       const size_t pos = a.tokens.size() + j;  // the new token's absolute position: the draw's counter
       const float* l = logits.data() + (pos - 1) * size_t(ck.cfg.vocab_size);
       const double u = mlpt::ref::counter_uniform(a.seed, pos);
-      if (a.top_k > 0) {  // sampled on the host from the device's logits: the CPU sampler's token
-        mlpt::ref::SamplingParams sp{a.temperature, a.top_p, a.top_k, a.seed};
-        const auto cpu_pick = mlpt::ref::sample_token(l, ck.cfg.vocab_size, sp, pos);
-        CHECK(std::fabs(g.out_logprobs[j] - cpu_pick.logprob) < kLogprobTol);
-        continue;
-      }
       const Slot s = slot_of(l, ck.cfg.vocab_size, a, g.out_tokens[j]);
       INFO("position " << pos << ": token " << g.out_tokens[j] << ", draw " << u << ", CPU interval [" << s.lo
                        << ", " << s.hi << ")");
       CHECK(std::fabs(g.out_logprobs[j] - s.logprob) < kLogprobTol);
-      const bool inside = u >= s.lo && u < s.hi;
-      const bool near = u >= s.lo - kDrawMargin && u < s.hi + kDrawMargin;
-      CHECK(near);
-      if (!inside) ++ambiguous;
-      // qwen35_cpu draws the same tokens until the first draw bf16 could have moved.
-      if (same_prefix && inside && std::min(u - s.lo, s.hi - u) > kDrawMargin) {
-        REQUIRE(ref[q]->out_tokens.size() > j);
-        CHECK(ref[q]->out_tokens[j] == g.out_tokens[j]);
-        ++agreed;
-      } else {
-        same_prefix = false;
-      }
+      CHECK((u >= s.lo - kDrawMargin && u < s.hi + kDrawMargin));
+      // What the CPU draws after the same tokens: until the first position where that differs
+      // (the logits disagree across an interval edge), qwen35_cpu's tokens are the GPU's.
+      const int32_t cpu_pick = mlpt::ref::sample_token(l, ck.cfg.vocab_size, sp, pos).token;
+      same += cpu_pick == g.out_tokens[j];
+      ++total;
+      if (!same_prefix) continue;
+      REQUIRE(ref[q]->out_tokens.size() > j);
+      CHECK(ref[q]->out_tokens[j] == cpu_pick);
+      same_prefix = cpu_pick == g.out_tokens[j];
     }
   }
-  INFO("tokens checked equal to qwen35_cpu's: " << agreed << "; draws outside the CPU interval: " << ambiguous);
-  CHECK(agreed >= 40);  // most draws are far from an interval edge
+  INFO("GPU tokens equal to the CPU's draw after the same prefix: " << same << " of " << total);
+  CHECK(same >= total * 6 / 10);  // a flat 300-id distribution: bf16 moves some draws across an edge
 }
 
 TEST_CASE("qwen35_cuda engine: decode equals prefill, sessions continue, weights load from host and device") {
@@ -206,26 +221,24 @@ TEST_CASE("qwen35_cuda engine: decode equals prefill, sessions continue, weights
     Ask b = a;
     b.tokens.insert(b.tokens.end(), decoded->out_tokens.begin(), decoded->out_tokens.begin() + cut);
     b.max_new = 1;
-    const auto g = run(gpu, {b})[0];
     INFO("prefill of prompt + " << cut << " decoded tokens");
-    REQUIRE(g->out_tokens.size() == 1);
-    CHECK(g->out_tokens[0] == decoded->out_tokens[cut]);
-    CHECK(std::fabs(g->out_logprobs[0] - decoded->out_logprobs[cut]) < kDecodeTol);
+    check_same_draw(ck, b, *run(gpu, {b})[0], decoded->out_tokens[cut], decoded->out_logprobs[cut]);
   }
-  // A session's second turn (state kept on the device) equals a fresh request of the whole text.
+  // A session's second turn (state kept on the device) draws what a fresh request of the whole
+  // text draws.
   Ask turn1 = a;
   turn1.session = 9;
   const auto t1 = run(gpu, {turn1})[0];
-  CHECK(t1->out_tokens == decoded->out_tokens);
+  CHECK(t1->out_tokens == decoded->out_tokens);  // the same computation
   Ask turn2 = turn1;
   turn2.tokens.insert(turn2.tokens.end(), t1->out_tokens.begin(), t1->out_tokens.end());
   turn2.tokens.push_back(5);
+  turn2.max_new = 1;
   const auto t2 = run(gpu, {turn2})[0];
   Ask fresh = turn2;
   fresh.session = 0;
-  const auto f = run(gpu, {fresh})[0];
-  CHECK(t2->out_tokens == f->out_tokens);
-  for (size_t j = 0; j < f->out_logprobs.size(); ++j) CHECK(std::fabs(t2->out_logprobs[j] - f->out_logprobs[j]) < kDecodeTol);
+  INFO("second turn of a session against a fresh request");
+  check_same_draw(ck, turn2, *run(gpu, {fresh})[0], t2->out_tokens.at(0), t2->out_logprobs.at(0));
   gpu.session_release(9);
 
   // Host tensors of other weights: the engine then generates as one started from them.
