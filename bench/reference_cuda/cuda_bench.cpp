@@ -5,15 +5,19 @@
 //   bandwidth: device-to-device copy GB/s (read + write);
 //   train: tokens/s of forward + LM head + logprob gradient + backward over packed sequences, and
 //          MFU = 6 · active params · tokens/s / peak;
-//   decode: tokens/s of batched one-token steps over device state (prefill excluded), and the
+//   decode: tokens/s of one-token steps of the engine's device step (generate_step: device state,
+//          paged KV, LM head, sampling; prefill excluded) at batch 1 and --decode-batch, and the
 //          fraction of bandwidth = (weights touched + GDN state read/write + KV read) per step.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backends/cuda/generate.hpp"
 #include "backends/cuda/head.hpp"
 #include "backends/cuda/linear.hpp"
 #include "backends/cuda/model.hpp"
@@ -156,57 +160,58 @@ int main(int argc, char** argv) {
                   (long long)train_seqs, (long long)train_len, mfu);
     }
 
-    // Decode: batched one-token steps over per-sequence device state and the paged KV cache.
-    {
-      const int64_t bs = 64, per_seq = (prefill + decode_steps + 1 + bs - 1) / bs;
-      KvCache kv(cfg, decode_batch * per_seq, bs);
+    // Decode: one-token steps of the engine's device step (generate_step: forward over per-sequence
+    // state and the paged KV cache, LM head, sampling), at batch 1 and at --decode-batch.
+    for (const int64_t batch : {int64_t(1), decode_batch}) {
+      const int64_t bs = 64;
+      KvBlockPool pool(cfg, batch * ((prefill + decode_steps + 1 + bs - 1) / bs), bs);
       std::vector<std::unique_ptr<DeviceSequenceState>> states;
-      for (int64_t s = 0; s < decode_batch; ++s) {
-        states.push_back(std::make_unique<DeviceSequenceState>(ctx, cfg));
-        for (int64_t j = 0; j < per_seq; ++j) states.back()->blocks.push_back(int32_t(s * per_seq + j));
-      }
       DeviceBatch pre;
-      pre.kv = &kv;
-      for (int64_t s = 0; s < decode_batch; ++s) {
+      pre.kv = &pool.cache();
+      for (int64_t s = 0; s < batch; ++s) {
+        states.push_back(std::make_unique<DeviceSequenceState>(ctx, cfg));
+        pool.reserve(states.back()->blocks, prefill + decode_steps + 1);
         for (int64_t i = 0; i < prefill; ++i) pre.tokens.push_back(int32_t((s * 131 + i * 17) % V));
         pre.offsets.push_back(pre.offsets.back() + prefill);
         pre.states.push_back(states[s].get());
       }
-      DeviceBuffer hidden;
-      forward_hidden(ctx, w, pre, *ws, hidden, nullptr);
+      StepScratch scratch;
+      generate_step(ctx, w, pre, SampleRows{}, V, *ws, scratch);
       DeviceBatch step;
-      step.kv = &kv;
+      step.kv = &pool.cache();
       step.chunked = false;
-      for (int64_t s = 0; s < decode_batch; ++s) {
+      SampleRows rows;
+      for (int64_t s = 0; s < batch; ++s) {
         step.tokens.push_back(int32_t(s % V));
         step.offsets.push_back(s + 1);
         step.states.push_back(states[s].get());
+        rows.segment.push_back(size_t(s));
+        rows.params.push_back(SamplingRow{1.f, 1.f, 1, 0});
+        rows.host_logits.push_back(false);
       }
-      DeviceBuffer logits(size_t(decode_batch * V) * 4), params(sizeof(SamplingRow) * size_t(decode_batch)),
-          tokens(size_t(decode_batch) * 4), lps(size_t(decode_batch) * 4);
-      std::vector<SamplingRow> rows(size_t(decode_batch), SamplingRow{1.f, 1.f, 1, 0});
-      check(cudaMemcpy(params.get(), rows.data(), rows.size() * sizeof(SamplingRow), cudaMemcpyHostToDevice), "copy");
       auto decode_step = [&] {
-        forward_hidden(ctx, w, step, *ws, hidden, nullptr);
-        logits_forward(ctx, decode_batch, V, H, hidden.as<bf16>(), w.bf(w.layout.lm_head), logits.as<float>());
-        sample_tokens(ctx, decode_batch, V, V, logits.as<float>(), params.as<SamplingRow>(), tokens.as<int32_t>(),
-                      lps.as<float>());
-        check(cudaStreamSynchronize(ctx.stream), "decode");
+        const StepResult r = generate_step(ctx, w, step, rows, V, *ws, scratch);
+        std::copy(r.tokens.begin(), r.tokens.end(), step.tokens.begin());  // feed what was drawn
       };
       decode_step();  // warm up
       const auto t0 = Clock::now();
       for (int64_t i = 1; i < decode_steps; ++i) decode_step();
       const double secs = seconds_since(t0), steps = double(decode_steps - 1);
-      const double tps = double(decode_batch) * steps / secs;
-      // Bytes one step must move: every weight (bf16; with this batch every expert is hit),
-      // each sequence's GDN state read + written and conv window, and its KV read.
+      const double tps = double(batch) * steps / secs;
+      // Bytes one step must move: the weights it touches (bf16: all but the embedding table and
+      // the experts no token of the batch routes to, expected E·(1 − (1 − k/E)^batch) per layer),
+      // each sequence's GDN state read + written, and its KV read.
+      const double experts = 3.0 * cfg.num_experts * cfg.moe_intermediate * cfg.hidden_size * cfg.num_layers;
+      const double hit = 1.0 - std::pow(1.0 - double(cfg.experts_per_token) / cfg.num_experts, double(batch));
+      const double weights = double(parameter_count(cfg)) - experts - double(cfg.vocab_size * cfg.hidden_size) +
+                             experts * hit;
       const double gdn_layers = double(cfg.num_layers - cfg.num_attention_layers());
       const double state_bytes = gdn_layers * cfg.gdn_value_heads * cfg.gdn_key_dim * cfg.gdn_value_dim * 4.0 * 2;
       const double kv_bytes = double(cfg.num_attention_layers()) * 2 * cfg.num_kv_heads * cfg.head_dim * 2.0 *
                               double(prefill + decode_steps / 2);
-      const double bytes = double(parameter_count(cfg)) * 2 + double(decode_batch) * (state_bytes + kv_bytes);
+      const double bytes = weights * 2 + double(batch) * (state_bytes + kv_bytes);
       std::printf("decode: %.0f tokens/s (batch %lld, %.2f ms/step), %.3f of the measured copy bandwidth\n", tps,
-                  (long long)decode_batch, secs / steps * 1e3, bytes * steps / secs / (bw * 1e9));
+                  (long long)batch, secs / steps * 1e3, bytes * steps / secs / (bw * 1e9));
     }
     destroy_context(ctx);
   } catch (const std::exception& e) {
