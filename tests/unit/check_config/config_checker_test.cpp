@@ -133,7 +133,7 @@ TEST_CASE("a missing plugin, or one without the component named, fails check con
   setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
   std::string text = std::regex_replace(base_config(), std::regex("plugin = \"x.so\""), "plugin = \"libmlpt_task_letters.so\"");
   text = std::regex_replace(text, std::regex("\\[components.trainer\\]\nplugin = \"[^\"]*\""), "[components.trainer]\nplugin = \"libmlpt_reference.so\"\nname = \"qwen35_cpu\"");
-  text = std::regex_replace(text, std::regex("\\[components.engine\\]\nplugin = \"[^\"]*\""), "[components.engine]\nplugin = \"libmlpt_reference.so\"");
+  text = std::regex_replace(text, std::regex("\\[components.engine\\]\nplugin = \"[^\"]*\""), "[components.engine]\nplugin = \"libmlpt_reference.so\"\nname = \"qwen35_cpu\"");
   text = std::regex_replace(text, std::regex("\\[components.transport\\]\nplugin = \"[^\"]*\""), "[components.transport]\nplugin = \"libmlpt_transport_inprocess.so\"");
   auto path = std::filesystem::temp_directory_path() / ("mlpt_check_config_plugins." + std::to_string(::getpid()) + ".toml");
   std::ofstream(path) << text;
