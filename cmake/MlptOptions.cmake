@@ -17,12 +17,14 @@ if(NOT MLPT_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # H100/H200 unless -DCMAKE_CUDA_ARCHITECTURES or CUDAARCHS says otherwise; set before
+    # enable_language, which would otherwise take nvcc's default (sm_52, or sm_75 from CUDA 13).
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+      set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures to build for")
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(MLPT_HAVE_CUDA ON)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-      set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES
-    endif()
   elseif(MLPT_CUDA STREQUAL "ON")
     message(FATAL_ERROR "MLPT_CUDA=ON but no CUDA compiler was found")
   endif()

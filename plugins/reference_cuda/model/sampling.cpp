@@ -36,7 +36,6 @@ SampledToken sample_token(const float* logits, int64_t valid, const SamplingPara
       }
       candidates.resize(n);
     }
-    std::sort(candidates.begin(), candidates.end());  // the draw walks the kept ids in id order
   }
   double z = 0;
   if (filter)

@@ -7,9 +7,6 @@
 // no top-k) that is exactly log_softmax(logits)[token], which is what the trainer's
 // compute_logprobs returns, so the two compare directly there.
 //
-// The draw walks the kept ids (top-k / top-p set, or the whole vocabulary) in id order, as the
-// CUDA sampler does (backends/cuda/head.hpp), so both draw the same id from the same logits.
-//
 // Randomness is counter-based: the uniform draw for a token depends only on (seed, absolute
 // position of the token in the sequence), never on batching or on other requests.
 #pragma once
