@@ -7,6 +7,10 @@
 // no top-k) that is exactly log_softmax(logits)[token], which is what the trainer's
 // compute_logprobs returns, so the two compare directly there.
 //
+// The draw walks the whole vocabulary in id order, or, with top-k / top-p, the kept set from the
+// most to the least likely id (ties in id order); the CUDA sampler (backends/cuda/head.hpp) walks
+// the same way, so both draw the same id from the same logits.
+//
 // Randomness is counter-based: the uniform draw for a token depends only on (seed, absolute
 // position of the token in the sequence), never on batching or on other requests.
 #pragma once

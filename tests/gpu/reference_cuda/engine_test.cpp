@@ -1,13 +1,15 @@
 // The qwen35_cuda engine against the CPU: its sampled tokens and logprobs against the fp32 CPU
 // model's distribution at every generated position, its tokens against qwen35_cpu's with the same
 // seeds, decode against prefill, sessions, weight loads (host tensors and the CUDA trainer's device
-// tensors) and an exhausted KV pool.
+// tensors), a group's shared prompt through the prefix cache with routed experts recorded, and an
+// exhausted KV pool.
 //
 // Tolerances, stated: logprobs within 0.05 of the CPU model's (bf16 weights and activations, as
 // model_test); every GPU token's interval of the CPU's cumulative distribution (after the same
 // tokens, same draw) within 0.02 of the draw; qwen35_cpu's tokens equal to the GPU's up to the
 // first position where the CPU's own draw differs; decode against prefill of the same tokens on
-// the GPU: logprobs within 0.03, the same tokens.
+// the GPU: logprobs within 0.03, the same tokens; a group's prompt routing (through the prefix
+// cache) equal to a cold engine's in at least 99% of entries (bf16 near-ties of the router).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -35,6 +37,7 @@ struct Ask {
   int32_t top_k = 0;
   uint64_t seed = 1, session = 0;
   int32_t max_new = 16;
+  bool record = false;  // routed experts
 };
 
 std::shared_ptr<GenerationRequest> request(uint64_t id, const Ask& a) {
@@ -48,6 +51,7 @@ std::shared_ptr<GenerationRequest> request(uint64_t id, const Ask& a) {
   r->sampling.top_k = a.top_k;
   r->sampling.seed = a.seed;
   r->max_new_tokens = a.max_new;
+  r->record_routed_experts = a.record;
   return r;
 }
 
@@ -80,8 +84,9 @@ std::vector<float> cpu_logits(const Weights<float>& w, const std::vector<int32_t
   return logits;
 }
 
-// Where `token` sits in the CPU's sampling distribution: its cumulative interval [lo, hi) over
-// the kept ids (top-k, then top-p) in id order (the samplers' walk) and its log-probability.
+// Where `token` sits in the CPU's sampling distribution: its cumulative interval [lo, hi) in the
+// samplers' walk (model/sampling.hpp: id order; with top-k / top-p the kept ids from the most
+// likely, ties in id order) and its log-probability.
 struct Slot {
   double lo = 0, hi = 0, logprob = -INFINITY;
 };
@@ -90,30 +95,27 @@ Slot slot_of(const float* logits, int64_t valid, const Ask& a, int32_t token) {
   double mx = -INFINITY;
   for (int64_t i = 0; i < valid; ++i) mx = std::max(mx, double(logits[i]) / a.temperature);
   for (int64_t i = 0; i < valid; ++i) p[i] = std::exp(double(logits[i]) / a.temperature - mx);
-  std::vector<bool> kept(p.size(), true);
-  if (a.top_p < 1.f || a.top_k > 0) {  // the most likely top_k ids, then the top-p prefix of those
-    std::vector<int32_t> order(p.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return p[x] > p[y]; });
-    if (a.top_k > 0 && a.top_k < valid) order.resize(static_cast<size_t>(a.top_k));
-    double total = 0;
-    for (int32_t id : order) total += p[id];
-    double cum = 0;
-    std::fill(kept.begin(), kept.end(), false);
-    for (int32_t id : order) {
+  std::vector<int32_t> walk(p.size());
+  std::iota(walk.begin(), walk.end(), 0);
+  if (a.top_p < 1.f || (a.top_k > 0 && a.top_k < valid)) {  // the most likely top_k, then the top-p prefix
+    std::stable_sort(walk.begin(), walk.end(), [&](int32_t x, int32_t y) { return p[x] > p[y]; });
+    if (a.top_k > 0 && a.top_k < valid) walk.resize(static_cast<size_t>(a.top_k));
+    double total = 0, cum = 0;
+    for (int32_t id : walk) total += p[id];
+    size_t n = 0;
+    while (n < walk.size()) {
+      cum += p[walk[n++]];
       if (cum >= double(a.top_p) * total) break;
-      kept[id] = true;
-      cum += p[id];
     }
+    walk.resize(n);
   }
   double z = 0;
-  for (size_t i = 0; i < p.size(); ++i) z += kept[i] ? p[i] : 0;
+  for (int32_t id : walk) z += p[id];
   Slot s;
   double acc = 0;
-  for (int64_t i = 0; i < valid; ++i) {
-    if (!kept[i]) continue;
-    if (i == token) s = Slot{acc / z, (acc + p[i]) / z, std::log(p[i] / z)};
-    acc += p[i];
+  for (int32_t id : walk) {
+    if (id == token) s = Slot{acc / z, (acc + p[id]) / z, std::log(p[id] / z)};
+    acc += p[id];
   }
   return s;
 }
@@ -148,6 +150,30 @@ void check_same_draw(const Checkpoint& ck, const Ask& a, const GenerationRequest
   CHECK(std::fabs(got.out_logprobs[0] - logprob) < kDecodeTol);
 }
 
+// `g` (generated after a.tokens) against the fp32 CPU model at every position: each logprob within
+// kLogprobTol of the CPU's, each draw within kDrawMargin of its token's CPU interval. Then
+// `also(position, the CPU's logits there)`.
+template <class Also>
+void check_follows_cpu(const Checkpoint& ck, const Ask& a, const GenerationRequest& g, Also&& also) {
+  REQUIRE(g.error_code() == MLPT_OK);
+  REQUIRE(g.out_tokens.size() == size_t(a.max_new));
+  REQUIRE(g.out_logprobs.size() == g.out_tokens.size());
+  std::vector<int32_t> seq = a.tokens;
+  seq.insert(seq.end(), g.out_tokens.begin(), g.out_tokens.end());
+  const auto logits = cpu_logits(ck.w, seq);
+  for (size_t j = 0; j < g.out_tokens.size(); ++j) {
+    const size_t pos = a.tokens.size() + j;  // the new token's absolute position: the draw's counter
+    const float* l = logits.data() + (pos - 1) * size_t(ck.cfg.vocab_size);
+    const double u = mlpt::ref::counter_uniform(a.seed, pos);
+    const Slot s = slot_of(l, ck.cfg.vocab_size, a, g.out_tokens[j]);
+    INFO("position " << pos << ": token " << g.out_tokens[j] << ", draw " << u << ", CPU interval [" << s.lo << ", "
+                     << s.hi << ")");
+    CHECK(std::fabs(g.out_logprobs[j] - s.logprob) < kLogprobTol);
+    CHECK((u >= s.lo - kDrawMargin && u < s.hi + kDrawMargin));
+    also(pos, l);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("qwen35_cuda engine: tokens and logprobs follow the CPU model's distribution and qwen35_cpu's draws") {
@@ -173,33 +199,20 @@ TEST_CASE("qwen35_cuda engine: tokens and logprobs follow the CPU model's distri
     const GenerationRequest& g = *got[q];
     INFO("request " << q << " (prompt " << a.tokens.size() << ", T " << a.temperature << ", top_p " << a.top_p
                     << ", top_k " << a.top_k << ")");
-    REQUIRE(g.error_code() == MLPT_OK);
-    REQUIRE(g.out_tokens.size() == size_t(a.max_new));
-    REQUIRE(g.out_logprobs.size() == g.out_tokens.size());
-    std::vector<int32_t> seq = a.tokens;
-    seq.insert(seq.end(), g.out_tokens.begin(), g.out_tokens.end());
-    const auto logits = cpu_logits(ck.w, seq);
     const mlpt::ref::SamplingParams sp{a.temperature, a.top_p, a.top_k, a.seed};
     bool same_prefix = true;
-    for (size_t j = 0; j < g.out_tokens.size(); ++j) {
-      const size_t pos = a.tokens.size() + j;  // the new token's absolute position: the draw's counter
-      const float* l = logits.data() + (pos - 1) * size_t(ck.cfg.vocab_size);
-      const double u = mlpt::ref::counter_uniform(a.seed, pos);
-      const Slot s = slot_of(l, ck.cfg.vocab_size, a, g.out_tokens[j]);
-      INFO("position " << pos << ": token " << g.out_tokens[j] << ", draw " << u << ", CPU interval [" << s.lo
-                       << ", " << s.hi << ")");
-      CHECK(std::fabs(g.out_logprobs[j] - s.logprob) < kLogprobTol);
-      CHECK((u >= s.lo - kDrawMargin && u < s.hi + kDrawMargin));
+    check_follows_cpu(ck, a, g, [&](size_t pos, const float* l) {
       // What the CPU draws after the same tokens: until the first position where that differs
       // (the logits disagree across an interval edge), qwen35_cpu's tokens are the GPU's.
+      const size_t j = pos - a.tokens.size();
       const int32_t cpu_pick = mlpt::ref::sample_token(l, ck.cfg.vocab_size, sp, pos).token;
       same += cpu_pick == g.out_tokens[j];
       ++total;
-      if (!same_prefix) continue;
+      if (!same_prefix) return;
       REQUIRE(ref[q]->out_tokens.size() > j);
       CHECK(ref[q]->out_tokens[j] == cpu_pick);
       same_prefix = cpu_pick == g.out_tokens[j];
-    }
+    });
   }
   INFO("GPU tokens equal to the CPU's draw after the same prefix: " << same << " of " << total);
   CHECK(same >= total * 6 / 10);  // a flat 300-id distribution: bf16 moves some draws across an edge
@@ -279,6 +292,51 @@ TEST_CASE("qwen35_cuda engine: decode equals prefill, sessions continue, weights
   const auto back = run(gpu, {a})[0];
   CHECK(back->out_weight_version == 2);
   CHECK(back->out_tokens == decoded->out_tokens);
+}
+
+TEST_CASE("qwen35_cuda engine: a group's shared prompt is prefilled once, the members follow the CPU model, experts recorded") {
+  REQUIRE(have_gpu());
+  Checkpoint ck;
+  // The prompt (100 tokens) prefills over three steps; the group's other members wait for it and
+  // continue from copies of the leader's state (device GDN state and KV blocks).
+  mlpt::ref::cuda::CudaEngine gpu(ck.settings(R"(, "kv_block_size": 8)"));
+  mlpt::ref::cuda::CudaEngine cold(ck.settings(R"(, "kv_block_size": 8, "prefix_cache_bytes": 0)"));
+  std::mt19937_64 rng(6);
+  const std::vector<int32_t> prompt = random_prompt(rng, 100, ck.cfg.vocab_size);
+  std::vector<Ask> group(4);
+  for (size_t i = 0; i < group.size(); ++i) {
+    group[i].tokens = prompt;
+    group[i].seed = 200 + i;
+    group[i].max_new = 8;
+    group[i].record = true;
+  }
+  const auto members = run(gpu, group);
+  const size_t L = size_t(ck.cfg.num_moe_layers()), k = size_t(ck.cfg.experts_per_token);
+  const size_t positions = prompt.size() + 8;  // the prompt and every sampled token (the last one fed to record it)
+  int64_t agree = 0, entries = 0;
+  for (size_t i = 0; i < group.size(); ++i) {
+    INFO("member " << i);
+    check_follows_cpu(ck, group[i], *members[i], [](size_t, const float*) {});
+    // Routed experts for every position, the cached prompt's included (the leader's record travels
+    // with the prefix), equal to a cold engine's up to bf16 near-ties of the router.
+    const auto alone = run(cold, {group[i]})[0];
+    const auto& got = members[i]->out_routed_experts;
+    REQUIRE(got.size() == L);
+    REQUIRE(alone->out_routed_experts.size() == L);
+    for (size_t l = 0; l < L; ++l) {
+      REQUIRE(got[l].size() == positions * k);
+      REQUIRE(alone->out_routed_experts[l].size() == positions * k);
+      for (size_t e = 0; e < got[l].size(); ++e) {
+        REQUIRE(got[l][e] >= 0);
+        REQUIRE(got[l][e] < ck.cfg.num_experts);
+        // The prompt's part: the same computation as the cold engine's (the same prefill steps)
+        // until the sampled tokens, which may differ.
+        if (e < (prompt.size() - 1) * k) agree += got[l][e] == alone->out_routed_experts[l][e], ++entries;
+      }
+    }
+  }
+  INFO("prompt routing entries equal to a cold engine's: " << agree << " of " << entries);
+  CHECK(agree >= entries * 99 / 100);
 }
 
 TEST_CASE("qwen35_cuda engine: an exhausted KV pool fails the request with a clear error, and frees its blocks") {

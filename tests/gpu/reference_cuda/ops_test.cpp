@@ -10,7 +10,8 @@
 //   attention forward 1e-2; backward 3e-2 (bf16 q, k, v products)
 //   experts forward/backward 3e-2 (two GEMMs with bf16 intermediates)
 //   router: expert ids exact, weights and d logits 1e-5 (fp32 on both sides, same logits)
-//   logprobs 1e-4 absolute (fp32 logits); sampling without top-p: the same ids as model/sampling
+//   logprobs 1e-4 absolute (fp32 logits); sampling (with and without top-p, ties): the same ids as
+//   model/sampling, logprobs 1e-4
 //   optimizer and GRPO loss: 1e-5 relative (fp32 vs the double reference)
 #include <catch2/catch.hpp>
 
@@ -537,12 +538,14 @@ TEST_CASE("embedding and output head: gather, scatter-add, logits, logprobs and 
   CHECK_CLOSE(gdl.download(), dl, 1e-2);
 }
 
-TEST_CASE("sampling on the device: the CPU sampler's ids without top-p, the top-p set with it") {
+TEST_CASE("sampling on the device: the CPU sampler's ids and logprobs, with and without top-p") {
   REQUIRE(have_gpu());
   Ctx ctx;
   std::mt19937_64 rng(10);
   const int64_t V = 5000, valid = 4990, rows = 64;
   auto logits = random_floats(rng, rows * V, -4, 4, false);
+  // The last 16 rows in steps of 0.5: hundreds of ids share each probability (ties walk in id order).
+  for (int64_t i = (rows - 16) * V; i < rows * V; ++i) logits[i] = std::round(logits[i] * 2) / 2;
   DeviceVec<float> gl(logits);
   for (float top_p : {1.0f, 0.9f, 0.3f}) {
     INFO("top_p " << top_p);
@@ -555,6 +558,7 @@ TEST_CASE("sampling on the device: the CPU sampler's ids without top-p, the top-
     const auto tok = gtok.download();
     const auto lp = glp.download();
     for (int64_t r = 0; r < rows; ++r) {
+      INFO("row " << r);
       const float* l = logits.data() + r * V;
       mlpt::ref::SamplingParams sp;
       sp.temperature = params[r].temperature;
@@ -562,11 +566,11 @@ TEST_CASE("sampling on the device: the CPU sampler's ids without top-p, the top-
       sp.seed = params[r].seed;
       REQUIRE(tok[r] >= 0);
       REQUIRE(tok[r] < valid);
-      if (top_p == 1.0f) {
-        const auto ref = mlpt::ref::sample_token(l, valid, sp, params[r].counter);
-        CHECK(tok[r] == ref.token);
-        CHECK(std::fabs(lp[r] - ref.logprob) < 1e-4);
-      } else {  // in the top-p set: the mass of strictly more likely ids is below top_p
+      // The same walk (id order; most likely first with top-p): the same id from the same draw.
+      const auto ref = mlpt::ref::sample_token(l, valid, sp, params[r].counter);
+      CHECK(tok[r] == ref.token);
+      CHECK(std::fabs(lp[r] - ref.logprob) < 1e-4);
+      if (top_p < 1.0f) {  // in the top-p set: the mass of strictly more likely ids is below top_p
         double mx = -INFINITY, z = 0, above = 0;
         for (int64_t i = 0; i < valid; ++i) mx = std::max(mx, double(l[i]) / sp.temperature);
         for (int64_t i = 0; i < valid; ++i) z += std::exp(double(l[i]) / sp.temperature - mx);

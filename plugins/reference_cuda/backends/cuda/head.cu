@@ -1,6 +1,6 @@
-// Row reductions over the vocabulary: one block per row. Sampling finds the top-p threshold by
-// bisection on the probability (no sort of the vocabulary), then locates the draw with a per-thread
-// prefix over contiguous id ranges.
+// Row reductions over the vocabulary: one block per row. Sampling finds the top-p edge and the
+// draw's level by bisection on the weights' float bits, and ids by prefixes over contiguous id
+// ranges (no sort of the vocabulary).
 #include "backends/cuda/head.hpp"
 
 #include "backends/cuda/kernels.cuh"
@@ -14,7 +14,6 @@ namespace {
 
 constexpr int kRowThreads = 256;
 constexpr int kSampleThreads = 1024;
-constexpr int kBisections = 40;
 
 __global__ void logprob_kernel(int64_t V, int64_t valid, const float* logits, const int32_t* targets, float* logprob,
                                float* lse) {
@@ -43,10 +42,13 @@ __global__ void logprob_backward_kernel(int64_t rows, int64_t V, int64_t valid, 
   }
 }
 
+// Without top-p the draw walks the ids in id order; with top-p it walks the kept ids from the most
+// to the least likely, ties in id order: the CPU sampler's two walks (model/sampling.hpp).
 __global__ void sample_kernel(int64_t V, int64_t valid, const float* logits, const SamplingRow* params,
                               int32_t* tokens, float* logprob) {
   __shared__ float scratch[32];
   __shared__ float prefix[kSampleThreads];
+  __shared__ int ties_before[kSampleThreads];
   __shared__ int chosen;
   const float* l = logits + blockIdx.x * V;
   const SamplingRow p = params[blockIdx.x];
@@ -55,7 +57,7 @@ __global__ void sample_kernel(int64_t V, int64_t valid, const float* logits, con
   for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) m = fmaxf(m, l[i] * inv_t);
   m = block_max(m, scratch);
   auto weight = [&](int64_t i) { return __expf(l[i] * inv_t - m); };  // the max id has weight 1
-  auto mass_at_least = [&](float tau) {
+  auto mass_at_least = [&](float tau) {  // the same value in every thread, and for the same tau
     float s = 0.f;
     for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) {
       const float w = weight(i);
@@ -63,61 +65,107 @@ __global__ void sample_kernel(int64_t V, int64_t valid, const float* logits, con
     }
     return block_sum(s, scratch);
   };
-  float tau = 0.f;
-  if (p.top_p < 1.f) {  // the largest τ whose kept mass still reaches top_p of the total
-    const float goal = p.top_p * mass_at_least(0.f);
-    float lo = 0.f, hi = 1.f;
-    for (int it = 0; it < kBisections; ++it) {
-      const float mid = 0.5f * (lo + hi);
-      if (mass_at_least(mid) >= goal) lo = mid; else hi = mid;
-    }
-    tau = lo;
-  }
   const int64_t chunk = (valid + blockDim.x - 1) / blockDim.x;
   const int64_t c0 = threadIdx.x * chunk, c1 = c0 + chunk < valid ? c0 + chunk : valid;
-  float part = 0.f;
-  for (int64_t i = c0; i < c1; ++i) {
-    const float w = weight(i);
-    if (w >= tau) part += w;
-  }
-  prefix[threadIdx.x] = part;
+  const double u = counter_uniform(p.seed, p.counter);
   if (threadIdx.x == 0) chosen = -1;
-  __syncthreads();
-  if (threadIdx.x == 0) {  // exclusive scan; scratch[0] keeps the kept mass
-    float acc = 0.f;
-    for (unsigned t = 0; t < blockDim.x; ++t) {
-      const float v = prefix[t];
-      prefix[t] = acc;
-      acc += v;
+  float z = 0.f;
+  if (p.top_p >= 1.f) {
+    float part = 0.f;
+    for (int64_t i = c0; i < c1; ++i) part += weight(i);
+    prefix[threadIdx.x] = part;
+    __syncthreads();
+    if (threadIdx.x == 0) {  // exclusive scan; scratch[0] keeps the total mass
+      float acc = 0.f;
+      for (unsigned t = 0; t < blockDim.x; ++t) {
+        const float v = prefix[t];
+        prefix[t] = acc;
+        acc += v;
+      }
+      scratch[0] = acc;
     }
-    scratch[0] = acc;
-  }
-  __syncthreads();
-  const float z = scratch[0];
-  const float target = static_cast<float>(counter_uniform(p.seed, p.counter)) * z;
-  if (part > 0.f && target >= prefix[threadIdx.x] && target < prefix[threadIdx.x] + part) {
-    float acc = prefix[threadIdx.x];
-    for (int64_t i = c0; i < c1; ++i) {
-      const float w = weight(i);
-      if (w < tau) continue;
-      acc += w;
-      if (acc > target) {
-        atomicMax(&chosen, static_cast<int>(i));
-        break;
+    __syncthreads();
+    z = scratch[0];
+    const float target = static_cast<float>(u) * z;
+    if (part > 0.f && target >= prefix[threadIdx.x] && target < prefix[threadIdx.x] + part) {
+      float acc = prefix[threadIdx.x];
+      for (int64_t i = c0; i < c1; ++i) {
+        acc += weight(i);
+        if (acc > target) {
+          atomicMax(&chosen, static_cast<int>(i));
+          break;
+        }
       }
     }
-  }
-  __syncthreads();
-  if (chosen < 0) {  // rounding at the very top: the last kept id
-    int last = -1;
-    for (int64_t i = c0; i < c1; ++i)
-      if (weight(i) >= tau) last = static_cast<int>(i);
-    if (last >= 0) atomicMax(&chosen, last);
+    __syncthreads();
+    if (chosen < 0) {  // rounding at the very top: the last id with mass
+      int last = -1;
+      for (int64_t i = c0; i < c1; ++i)
+        if (weight(i) > 0.f) last = static_cast<int>(i);
+      if (last >= 0) atomicMax(&chosen, last);
+    }
+  } else {
+    // Every level below is some id's weight, found exactly by bisection on the float bits:
+    // largest(lo, pred) is the largest b >= lo with pred(mass {w >= float(b)}), pred holding at lo
+    // (it is not evaluated there) and failing above 1.
+    auto largest = [&](unsigned lo, auto pred) {
+      unsigned hi = __float_as_uint(1.f) + 1u;
+      while (hi - lo > 1u) {
+        const unsigned mid = lo + (hi - lo) / 2u;
+        if (pred(mass_at_least(__uint_as_float(mid)))) lo = mid; else hi = mid;
+      }
+      return lo;
+    };
+    auto count_at = [&](float level) {
+      float n = 0.f;
+      for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) n += weight(i) == level ? 1.f : 0.f;
+      return static_cast<int>(block_sum(n, scratch));
+    };
+    // The top-p set as the CPU sampler takes it: the ids above the edge level, then the ids at the
+    // edge in id order until the kept mass reaches top_p of the total.
+    const float goal = p.top_p * mass_at_least(0.f);
+    const unsigned edge_bits = largest(0u, [&](float mass) { return mass >= goal; });
+    const float edge = __uint_as_float(edge_bits);
+    const float above_edge = mass_at_least(__uint_as_float(edge_bits + 1u));
+    const int at_edge = count_at(edge);
+    const int kept_at_edge = max(1, min(at_edge, static_cast<int>(ceilf((goal - above_edge) / edge))));
+    z = above_edge + static_cast<float>(kept_at_edge) * edge;
+    // Below z, so the walk ends inside the kept set (the CPU's "last candidate" at the very top).
+    const float target = fminf(static_cast<float>(u) * z, nextafterf(z, 0.f));
+    // The draw's level: the largest w* whose kept mass {w >= w*} exceeds the target (z at the edge).
+    const unsigned level_bits = largest(edge_bits, [&](float mass) { return mass > target; });
+    const float level = __uint_as_float(level_bits);
+    const float above = level_bits == edge_bits ? above_edge : mass_at_least(__uint_as_float(level_bits + 1u));
+    const int available = level_bits == edge_bits ? kept_at_edge : count_at(level);
+    int ties = 0;  // this thread's ids at the level
+    for (int64_t i = c0; i < c1; ++i) ties += weight(i) == level ? 1 : 0;
+    ties_before[threadIdx.x] = ties;
+    __syncthreads();
+    if (threadIdx.x == 0) {  // exclusive scan, in id order
+      int acc = 0;
+      for (unsigned t = 0; t < blockDim.x; ++t) {
+        const int v = ties_before[t];
+        ties_before[t] = acc;
+        acc += v;
+      }
+    }
+    __syncthreads();
+    // The ids at the level the draw passes over (each holds `level` of the mass) before its own.
+    int skip = static_cast<int>(floorf((target - above) / level));
+    skip = max(0, min(skip, available - 1));
+    if (skip >= ties_before[threadIdx.x] && skip < ties_before[threadIdx.x] + ties) {
+      int k = skip - ties_before[threadIdx.x];
+      for (int64_t i = c0; i < c1; ++i)
+        if (weight(i) == level && k-- == 0) {
+          chosen = static_cast<int>(i);
+          break;
+        }
+    }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     tokens[blockIdx.x] = chosen;
-    logprob[blockIdx.x] = logf(weight(chosen) / z);
+    logprob[blockIdx.x] = chosen >= 0 ? logf(weight(chosen) / z) : NAN;
   }
 }
 

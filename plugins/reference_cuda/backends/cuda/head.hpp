@@ -30,9 +30,11 @@ struct SamplingRow {
 
 // Samples one id per row from softmax(logits / temperature) over [0, valid), restricted to the
 // top-p set when top_p < 1: the ids whose probability is at least the threshold τ where the mass
-// of {p >= τ} first reaches top_p (ties at τ are all kept). The draw walks the kept ids in id order
-// (as the CPU sampler does without a filter). logprob[r] is the chosen id's log-probability under
-// the renormalised distribution it was drawn from.
+// of {p >= τ} first reaches top_p (ties at τ are all kept). The draw walks the ids as the CPU
+// sampler does (model/sampling.hpp): in id order without top-p, from the most to the least likely
+// kept id (ties in id order) with it. logprob[r] is the chosen id's log-probability under the
+// renormalised distribution it was drawn from.
+// A row whose logits are not finite may get token -1.
 void sample_tokens(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,
                    const SamplingRow* params, int32_t* tokens, float* logprob);
 

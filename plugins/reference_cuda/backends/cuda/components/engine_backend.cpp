@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 
 #include "model/named_tensors.hpp"
 #include "mlpt/sdk/error.hpp"
@@ -148,6 +149,9 @@ void CudaEngineBackend::step(const std::vector<StepSegment>& segments, int64_t v
       const float* logits = r.logits.data() + (h++) * size_t(c.vocab_size);
       out.sampled.push_back(sample_token(logits, valid, *sampled[j]->sample, sampled[j]->counter));
     } else {
+      if (r.tokens[j] < 0)
+        throw Error(MLPT_INTERNAL, "sampling found no token for position " + std::to_string(sampled[j]->counter) +
+                                       " (its logits are not finite)");
       out.sampled.push_back(SampledToken{r.tokens[j], r.logprobs[j]});
     }
   }
