@@ -2,9 +2,12 @@
 # GPU check, for a machine with an NVIDIA GPU (none exists in CI, so the GPU tests are registered
 # only here). Builds with CUDA and MLPT_GPU_TESTS=1 into build-gpu/, then:
 #   1. the CUDA backend's tests against the CPU backend (label gpu): every op forward and backward,
-#      the whole model, and the qwen35_cuda trainer and engine against qwen35_cpu,
+#      the whole model, the qwen35_cuda trainer and engine against qwen35_cpu, and the letters run
+#      on both qwen35_cuda components (the tiny model from scripts/prepare-tiny.sh, which needs the
+#      npm fixtures in .cache: fetch them where the registry is reachable and bring .cache along),
 #   2. compute-sanitizer (memcheck) on one op test,
-#   3. bench_reference_cuda (GEMM peak, bandwidth, and the ops at a ~1B config's shapes),
+#   3. bench_reference_cuda (GEMM peak, bandwidth; a ~1B config's training step as MFU and its
+#      decode through the engine's device step as a fraction of bandwidth),
 #   4. the NCCL transport test when there are 2 GPUs (NCCL refuses two ranks on one device).
 # Prints a one-screen summary; exits non-zero when anything fails, when there is no GPU, or when no
 # GPU test was registered. Target: under 8 minutes on one H200 (JOBS defaults to nproc).
@@ -36,11 +39,14 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   MLPT_GPU_TESTS=1 cmake -S . -B "$BUILD_DIR" -G Ninja -DMLPT_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     >"$LOG_DIR/configure.log" 2>&1 || { echo "gpu-check: FAILED to configure (see $LOG_DIR/configure.log)" >&2; exit 1; }
   targets=(test_reference_cuda_ops test_reference_cuda_model test_reference_cuda_trainer test_reference_cuda_engine
-           bench_reference_cuda)
+           test_reference_cuda_learning mlpt-model bench_reference_cuda)
   [ "$gpus" -ge 2 ] && targets+=(test_transport_gpu mlpt_transport_nccl transport_nccl_peer)
   step "build (${targets[*]})" "$LOG_DIR/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" || {
     printf '%s\n' "${summary[@]}"; exit 1; }
 fi
+
+# The tiny model of the letters run (idempotent; a failure here shows again as the learning test's).
+step "tiny model (prepare-tiny)" "$LOG_DIR/prepare-tiny.log" env MLPT_BUILD_DIR="$BUILD_DIR" scripts/prepare-tiny.sh
 
 count=$(ctest --test-dir "$BUILD_DIR" -N -L gpu -R '^test_reference_cuda_' | sed -n 's/^Total Tests: //p')
 if [ "${count:-0}" -eq 0 ] || ctest --test-dir "$BUILD_DIR" -N -R ':not-run$' | grep -q reference_cuda; then
