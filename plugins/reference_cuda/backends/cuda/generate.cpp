@@ -9,35 +9,7 @@
 namespace mlpt::ref::cuda {
 
 KvBlockPool::KvBlockPool(const ModelConfig& c, int64_t num_blocks, int64_t block_size)
-    : cache_(c, num_blocks, block_size) {
-  free_.reserve(size_t(num_blocks));
-  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));  // low ids first
-}
-
-void KvBlockPool::reserve(std::vector<int32_t>& blocks, int64_t tokens) {
-  const int64_t need = (tokens + cache_.block_size - 1) / cache_.block_size;
-  std::lock_guard lk(mutex_);
-  while (static_cast<int64_t>(blocks.size()) < need) {
-    if (free_.empty())
-      throw sdk::Error(MLPT_RESOURCE_EXHAUSTED,
-                       "KV cache: " + std::to_string(need - static_cast<int64_t>(blocks.size())) + " more blocks of " +
-                           std::to_string(cache_.block_size) + " tokens needed, none free of " +
-                           std::to_string(cache_.num_blocks) + " (raise kv_cache_bytes or lower the batch)");
-    blocks.push_back(free_.back());
-    free_.pop_back();
-  }
-}
-
-void KvBlockPool::release(std::vector<int32_t>& blocks) {
-  std::lock_guard lk(mutex_);
-  free_.insert(free_.end(), blocks.begin(), blocks.end());
-  blocks.clear();
-}
-
-int64_t KvBlockPool::free_blocks() const {
-  std::lock_guard lk(mutex_);
-  return static_cast<int64_t>(free_.size());
-}
+    : KvBlockLedger(num_blocks, block_size), cache_(c, num_blocks, block_size) {}
 
 void copy_kv(const Context& ctx, const ModelConfig& c, KvCache& kv, const std::vector<int32_t>& from,
              const std::vector<int32_t>& to, int64_t tokens) {

@@ -5,31 +5,23 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
 #include "backends/cuda/head.hpp"
 #include "backends/cuda/model.hpp"
+#include "model/kv_blocks.hpp"
 
 namespace mlpt::ref::cuda {
 
-// A KvCache whose blocks are lent to sequences. Thread-safe (sequences die on any thread).
-class KvBlockPool {
+// A KvCache whose blocks are lent to sequences, shared by their copies where filled
+// (model/kv_blocks.hpp). Thread-safe (sequences die on any thread).
+class KvBlockPool : public KvBlockLedger {
  public:
   KvBlockPool(const ModelConfig& c, int64_t num_blocks, int64_t block_size);
   KvCache& cache() { return cache_; }
-  int64_t block_size() const { return cache_.block_size; }
-  // Appends blocks to `blocks` until they hold `tokens` positions. Throws MLPT_RESOURCE_EXHAUSTED
-  // naming the shortfall when the pool runs dry (the blocks taken so far stay in `blocks`).
-  void reserve(std::vector<int32_t>& blocks, int64_t tokens);
-  // Returns every block of `blocks` to the pool and empties it.
-  void release(std::vector<int32_t>& blocks);
-  int64_t free_blocks() const;
 
  private:
   KvCache cache_;
-  mutable std::mutex mutex_;
-  std::vector<int32_t> free_;
 };
 
 // Copies the first `tokens` positions of the keys and values in blocks `from` into blocks `to`

@@ -21,7 +21,7 @@ class CudaEngineBackend::State final : public SequenceState {
   ~State() override {
     if (dev_) owner_.pool_->release(dev_->blocks);
   }
-  size_t bytes() const override {
+  size_t bytes() const override {  // shared KV blocks count in full for every holder: an upper bound
     if (!dev_) return 0;
     size_t b = dev_->blocks.size() * owner_.pool_->cache().bytes_per_block(owner_.config());
     for (size_t l = 0; l < dev_->conv.size(); ++l) b += dev_->conv[l].bytes() + dev_->state[l].bytes();
@@ -74,8 +74,14 @@ std::unique_ptr<SequenceState> CudaEngineBackend::clone(const State& from) {
   const DeviceSequenceState& src = *from.existing();
   DeviceSequenceState& dst = copy->device();
   dst.copy_recurrent_from(ctx_, src);
+  // Keys and values: the blocks the source has filled are shared (never written again); the last,
+  // partly filled one is copied, since both sequences go on writing into it.
+  const size_t full = static_cast<size_t>(src.length / pool_->block_size());
+  pool_->share(src.blocks, full, dst.blocks);
   pool_->reserve(dst.blocks, src.length);
-  copy_kv(ctx_, weights_.config, pool_->cache(), src.blocks, dst.blocks, src.length);
+  if (dst.blocks.size() > full)
+    copy_kv(ctx_, weights_.config, pool_->cache(), {src.blocks[full]}, {dst.blocks[full]},
+            src.length - static_cast<int64_t>(full) * pool_->block_size());
   check(cudaStreamSynchronize(ctx_.stream), "clone sequence state");
   return copy;
 }

@@ -1,6 +1,7 @@
 // The reference engine's CUDA backend (engine/backend.hpp) and the component "qwen35_cuda":
 // bf16 weights on one GPU, per sequence a fixed-size GDN state and conv windows on the device
-// (allocated at its first step) and KV blocks lent by one pool, one step = generate_step
+// (allocated at its first step) and KV blocks lent by one pool (a copy of a sequence, as the
+// prefix cache and sessions make, shares the blocks it has filled), one step = generate_step
 // (backends/cuda/generate.hpp). Sampling with temperature and top-p runs on the device; a request
 // with top-k > 0 gets its row's logits on the host and the CPU sampler (model/sampling.hpp).
 //
