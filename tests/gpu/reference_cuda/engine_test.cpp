@@ -1,8 +1,8 @@
 // The qwen35_cuda engine against the CPU: its sampled tokens and logprobs against the fp32 CPU
 // model's distribution at every generated position, its tokens against qwen35_cpu's with the same
 // seeds, decode against prefill, sessions, weight loads (host tensors and the CUDA trainer's device
-// tensors), a group's shared prompt through the prefix cache with routed experts recorded, and an
-// exhausted KV pool.
+// tensors), a group's shared prompt through the prefix cache with routed experts recorded and its
+// filled KV blocks shared, and an exhausted KV pool.
 //
 // Tolerances, stated: logprobs within 0.05 of the CPU model's (bf16 weights and activations, as
 // model_test); every GPU token's interval of the CPU's cumulative distribution (after the same
@@ -174,6 +174,23 @@ void check_follows_cpu(const Checkpoint& ck, const Ask& a, const GenerationReque
   }
 }
 
+// Settings with a KV pool of `blocks` blocks of 8 tokens.
+std::string kv_pool_settings(const Checkpoint& ck, int64_t blocks) {
+  const size_t per_block = mlpt::ref::cuda::KvCache(ck.cfg, 0, 8).bytes_per_block(ck.cfg);
+  return ck.settings(R"(, "kv_block_size": 8, "kv_cache_bytes": )" + std::to_string(size_t(blocks) * per_block));
+}
+
+// A group: `n` requests of one prompt, seeds first_seed, first_seed + 1, ...
+std::vector<Ask> group_of(const std::vector<int32_t>& prompt, size_t n, uint64_t first_seed, int32_t max_new) {
+  std::vector<Ask> group(n);
+  for (size_t i = 0; i < n; ++i) {
+    group[i].tokens = prompt;
+    group[i].seed = first_seed + i;
+    group[i].max_new = max_new;
+  }
+  return group;
+}
+
 }  // namespace
 
 TEST_CASE("qwen35_cuda engine: tokens and logprobs follow the CPU model's distribution and qwen35_cpu's draws") {
@@ -303,13 +320,8 @@ TEST_CASE("qwen35_cuda engine: a group's shared prompt is prefilled once, the me
   mlpt::ref::cuda::CudaEngine cold(ck.settings(R"(, "kv_block_size": 8, "prefix_cache_bytes": 0)"));
   std::mt19937_64 rng(6);
   const std::vector<int32_t> prompt = random_prompt(rng, 100, ck.cfg.vocab_size);
-  std::vector<Ask> group(4);
-  for (size_t i = 0; i < group.size(); ++i) {
-    group[i].tokens = prompt;
-    group[i].seed = 200 + i;
-    group[i].max_new = 8;
-    group[i].record = true;
-  }
+  std::vector<Ask> group = group_of(prompt, 4, 200, 8);
+  for (Ask& a : group) a.record = true;
   const auto members = run(gpu, group);
   const size_t L = size_t(ck.cfg.num_moe_layers()), k = size_t(ck.cfg.experts_per_token);
   const size_t positions = prompt.size() + 8;  // the prompt and every sampled token (the last one fed to record it)
@@ -339,13 +351,28 @@ TEST_CASE("qwen35_cuda engine: a group's shared prompt is prefilled once, the me
   CHECK(agree >= entries * 99 / 100);
 }
 
+TEST_CASE("qwen35_cuda engine: a group's members share the prompt's filled KV blocks") {
+  REQUIRE(have_gpu());
+  Checkpoint ck;
+  // A 30-token prompt in blocks of 8: 3 full blocks and a partial one. The leader, the cached
+  // prefix and 3 more members each hold the 3 full blocks shared and a partial block of their own:
+  // 8 blocks (with 2 new tokens each, 31 positions still fit in 4 blocks). Copies would need 20.
+  mlpt::ref::cuda::CudaEngine gpu(kv_pool_settings(ck, 12));
+  std::mt19937_64 rng(7);
+  const std::vector<Ask> group = group_of(random_prompt(rng, 30, ck.cfg.vocab_size), 4, 300, 2);
+  const auto members = run(gpu, group);
+  for (size_t i = 0; i < group.size(); ++i) {
+    INFO("member " << i << ": " << members[i]->error_message());
+    CHECK(members[i]->error_code() == MLPT_OK);
+    check_follows_cpu(ck, group[i], *members[i], [](size_t, const float*) {});
+  }
+}
+
 TEST_CASE("qwen35_cuda engine: an exhausted KV pool fails the request with a clear error, and frees its blocks") {
   REQUIRE(have_gpu());
   Checkpoint ck;
   // Blocks of 8 tokens; the pool holds 4 of them (32 positions).
-  const size_t per_block = mlpt::ref::cuda::KvCache(ck.cfg, 0, 8).bytes_per_block(ck.cfg);
-  mlpt::ref::cuda::CudaEngine gpu(ck.settings(R"(, "kv_block_size": 8, "kv_cache_bytes": )" +
-                                              std::to_string(4 * per_block)));
+  mlpt::ref::cuda::CudaEngine gpu(kv_pool_settings(ck, 4));
   std::mt19937_64 rng(5);
   Ask big;
   big.tokens = random_prompt(rng, 40, ck.cfg.vocab_size);
