@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "model/model.hpp"
+#include "model/parallel/shard_weights.hpp"
 #include "model/safetensors.hpp"
 #include "model/scoring.hpp"
 #include "model/weights.hpp"
@@ -464,4 +465,20 @@ TEST_CASE("bad checkpoints are refused with the tensor or file named") {
   b.tokens = bad.data();
   b.offsets = {0, 3};
   CHECK_THROWS_WITH(forward_hidden(w, b), Catch::Contains("token 37 at position 2 is outside the vocabulary"));
+}
+
+TEST_CASE("a shard computes only with its layout's groups: alone it is refused, naming both") {
+  const ModelConfig c = load_model_config(std::string(MLPT_SOURCE_DIR) + "/configs/models/tiny.json");
+  const Weights<float> shard = shard_weights(init_weights<float>(c, 1), ModelShard{2, 1, 1, 0});
+  CHECK(shard.config.num_heads == c.num_heads / 2);
+  CHECK(shard.config.num_experts == c.num_experts);  // the router still sees every expert
+  std::vector<int32_t> tokens{1, 2, 3};
+  ForwardBatch<float> b;
+  b.tokens = tokens.data();
+  b.offsets = {0, 3};
+  CHECK_THROWS_WITH(forward_hidden(shard, b), Catch::Contains("the weights are shard (tp 1/2, ep 0/1)") &&
+                                                  Catch::Contains("the batch's groups are (tp 0/1, ep 0/1)"));
+  // One rank is the layout 1 x 1: the same code, nothing to talk to.
+  const Weights<float> whole = shard_weights(init_weights<float>(c, 1), ModelShard{});
+  CHECK(forward_hidden(whole, b) == forward_hidden(init_weights<float>(c, 1), b));
 }

@@ -61,11 +61,15 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized) MPI_Comm_free(&comm);
 }
 
+// MPI_Allreduce only advises implementations to give every rank the same bits; the ranks of a
+// tensor-parallel group route tokens from these sums and must agree, so rank 0 reduces and sends.
 void MpiCommunicator::all_reduce_sum(float* values, size_t count) {
   constexpr size_t kPiece = size_t{1} << 30;  // MPI counts are int
   for (size_t done = 0; done < count; done += kPiece) {
     const int n = static_cast<int>(std::min(kPiece, count - done));
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values + done, n, MPI_FLOAT, MPI_SUM, as_comm(comm_)), "MPI_Allreduce");
+    float* piece = values + done;
+    check_mpi(MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : piece, piece, n, MPI_FLOAT, MPI_SUM, 0, as_comm(comm_)), "MPI_Reduce");
+    check_mpi(MPI_Bcast(piece, n, MPI_FLOAT, 0, as_comm(comm_)), "MPI_Bcast");
   }
 }
 
