@@ -78,10 +78,11 @@ void check_parallel(const ModelConfig& c, const ForwardBatch<T>& b) {
   const int tp_rank = p && p->tensor ? p->tensor->rank() : 0, ep_rank = p && p->expert ? p->expert->rank() : 0;
   if (tp != s.tp || ep != s.ep || tp_rank != s.tp_rank || ep_rank != s.ep_rank)
     throw sdk::Error(MLPT_INVALID_ARGUMENT,
-                     "forward: the weights are shard (tp " + std::to_string(s.tp_rank) + "/" + std::to_string(s.tp) +
-                         ", ep " + std::to_string(s.ep_rank) + "/" + std::to_string(s.ep) +
-                         ") but the batch's groups are (tp " + std::to_string(tp_rank) + "/" + std::to_string(tp) +
-                         ", ep " + std::to_string(ep_rank) + "/" + std::to_string(ep) + ")");
+                     "model parallel: the weights are the shard of tp rank " + std::to_string(s.tp_rank) + " of " +
+                         std::to_string(s.tp) + ", ep rank " + std::to_string(s.ep_rank) + " of " + std::to_string(s.ep) +
+                         ", but the batch's groups make this tp rank " + std::to_string(tp_rank) + " of " +
+                         std::to_string(tp) + ", ep rank " + std::to_string(ep_rank) + " of " + std::to_string(ep) +
+                         " (one rank: no groups and unsharded weights)");
 }
 
 // Copies layer l's [tokens, k] slice out of / into a [tokens, layers, k] routing record.

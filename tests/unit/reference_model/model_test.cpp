@@ -476,8 +476,8 @@ TEST_CASE("a shard computes only with its layout's groups: alone it is refused, 
   ForwardBatch<float> b;
   b.tokens = tokens.data();
   b.offsets = {0, 3};
-  CHECK_THROWS_WITH(forward_hidden(shard, b), Catch::Contains("the weights are shard (tp 1/2, ep 0/1)") &&
-                                                  Catch::Contains("the batch's groups are (tp 0/1, ep 0/1)"));
+  CHECK_THROWS_WITH(forward_hidden(shard, b), Catch::Contains("the weights are the shard of tp rank 1 of 2, ep rank 0 of 1") &&
+                                                  Catch::Contains("the batch's groups make this tp rank 0 of 1, ep rank 0 of 1"));
   // One rank is the layout 1 x 1: the same code, nothing to talk to.
   const Weights<float> whole = shard_weights(init_weights<float>(c, 1), ModelShard{});
   CHECK(forward_hidden(whole, b) == forward_hidden(init_weights<float>(c, 1), b));
