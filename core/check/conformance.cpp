@@ -25,6 +25,7 @@
 #include "core/components/instances.hpp"
 #include "core/plugin/component_set.hpp"
 #include "core/plugin/describe.hpp"
+#include "core/refit/weight_flow.hpp"
 #include "core/run/dataset.hpp"
 #include "core/run/trainer_settings.hpp"
 
@@ -260,6 +261,21 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
     ev = std::to_string(exported.count) + " tensors, " + std::to_string(params) + " parameters, accepted by the engine's load_weights";
     return exported.count > 0;
   });
+  // mlpt.h, Device memory: exported device tensors say when they may be read.
+  bool on_device = false;
+  for (size_t i = 0; i < exported.count; ++i)
+    on_device |= exported.tensors[i].tensor.device.device_type != kDLCPU && exported.tensors[i].tensor.device.device_type != kDLCUDAHost;
+  if (!on_device) {
+    s.not_applicable(tn, "export_device_ready", "the exported tensors are in host memory (CPU tensors): readiness concerns device memory");
+  } else {
+    s.check(tn, "export_device_ready", [&](std::string& ev) {
+      const auto& r = exported.ready;
+      ev = std::string("export_weights says the device data is ready ") +
+           (r.kind == MLPT_READY_ON_RETURN ? "on return" : r.kind == MLPT_READY_AFTER_EVENT ? "after an event" : "(unknown kind)") +
+           ", written on stream " + (r.stream ? "set" : "NULL (the default stream)") + ", event " + (r.event ? "set" : "NULL");
+      return r.kind == MLPT_READY_ON_RETURN ? r.event == nullptr : r.kind == MLPT_READY_AFTER_EVENT && r.event != nullptr;
+    });
+  }
   s.check(tn, "zero_advantage_step_keeps_weights", [&](std::string& ev) {
     auto before = snapshot(trainer->export_weights());
     uint64_t version = 0;
@@ -269,6 +285,43 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
     for (size_t i = 0; i < before.size() && i < after.size(); ++i) changed += before[i] != after[i];
     ev = std::to_string(changed) + " of " + std::to_string(before.size()) + " tensors changed after a step with advantage 0; version -> " + std::to_string(version);
     return !before.empty() && before.size() == after.size() && changed == 0;
+  });
+  // trainer.h publish_weights, engine.h fetch_weights: the weights go plugin to plugin through the
+  // configured transport, the host passing only the bound endpoints.
+  const auto& xc = set.component(MLPT_COMPONENT_TRANSPORT);
+  std::string older;
+  if (!trainer->publishes()) older += "the trainer has no publish_weights; ";
+  if (!engine->fetches()) older += "the engine has no fetch_weights; ";
+  if (xc.abi_minor() < 2) older += "the transport speaks ABI 1." + std::to_string(xc.abi_minor()) + "; ";
+  if (!older.empty()) {
+    s.not_applicable(tn, "weights_flow_plugin_to_plugin", older + "the host relays that side (ABI 1.0/1.1)");
+    return;
+  }
+  s.check(tn, "weights_flow_plugin_to_plugin", [&](std::string& ev) {
+    uint64_t version = 0;
+    trainer->train_step(batch, &version);  // advantage 0: a new version of the same weights
+    components::Transport receiver(xc, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance-flow");
+    components::Transport sender(xc, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, "mlpt-conformance-flow");
+    engine->pause();
+    auto fetched = std::async(std::launch::async, [&] { return refit::fetch(*engine, receiver, version, 60000); });
+    refit::PublishResult published;
+    try {
+      published = refit::publish(*trainer, sender, 60000);
+    } catch (...) {
+      try {
+        fetched.get();
+      } catch (...) {
+      }
+      engine->resume();
+      throw;
+    }
+    const uint64_t loaded = fetched.get();
+    engine->resume();
+    const auto after = engine->model_info().weight_version;
+    ev = "the trainer published version " + std::to_string(published.version) + " (" + std::to_string(published.bytes) +
+         " bytes) through the transport itself; the engine fetched and loaded version " + std::to_string(loaded) +
+         " and reports weight_version " + std::to_string(after);
+    return published.by_plugin && published.version == version && loaded == version && after == version;
   });
 }
 
@@ -330,6 +383,48 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
       return e.code() == MLPT_DEADLINE_EXCEEDED && took < 10;
     }
   });
+  // transport.h, Receive (1.2): a receiver gets exactly the layout it asks for; a tensor it wants as
+  // published is handed over as it is (zero-copy where the transport is).
+  if (!sender->bindable()) {
+    const std::string why = "the transport speaks ABI 1." + std::to_string(c.abi_minor()) + " (whole tensors only)";
+    s.not_applicable(name, "wanted_layout_bitwise", why);
+    s.not_applicable(name, "uncut_tensor_handed_over", why);
+    return;
+  }
+  // Rows [2, 7) and columns [30, 70) of a, and b whole.
+  int64_t part_shape[2] = {5, 40}, part_offsets[2] = {2, 30}, zero[1] = {0};
+  std::vector<mlpt_named_tensor> want(2);
+  want[0] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"a", 1}, DLTensor{nullptr, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, part_shape, nullptr, 0}};
+  want[1] = tensors[1];
+  want[1].tensor.data = nullptr;
+  std::vector<mlpt_tensor_shard> want_shards = {{MLPT_TENSOR_SHARD_STRUCT_SIZE, sa, part_offsets},
+                                                {MLPT_TENSOR_SHARD_STRUCT_SIZE, sb, zero}};
+  bool handed_over = false;
+  s.check(name, "wanted_layout_bitwise", [&](std::string& ev) {
+    auto got = std::async(std::launch::async, [&] {
+      auto r = receiver->receive(2, 30000, {want.data(), want_shards.data(), want.size()});
+      bool same = r.count == 2 && r.tensors[0].tensor.ndim == 2 && r.tensors[0].tensor.shape[0] == 5 && r.tensors[0].tensor.shape[1] == 40 &&
+                  r.shards && r.shards[0].offsets[0] == 2 && r.shards[0].offsets[1] == 30;
+      const auto* part = same ? static_cast<const float*>(r.tensors[0].tensor.data) : nullptr;
+      for (int64_t row = 0; same && row < 5; ++row)
+        same = std::memcmp(part + row * 40, a.data() + (row + 2) * 100 + 30, 40 * 4) == 0;
+      same = same && std::memcmp(r.tensors[1].tensor.data, b.data(), b.size() * 2) == 0;
+      handed_over = r.count == 2 && r.tensors[1].tensor.data == b.data();
+      receiver->release(r.version);
+      return same;
+    });
+    sender->send(2, tensors.data(), tensors.size(), 30000);
+    const bool same = got.get();
+    ev = std::string("asked for rows [2, 7) x columns [30, 70) of fp32 [10,100] and bf16 [333] whole: ") +
+         (same ? "got exactly those, bitwise equal" : "DIFFER");
+    return same;
+  });
+  if (!c.caps<mlpt_transport_capabilities>()->zero_copy) {
+    s.not_applicable(name, "uncut_tensor_handed_over", "capability zero_copy = 0");
+    return;
+  }
+  s.record(name, "uncut_tensor_handed_over", handed_over,
+           handed_over ? "the receiver's b is the sender's memory" : "the receiver's b is a copy although zero_copy = 1");
 }
 
 // ---- Sandbox confinement: what a command inside may not do to the host ----
@@ -401,22 +496,13 @@ void check_sandbox_confinement(Suite& s, const std::string& name, const std::fun
 }
 
 // One command in a sandbox: its exit code; output, timeout and truncation flags when asked for.
-int exec(const components::SandboxRuntime& rt, mlpt_sandbox* sb, const std::string& cmd, int64_t timeout_ms, std::string* out,
+int exec(components::SandboxRuntime::Sandbox& sb, const std::string& cmd, int64_t timeout_ms, std::string* out,
          bool* timed_out = nullptr, size_t output_limit = 0, bool* truncated = nullptr) {
-  std::string text;
-  mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, &text, [](void* ctx, const char* d, size_t n) { static_cast<std::string*>(ctx)->append(d, n); }};
-  mlpt_sandbox_exec_args a{};
-  a.struct_size = MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE;
-  a.sandbox = sb;
-  a.command = {cmd.data(), cmd.size()};
-  a.timeout_ms = timeout_ms;
-  a.output_limit = output_limit;
-  a.output = &sink;
-  plugin::check(*rt.binding()->errors, rt.binding()->api->exec(&a), "exec " + cmd);
-  if (out) *out = text;
-  if (timed_out) *timed_out = a.out_timed_out != 0;
-  if (truncated) *truncated = a.out_output_truncated != 0;
-  return a.out_exit_code;
+  auto r = sb.exec(cmd, timeout_ms, {}, output_limit);
+  if (out) *out = std::move(r.output);
+  if (timed_out) *timed_out = r.timed_out;
+  if (truncated) *truncated = r.truncated;
+  return r.exit_code;
 }
 
 // Returns the runtime for the harness and reward checks (null when it could not be created).
@@ -442,13 +528,11 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
     s.skip(name, "isolation", "the first training task names no image");
     return runtime;
   }
-  const mlpt_sandbox_api* api = runtime->binding()->api;
-  const mlpt_error_api& errors = *runtime->binding()->errors;
   if (!runtime->capabilities().isolates_network) s.not_applicable(name, "no_network", "capability isolates_network = 0");
   else s.check(name, "no_network", [&](std::string& ev) {
     auto sb = runtime->create(image);
     std::string out;
-    exec(*runtime, sb->handle(), "cat /proc/net/dev", 10000, &out);
+    exec(*sb, "cat /proc/net/dev", 10000, &out);
     int interfaces = 0;
     bool only_lo = true;
     std::istringstream in(out);
@@ -461,10 +545,10 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
   else s.check(name, "writable_layer_discarded", [&](std::string& ev) {
     {
       auto sb = runtime->create(image);
-      exec(*runtime, sb->handle(), "echo conformance > /testbed/.mlpt_conformance_probe", 10000, nullptr);
+      exec(*sb, "echo conformance > /testbed/.mlpt_conformance_probe", 10000, nullptr);
     }
     auto sb = runtime->create(image);
-    int code = exec(*runtime, sb->handle(), "test -e /testbed/.mlpt_conformance_probe", 10000, nullptr);
+    int code = exec(*sb, "test -e /testbed/.mlpt_conformance_probe", 10000, nullptr);
     ev = std::string("a file written in one sandbox is ") + (code != 0 ? "absent" : "PRESENT") + " in the next from the same image";
     return code != 0;
   });
@@ -472,10 +556,10 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
     auto sb = runtime->create(image);
     bool timed_out = false;
     auto started = std::chrono::steady_clock::now();
-    exec(*runtime, sb->handle(), "sleep 300 & sleep 300 & sleep 300", 1000, nullptr, &timed_out);
+    exec(*sb, "sleep 300 & sleep 300 & sleep 300", 1000, nullptr, &timed_out);
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::string left;
-    exec(*runtime, sb->handle(), "for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done | grep -c '^sleep$'", 10000, &left);
+    exec(*sb, "for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done | grep -c '^sleep$'", 10000, &left);
     const bool none = std::atoi(left.c_str()) == 0;
     ev = std::string("1 s timeout: ") + (timed_out ? "timed out" : "did NOT time out") + " after " + std::to_string(took) +
          " s; sleep processes left in the sandbox: " + std::to_string(std::atoi(left.c_str()));
@@ -484,18 +568,18 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
   s.check(name, "hidden_tests_not_visible", [&](std::string& ev) {
     auto sb = runtime->create(image);
     std::string out;
-    exec(*runtime, sb->handle(), "for p in /r2e_tests /testbed/r2e_tests /run_tests.sh /testbed/run_tests.sh; do test -e $p && echo $p; done; true", 10000, &out);
+    exec(*sb, "for p in /r2e_tests /testbed/r2e_tests /run_tests.sh /testbed/run_tests.sh; do test -e $p && echo $p; done; true", 10000, &out);
     ev = out.empty() ? "no r2e_tests folder or run_tests.sh in the agent's sandbox" : "VISIBLE: " + out;
     return out.empty();
   });
   check_sandbox_confinement(s, name, [&](const std::string& cmd, std::string* out) {
     auto sb = runtime->create(image);
-    return exec(*runtime, sb->handle(), cmd, 30000, out);
+    return exec(*sb, cmd, 30000, out);
   });
   s.check(name, "read_file_bounded", [&](std::string& ev) {
     // A 1 GiB sparse file, a FIFO and a device: none may be read into the host (or block it).
     auto sb = runtime->create(image);
-    exec(*runtime, sb->handle(), "truncate -s 1G /tmp/mlpt_sparse && mkfifo /tmp/mlpt_fifo", 10000, nullptr);
+    exec(*sb, "truncate -s 1G /tmp/mlpt_sparse && mkfifo /tmp/mlpt_fifo", 10000, nullptr);
     std::string verdicts;
     bool ok = true;
     for (const char* path : {"/tmp/mlpt_sparse", "/tmp/mlpt_fifo", "/dev/zero"}) {
@@ -520,7 +604,7 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
     ::setenv("MLPT_CONFORMANCE_HOST_ONLY", "leaked", 1);
     auto sb = runtime->create(image);
     std::string out;
-    exec(*runtime, sb->handle(), "env", 10000, &out);
+    exec(*sb, "env", 10000, &out);
     ::unsetenv("MLPT_CONFORMANCE_HOST_ONLY");
     const bool leaked = out.find("MLPT_CONFORMANCE_HOST_ONLY") != std::string::npos;
     ev = std::string("a variable set in the host process is ") + (leaked ? "VISIBLE" : "absent") + " inside";
@@ -530,7 +614,7 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
     s.check(name, "fresh_pid_namespace", [&](std::string& ev) {
       auto sb = runtime->create(image);
       std::string out;
-      exec(*runtime, sb->handle(), "ls /proc | grep -c '^[0-9]*$'", 10000, &out);
+      exec(*sb, "ls /proc | grep -c '^[0-9]*$'", 10000, &out);
       const int visible = std::atoi(out.c_str());
       ev = std::to_string(visible) + " processes visible inside (the host has more)";
       return visible > 0 && visible < 10;
@@ -541,14 +625,14 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
   s.check(name, "default_workdir_testbed", [&](std::string& ev) {
     auto sb = runtime->create(image);
     std::string out;
-    exec(*runtime, sb->handle(), "pwd", 10000, &out);
+    exec(*sb, "pwd", 10000, &out);
     ev = "an empty workdir runs in " + json(out).dump();
     return out == "/testbed\n";
   });
   s.check(name, "output_merged_in_order", [&](std::string& ev) {
     auto sb = runtime->create(image);
     std::string out;
-    exec(*runtime, sb->handle(), "echo one; echo two >&2; echo three", 10000, &out);
+    exec(*sb, "echo one; echo two >&2; echo three", 10000, &out);
     ev = "stdout, stderr, stdout -> " + json(out).dump();
     return out == "one\ntwo\nthree\n";
   });
@@ -556,36 +640,31 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
     auto sb = runtime->create(image);
     std::string out;
     bool truncated = false;
-    exec(*runtime, sb->handle(), "head -c 100000 /dev/zero | tr '\\000' x", 10000, &out, nullptr, 100, &truncated);
+    exec(*sb, "head -c 100000 /dev/zero | tr '\\000' x", 10000, &out, nullptr, 100, &truncated);
     ev = "100000 bytes under output_limit 100: " + std::to_string(out.size()) + " delivered, truncated flag " + (truncated ? "set" : "NOT set");
     return out.size() == 100 && truncated;
   });
   s.check(name, "binary_output_unchanged", [&](std::string& ev) {
     auto sb = runtime->create(image);
     std::string out;
-    exec(*runtime, sb->handle(), "printf 'a\\000b\\377\\001'", 10000, &out);
+    exec(*sb, "printf 'a\\000b\\377\\001'", 10000, &out);
     const std::string want("a\0b\xff\x01", 5);
     ev = std::to_string(out.size()) + " bytes; " + (out == want ? "equal to" : "DIFFERENT from") + " the 5 bytes printed (NUL and 0xff included)";
     return out == want;
   });
   s.check(name, "exit_code_of_signal", [&](std::string& ev) {
     auto sb = runtime->create(image);
-    int code = exec(*runtime, sb->handle(), "kill -9 $$", 10000, nullptr);
+    int code = exec(*sb, "kill -9 $$", 10000, nullptr);
     ev = "a shell killed by SIGKILL gives exit code " + std::to_string(code) + " (128+9 = 137 promised)";
     return code == 137;
   });
   s.check(name, "files_round_trip", [&](std::string& ev) {
     auto sb = runtime->create(image);
     const std::string path = "/tmp/mlpt_conformance/deep/probe.bin", content("x\0y\n", 4);
-    mlpt_sandbox_write_file_args w{MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE, sb->handle(), {path.data(), path.size()},
-                                   {content.data(), content.size()}, 0640};
-    plugin::check(errors, api->write_file(&w), "write_file " + path);
-    std::string back;
-    mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, &back, [](void* ctx, const char* d, size_t n) { static_cast<std::string*>(ctx)->append(d, n); }};
-    mlpt_sandbox_read_file_args r{MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE, sb->handle(), {path.data(), path.size()}, &sink};
-    plugin::check(errors, api->read_file(&r), "read_file " + path);
+    sb->write_file(path, content, 0640);
+    const std::string back = sb->read_file(path);
     std::string mode;
-    exec(*runtime, sb->handle(), "stat -c %a " + path, 10000, &mode);
+    exec(*sb, "stat -c %a " + path, 10000, &mode);
     ev = "write_file into missing parents then read_file: " + std::string(back == content ? "same 4 bytes" : "DIFFERENT bytes") + ", mode " +
          json(mode).dump() + " (0640 written)";
     return back == content && mode == "640\n";
@@ -593,10 +672,8 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
   s.check(name, "read_missing_file_not_found", [&](std::string& ev) {
     auto sb = runtime->create(image);
     const std::string path = "/testbed/mlpt_conformance_no_such_file";
-    mlpt_sink sink{MLPT_SINK_STRUCT_SIZE, nullptr, [](void*, const char*, size_t) {}};
-    mlpt_sandbox_read_file_args r{MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE, sb->handle(), {path.data(), path.size()}, &sink};
     try {
-      plugin::check(errors, api->read_file(&r), "read_file " + path);
+      sb->read_file(path);
     } catch (const Error& e) {
       ev = std::string("read_file of a missing file: code ") + std::to_string(e.code()) + " (" + e.what() + ")";
       return e.code() == MLPT_NOT_FOUND;
@@ -606,7 +683,7 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
   });
   s.check(name, "exec_honours_host_cancellation", [&](std::string& ev) {
     auto sb = runtime->create(image);
-    auto running = std::async(std::launch::async, [&] { return exec(*runtime, sb->handle(), "sleep 60", 120000, nullptr); });
+    auto running = std::async(std::launch::async, [&] { return exec(*sb, "sleep 60", 120000, nullptr); });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const auto signalled = std::chrono::steady_clock::now();
     stop = true;
@@ -630,7 +707,7 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
     s.check(name, "memory_limit_holds", [&](std::string& ev) {
       auto sb = runtime->create(image, 128, 0);
       std::string out;
-      int code = exec(*runtime, sb->handle(), memory_probe, 30000, &out);
+      int code = exec(*sb, memory_probe, 30000, &out);
       if (out.find("no-python") != std::string::npos) return ev = "the image has no python3 to probe with", false;
       ev = "512 MiB under a 128 MiB limit: exit " + std::to_string(code) + (out.find("allocated") == std::string::npos ? ", refused" : ", ALLOCATED");
       return code != 0 && out.find("allocated") == std::string::npos;
@@ -642,7 +719,7 @@ std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin
     s.check(name, "process_limit_holds", [&](std::string& ev) {
       auto sb = runtime->create(image, 0, 32);
       std::string out;
-      exec(*runtime, sb->handle(),
+      exec(*sb,
            "command -v python3 >/dev/null || { echo no-python; exit 0; }; python3 -c '\n"
            "import os, time\nn = 0\ntry:\n    for i in range(100):\n        if os.fork() == 0:\n            time.sleep(3); os._exit(0)\n"
            "        n += 1\nexcept OSError:\n    pass\nprint(\"forked\", n)'",
@@ -695,7 +772,7 @@ void check_task_image(Suite& s, const EpisodeEnv& env) {
     auto sb = env.runtime->create(env.image);
     std::string out;
     const std::string git = "git -c safe.directory='*' ";
-    exec(*env.runtime, sb->handle(),
+    exec(*sb,
          "cd /testbed || exit 3; " + git + "cat-file -e " + fix + " 2>/dev/null && echo FIX-OBJECT-PRESENT; " + git +
              "log --all --reflog --format=%H | grep -c " + fix + " | sed 's/^/fix-in-log /'; " + git +
              "rev-list --all --reflog --not HEAD | wc -l | sed 's/^/commits-past-head /'; " + git +

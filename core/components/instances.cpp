@@ -1,7 +1,6 @@
 #include "core/components/instances.hpp"
 
 #include "core/plugin/call_scope.hpp"
-#include "core/refit/reshard_refit.hpp"
 
 #include <algorithm>
 #include <future>
@@ -263,16 +262,25 @@ void Engine::resume() {
   plugin::check(component_, api_->resume_generation(&a), "resume_generation");
 }
 
-void Engine::load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count) {
-  const Shards& wanted = weight_shards();
-  std::vector<refit::ShardSet> cut;
-  mlpt_load_weights_args a{MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE, engine_, version, tensors, count, nullptr, nullptr};
-  if (wanted.count > 0) {
-    cut = refit::reshard({{tensors, nullptr, count}}, {{wanted.tensors, wanted.shards, wanted.count}});
-    a.tensors = cut[0].tensors().data(), a.num_tensors = cut[0].tensors().size(), a.shards = cut[0].shards().data();
-  }
+void Engine::load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count, const mlpt_tensor_shard* shards,
+                          const mlpt_device_ready* ready) {
+  mlpt_load_weights_args a{MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE, engine_, version, tensors, count, nullptr, shards, ready};
   plugin::CallScope scope(component_, "load_weights");
   plugin::check(component_, api_->load_weights(&a), "load_weights");
+}
+
+bool Engine::fetches() const { return MLPT_HAS_FIELD(api_, mlpt_engine_api, fetch_weights) && api_->fetch_weights; }
+
+uint64_t Engine::fetch_weights(const Transport& receiver, uint64_t min_version, int64_t timeout_ms) {
+  mlpt_fetch_weights_args a{};
+  a.struct_size = MLPT_FETCH_WEIGHTS_ARGS_STRUCT_SIZE;
+  a.engine = engine_;
+  a.receiver = receiver.binding();
+  a.min_version = min_version;
+  a.timeout_ms = timeout_ms;
+  plugin::CallScope scope(component_, "fetch_weights");
+  plugin::check(component_, api_->fetch_weights(&a), "fetch_weights version >= " + std::to_string(min_version));
+  return a.out_version;
 }
 
 const Engine::Shards& Engine::weight_shards() {
@@ -333,7 +341,23 @@ Trainer::Weights Trainer::export_weights() {
   a.trainer = trainer_;
   plugin::CallScope scope(component_, "export_weights");
   plugin::check(component_, api_->export_weights(&a), "export_weights");
-  return Weights{a.out_tensors, a.out_num_tensors, a.out_weight_version, a.out_shards};
+  Weights w{a.out_tensors, a.out_num_tensors, a.out_weight_version, a.out_shards, a.out_ready};
+  if (w.ready.kind != MLPT_READY_ON_RETURN && w.ready.kind != MLPT_READY_AFTER_EVENT)
+    throw Error(MLPT_INTERNAL, component_.name + ": export_weights gave an unknown readiness kind " + std::to_string(w.ready.kind));
+  return w;
+}
+
+bool Trainer::publishes() const { return MLPT_HAS_FIELD(api_, mlpt_trainer_api, publish_weights) && api_->publish_weights; }
+
+Trainer::Published Trainer::publish_weights(const Transport& sender, int64_t timeout_ms) {
+  mlpt_publish_weights_args a{};
+  a.struct_size = MLPT_PUBLISH_WEIGHTS_ARGS_STRUCT_SIZE;
+  a.trainer = trainer_;
+  a.sender = sender.binding();
+  a.timeout_ms = timeout_ms;
+  plugin::CallScope scope(component_, "publish_weights");
+  plugin::check(component_, api_->publish_weights(&a), "publish_weights");
+  return Published{a.out_weight_version, a.out_bytes};
 }
 
 bool Trainer::can_save_state() const {
@@ -357,32 +381,61 @@ void Trainer::load_state(const std::string& dir) {
 // ---- Transport ----
 
 Transport::Transport(plugin::Component component, const nlohmann::json& settings, mlpt_transport_role role,
-                     const std::string& group)
+                     const std::string& group, const mlpt_component_group* ranks)
     : component_(std::move(component)), api_(component_.table<mlpt_transport_api>()) {
   std::string config = settings.dump();
-  mlpt_transport_create_args a{MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE, borrow(config), role, borrow(group), nullptr};
+  mlpt_transport_create_args a{MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE, borrow(config), role, borrow(group), nullptr, ranks, nullptr};
+  if (ranks && ranks->size > 1 && role == MLPT_TRANSPORT_SENDER) {
+    const auto* caps = component_.caps<mlpt_transport_capabilities>();
+    const int32_t most = MLPT_HAS_FIELD(caps, mlpt_transport_capabilities, max_sender_ranks) && caps->max_sender_ranks > 0
+                             ? caps->max_sender_ranks : 1;
+    if (ranks->size > most)
+      throw Error(MLPT_INVALID_ARGUMENT, "transport " + component_.name + " takes at most " + std::to_string(most) +
+                                             " sender ranks; the trainer group has " + std::to_string(ranks->size));
+  }
   plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), role == MLPT_TRANSPORT_SENDER ? "sender create" : "receiver create");
   transport_ = a.transport;
+  binding_ = mlpt_transport_binding{MLPT_TRANSPORT_BINDING_STRUCT_SIZE, api_, &component_.errors(), transport_};
 }
 
 Transport::~Transport() { plugin::CallScope scope(component_, "destroy"); api_->destroy(transport_); }
 
-void Transport::send(uint64_t version, const mlpt_named_tensor* tensors, size_t count, int64_t timeout_ms) {
-  mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE, transport_, version, tensors, count, timeout_ms};
+void Transport::send(uint64_t version, const mlpt_named_tensor* tensors, size_t count, int64_t timeout_ms,
+                     const mlpt_tensor_shard* shards, const mlpt_device_ready* ready) {
+  mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE, transport_, version, tensors, count, timeout_ms, nullptr, shards, ready};
+  if (component_.abi_minor() < 2) {
+    if (ready && ready->kind != MLPT_READY_ON_RETURN)
+      throw Error(MLPT_UNIMPLEMENTED, "transport " + component_.name + " speaks ABI 1." + std::to_string(component_.abi_minor()) +
+                                          " and cannot wait for the trainer's device event (ABI 1.2): export ready on return");
+    for (size_t i = 0; shards && i < count; ++i)
+      if (shards[i].offsets || shards[i].global_shape)  // a 1.0/1.1 transport cannot carry a descriptor
+        throw Error(MLPT_UNIMPLEMENTED, "transport " + component_.name + " speaks ABI 1." + std::to_string(component_.abi_minor()) +
+                                            " and carries whole tensors only; the trainer sent shards (ABI 1.2)");
+    a.struct_size = MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE_1_0;
+  }
   plugin::CallScope scope(component_, "send");
   plugin::check(component_, api_->send(&a), "send version " + std::to_string(version));
 }
 
-Transport::Received Transport::receive(uint64_t min_version, int64_t timeout_ms) {
+Transport::Received Transport::receive(uint64_t min_version, int64_t timeout_ms, WantedLayout want) {
   mlpt_transport_receive_args a{};
   a.struct_size = MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE;
   a.transport = transport_;
   a.min_version = min_version;
   a.timeout_ms = timeout_ms;
+  a.want_tensors = want.tensors, a.want_shards = want.shards, a.num_want = want.count;
+  if (component_.abi_minor() < 2) {
+    if (want.count > 0)
+      throw Error(MLPT_UNIMPLEMENTED, "transport " + component_.name + " speaks ABI 1." + std::to_string(component_.abi_minor()) +
+                                          " and cannot deliver the shards the engine holds (ABI 1.2)");
+    a.struct_size = MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE_1_0;
+  }
   plugin::CallScope scope(component_, "receive");
   plugin::check(component_, api_->receive(&a), "receive version >= " + std::to_string(min_version));
-  return Received{a.out_version, a.out_tensors, a.out_num_tensors};
+  const bool speaks_1_2 = component_.abi_minor() >= 2;  // wrote out_shards and out_ready (or left them zeroed)
+  return Received{a.out_version, a.out_tensors, a.out_num_tensors, speaks_1_2 ? a.out_shards : nullptr,
+                  speaks_1_2 ? a.out_ready : mlpt_device_ready{}};
 }
 
 void Transport::release(uint64_t version) {
@@ -415,18 +468,8 @@ SandboxRuntime::~SandboxRuntime() { plugin::CallScope scope(component_, "runtime
 
 std::unique_ptr<SandboxRuntime::Sandbox> SandboxRuntime::create(const std::string& image, int64_t memory_limit_mb,
                                                                 int64_t max_processes) const {
-  mlpt_sandbox_create_args a{};
-  a.struct_size = MLPT_SANDBOX_CREATE_ARGS_STRUCT_SIZE;
-  a.runtime = runtime_;
-  a.image = borrow(image);
-  a.memory_limit_mb = memory_limit_mb;
-  a.max_processes = max_processes;
-  plugin::CallScope scope(component_, "create");
-  plugin::check(component_, api_->create(&a), "create sandbox from " + image);
-  return std::make_unique<Sandbox>(*this, a.sandbox);
+  return std::make_unique<Sandbox>(&binding_, image, memory_limit_mb, max_processes, HostCalls{&component_});
 }
-
-SandboxRuntime::Sandbox::~Sandbox() { plugin::CallScope scope(runtime_->component_, "destroy"); runtime_->api_->destroy(handle_); }
 
 // ---- Reward ----
 

@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
 #include "core/exec/executor.hpp"
+#include "core/plugin/call_scope.hpp"
 #include "core/plugin/plugin.hpp"
 #include "mlpt/engine.h"
 #include "mlpt/harness.h"
@@ -20,6 +22,7 @@
 #include "mlpt/sandbox.h"
 #include "mlpt/trainer.h"
 #include "mlpt/transport.h"
+#include <mlpt/sdk/sandbox_client.hpp>
 
 namespace mlpt::components {
 
@@ -70,9 +73,21 @@ class Engine {
   void session_release(uint64_t session_id);
   void pause();
   void resume();
-  // Loads whole tensors. An engine that holds shards (engine.h, weight_shards) is handed exactly
-  // its shards, cut from them, with their descriptors.
-  void load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count);
+  // Hands the engine tensors to load (`shards` parallel to them, NULL: whole): the 1.0/1.1 way, and
+  // `mlpt serve`'s.
+  void load_weights(uint64_t version, const mlpt_named_tensor* tensors, size_t count, const mlpt_tensor_shard* shards = nullptr,
+                    const mlpt_device_ready* ready = nullptr);
+  // The engine fetches a version >= min_version through `receiver` and loads it (ABI 1.2); only when
+  // fetches() and the receiver is bindable().
+  bool fetches() const;
+  uint64_t fetch_weights(const class Transport& receiver, uint64_t min_version, int64_t timeout_ms);
+  // The shards this engine rank holds (asked once); count 0 when it takes whole tensors.
+  struct Shards {
+    const mlpt_named_tensor* tensors = nullptr;
+    const mlpt_tensor_shard* shards = nullptr;
+    size_t count = 0;
+  };
+  const Shards& weight_shards();
   const plugin::Component& component() const { return component_; }
 
  private:
@@ -82,13 +97,6 @@ class Engine {
   Generation generate_blocking(const GenerateRequest& request) const;  // the 1.0/1.1 call
 
   plugin::Component component_;
-  // The shards this engine rank holds (asked once); count 0 when it takes whole tensors.
-  struct Shards {
-    const mlpt_named_tensor* tensors = nullptr;
-    const mlpt_tensor_shard* shards = nullptr;
-    size_t count = 0;
-  };
-  const Shards& weight_shards();
 
   const mlpt_engine_api* api_;
   mlpt_engine* engine_ = nullptr;
@@ -124,8 +132,16 @@ class Trainer {
     size_t count;
     uint64_t version;
     const mlpt_tensor_shard* shards;  // parallel to tensors; NULL: whole tensors
+    mlpt_device_ready ready;          // when device data may be read (zeroed: on return)
   };
   Weights export_weights();
+  // The trainer sends this rank's weights through `sender` itself (ABI 1.2); only when publishes()
+  // and the sender is bindable(). Returns the version and the bytes published.
+  bool publishes() const;
+  struct Published {
+    uint64_t version = 0, bytes = 0;
+  };
+  Published publish_weights(const class Transport& sender, int64_t timeout_ms);
   bool can_save_state() const;
   void save_state(const std::string& dir);
   void load_state(const std::string& dir);
@@ -138,27 +154,46 @@ class Trainer {
 
 // ---- Transport ----
 
+// Tensors a receiver wants (transport.h, Receive): names, dtypes and shapes, and parallel shard
+// descriptors (NULL: whole tensors).
+struct WantedLayout {
+  const mlpt_named_tensor* tensors = nullptr;
+  const mlpt_tensor_shard* shards = nullptr;
+  size_t count = 0;
+};
+
+// One endpoint. `group`: the sender ranks this endpoint is one of (ABI 1.2); NULL: one sender.
 class Transport {
  public:
   Transport(plugin::Component component, const nlohmann::json& settings, mlpt_transport_role role,
-            const std::string& group);
+            const std::string& group, const mlpt_component_group* ranks = nullptr);
   ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
-  void send(uint64_t version, const mlpt_named_tensor* tensors, size_t count, int64_t timeout_ms);
+  // `shards` parallel to `tensors`; NULL: whole tensors.
+  void send(uint64_t version, const mlpt_named_tensor* tensors, size_t count, int64_t timeout_ms,
+            const mlpt_tensor_shard* shards = nullptr, const mlpt_device_ready* ready = nullptr);
   struct Received {
     uint64_t version;
     const mlpt_named_tensor* tensors;
     size_t count;
+    const mlpt_tensor_shard* shards;  // parallel to tensors; NULL: whole
+    mlpt_device_ready ready;          // when device data may be read (zeroed: on return)
   };
-  Received receive(uint64_t min_version, int64_t timeout_ms);
+  // `want`: the layout wanted (count 0: whole tensors); a transport older than 1.2 gives whole.
+  Received receive(uint64_t min_version, int64_t timeout_ms, WantedLayout want = WantedLayout{});
   void release(uint64_t version);
+  // The endpoint can be handed to a trainer or engine (transport.h, Binding): its plugin speaks 1.2.
+  bool bindable() const { return component_.abi_minor() >= 2; }
+  const mlpt_transport_binding* binding() const { return &binding_; }
+  const plugin::Component& component() const { return component_; }
 
  private:
   plugin::Component component_;
   const mlpt_transport_api* api_;
   mlpt_transport* transport_ = nullptr;
+  mlpt_transport_binding binding_{};
 };
 
 // ---- Sandbox runtime ----
@@ -175,19 +210,19 @@ class SandboxRuntime {
   // What harnesses and rewards are given; lives as long as this object.
   const mlpt_sandbox_binding* binding() const { return &binding_; }
 
-  // One sandbox, destroyed with the returned object.
-  class Sandbox {
-   public:
-    Sandbox(const SandboxRuntime& runtime, mlpt_sandbox* handle) : runtime_(&runtime), handle_(handle) {}
-    ~Sandbox();
-    Sandbox(const Sandbox&) = delete;
-    Sandbox& operator=(const Sandbox&) = delete;
-    mlpt_sandbox* handle() const { return handle_; }
-
-   private:
-    const SandboxRuntime* runtime_;
-    mlpt_sandbox* handle_;
+  // How the host's sandbox client reports: mlpt::Error naming the component, calls marked for the
+  // crash guard.
+  struct HostCalls {
+    const plugin::Component* component = nullptr;
+    [[noreturn]] void fail(mlpt_error_code code, std::string message) const { throw Error(code, component->name + ": " + message); }
+    template <class F>
+    void call(const char* function, F&& f) const {
+      plugin::CallScope scope(*component, function);
+      f();
+    }
   };
+  // One sandbox, destroyed with the returned object: the SDK's client (the one plugins use too).
+  using Sandbox = sdk::SandboxClient<HostCalls>;
   std::unique_ptr<Sandbox> create(const std::string& image, int64_t memory_limit_mb = 0, int64_t max_processes = 0) const;
 
  private:

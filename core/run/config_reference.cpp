@@ -43,8 +43,9 @@ const std::vector<ConfigKey>& config_keys() {
         {"run", "record_routed_experts", "boolean", text(r.record_routed_experts),
          "routing replay (R3): record the engine's routed experts for the trainer, when both support it"},
         {"run", "refit", "string", quoted(r.refit),
-         "\"sparse\": each step moves only the weights that changed (checked by checksum; needs weights in host memory, else "
-         "dense); \"dense\": every weight every step"},
+         "\"dense\": every weight every step, plugin to plugin (the trainer publishes through the transport, the engine "
+         "fetches its own layout; the host holds no weight); \"sparse\": the host relays only the weights that changed "
+         "(checked by checksum; keeps a copy on each side; needs whole weights in host memory, else dense)"},
         {"run", "full_refit_every_steps", "integer", text(r.full_refit_every_steps),
          "sparse refit: also move the whole weights every N refits, as a safety (0: only the first)"},
         {"benchmark", "num_prompts_per_step", "integer", kRequired, "prompts per training step"},

@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "core/refit/refit_manifest.hpp"
+#include "core/refit/weight_flow.hpp"
 
 namespace mlpt::run {
 
@@ -14,6 +15,7 @@ int32_t end_of_turn_token(const text::Tokenizer& tokenizer, const std::filesyste
 
 RolloutComponents::RolloutComponents(const RunConfig& c, const plugin::ComponentSet& set, const std::string& transport_group,
                                      const std::atomic<bool>* cancelled) {
+  relays_refits_ = c.run.refit == "sparse";
   tokenizer_ = std::make_shared<const text::Tokenizer>(text::Tokenizer::load(c.dataset.tokenizer));
   chat_ = text::make_chat_format(c.dataset.chat_format, tokenizer_);
   const int32_t im_end = end_of_turn_token(*tokenizer_, c.dataset.tokenizer);
@@ -32,6 +34,10 @@ RolloutComponents::RolloutComponents(const RunConfig& c, const plugin::Component
 }
 
 void RolloutComponents::load_weights(uint64_t version, int64_t timeout_ms) {
+  if (!relays_refits_) {
+    refit::fetch(*engine_, *receiver_, version, timeout_ms);
+    return;
+  }
   auto got = receiver_->receive(version, timeout_ms);
   try {
     // A sparse refit's message starts with its manifest; anything else is the weights themselves.

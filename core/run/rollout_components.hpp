@@ -30,9 +30,10 @@ class RolloutComponents {
   const rollout::EpisodeEnvironment& environment() const { return env_; }
   components::Engine& engine() { return *engine_; }
   components::Transport& receiver() { return *receiver_; }
-  // Receives weight version `version` through the transport (dense, or a sparse refit's message,
-  // rebuilt here against the version held), loads it into the engine and lets the transport reuse
-  // its buffer. The caller pauses the engine around it.
+  // The engine gets weight version `version` (or newer) and loads it; the caller pauses it around
+  // this. Dense: the engine fetches it through the receiver itself (refit/weight_flow). Sparse
+  // (`relays_refits`): the host receives the message, rebuilds a sparse refit's against the version
+  // held (a message without the refit manifest is the weights themselves) and loads it.
   void load_weights(uint64_t version, int64_t timeout_ms);
 
  private:
@@ -44,6 +45,7 @@ class RolloutComponents {
   std::unique_ptr<components::Reward> reward_;
   std::unique_ptr<components::Harness> harness_;
   rollout::EpisodeEnvironment env_{};
+  bool relays_refits_ = false;    // [run] refit = "sparse": the host receives and rebuilds
   refit::RefitReceiver decoder_;  // holds the last version when refits are sparse
 };
 

@@ -63,11 +63,12 @@ struct RunSettings {
   int64_t rollout_threads = 8;             // host threads for their host work (harness, sandbox, reward)
   int64_t checkpoint_every_steps = 1;      // 0 = never
   bool record_routed_experts = false;      // R3, when engine and trainer support it
-  // How each step's weights reach the engine: "sparse" moves only the elements that changed
-  // (core/refit/), with a full refit first and every full_refit_every_steps refits (0: only the
-  // first); "dense" moves every weight every step. Sparse needs weights in host memory; a trainer
-  // exporting device memory is refitted dense.
-  std::string refit = "sparse";
+  // How each step's weights reach the engine (run/weight_refit): "dense" plugin to plugin, the
+  // trainer publishing through the transport and the engine fetching its own layout (the host
+  // holds no weight); "sparse" the host relays only the elements that changed (core/refit/), with
+  // a full refit first and every full_refit_every_steps refits (0: only the first), keeping a copy
+  // of the weights on each side. Sparse needs whole weights in host memory; else it is dense.
+  std::string refit = "dense";
   int64_t full_refit_every_steps = 20;
 };
 

@@ -4,14 +4,22 @@
 #include <future>
 
 #include "core/error.hpp"
-#include "core/refit/host_tensor.hpp"
-#include "core/refit/reshard_plan.hpp"
+#include "core/refit/weight_flow.hpp"
 
 namespace mlpt::run {
+
+namespace {
+constexpr int64_t kTransferTimeoutMs = 600000;
+}
 
 WeightRefit::WeightRefit(const RunSettings& settings, components::Trainer& trainer, components::Engine& engine,
                          components::Transport& sender, components::Transport& receiver, Observer observer)
     : trainer_(trainer), engine_(engine), sender_(sender), receiver_(receiver), observer_(std::move(observer)) {
+  if (settings.refit == "sparse" && engine_.weight_shards().count > 0) {
+    std::fprintf(stderr, "[mlpt] refit = \"sparse\" relays whole tensors; engine %s holds shards: refitting dense\n",
+                 engine_.component().name.c_str());
+    return;
+  }
   encoder_ = sparse_refit_encoder(settings, trainer_);
   if (encoder_) decoder_ = std::make_unique<refit::RefitReceiver>();
 }
@@ -30,28 +38,24 @@ std::unique_ptr<refit::RefitSender> sparse_refit_encoder(const RunSettings& sett
 
 void WeightRefit::prepare(uint64_t version) {
   version_ = version;
+  if (!encoder_) return;
   weights_ = trainer_.export_weights();
-  if (encoder_) {
-    const auto& m = encoder_->prepare(version, weights_.tensors, weights_.count);
-    message_ = m.data(), message_count_ = m.size(), stats_ = encoder_->stats();
-    return;
-  }
-  message_ = weights_.tensors, message_count_ = weights_.count;
-  stats_ = refit::dense_stats(weights_.tensors, weights_.count);
+  for (size_t i = 0; weights_.shards && i < weights_.count; ++i)
+    if (weights_.shards[i].offsets || weights_.shards[i].global_shape)
+      throw Error(MLPT_FAILED_PRECONDITION, "the trainer exported shards; a sparse refit needs whole tensors (set [run] refit = \"dense\")");
+  const auto& m = encoder_->prepare(version, weights_.tensors, weights_.count);
+  message_ = m.data(), message_count_ = m.size(), stats_ = encoder_->stats();
 }
 
 refit::RefitStats WeightRefit::deliver() {
+  if (!encoder_) return deliver_dense();
   // Receive on another thread: a transport may need both ends active at once.
-  auto received = std::async(std::launch::async, [&] { return receiver_.receive(version_, 600000); });
-  sender_.send(version_, message_, message_count_, 600000);
+  auto received = std::async(std::launch::async, [&] { return receiver_.receive(version_, kTransferTimeoutMs); });
+  sender_.send(version_, message_, message_count_, kTransferTimeoutMs);
   auto got = received.get();
   try {
-    if (decoder_) {
-      const auto& rebuilt = decoder_->apply(got.version, got.tensors, got.count);
-      load(got.version, rebuilt.data(), rebuilt.size());
-    } else {
-      load(got.version, got.tensors, got.count);
-    }
+    const auto& rebuilt = decoder_->apply(got.version, got.tensors, got.count);
+    load(got.version, rebuilt.data(), rebuilt.size());
   } catch (...) {
     receiver_.release(got.version);
     throw;
@@ -60,13 +64,24 @@ refit::RefitStats WeightRefit::deliver() {
   return stats_;
 }
 
+// Plugin to plugin: the engine fetches on another thread while the trainer publishes.
+refit::RefitStats WeightRefit::deliver_dense() {
+  auto fetched = std::async(std::launch::async, [&] { return refit::fetch(engine_, receiver_, version_, kTransferTimeoutMs); });
+  const refit::PublishResult published = refit::publish(trainer_, sender_, kTransferTimeoutMs);
+  const uint64_t loaded = fetched.get();
+  if (published.version != version_ || loaded != version_)
+    throw Error(MLPT_INTERNAL, "refit of version " + std::to_string(version_) + ": the trainer published version " +
+                                   std::to_string(published.version) + " and the engine loaded " + std::to_string(loaded));
+  if (observer_) {
+    const auto w = trainer_.export_weights();  // the test hook sees what was published
+    observer_(version_, w.tensors, w.count, nullptr, 0);
+  }
+  refit::RefitStats stats{"dense"};
+  stats.bytes = stats.dense_bytes = published.bytes;
+  return stats;
+}
+
 void WeightRefit::load(uint64_t version, const mlpt_named_tensor* tensors, size_t count) {
-  // The run has one trainer rank: what it exports must be whole (its shards cover every tensor).
-  for (size_t i = 0; weights_.shards && i < count; ++i)
-    if (!refit::is_whole(tensors[i].tensor, &weights_.shards[i]))
-      throw Error(MLPT_FAILED_PRECONDITION, "the trainer exported only a shard of '" +
-                                                std::string(tensors[i].name.data, tensors[i].name.size) +
-                                                "'; a run with one trainer rank needs whole tensors");
   engine_.load_weights(version, tensors, count);
   if (observer_) observer_(version, weights_.tensors, weights_.count, tensors, count);
 }

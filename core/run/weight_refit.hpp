@@ -1,7 +1,11 @@
-// The weights' way from trainer to engine after each step: the trainer's export, encoded as only
-// what changed (sparse) or as is (dense), through the weight transport, rebuilt and checked on the
-// engine's side, cut to the shards the engine holds when it holds shards, and loaded. The loop
-// decides when (pausing and draining generation); this decides how.
+// The weights' way from trainer to engine after each step. The loop decides when (pausing and
+// draining generation); this decides how:
+//   dense (the default)  plugin to plugin (refit/weight_flow): the trainer publishes through the
+//                        transport and the engine fetches its own layout; the host holds nothing.
+//   sparse               the host relays: it exports the trainer's weights, encodes only what
+//                        changed (core/refit/), sends that, rebuilds and checks it on the engine's
+//                        side and loads it. It keeps a copy of the weights on each side to do so:
+//                        a measurement of what a sparse refit saves, not the way a run at scale goes.
 #pragma once
 
 #include <functional>
@@ -16,13 +20,16 @@
 namespace mlpt::run {
 
 // The sparse refit's encoder when settings.refit says "sparse" and the trainer's weights are in host
-// memory; null (a dense refit) otherwise, saying why on stderr when sparse was asked for. The
-// receiving side needs no setting: a message that starts with the refit manifest is sparse.
+// memory; null (a dense refit, plugin to plugin) otherwise, saying why on stderr when sparse was
+// asked for. A receiving side that relays (refit = "sparse") needs no more: a message that starts
+// with the refit manifest is sparse, anything else the weights themselves.
 std::unique_ptr<refit::RefitSender> sparse_refit_encoder(const RunSettings& settings,
                                                          const components::Trainer& trainer);
 
 class WeightRefit {
  public:
+  // Called after each refit: sparse, with what the trainer exported and what the engine loaded;
+  // dense, with the export only (the host never sees what the engine loaded).
   using Observer = std::function<void(uint64_t version, const mlpt_named_tensor* exported, size_t num_exported,
                                       const mlpt_named_tensor* loaded, size_t num_loaded)>;
   // Sparse when settings.refit says so and the trainer's weights are in host memory (else dense,
@@ -30,13 +37,14 @@ class WeightRefit {
   WeightRefit(const RunSettings& settings, components::Trainer& trainer, components::Engine& engine,
               components::Transport& sender, components::Transport& receiver, Observer observer);
 
-  // Exports the trainer's weights of `version` and encodes them; generation may go on meanwhile.
+  // Sparse: exports the trainer's weights of `version` and encodes them; generation may go on
+  // meanwhile. Dense: notes the version.
   void prepare(uint64_t version);
-  // Sends what prepare encoded, rebuilds it on the engine's side and loads it into the engine
-  // (which the caller has paused). Returns what moved.
+  // Moves what prepare named into the engine (which the caller has paused). Returns what moved.
   refit::RefitStats deliver();
 
  private:
+  refit::RefitStats deliver_dense();
   void load(uint64_t version, const mlpt_named_tensor* tensors, size_t count);
 
   components::Trainer& trainer_;

@@ -17,6 +17,8 @@ using mlpt::transport::inprocess::Published;
 using mlpt::transport::inprocess::ReceiverSlot;
 using Clock = std::chrono::steady_clock;
 
+constexpr int32_t kMaxSenderRanks = 1024;  // capabilities.max_sender_ranks
+
 struct Config {
   size_t receivers = 1;
   int64_t timeout_ms = 10000;  // how long destroying the sender waits for receivers to release
@@ -43,24 +45,42 @@ bool wait_for(Group& g, std::unique_lock<std::mutex>& lock, int64_t timeout_ms, 
 
 class InProcessTransport final : public mlpt::sdk::Transport {
  public:
-  InProcessTransport(std::string_view config_json, mlpt_transport_role role, std::string_view group)
+  // Senders may be several ranks (a trainer group); the adapter cuts receivers' layouts.
+  static constexpr bool kCarriesShards = true;
+
+  InProcessTransport(std::string_view config_json, mlpt_transport_role role, std::string_view group,
+                     const mlpt_component_group* ranks)
       : config_(parse_config(config_json)), role_(role), group_name_(group),
         group_(mlpt::transport::inprocess::group_named(group_name_)) {
     std::lock_guard lock(group_->mutex);
     if (role_ == MLPT_TRANSPORT_SENDER) {
-      if (group_->has_sender)
-        throw Error(MLPT_ALREADY_EXISTS, "inprocess: group '" + group_name_ + "' already has a sender");
-      if (group_->receivers.size() > config_.receivers)
-        throw Error(MLPT_FAILED_PRECONDITION, "inprocess: group '" + group_name_ + "' already has " +
-                                                  std::to_string(group_->receivers.size()) + " receivers, more than \"receivers\": " +
-                                                  std::to_string(config_.receivers));
-      group_->has_sender = true;
-      group_->sender_left = false;
-      group_->expected_receivers = config_.receivers;
-      group_->last_version = 0;
-      group_->newest.reset();
+      rank_ = ranks ? ranks->rank : 0;
+      const int32_t size = ranks ? ranks->size : 1;
+      if (size < 1 || size > kMaxSenderRanks || rank_ < 0 || rank_ >= size)
+        throw Error(MLPT_INVALID_ARGUMENT, "inprocess: sender rank " + std::to_string(rank_) + " of a group of " + std::to_string(size));
+      if (!group_->has_sender()) {  // the first sender rank sets the group up
+        if (group_->receivers.size() > config_.receivers)
+          throw Error(MLPT_FAILED_PRECONDITION, "inprocess: group '" + group_name_ + "' already has " +
+                                                    std::to_string(group_->receivers.size()) + " receivers, more than \"receivers\": " +
+                                                    std::to_string(config_.receivers));
+        group_->sender_ranks = size;
+        group_->rank_attached.assign(static_cast<size_t>(size), false);
+        group_->rank_last_version.assign(static_cast<size_t>(size), 0);
+        group_->sender_left = false;
+        group_->expected_receivers = config_.receivers;
+        group_->last_version = 0;
+        group_->partial.clear();
+        group_->newest.reset();
+      } else if (group_->sender_ranks != size) {
+        throw Error(MLPT_FAILED_PRECONDITION, "inprocess: group '" + group_name_ + "' has " + std::to_string(group_->sender_ranks) +
+                                                  " sender ranks; this sender says " + std::to_string(size));
+      }
+      if (group_->rank_attached[static_cast<size_t>(rank_)])
+        throw Error(MLPT_ALREADY_EXISTS, "inprocess: group '" + group_name_ + "' already has a sender" +
+                                             (size > 1 ? " rank " + std::to_string(rank_) : std::string()));
+      group_->rank_attached[static_cast<size_t>(rank_)] = true;
     } else {
-      if (group_->has_sender && group_->receivers.size() >= group_->expected_receivers)
+      if (group_->has_sender() && group_->receivers.size() >= group_->expected_receivers)
         throw Error(MLPT_RESOURCE_EXHAUSTED, "inprocess: group '" + group_name_ + "' already has its " +
                                                  std::to_string(group_->expected_receivers) + " receivers");
       slot_.name = "receiver #" + std::to_string(group_->receivers_ever++) + " of group '" + group_name_ + "'";
@@ -78,9 +98,10 @@ class InProcessTransport final : public mlpt::sdk::Transport {
         mlpt::sdk::log(MLPT_LOG_WARNING, "transport.inprocess",
                        "sender of group '" + group_name_ + "' destroyed while " + holders_older_than(UINT64_MAX) +
                            " still hold its tensors; their pointers are no longer guaranteed");
-      group_->has_sender = false;
+      group_->rank_attached[static_cast<size_t>(rank_)] = false;
       group_->sender_left = true;
-      group_->newest.reset();
+      group_->newest.reset();  // it points into this rank's memory
+      group_->partial.clear();
     } else {
       auto& r = group_->receivers;
       r.erase(std::remove(r.begin(), r.end(), &slot_), r.end());
@@ -90,12 +111,16 @@ class InProcessTransport final : public mlpt::sdk::Transport {
 
   void send(const mlpt_transport_send_args& args) override {
     if (role_ != MLPT_TRANSPORT_SENDER) throw Error(MLPT_FAILED_PRECONDITION, "inprocess: send on a receiver endpoint");
-    if (args.num_tensors > 0 && !args.tensors) throw Error(MLPT_INVALID_ARGUMENT, "inprocess: tensors is NULL");
-    auto published = copy_of(args);  // before locking: copying names and shapes is the only work
+    const mlpt_tensor_shard* shards = MLPT_HAS_FIELD(&args, mlpt_transport_send_args, shards) ? args.shards : nullptr;
+    // Before locking: copying names, shapes and descriptors is the only work.
+    auto part = Published::copy(args.version, args.tensors, shards, args.num_tensors);
+    // Zero-copy: the receivers read what the sender wrote, so they wait for what it waits for.
+    if (MLPT_HAS_FIELD(&args, mlpt_transport_send_args, ready) && args.ready) part->ready = *args.ready;
     std::unique_lock lock(group_->mutex);
-    if (args.version <= group_->last_version)
+    const uint64_t previous = group_->rank_last_version[static_cast<size_t>(rank_)];
+    if (args.version <= previous)
       throw Error(MLPT_INVALID_ARGUMENT, "inprocess: version " + std::to_string(args.version) +
-                                             " is not greater than the previous send's " + std::to_string(group_->last_version) +
+                                             " is not greater than the previous send's " + std::to_string(previous) +
                                              " (versions must strictly increase)");
     // Rule 2: every expected receiver attached, none holding an older version.
     bool ready = wait_for(*group_, lock, args.timeout_ms, [&] {
@@ -110,8 +135,15 @@ class InProcessTransport final : public mlpt::sdk::Transport {
       throw Error(MLPT_DEADLINE_EXCEEDED, "inprocess: send of version " + std::to_string(args.version) + " to group '" +
                                               group_name_ + "' timed out after " + std::to_string(args.timeout_ms) + " ms: " + why);
     }
-    group_->last_version = args.version;
-    group_->newest = std::move(published);
+    group_->rank_last_version[static_cast<size_t>(rank_)] = args.version;
+    auto& parts = group_->partial[args.version];
+    parts.resize(static_cast<size_t>(group_->sender_ranks));
+    parts[static_cast<size_t>(rank_)] = std::move(part);
+    if (std::all_of(parts.begin(), parts.end(), [](const auto& p) { return p != nullptr; })) {
+      group_->newest = Published::join(args.version, parts);
+      group_->last_version = args.version;
+      group_->partial.erase(group_->partial.begin(), group_->partial.upper_bound(args.version));
+    }
     group_->changed.notify_all();
   }
 
@@ -131,13 +163,16 @@ class InProcessTransport final : public mlpt::sdk::Transport {
                   "inprocess: no version >= " + std::to_string(args.min_version) + " in group '" + group_name_ + "' within " +
                       std::to_string(args.timeout_ms) + " ms (newest: " +
                       (group_->newest ? std::to_string(group_->newest->version) : std::string("none")) +
-                      (group_->has_sender ? "" : "; no sender attached") + ")");
+                      (group_->has_sender() ? "" : "; no sender attached") + ")");
     }
     slot_.held = group_->newest;
     slot_.last_version = slot_.held->version;
     args.out_version = slot_.held->version;
     args.out_tensors = slot_.held->tensors.data();
     args.out_num_tensors = slot_.held->tensors.size();
+    if (MLPT_HAS_FIELD(&args, mlpt_transport_receive_args, out_shards))
+      args.out_shards = slot_.held->shards.empty() ? nullptr : slot_.held->shards.data();
+    if (MLPT_HAS_FIELD(&args, mlpt_transport_receive_args, out_ready)) args.out_ready = slot_.held->ready;
   }
 
   void release(uint64_t version) override {
@@ -162,41 +197,17 @@ class InProcessTransport final : public mlpt::sdk::Transport {
     return out;
   }
 
-  static std::shared_ptr<Published> copy_of(const mlpt_transport_send_args& args) {
-    auto p = std::make_shared<Published>();
-    p->version = args.version;
-    size_t n = args.num_tensors;
-    p->names.resize(n);
-    p->shapes.resize(n);
-    p->strides.resize(n);
-    p->tensors.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const auto& in = args.tensors[i];
-      if (in.tensor.ndim < 0 || (in.tensor.ndim > 0 && !in.tensor.shape))
-        throw Error(MLPT_INVALID_ARGUMENT, "inprocess: tensor " + std::to_string(i) + " has no shape");
-      p->names[i] = mlpt::sdk::to_string(in.name);
-      p->shapes[i].assign(in.tensor.shape, in.tensor.shape + in.tensor.ndim);
-      if (in.tensor.strides) p->strides[i].assign(in.tensor.strides, in.tensor.strides + in.tensor.ndim);
-      auto& out = p->tensors[i];
-      out.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
-      out.name = mlpt::sdk::borrow(p->names[i]);
-      out.tensor = in.tensor;  // same data pointer, device, dtype, byte_offset: zero-copy
-      out.tensor.shape = p->shapes[i].data();
-      out.tensor.strides = in.tensor.strides ? p->strides[i].data() : nullptr;
-    }
-    return p;
-  }
-
   Config config_;
   mlpt_transport_role role_;
   std::string group_name_;
   std::shared_ptr<Group> group_;
+  int32_t rank_ = 0;   // senders only: this sender's rank
   ReceiverSlot slot_;  // receivers only
 };
 
 const mlpt_transport_capabilities kCapabilities = {MLPT_TRANSPORT_CAPABILITIES_STRUCT_SIZE, /*zero_copy=*/1,
                                                    /*cross_process=*/0, /*cross_node=*/0, /*supports_cuda=*/1,
-                                                   /*checksum=*/0};
+                                                   /*checksum=*/0, /*max_sender_ranks=*/kMaxSenderRanks};
 
 }  // namespace
 

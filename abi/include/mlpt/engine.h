@@ -23,6 +23,7 @@
 #define MLPT_ENGINE_H_
 
 #include "mlpt/mlpt.h"
+#include "mlpt/transport.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -262,8 +263,9 @@ typedef struct mlpt_session_release_args {
 
 /* ---- Weights --------------------------------------------------------------------------------- */
 
-/* Replaces the weights. The tensors are borrowed for the call: the engine copies (or converts) what
- * it keeps. Every tensor the engine needs must be present with the shape of the model; a missing,
+/* Replaces the weights with tensors the caller hands over (a 1.0/1.1 host, `mlpt serve`, the
+ * conformance suite; a 1.2 run fetches them plugin to plugin, see fetch_weights). The tensors are
+ * borrowed for the call: the engine copies (or converts) what it keeps. Every tensor the engine needs must be present with the shape of the model; a missing,
  * extra or misshapen tensor is MLPT_INVALID_ARGUMENT and leaves the old weights in place.
  * Must be called while paused (or before the first generate).
  *
@@ -281,8 +283,11 @@ typedef struct mlpt_load_weights_args {
   /* Since 1.2 (in): parallel to `tensors`, which part of its global tensor each one is; NULL (and
    * absent, from an older host): whole tensors. */
   const mlpt_tensor_shard* shards;
+  /* Since 1.2 (in): when the tensors' device data may be read (mlpt.h, Device memory); the engine
+   * waits for it before reading. NULL (and absent): ready at the call. */
+  const mlpt_device_ready* ready;
 } mlpt_load_weights_args;
-#define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_load_weights_args, shards)
+#define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_load_weights_args, ready)
 #define MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_load_weights_args, num_tensors)
 
 /* The shards of the weights this engine rank holds (see load_weights). `out_tensors` describe them:
@@ -299,6 +304,26 @@ typedef struct mlpt_weight_shards_args {
 #define MLPT_WEIGHT_SHARDS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_weight_shards_args, extension_start)
 /* The size of the version that introduced it: the least an engine accepts. */
 #define MLPT_WEIGHT_SHARDS_ARGS_STRUCT_SIZE_1_2 MLPT_WEIGHT_SHARDS_ARGS_STRUCT_SIZE
+
+/* Since 1.2: fetches a version >= min_version of the weights through `receiver` (transport.h) and
+ * loads it: one `receive` that asks for this rank's layout (the shards weight_shards names, or whole
+ * tensors), the load, and the `release` of what was received, all before returning, so the engine
+ * keeps no pointer into the transport's (or, zero-copy, the trainer's) memory. What it loads obeys
+ * load_weights' rules; on any error the old weights stay in place and the received version is
+ * released. Must be called while paused (or before the first request). A failing receive is returned
+ * as the engine's error with the transport's code and message. */
+typedef struct mlpt_fetch_weights_args {
+  size_t struct_size;
+  mlpt_engine* engine;
+  const mlpt_transport_binding* receiver; /* in: a receiver endpoint; borrowed for the call */
+  uint64_t min_version;                   /* in: greater than the version now loaded */
+  int64_t timeout_ms;                     /* in: passed to the transport's receive */
+  const mlpt_extension* extension_start;  /* in: NULL for none */
+  uint64_t out_version;                   /* out: the version now loaded */
+} mlpt_fetch_weights_args;
+#define MLPT_FETCH_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_fetch_weights_args, out_version)
+/* The size of the version that introduced it: the least an engine accepts. */
+#define MLPT_FETCH_WEIGHTS_ARGS_STRUCT_SIZE_1_2 MLPT_FETCH_WEIGHTS_ARGS_STRUCT_SIZE
 
 /* ---- Pause/resume ------------------------------------------------------------------------------
  *
@@ -351,7 +376,8 @@ typedef struct mlpt_engine_api {
   const mlpt_extension* extension_start;
 
   /* ---- Since 1.2: read only when struct_size covers them (MLPT_HAS_FIELD); a 1.2 engine sets
-   * every one but weight_shards. The blocking functions above stay set for older hosts. ---- */
+   * every one but weight_shards (and fetch_weights, which the SDK sets). The blocking functions
+   * above stay set for older hosts. ---- */
 
   /* Fills args->out_info. Thread-safe. */
   mlpt_error* (*query_model_info)(mlpt_engine_model_info_args* args);
@@ -365,11 +391,14 @@ typedef struct mlpt_engine_api {
   mlpt_error* (*request_await)(mlpt_request_await_args* args);
   mlpt_error* (*request_result)(mlpt_request_result_args* args);
   mlpt_error* (*request_release)(mlpt_request_release_args* args);
-  /* Which shards of the weights this rank holds (see Weights). Thread-safe. NULL: the engine
-   * takes whole tensors. */
+  /* Which shards of the weights this rank holds (see Weights). Thread-safe. NULL, or none
+   * returned (out_num_tensors 0): the engine takes whole tensors. */
   mlpt_error* (*weight_shards)(mlpt_weight_shards_args* args);
+  /* Fetches and loads the weights through a bound receiver (see Weights). Not thread-safe with
+   * generation; call while paused. NULL: the host receives and calls load_weights itself. */
+  mlpt_error* (*fetch_weights)(mlpt_fetch_weights_args* args);
 } mlpt_engine_api;
-#define MLPT_ENGINE_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_api, weight_shards)
+#define MLPT_ENGINE_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_api, fetch_weights)
 /* The table of ABI 1.0, unchanged in 1.1: the least a host accepts. */
 #define MLPT_ENGINE_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_engine_api, load_weights)
 #define MLPT_ENGINE_API_STRUCT_SIZE_1_1 MLPT_ENGINE_API_STRUCT_SIZE_1_0

@@ -61,11 +61,15 @@ extern "C" {
  *   1.2  extension chains (`extension_start`) appended to the descriptor, the init args, the host
  *        services and every component table; host services: the process description and the
  *        key-value store; component groups (create args of trainer, engine and transport) and
- *        the global normaliser of train_step; one calling convention (transport `release` takes its args); typed enums
- *        (trainer `device_type`, reward `episode_end`); a plugin refuses a host with an error
- *        object; the DLPack version is pinned; sharded tensors (mlpt_tensor_shard:
- *        the trainer's `out_shards`, the engine's `weight_shards` and load_weights `shards`). The
- *        headers of 1.0 and 1.1 are kept, frozen, in abi/snapshots/<version>/.
+ *        the global normaliser of train_step; one calling convention (transport `release` takes
+ *        its args); typed enums (trainer `device_type`, reward `episode_end`); a plugin refuses a
+ *        host with an error object; the DLPack version is pinned; sharded tensors
+ *        (mlpt_tensor_shard: the trainer's `out_shards`, the engine's `weight_shards` and
+ *        load_weights `shards`); weights flow plugin to plugin (transport bindings, trainer
+ *        `publish_weights`, engine `fetch_weights`, shards on send and the wanted layout on
+ *        receive); readiness of device memory (mlpt_device_ready: export and receive say it, send
+ *        and load_weights are told it). The headers of 1.0 and 1.1 are kept, frozen, in
+ *        abi/snapshots/<version>/.
  *
  * What changes which number:
  *   - major changes when a struct field is removed, reordered or retyped, a function's meaning
@@ -235,16 +239,42 @@ typedef struct mlpt_error_api {
  * (no DLManagedTensor: ownership is this ABI's, per function). Building against an older DLPack
  * fails below.
  *
- * Device memory: a CUDA tensor that crosses the boundary is ready when the call that hands it over
- * returns: its producer has finished (or synchronised) every stream that writes it, and the
- * consumer may read it from any stream without further waiting. A tensor a callee receives as
- * input is ready at the call. No function of 1.2 hands over a CUDA event or stream; one that does
- * later will say so in its documentation.
+ * Device memory (since 1.2): when the data of a tensor in device memory (kDLCUDA) may be read is
+ * said per function, by an mlpt_device_ready beside the tensors, as PJRT says it with its events:
+ *   - the functions that hand weights over say it in an `out_ready` field: the trainer's
+ *     export_weights and the transport's receive;
+ *   - the functions that take weights are told it in a `ready` field: the transport's send and the
+ *     engine's load_weights (publish_weights and fetch_weights pass it on inside the plugins);
+ *   - every other function, and every tensor in host memory (kDLCPU, kDLCUDAHost): ready when the
+ *     call that hands it over returns (an input: at the call), readable from any stream.
+ * A function without such a field in an older struct (absent) means ready on return.
  */
 #if !defined(DLPACK_VERSION) || DLPACK_VERSION < 60
 #error "mlpt's ABI needs DLPack 0.6 or newer (DLPACK_VERSION >= 60)"
 #endif
 #define MLPT_DLPACK_VERSION 60 /* the DLPack version whose DLTensor layout the ABI speaks */
+
+/* When device data is ready (since 1.2). */
+typedef enum mlpt_ready_kind {
+  /* Every write has finished (the producer synchronised its streams) before the call returned; a
+   * consumer reads from any stream without waiting. A zeroed mlpt_device_ready says this. */
+  MLPT_READY_ON_RETURN = 0,
+  /* The writes are queued on `stream` and `event` is recorded after the last of them: a consumer
+   * makes its own stream wait for `event` (cudaStreamWaitEvent) before reading, or synchronises it. */
+  MLPT_READY_AFTER_EVENT = 1,
+} mlpt_ready_kind;
+
+/* Readiness of a set of tensors in device memory (since 1.2). Host-memory tensors ignore it.
+ * `stream` and `event` are CUDA handles (cudaStream_t, cudaEvent_t) of the device the tensors are
+ * on, owned by the producer and valid as long as the tensors they describe; a consumer never
+ * destroys them. */
+typedef struct mlpt_device_ready {
+  size_t struct_size;
+  mlpt_ready_kind kind;
+  void* stream; /* the producer's stream that wrote the data; NULL: the legacy default stream */
+  void* event;  /* MLPT_READY_AFTER_EVENT: recorded on `stream` after the last write; else NULL */
+} mlpt_device_ready;
+#define MLPT_DEVICE_READY_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_device_ready, event)
 
 /* mlpt_named_tensor: a tensor with the name it has in the model's checkpoint (HF naming, e.g.
  * "model.language_model.layers.0.linear_attn.in_proj_qkv.weight").

@@ -4,11 +4,13 @@
  * step's global batch (GRPO groups flattened into sequences; since 1.2 each rank of a trainer group
  * gets its share and the global normaliser) and the trainer computes the benchmark loss
  * (benchmark.md §3), splits the batch into micro-batches as it likes (normalising by the global
- * valid-token count), applies one optimizer step and returns metrics. After the step it exports
- * its weights as named tensors for the weight transport.
+ * valid-token count), applies one optimizer step and returns metrics. After the step it publishes
+ * its weights (since 1.2, publish_weights: each rank sends its own shards through the transport
+ * endpoint the host binds to it, and the host never sees them; a 1.0/1.1 trainer's export_weights
+ * is handed to the transport by the host).
  *
  * Groups (mlpt.h, Component groups): train_step, compute_logprobs, save_state and load_state are
- * collective over the trainer's group; export_weights is per rank.
+ * collective over the trainer's group; export_weights and publish_weights are per rank.
  *
  * Sections: Capabilities, Trainer lifetime, The batch, Step, Logprobs, Weights, State, The table.
  */
@@ -16,6 +18,7 @@
 #define MLPT_TRAINER_H_
 
 #include "mlpt/mlpt.h"
+#include "mlpt/transport.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -128,9 +131,9 @@ typedef struct mlpt_compute_logprobs_args {
  * load_state or destroy: the transport may hand them over zero-copy.
  *
  * Per rank: a rank of a trainer group exports only the shards it holds (mlpt.h, mlpt_tensor_shard),
- * never a gathered copy; the host plans which region of which rank's shard goes to which engine
- * rank (each element once), so no rank ever holds the whole model. The ranks of the group together
- * cover every tensor; a trainer of one rank exports whole tensors. */
+ * never a gathered copy; the transport cuts what each engine rank fetches from the ranks' shards
+ * (each element read once, transport.h, Receive), so no rank ever holds the whole model. The ranks
+ * of the group together cover every tensor; a trainer of one rank exports whole tensors. */
 typedef struct mlpt_export_weights_args {
   size_t struct_size;
   mlpt_trainer* trainer;
@@ -143,9 +146,33 @@ typedef struct mlpt_export_weights_args {
    * long as out_tensors. Left NULL (the host sets it to NULL before the call; an older trainer never
    * writes it): every tensor is whole. */
   const mlpt_tensor_shard* out_shards;
+  /* Since 1.2 (out): when the tensors' device data may be read (mlpt.h, Device memory); the trainer
+   * sets it when they are in device memory. Left zeroed (and absent): ready on return. */
+  mlpt_device_ready out_ready;
 } mlpt_export_weights_args;
-#define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_shards)
+#define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_ready)
 #define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_weight_version)
+
+/* Since 1.2: publishes this rank's weights, as export_weights describes them (its shards with their
+ * descriptors), as the version now held, through `sender` (transport.h): one `send` of the
+ * transport's, with `timeout_ms`. Returns once that send returns. The tensors stay valid and
+ * unchanged until the next train_step, load_state or destroy, so a zero-copy transport hands them
+ * over as they are. Per rank: the host calls it on the ranks whose shards together cover every
+ * tensor (all of them under tensor or pipeline parallelism, one of a set of data-parallel
+ * replicas), each with its own sender endpoint (one sender rank of the transport, transport.h). A
+ * failing send is returned as the trainer's error with the transport's code and message. */
+typedef struct mlpt_publish_weights_args {
+  size_t struct_size;
+  mlpt_trainer* trainer;
+  const mlpt_transport_binding* sender; /* in: a sender endpoint; borrowed for the call */
+  int64_t timeout_ms;                   /* in: passed to the transport's send */
+  const mlpt_extension* extension_start; /* in: NULL for none */
+  uint64_t out_weight_version;          /* out: the version published */
+  uint64_t out_bytes;                   /* out: the bytes of the tensors this rank published */
+} mlpt_publish_weights_args;
+#define MLPT_PUBLISH_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_publish_weights_args, out_bytes)
+/* The size of the version that introduced it: the least a trainer accepts. */
+#define MLPT_PUBLISH_WEIGHTS_ARGS_STRUCT_SIZE_1_2 MLPT_PUBLISH_WEIGHTS_ARGS_STRUCT_SIZE
 
 /* ---- State ----------------------------------------------------------------------------------- */
 
@@ -176,8 +203,11 @@ typedef struct mlpt_trainer_api {
   mlpt_error* (*load_state)(mlpt_trainer_state_args* args); /* may be NULL: see capabilities */
   /* Since 1.2 (the plugin's). Absent: no extensions. */
   const mlpt_extension* extension_start;
+  /* Since 1.2: see Weights. Read only when struct_size covers it; NULL (or absent): the host
+   * exports and hands the tensors to the transport itself. */
+  mlpt_error* (*publish_weights)(mlpt_publish_weights_args* args);
 } mlpt_trainer_api;
-#define MLPT_TRAINER_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_api, extension_start)
+#define MLPT_TRAINER_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_api, publish_weights)
 #define MLPT_TRAINER_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_trainer_api, load_state)
 
 #ifdef __cplusplus

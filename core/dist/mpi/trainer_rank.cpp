@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/plugin/component_set.hpp"
 #include "core/refit/refit_sender.hpp"
+#include "core/refit/weight_flow.hpp"
 #include "core/run/step_record.hpp"
 #include "core/run/trainer_settings.hpp"
 #include "core/run/weight_refit.hpp"
@@ -58,18 +59,22 @@ int run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin
         channel.send(Placement::coordinator(), "trained", {{"version", version}, {"metrics", named}});
       } else if (m.kind == "publish") {
         if (!sender) throw Error(MLPT_INTERNAL, "publish sent to trainer rank " + std::to_string(group_rank) + " (only rank 0 sends)");
-        auto w = trainer.export_weights();
         refit::RefitStats stats;
-        if (encoder) {
+        uint64_t published_version = 0;
+        if (encoder) {  // sparse: this rank relays what changed
+          auto w = trainer.export_weights();
           const auto& message = encoder->prepare(w.version, w.tensors, w.count);
           stats = encoder->stats();
           sender->send(w.version, message.data(), message.size(), kTransferTimeoutMs);
-        } else {
-          stats = refit::dense_stats(w.tensors, w.count);
-          sender->send(w.version, w.tensors, w.count, kTransferTimeoutMs);
+          published_version = w.version;
+        } else {  // dense: the trainer publishes through the transport itself (refit/weight_flow)
+          const auto published = refit::publish(trainer, *sender, kTransferTimeoutMs);
+          stats = refit::RefitStats{"dense"};
+          stats.bytes = stats.dense_bytes = published.bytes;
+          published_version = published.version;
         }
         channel.send(Placement::coordinator(), "published",
-                     {{"version", w.version}, {"refit", run::refit_stats_json(stats)}});
+                     {{"version", published_version}, {"refit", run::refit_stats_json(stats)}});
       } else if (m.kind == "save") {
         trainer.save_state(m.body.at("dir").get<std::string>());
         channel.send(Placement::coordinator(), "saved");

@@ -76,6 +76,15 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
   require_passed(report, "transport", "round_trip_bitwise");
   require_passed(report, "transport", "versions_monotonic");
   require_passed(report, "transport", "receive_times_out");
+  // ABI 1.2: the weights plugin to plugin, the layout a receiver asks for, zero-copy where uncut.
+  require_passed(report, "trainer", "weights_flow_plugin_to_plugin");
+  require_passed(report, "transport", "wanted_layout_bitwise");
+  require_passed(report, "transport", "uncut_tensor_handed_over");
+  // Device readiness concerns device memory: the CPU trainer's export is not applicable, said so.
+  const ConformanceCheck* ready = find(report, "trainer", "export_device_ready");
+  REQUIRE(ready);
+  CHECK(ready->status == ConformanceCheck::Status::not_applicable);
+  CHECK_THAT(ready->evidence, Catch::Contains("CPU tensors"));
   require_passed(report, "harness", "start_messages_and_tools");
   require_passed(report, "reward", "empty_result_scores_0");
   // The correct answer of tasks/letters/golden.jsonl scores 1.

@@ -11,6 +11,7 @@
 
 #include "core/components/instances.hpp"
 #include "core/plugin/plugin.hpp"
+#include "core/refit/weight_flow.hpp"
 #include "mlpt/reward.h"
 
 using mlpt::plugin::HostServices;
@@ -239,6 +240,21 @@ TEST_CASE("plain-C plugins built against the 1.0 and 1.1 snapshots load and run 
     CHECK_NOTHROW(receiver.release(got.version));
     // A second release of the same version is the plugin's own precondition error, named.
     CHECK_THROWS_WITH(receiver.release(got.version), Catch::Contains("release of a version not held"));
+
+    // The host's compatibility path (refit/weight_flow): a trainer without publish_weights and a
+    // transport older than 1.2 cannot be bound, so the host hands the export to `send` as it is.
+    CHECK_FALSE(trainer.publishes());
+    CHECK_FALSE(sender.bindable());
+    trainer.train_step(batch, &new_version);
+    const auto published = mlpt::refit::publish(trainer, sender, 1000);
+    CHECK_FALSE(published.by_plugin);
+    CHECK(published.version == 2);
+    CHECK(published.bytes == 4 * sizeof(float));
+    auto second = receiver.receive(2, 1000);
+    CHECK(second.version == 2);
+    REQUIRE(second.count == 1);
+    CHECK(std::memcmp(second.tensors[0].tensor.data, trainer.export_weights().tensors[0].tensor.data, 4 * sizeof(float)) == 0);
+    CHECK_NOTHROW(receiver.release(second.version));
   }
 }
 

@@ -1,17 +1,16 @@
-// The resharding refit: the planner against a brute-force reference (every element a destination
-// holds arrives exactly once, from a source that holds it) on random layouts, replicas included;
-// an uncovered element refused; and an in-process refit from 2 trainer shards (rows split in 2)
-// to 3 engine shards (columns split in 3) equal to the dense tensors bit for bit.
+// Resharding (the SDK's mlpt/sdk/reshard.hpp, what every SDK transport's receive uses): the planner
+// against a brute-force reference (every element a destination holds arrives exactly once, from a
+// source that holds it) on random layouts, replicas included; an uncovered element refused; and a
+// cut from 2 trainer shards (rows split in 2) to 3 engine shards (columns split in 3) equal to the
+// dense tensors bit for bit, handing over as they are the tensors that need no cut.
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <random>
 
-#include "core/error.hpp"
-#include "core/refit/reshard_refit.hpp"
+#include <mlpt/sdk/reshard.hpp>
 
-using namespace mlpt;
-using namespace mlpt::refit;
+using namespace mlpt::sdk;
 
 namespace {
 
@@ -146,7 +145,7 @@ void views_of(std::vector<Piece>& pieces, std::vector<mlpt_named_tensor>& tensor
 
 }  // namespace
 
-TEST_CASE("an in-process refit from 2 trainer shards (rows) to 3 engine shards (columns) equals the dense tensors bit for bit") {
+TEST_CASE("a cut from 2 trainer shards (rows) to 3 engine shards (columns) equals the dense tensors bit for bit") {
   // The dense truth: a [6, 9] matrix and a [9] vector of distinct bit patterns.
   std::vector<float> matrix(54), vector(9);
   for (size_t i = 0; i < matrix.size(); ++i) matrix[i] = static_cast<float>(i) * 1.25f - 7.0f;
@@ -164,33 +163,41 @@ TEST_CASE("an in-process refit from 2 trainer shards (rows) to 3 engine shards (
 
   std::vector<std::vector<mlpt_named_tensor>> tt(2), et(3);
   std::vector<std::vector<mlpt_tensor_shard>> ts(2), es(3);
-  std::vector<RankWeights> sources, destinations;
+  std::vector<TensorLayout> sources;
   for (size_t r = 0; r < 2; ++r) views_of(trainer[r], tt[r], ts[r]), sources.push_back({tt[r].data(), ts[r].data(), tt[r].size()});
-  for (size_t e = 0; e < 3; ++e) views_of(engine[e], et[e], es[e]), destinations.push_back({et[e].data(), es[e].data(), et[e].size()});
+  for (size_t e = 0; e < 3; ++e) views_of(engine[e], et[e], es[e]);
 
-  auto got = reshard(sources, destinations);
-  REQUIRE(got.size() == 3);
   uint64_t received = 0;
   for (size_t e = 0; e < 3; ++e) {
     INFO("engine rank " << e);
-    const auto& t = got[e].tensors();
+    LayoutCut got(sources, {et[e].data(), es[e].data(), et[e].size()});
+    const auto& t = got.tensors();
     REQUIRE(t.size() == 2);
     CHECK(std::string(t[0].name.data, t[0].name.size) == "w");
-    CHECK(got[e].shards()[0].offsets[1] == static_cast<int64_t>(3 * e));
-    CHECK(got[e].shards()[0].global_shape[0] == 6);
+    CHECK(got.shards()[0].offsets[1] == static_cast<int64_t>(3 * e));
+    CHECK(got.shards()[0].global_shape[0] == 6);
     const auto* w = static_cast<const float*>(t[0].tensor.data);
     for (size_t row = 0; row < 6; ++row)
       for (size_t col = 0; col < 3; ++col) CHECK(std::memcmp(&w[row * 3 + col], &matrix[row * 9 + 3 * e + col], 4) == 0);
     CHECK(std::memcmp(t[1].tensor.data, &vector[3 * e], 12) == 0);
-    received += got[e].bytes();
+    CHECK(got.bytes_handed_over() == 0);
+    received += got.bytes_copied();
   }
   // Each engine rank holds a third: nobody received the whole model.
   CHECK(received == (54 + 9) * 4);
+
+  // Without a wanted layout: whole tensors, assembled; a replica that is whole is handed over as it is.
+  LayoutCut whole(sources, {});
+  REQUIRE(whole.tensors().size() == 2);
+  CHECK(std::memcmp(whole.tensors()[0].tensor.data, matrix.data(), matrix.size() * 4) == 0);
+  CHECK(whole.tensors()[1].tensor.data == trainer[0][1].data.data());
+  CHECK(whole.bytes_copied() == 54 * 4);
+  CHECK(whole.bytes_handed_over() == 9 * 4);
 
   // A destination that wants a tensor no trainer rank exports, or another global shape.
   engine[0][1].name = "missing";
   et[0].clear(), es[0].clear();
   views_of(engine[0], et[0], es[0]);
-  destinations[0] = {et[0].data(), es[0].data(), et[0].size()};
-  CHECK_THROWS_WITH(reshard(sources, destinations), Catch::Contains("wants 'missing', which no source has"));
+  CHECK_THROWS_WITH(LayoutCut(sources, {et[0].data(), es[0].data(), et[0].size()}),
+                    Catch::Contains("wants 'missing', which no sender published"));
 }

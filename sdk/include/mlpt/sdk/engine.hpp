@@ -6,6 +6,9 @@
 // before returning) with finish() or fail(). The adapter builds the whole 1.2 table from that (poll,
 // await, result, release) and also the blocking `generate` of 1.0/1.1 hosts (submit, wait, copy into
 // the caller's buffers), so one implementation serves every host.
+//
+// fetch_weights (ABI 1.2) is the adapter's too: it receives the layout `weight_layout` names (whole
+// tensors by default) through the bound receiver, calls load_weights, and releases what it received.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +20,8 @@
 
 #include "mlpt/engine.h"
 #include "mlpt/sdk/plugin.hpp"
+#include "mlpt/sdk/reshard.hpp"
+#include "mlpt/sdk/transport.hpp"
 
 namespace mlpt::sdk {
 
@@ -105,6 +110,9 @@ class Engine {
   virtual void pause() = 0;
   virtual void resume() = 0;
   virtual void load_weights(const mlpt_load_weights_args& args) = 0;
+  // The shards of the weights this rank holds (engine.h, weight_shards), with `data` NULL; they live
+  // as long as the engine. Count 0 (the default): whole tensors.
+  virtual TensorLayout weight_layout() { return {}; }
 };
 
 namespace detail {
@@ -165,6 +173,41 @@ inline void generate_blocking(mlpt_generate_args& a) {
   a.out_num_tokens = n;
   a.out_finish_reason = r->finish_reason();
   a.out_weight_version = r->out_weight_version;
+}
+
+// engine.h, fetch_weights: receive this rank's layout, load it, release it (also on failure).
+inline void fetch_and_load(mlpt_fetch_weights_args& a) {
+  BoundTransport receiver(a.receiver, "receiver");
+  Engine* engine = as_engine(a.engine);
+  const TensorLayout want = engine->weight_layout();
+  mlpt_transport_receive_args r{};
+  r.struct_size = MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE;
+  r.transport = receiver.endpoint();
+  r.min_version = a.min_version;
+  r.timeout_ms = a.timeout_ms;
+  r.want_tensors = want.tensors;
+  r.want_shards = want.shards;
+  r.num_want = want.count;
+  receiver.receive(r);
+  mlpt_load_weights_args l{};
+  l.struct_size = MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE;
+  l.engine = a.engine;
+  l.version = r.out_version;
+  l.tensors = r.out_tensors;
+  l.num_tensors = r.out_num_tensors;
+  l.shards = r.out_shards;
+  l.ready = &r.out_ready;
+  try {
+    engine->load_weights(l);
+  } catch (...) {
+    try {
+      receiver.release(r.out_version);
+    } catch (const Error&) {  // the load's error says more
+    }
+    throw;
+  }
+  receiver.release(r.out_version);
+  a.out_version = r.out_version;
 }
 }  // namespace detail
 
@@ -281,6 +324,21 @@ const mlpt_engine_api* engine_api() {
         return guard("engine.request_release", [&] {
           require_struct(a, MLPT_REQUEST_RELEASE_ARGS_STRUCT_SIZE, "mlpt_request_release_args");
           auto last = std::move(detail::ready_request(a->request).held_by_submitter);  // frees it on return
+        });
+      },
+      [](mlpt_weight_shards_args* a) {
+        return guard("engine.weight_shards", [&] {
+          require_struct(a, MLPT_WEIGHT_SHARDS_ARGS_STRUCT_SIZE_1_2, "mlpt_weight_shards_args");
+          const TensorLayout layout = as_engine(a->engine)->weight_layout();
+          a->out_tensors = layout.tensors;
+          a->out_shards = layout.count ? layout.shards : nullptr;
+          a->out_num_tensors = layout.count;
+        });
+      },
+      [](mlpt_fetch_weights_args* a) {
+        return guard("engine.fetch_weights", [&] {
+          require_struct(a, MLPT_FETCH_WEIGHTS_ARGS_STRUCT_SIZE_1_2, "mlpt_fetch_weights_args");
+          detail::fetch_and_load(*a);
         });
       },
   };

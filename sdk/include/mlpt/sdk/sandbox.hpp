@@ -6,6 +6,7 @@
 
 #include "mlpt/sandbox.h"
 #include "mlpt/sdk/plugin.hpp"
+#include "mlpt/sdk/sandbox_client.hpp"
 
 namespace mlpt::sdk {
 
@@ -84,86 +85,19 @@ ComponentSpec sandbox_component(std::string_view name, std::string_view descript
   return detail::component(MLPT_COMPONENT_SANDBOX, name, description, sandbox_api<R>(), caps);
 }
 
-// The using side (a harness or reward inside a plugin): calls the host-provided sandbox component
-// through its binding and turns its errors into mlpt::sdk::Error. Owns one sandbox.
-class BoundSandbox {
- public:
-  BoundSandbox(const mlpt_sandbox_binding* binding, std::string_view image, int64_t memory_limit_mb = 0,
-               int64_t max_processes = 0)
-      : binding_(binding) {
-    require_struct(binding, MLPT_SANDBOX_BINDING_STRUCT_SIZE, "mlpt_sandbox_binding");
-    mlpt_sandbox_create_args a{};
-    a.struct_size = MLPT_SANDBOX_CREATE_ARGS_STRUCT_SIZE;
-    a.runtime = binding->runtime;
-    a.image = borrow(image);
-    a.memory_limit_mb = memory_limit_mb;
-    a.max_processes = max_processes;
-    check(binding->api->create(&a), "creating a sandbox from " + std::string(image));
-    sandbox_ = a.sandbox;
+namespace detail {
+// How a plugin's sandbox client reports: mlpt::sdk::Error, calls made as they are.
+struct PluginSandboxCalls {
+  [[noreturn]] void fail(mlpt_error_code code, std::string message) const { throw Error(code, std::move(message)); }
+  template <class F>
+  void call(const char*, F&& f) const {
+    f();
   }
-  // Borrow a sandbox someone else owns (the harness's rollout sandbox).
-  BoundSandbox(const mlpt_sandbox_binding* binding, mlpt_sandbox* borrowed)
-      : binding_(binding), sandbox_(borrowed), owned_(false) {
-    require_struct(binding, MLPT_SANDBOX_BINDING_STRUCT_SIZE, "mlpt_sandbox_binding");
-  }
-  ~BoundSandbox() {
-    if (owned_ && sandbox_) binding_->api->destroy(sandbox_);
-  }
-  BoundSandbox(const BoundSandbox&) = delete;
-  BoundSandbox& operator=(const BoundSandbox&) = delete;
-
-  struct Result {
-    int32_t exit_code = 0;
-    bool timed_out = false;
-    bool truncated = false;
-    std::string output;
-  };
-  Result exec(std::string_view command, int64_t timeout_ms, std::string_view workdir = {},
-              size_t output_limit = 0) {
-    StringSink out;
-    mlpt_sandbox_exec_args a{};
-    a.struct_size = MLPT_SANDBOX_EXEC_ARGS_STRUCT_SIZE;
-    a.sandbox = sandbox_;
-    a.command = borrow(command);
-    a.workdir = borrow(workdir);
-    a.timeout_ms = timeout_ms;
-    a.output_limit = output_limit;
-    a.output = out.sink();
-    check(binding_->api->exec(&a), "exec");
-    return Result{a.out_exit_code, a.out_timed_out != 0, a.out_output_truncated != 0, out.take()};
-  }
-  std::string read_file(std::string_view path) {
-    StringSink out;
-    mlpt_sandbox_read_file_args a{};
-    a.struct_size = MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE;
-    a.sandbox = sandbox_;
-    a.path = borrow(path);
-    a.content = out.sink();
-    check(binding_->api->read_file(&a), "read_file " + std::string(path));
-    return out.take();
-  }
-  void write_file(std::string_view path, std::string_view content, uint32_t mode = 0644) {
-    mlpt_sandbox_write_file_args a{};
-    a.struct_size = MLPT_SANDBOX_WRITE_FILE_ARGS_STRUCT_SIZE;
-    a.sandbox = sandbox_;
-    a.path = borrow(path);
-    a.content = borrow(content);
-    a.mode = mode;
-    check(binding_->api->write_file(&a), "write_file " + std::string(path));
-  }
-  mlpt_sandbox* handle() const { return sandbox_; }
-
- private:
-  void check(mlpt_error* e, const std::string& what) {
-    if (!e) return;
-    mlpt_error_code code = binding_->errors->error_code(e);
-    std::string message = to_string(binding_->errors->error_message(e));
-    binding_->errors->error_destroy(e);
-    throw Error(code, "sandbox " + what + ": " + message);
-  }
-  const mlpt_sandbox_binding* binding_;
-  mlpt_sandbox* sandbox_ = nullptr;
-  bool owned_ = true;
 };
+}  // namespace detail
+
+// The using side (a harness or reward inside a plugin): the host-provided sandbox component through
+// its binding, its errors as mlpt::sdk::Error (sandbox_client.hpp, the client the host uses too).
+using BoundSandbox = SandboxClient<detail::PluginSandboxCalls>;
 
 }  // namespace mlpt::sdk

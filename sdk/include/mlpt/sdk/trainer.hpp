@@ -2,11 +2,15 @@
 // class a constructor taking the config JSON, list trainer_component<YourTrainer>(...). A trainer
 // that runs as one rank of a group (ABI 1.2) takes (config JSON, const mlpt_component_group*)
 // instead; the group is NULL when the host passes none (a group of one).
+//
+// publish_weights (ABI 1.2) is the adapter's: it sends what export_weights hands out (the rank's
+// shards with their descriptors) through the bound sender, so a trainer implements export only.
 #pragma once
 
 #include <type_traits>
 
 #include "mlpt/sdk/plugin.hpp"
+#include "mlpt/sdk/transport.hpp"
 #include "mlpt/trainer.h"
 
 namespace mlpt::sdk {
@@ -35,6 +39,29 @@ inline void require_batch(const mlpt_train_batch* b) {
     if (b->offsets[i + 1] < b->offsets[i])
       throw Error(MLPT_INVALID_ARGUMENT,
                   "mlpt_train_batch: offsets decrease at sequence " + std::to_string(i));
+}
+
+// trainer.h, publish_weights: the export, sent as it is.
+inline void publish_exported(mlpt_publish_weights_args& a) {
+  BoundTransport sender(a.sender, "sender");
+  mlpt_export_weights_args e{};
+  e.struct_size = MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE;
+  e.trainer = a.trainer;
+  as_trainer(a.trainer)->export_weights(e);
+  mlpt_transport_send_args s{};
+  s.struct_size = MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE;
+  s.transport = sender.endpoint();
+  s.version = e.out_weight_version;
+  s.tensors = e.out_tensors;
+  s.num_tensors = e.out_num_tensors;
+  s.timeout_ms = a.timeout_ms;
+  s.shards = e.out_shards;
+  s.ready = &e.out_ready;
+  sender.send(s);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < e.out_num_tensors; ++i) bytes += nbytes(e.out_tensors[i].tensor);
+  a.out_weight_version = e.out_weight_version;
+  a.out_bytes = bytes;
 }
 }  // namespace detail
 
@@ -91,6 +118,12 @@ const mlpt_trainer_api* trainer_api() {
         });
       },
       nullptr,  // extension_start
+      [](mlpt_publish_weights_args* a) {
+        return guard("trainer.publish_weights", [&] {
+          require_struct(a, MLPT_PUBLISH_WEIGHTS_ARGS_STRUCT_SIZE_1_2, "mlpt_publish_weights_args");
+          detail::publish_exported(*a);
+        });
+      },
   };
   return &api;
 }

@@ -227,6 +227,11 @@ void CudaTrainer::export_weights(mlpt_export_weights_args& args) {
   args.out_tensors = exported_.data();
   args.out_num_tensors = exported_.size();
   args.out_weight_version = version_;
+  // Readiness (mlpt.h, Device memory): the step's writes to the master weights are finished here.
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaStreamSynchronize(ctx_.stream), "trainer: export");
+  if (MLPT_HAS_FIELD(&args, mlpt_export_weights_args, out_ready))
+    args.out_ready = mlpt_device_ready{MLPT_DEVICE_READY_STRUCT_SIZE, MLPT_READY_ON_RETURN, ctx_.stream, nullptr};
 }
 
 void CudaTrainer::save_state(std::string_view path) {
