@@ -4,10 +4,10 @@
  * receivers (the engines). Since 1.2 the weights flow plugin to plugin: the host creates the
  * endpoints and binds them (mlpt_transport_binding): each trainer rank publishes its shards through
  * its sender endpoint (trainer.h, publish_weights) and each engine rank fetches the shards of its
- * own layout through its receiver endpoint (engine.h, fetch_weights). The host only sequences
- * pause -> publish, fetch -> resume and never touches a weight. With a trainer or an engine of 1.0
- * or 1.1, the host calls `send` (with the trainer's export) or `receive`/`release` (around the
- * engine's load_weights) itself, passing the tensors through without copying them.
+ * own layout through its receiver endpoint (engine.h, fetch_weights); on this path the host only
+ * sequences pause -> publish, fetch -> resume and never touches a weight. For a trainer, engine or
+ * transport of 1.0 or 1.1 the host calls `send` (with the export) or `receive`/`release` (around
+ * load_weights) for that side itself, passing the tensors through (as `mlpt run`'s sparse refit).
  *
  * Versions: every send carries a version strictly greater than the previous send's; a receiver
  * asks for at least some version and gets the newest one available.
