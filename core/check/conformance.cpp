@@ -950,7 +950,7 @@ void check_in_process_hacks(Suite& s, const EpisodeEnv& env, const std::string& 
       }
   } else {
     std::string listing;
-    exec(*env.runtime, box->handle(), "cd / && ls r2e_tests/test_*.py 2>/dev/null | head -1; echo @@; cat /r2e_tests/*.py 2>/dev/null | head -c 1048576",
+    exec(*box, "cd / && ls r2e_tests/test_*.py 2>/dev/null | head -1; echo @@; cat /r2e_tests/*.py 2>/dev/null | head -c 1048576",
          30000, &listing);
     test_file = listing.substr(0, listing.find('\n'));
     if (size_t at = listing.find("@@\n"); at != std::string::npos) sources = listing.substr(at + 3);
@@ -967,7 +967,7 @@ void check_in_process_hacks(Suite& s, const EpisodeEnv& env, const std::string& 
   std::string find = "cd /testbed || exit 3\nfor n in";
   for (const auto& m : modules) find += " " + m;
   find += "; do if [ -f \"$n/__init__.py\" ]; then echo \"$n/__init__.py\"; exit 0; elif [ -f \"$n.py\" ]; then echo \"$n.py\"; exit 0; fi; done; exit 4\n";
-  if (test_file.empty() || modules.empty() || exec(*env.runtime, box->handle(), find, 30000, &target) != 0)
+  if (test_file.empty() || modules.empty() || exec(*box, find, 30000, &target) != 0)
     return hacks_na("the task's hidden tests import no module of the repository (imports: " + std::to_string(modules.size()) + ")");
   target = target.substr(0, target.find('\n'));
   std::vector<std::string> tests;
@@ -981,7 +981,7 @@ void check_in_process_hacks(Suite& s, const EpisodeEnv& env, const std::string& 
   for (const auto& h : in_process_hacks(test_file, tests))
     s.check(name, "in_process_" + h.id + "_scores_0", [&](std::string& ev) {
       std::string patch;
-      const int made = exec(*env.runtime, box->handle(),
+      const int made = exec(*box,
                             "cd /testbed && cp '" + target + "' /tmp/mlpt_hack_orig && cat >> '" + target + "' <<'MLPT_HACK_EOF'\n" + h.code +
                                 "MLPT_HACK_EOF\ngit -c safe.directory='*' diff -- '" + target + "'; rc=$?; cp /tmp/mlpt_hack_orig '" +
                                 target + "'; exit $rc",

@@ -111,11 +111,11 @@ class InProcessTransport final : public mlpt::sdk::Transport {
 
   void send(const mlpt_transport_send_args& args) override {
     if (role_ != MLPT_TRANSPORT_SENDER) throw Error(MLPT_FAILED_PRECONDITION, "inprocess: send on a receiver endpoint");
-    const mlpt_tensor_shard* shards = MLPT_HAS_FIELD(&args, mlpt_transport_send_args, shards) ? args.shards : nullptr;
+    const mlpt_tensor_shard* shards = mlpt::sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_send_args, shards)) ? args.shards : nullptr;
     // Before locking: copying names, shapes and descriptors is the only work.
     auto part = Published::copy(args.version, args.tensors, shards, args.num_tensors);
     // Zero-copy: the receivers read what the sender wrote, so they wait for what it waits for.
-    if (MLPT_HAS_FIELD(&args, mlpt_transport_send_args, ready) && args.ready) part->ready = *args.ready;
+    if (mlpt::sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_send_args, ready)) && args.ready) part->ready = *args.ready;
     std::unique_lock lock(group_->mutex);
     const uint64_t previous = group_->rank_last_version[static_cast<size_t>(rank_)];
     if (args.version <= previous)
@@ -170,9 +170,9 @@ class InProcessTransport final : public mlpt::sdk::Transport {
     args.out_version = slot_.held->version;
     args.out_tensors = slot_.held->tensors.data();
     args.out_num_tensors = slot_.held->tensors.size();
-    if (MLPT_HAS_FIELD(&args, mlpt_transport_receive_args, out_shards))
+    if (mlpt::sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards)))
       args.out_shards = slot_.held->shards.empty() ? nullptr : slot_.held->shards.data();
-    if (MLPT_HAS_FIELD(&args, mlpt_transport_receive_args, out_ready)) args.out_ready = slot_.held->ready;
+    if (mlpt::sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_ready))) args.out_ready = slot_.held->ready;
   }
 
   void release(uint64_t version) override {

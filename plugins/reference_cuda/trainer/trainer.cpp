@@ -120,7 +120,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   }
 
   const int64_t global_loss_tokens =
-      MLPT_HAS_FIELD(&args, mlpt_train_step_args, global_num_loss_tokens) ? args.global_num_loss_tokens : 0;
+      sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_train_step_args, global_num_loss_tokens)) ? args.global_num_loss_tokens : 0;
   LossPlan plan = plan_loss(b, prev, loss_, global_loss_tokens, [this](int64_t n) { return group_.sum(n); });
 
   // Pass 2, for the micro-batches that train: the loss gradient at the output head over the scored

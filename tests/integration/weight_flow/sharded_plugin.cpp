@@ -80,7 +80,7 @@ class RowsTrainer final : public mlpt::sdk::Trainer {
     a.out_tensors = views_.tensors.data();
     a.out_num_tensors = views_.tensors.size();
     a.out_weight_version = version_;
-    if (MLPT_HAS_FIELD(&a, mlpt_export_weights_args, out_shards)) a.out_shards = views_.shards.data();
+    if (mlpt::sdk::has_field(a, MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_shards))) a.out_shards = views_.shards.data();
   }
   void save_state(std::string_view) override { throw Error(MLPT_UNIMPLEMENTED, "rows: no state"); }
   void load_state(std::string_view) override { throw Error(MLPT_UNIMPLEMENTED, "rows: no state"); }
@@ -120,7 +120,7 @@ class ColumnsEngine final : public mlpt::sdk::Engine {
   void resume() override {}
   mlpt::sdk::TensorLayout weight_layout() override { return {layout_.tensors.data(), layout_.shards.data(), layout_.tensors.size()}; }
   void load_weights(const mlpt_load_weights_args& a) override {
-    const mlpt_tensor_shard* shards = MLPT_HAS_FIELD(&a, mlpt_load_weights_args, shards) ? a.shards : nullptr;
+    const mlpt_tensor_shard* shards = mlpt::sdk::has_field(a, MLPT_STRUCT_SIZE(mlpt_load_weights_args, shards)) ? a.shards : nullptr;
     if (a.num_tensors != parts_.size() || !shards) throw Error(MLPT_INVALID_ARGUMENT, "columns: not given exactly my shards");
     for (size_t i = 0; i < parts_.size(); ++i) {
       const auto& t = a.tensors[i];

@@ -49,7 +49,7 @@ constexpr bool carries_shards() {
 
 inline void send_checked(Transport& t, const mlpt_transport_send_args& a, bool carries_shards) {
   if (a.num_tensors > 0 && !a.tensors) throw Error(MLPT_INVALID_ARGUMENT, "tensors is NULL");
-  const mlpt_tensor_shard* shards = MLPT_HAS_FIELD(&a, mlpt_transport_send_args, shards) ? a.shards : nullptr;
+  const mlpt_tensor_shard* shards = has_field(a, MLPT_STRUCT_SIZE(mlpt_transport_send_args, shards)) ? a.shards : nullptr;
   for (size_t i = 0; shards && !carries_shards && i < a.num_tensors; ++i)
     if (!is_whole(a.tensors[i].tensor, &shards[i]))
       throw Error(MLPT_UNIMPLEMENTED, "'" + to_string(a.tensors[i].name) +
@@ -60,16 +60,16 @@ inline void send_checked(Transport& t, const mlpt_transport_send_args& a, bool c
 // The class's receive, then the wanted layout (transport.h, Receive).
 inline void receive_in_layout(TransportEndpoint& e, mlpt_transport_receive_args& a) {
   TensorLayout wanted;
-  if (MLPT_HAS_FIELD(&a, mlpt_transport_receive_args, out_shards)) {
+  if (has_field(a, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards))) {
     wanted = TensorLayout{a.want_tensors, a.want_shards, a.num_want};
     if (wanted.count > 0 && !wanted.tensors) throw Error(MLPT_INVALID_ARGUMENT, "want_tensors is NULL");
     a.out_shards = nullptr;
   }
   e.impl->receive(a);
-  const bool shards_in = MLPT_HAS_FIELD(&a, mlpt_transport_receive_args, out_shards) && a.out_shards;
+  const bool shards_in = has_field(a, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards)) && a.out_shards;
   if (wanted.count == 0 && !shards_in) return;  // whole tensors as published: nothing to cut
   try {
-    if (MLPT_HAS_FIELD(&a, mlpt_transport_receive_args, out_ready) && a.out_ready.kind != MLPT_READY_ON_RETURN)
+    if (has_field(a, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_ready)) && a.out_ready.kind != MLPT_READY_ON_RETURN)
       throw Error(MLPT_UNIMPLEMENTED, "the received tensors are ready only after a device event; the SDK cuts only data ready on return");
     e.cut = std::make_unique<LayoutCut>(std::vector<TensorLayout>{{a.out_tensors, shards_in ? a.out_shards : nullptr, a.out_num_tensors}},
                                         wanted);

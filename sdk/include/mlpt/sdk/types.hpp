@@ -70,6 +70,13 @@ template <class T>
 void require_struct(const T* ptr, size_t min_size, const char* type) {
   require_struct(ptr, ptr ? ptr->struct_size : 0, min_size, type);
 }
+// MLPT_HAS_FIELD for a struct held by reference (after require_struct): whether the other side's
+// struct reaches `field_end`, MLPT_STRUCT_SIZE(type, field). The macro's NULL test is pointless on a
+// reference's address (GCC warns of it).
+template <class T>
+constexpr bool has_field(const T& s, size_t field_end) {
+  return s.struct_size >= field_end;
+}
 
 // ---- Tensors ----
 

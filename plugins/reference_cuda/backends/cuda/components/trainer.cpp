@@ -230,7 +230,7 @@ void CudaTrainer::export_weights(mlpt_export_weights_args& args) {
   // Readiness (mlpt.h, Device memory): the step's writes to the master weights are finished here.
   check(cudaSetDevice(device_), "cudaSetDevice");
   check(cudaStreamSynchronize(ctx_.stream), "trainer: export");
-  if (MLPT_HAS_FIELD(&args, mlpt_export_weights_args, out_ready))
+  if (mlpt::sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_ready)))
     args.out_ready = mlpt_device_ready{MLPT_DEVICE_READY_STRUCT_SIZE, MLPT_READY_ON_RETURN, ctx_.stream, nullptr};
 }
 
