@@ -48,8 +48,9 @@ class EngineBackend {
   virtual std::unique_ptr<SequenceState> new_state() = 0;
   // Replaces the weights by named tensors from the transport (mlpt_load_weights_args; which
   // devices' memory a backend accepts is its own). All or nothing: throws, weights unchanged.
-  // Called only between steps (the engine is paused).
-  virtual void load_weights(const mlpt_named_tensor* tensors, size_t count) = 0;
+  // Called only between steps (the engine is paused). `ready`: when the tensors' device data may be
+  // read (mlpt.h, Device memory; zeroed: at the call); host memory ignores it.
+  virtual void load_weights(const mlpt_named_tensor* tensors, size_t count, const mlpt_device_ready& ready) = 0;
   // Runs the segments (states advance by their tokens), samples over ids [0, valid), and records
   // routing when `record_routing`. Throws on failure; states may then be half-advanced (the
   // engine fails the step's requests).

@@ -28,7 +28,8 @@ CpuEngineBackend::CpuEngineBackend(sdk::Settings& s, const std::string& checkpoi
 
 std::unique_ptr<SequenceState> CpuEngineBackend::new_state() { return std::make_unique<CpuState>(config_); }
 
-void CpuEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t count) {
+// Host memory only (import_named_tensors refuses device tensors), so `ready` says nothing here.
+void CpuEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t count, const mlpt_device_ready& /*ready*/) {
   auto w = std::make_shared<const Weights<float>>(import_named_tensors(config_, tensors, count));
   std::lock_guard lk(mutex_);
   weights_ = std::move(w);

@@ -23,7 +23,7 @@ class CpuEngineBackend final : public EngineBackend {
 
   const ModelConfig& config() const override { return config_; }
   std::unique_ptr<SequenceState> new_state() override;
-  void load_weights(const mlpt_named_tensor* tensors, size_t count) override;
+  void load_weights(const mlpt_named_tensor* tensors, size_t count, const mlpt_device_ready& ready) override;
   void step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing, StepOutput& out) override;
 
  private:

@@ -187,7 +187,9 @@ void ReferenceEngine::load_weights(const mlpt_load_weights_args& a) {
     throw Error(MLPT_INVALID_ARGUMENT, "version " + std::to_string(a.version) + " is not greater than the loaded " +
                                            std::to_string(weight_version_));
   if (a.num_tensors && !a.tensors) throw Error(MLPT_INVALID_ARGUMENT, "tensors is NULL");
-  backend_->load_weights(a.tensors, a.num_tensors);
+  mlpt_device_ready ready{};  // absent or NULL: ready at the call
+  if (sdk::has_field(a, MLPT_STRUCT_SIZE(mlpt_load_weights_args, ready)) && a.ready) ready = *a.ready;
+  backend_->load_weights(a.tensors, a.num_tensors, ready);
   weight_version_ = a.version;
   const double sessions = static_cast<double>(sessions_.size());
   sessions_.clear();  // caches computed with the old weights are stale

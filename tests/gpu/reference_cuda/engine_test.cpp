@@ -303,6 +303,7 @@ TEST_CASE("qwen35_cuda engine: decode equals prefill, sessions continue, weights
   gpu.pause();
   la.tensors = ex.out_tensors;
   la.num_tensors = ex.out_num_tensors;
+  la.ready = &ex.out_ready;  // the trainer's readiness, passed on as the host does
   la.version = 2;
   gpu.load_weights(la);
   gpu.resume();

@@ -86,9 +86,14 @@ std::unique_ptr<SequenceState> CudaEngineBackend::clone(const State& from) {
   return copy;
 }
 
-void CudaEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t count) {
+void CudaEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t count, const mlpt_device_ready& ready) {
   std::lock_guard lk(mutex_);
   check(cudaSetDevice(device_), "cudaSetDevice");
+  // The producer's writes may still be queued (mlpt.h, Device memory): the copies below wait for them.
+  if (ready.kind == MLPT_READY_AFTER_EVENT) {
+    if (!ready.event) throw Error(MLPT_INVALID_ARGUMENT, "load_weights: ready after an event, but the event is NULL");
+    check(cudaStreamWaitEvent(ctx_.stream, static_cast<cudaEvent_t>(ready.event), 0), "load_weights: wait for the producer's event");
+  }
   const std::vector<int> index = match_named_tensors(weights_.layout, tensors, count, true);
   DeviceWeights next = allocate_weights(weights_.config);  // the current weights stay until all is copied
   DeviceBuffer staging;
