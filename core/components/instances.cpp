@@ -283,7 +283,7 @@ uint64_t Engine::fetch_weights(const Transport& receiver, uint64_t min_version, 
   return a.out_version;
 }
 
-const Engine::Shards& Engine::weight_shards() {
+const sdk::TensorLayout& Engine::weight_shards() {
   if (shards_) return *shards_;
   shards_.emplace();
   if (!MLPT_HAS_FIELD(api_, mlpt_engine_api, weight_shards) || !api_->weight_shards) return *shards_;
@@ -293,7 +293,7 @@ const Engine::Shards& Engine::weight_shards() {
   if (a.out_num_tensors > 0 && (!a.out_tensors || !a.out_shards))
     throw Error(MLPT_INTERNAL, "engine " + component_.name + ": weight_shards returned " + std::to_string(a.out_num_tensors) +
                                    " shards without their tensors or descriptors");
-  *shards_ = Shards{a.out_tensors, a.out_shards, a.out_num_tensors};
+  *shards_ = sdk::TensorLayout{a.out_tensors, a.out_shards, a.out_num_tensors};
   return *shards_;
 }
 
@@ -418,7 +418,7 @@ void Transport::send(uint64_t version, const mlpt_named_tensor* tensors, size_t 
   plugin::check(component_, api_->send(&a), "send version " + std::to_string(version));
 }
 
-Transport::Received Transport::receive(uint64_t min_version, int64_t timeout_ms, WantedLayout want) {
+Transport::Received Transport::receive(uint64_t min_version, int64_t timeout_ms, const sdk::TensorLayout& want) {
   mlpt_transport_receive_args a{};
   a.struct_size = MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE;
   a.transport = transport_;

@@ -22,6 +22,7 @@
 #include "mlpt/sandbox.h"
 #include "mlpt/trainer.h"
 #include "mlpt/transport.h"
+#include <mlpt/sdk/reshard.hpp>
 #include <mlpt/sdk/sandbox_client.hpp>
 
 namespace mlpt::components {
@@ -82,12 +83,7 @@ class Engine {
   bool fetches() const;
   uint64_t fetch_weights(const class Transport& receiver, uint64_t min_version, int64_t timeout_ms);
   // The shards this engine rank holds (asked once); count 0 when it takes whole tensors.
-  struct Shards {
-    const mlpt_named_tensor* tensors = nullptr;
-    const mlpt_tensor_shard* shards = nullptr;
-    size_t count = 0;
-  };
-  const Shards& weight_shards();
+  const sdk::TensorLayout& weight_shards();
   const plugin::Component& component() const { return component_; }
 
  private:
@@ -103,7 +99,7 @@ class Engine {
   bool async_ = false;
   int64_t moe_layers_ = 0, experts_per_token_ = 0;
   std::unique_ptr<exec::WorkerPool> blocking_;  // only for engines without submit
-  std::optional<Shards> shards_;
+  std::optional<sdk::TensorLayout> shards_;
 };
 
 // ---- Trainer ----
@@ -154,14 +150,6 @@ class Trainer {
 
 // ---- Transport ----
 
-// Tensors a receiver wants (transport.h, Receive): names, dtypes and shapes, and parallel shard
-// descriptors (NULL: whole tensors).
-struct WantedLayout {
-  const mlpt_named_tensor* tensors = nullptr;
-  const mlpt_tensor_shard* shards = nullptr;
-  size_t count = 0;
-};
-
 // One endpoint. `group`: the sender ranks this endpoint is one of (ABI 1.2); NULL: one sender.
 class Transport {
  public:
@@ -181,8 +169,9 @@ class Transport {
     const mlpt_tensor_shard* shards;  // parallel to tensors; NULL: whole
     mlpt_device_ready ready;          // when device data may be read (zeroed: on return)
   };
-  // `want`: the layout wanted (count 0: whole tensors); a transport older than 1.2 gives whole.
-  Received receive(uint64_t min_version, int64_t timeout_ms, WantedLayout want = WantedLayout{});
+  // `want`: the layout wanted (transport.h, Receive; count 0: whole tensors); a transport older than
+  // 1.2 gives whole.
+  Received receive(uint64_t min_version, int64_t timeout_ms, const sdk::TensorLayout& want = {});
   void release(uint64_t version);
   // The endpoint can be handed to a trainer or engine (transport.h, Binding): its plugin speaks 1.2.
   bool bindable() const { return component_.abi_minor() >= 2; }

@@ -21,8 +21,7 @@ PublishResult publish(components::Trainer& trainer, components::Transport& sende
 
 uint64_t fetch(components::Engine& engine, components::Transport& receiver, uint64_t min_version, int64_t timeout_ms) {
   if (engine.fetches() && receiver.bindable()) return engine.fetch_weights(receiver, min_version, timeout_ms);
-  const auto& layout = engine.weight_shards();
-  const auto got = receiver.receive(min_version, timeout_ms, {layout.tensors, layout.shards, layout.count});
+  const auto got = receiver.receive(min_version, timeout_ms, engine.weight_shards());
   try {
     engine.load_weights(got.version, got.tensors, got.count, got.shards, &got.ready);
   } catch (...) {
