@@ -2,7 +2,10 @@
 // within seconds with exit 130, the result log closed with status aborted and the checkpoints
 // kept; `mlpt run --resume DIR` continues from the last checkpoint with the same data order (step s
 // trains prompts (s-1)·P … s·P-1 of the file) up to max_steps. A folder that is not a run, and a
-// config changed since the run started, are refused with errors that say so.
+// config changed since the run started, are refused with errors that say so. A second interrupt
+// during the first one's stop quits at once (exit 130, the result log left open).
+#include <algorithm>
+
 #include "../mlpt_command.hpp"
 #include "core/run/checkpoint.hpp"
 
@@ -100,5 +103,30 @@ TEST_CASE("SIGINT stops a run cleanly, then --resume DIR continues from its last
   Process changed = spawn_mlpt({"run", "--resume", out.string()}, dir / "fourth.txt");
   CHECK(changed.wait(30) != 0);
   CHECK_THAT(changed.text(), Catch::Contains("changed since the run"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a second interrupt while the first is being handled quits at once with exit 130") {
+  if (!fs::exists(fs::path(MLPT_CACHE_DIR) / "models/tiny/config.json")) FAIL("missing tiny model: run scripts/prepare-tiny.sh");
+  const fs::path dir = fs::temp_directory_path() / ("mlpt-run-control-twice-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const fs::path config = write_config(dir), out = dir / "out";
+  Process run = spawn_mlpt({"run", config.string()}, dir / "run.txt");
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (metrics(out).empty() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(!metrics(out).empty());
+  // Both signals pending while the process is stopped, so the second is delivered right after the
+  // first, before the clean stop could finish (Ctrl-C then SIGTERM, as a user and a scheduler would).
+  kill(run.pid, SIGSTOP);
+  kill(run.pid, SIGINT);
+  kill(run.pid, SIGTERM);
+  kill(run.pid, SIGCONT);
+  const int code = run.wait(30);
+  INFO(run.text());
+  CHECK(code == 130);
+  CHECK_THAT(run.text(), Catch::Contains("mlpt: interrupted; stopping") && Catch::Contains("second interrupt; quitting now"));
+  // Quit at once: no clean stop, so the result log has no run_stop.
+  const auto log = mlpt::mllog::parse_log_file(out / "result.txt");
+  CHECK(std::none_of(log.records.begin(), log.records.end(), [](const auto& r) { return r.key == "run_stop"; }));
   fs::remove_all(dir);
 }
