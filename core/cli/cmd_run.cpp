@@ -61,7 +61,12 @@ int run(const std::vector<std::string>& argv) {
   dist::DistributedOutcome outcome;  // holds MPI until the run is reported
   if (launched.world_size > 1) {
     outcome = dist::run_distributed(config, options);
-    if (!outcome.coordinator) return outcome.exit_code;  // the coordinator reports the run
+    if (!outcome.coordinator) {  // the coordinator reports the run
+      // Under --enable-recovery the coordinator's MPI_Abort ends only itself; otherwise it ends this
+      // rank too, after the coordinator's status has become the job's.
+      if (outcome.rank_lost && launched.mpirun_recovery) outcome.mpi->leave_job(outcome.exit_code);
+      return outcome.exit_code;
+    }
     s = std::move(outcome.summary);
   } else
 #endif

@@ -340,15 +340,17 @@ uint64_t Coordinator::load_state(const std::string& dir) {
 }
 
 void Coordinator::stop() {
+  bool abort_job = false;
   {
     std::lock_guard l(mutex_);
     if (stopped_) return;
     stopped_ = true;
+    abort_job = failure_.has_value();  // the job then ends by MPI_Abort (rank_lost): no rank may finalize
   }
   changed_.notify_all();
   for (int rank = 1; rank < placement_.world_size(); ++rank) {
     try {
-      send_unless_lost(rank, "stop");
+      send_unless_lost(rank, "stop", {{"abort_job", abort_job}});
     } catch (const Error&) {  // a rank that is gone
     }
   }

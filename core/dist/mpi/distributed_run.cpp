@@ -37,10 +37,12 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
   const std::string transport_group = host.rendezvous().get("mlpt/run/transport_group", kStartTimeoutMs, interrupted);
   std::optional<Heartbeat> heartbeat;  // every rank but the coordinator, from here to its end
   if (role != MLPT_PROCESS_ROLE_HOST) heartbeat.emplace(channel, Placement::coordinator());
-  if (role == MLPT_PROCESS_ROLE_TRAINER) {
-    outcome.exit_code = run_trainer_rank(config, placement, host, channel, transport_group, interrupted);
-  } else if (role == MLPT_PROCESS_ROLE_ENGINE) {
-    outcome.exit_code = run_rollout_worker(config, placement, host, channel, transport_group, interrupted);
+  if (role != MLPT_PROCESS_ROLE_HOST) {
+    const RankEnd end = role == MLPT_PROCESS_ROLE_TRAINER
+                            ? run_trainer_rank(config, placement, host, channel, transport_group, interrupted)
+                            : run_rollout_worker(config, placement, host, channel, transport_group, interrupted);
+    outcome.exit_code = end.exit_code;
+    outcome.rank_lost = end.job_aborted;
   } else {
     Coordinator coordinator(channel, placement, config.placement);
     run::RunOptions with_ranks = options;

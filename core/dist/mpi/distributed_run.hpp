@@ -17,8 +17,10 @@ struct DistributedOutcome {
   bool coordinator = false;  // this process ran the loop: `summary` is the run's
   run::RunSummary summary;
   int exit_code = 0;         // of a trainer rank or rollout worker: 0 stopped, 3 failed
-  // The coordinator lost a rank (it failed, or did not answer in time): end the job with
-  // mpi->abort_job once the run is reported, as that rank cannot finish MPI with the others.
+  // The coordinator lost a rank (it failed, or did not answer in time): the coordinator ends the
+  // job with mpi->abort_job once the run is reported, as that rank cannot finish MPI with the
+  // others; every other rank, told so with "stop", leaves with mpi->leave_job under mpirun
+  // --enable-recovery (where that abort ends the coordinator only).
   bool rank_lost = false;
   std::unique_ptr<MpiSession> mpi;  // MPI_Finalize when the outcome goes
 };

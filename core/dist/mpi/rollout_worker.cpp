@@ -18,7 +18,7 @@ namespace {
 constexpr int64_t kTransferTimeoutMs = 600000;
 }
 
-int run_rollout_worker(const run::RunConfig& c, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
+RankEnd run_rollout_worker(const run::RunConfig& c, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
                        const std::string& transport_group, const std::atomic<bool>& interrupted) {
   const int rank = host.rendezvous().process().rank;
   const std::string me = placement.describe(rank);
@@ -88,13 +88,13 @@ int run_rollout_worker(const run::RunConfig& c, const Placement& placement, plug
         } catch (const Error&) {       // it was not paused
         }
         pool.wait_idle();
-        return 0;
+        return RankEnd{0, m.body.value("abort_job", false)};
       } else {
         throw Error(MLPT_INTERNAL, "unknown message '" + m.kind + "' from the coordinator");
       }
     }
   } catch (...) {
-    return report_rank_failure(std::current_exception(), channel, placement, rank, interrupted);
+    return RankEnd{report_rank_failure(std::current_exception(), channel, placement, rank, interrupted)};
   }
 }
 

@@ -11,15 +11,16 @@
 #include <string>
 
 #include "core/dist/mpi/channel.hpp"
+#include "core/dist/mpi/rank_failure.hpp"
 #include "core/dist/placement.hpp"
 #include "core/plugin/host_services.hpp"
 #include "core/run/run_config.hpp"
 
 namespace mlpt::dist {
 
-// Returns 0 after "stop", 3 after a failure the coordinator was told of, 130 soon after
-// `interrupted` is set (Ctrl-C reaches every rank).
-int run_rollout_worker(const run::RunConfig& config, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
+// Returns 0 after "stop" (job_aborted as "stop" says), 3 after a failure the coordinator was told
+// of, 130 soon after `interrupted` is set (Ctrl-C reaches every rank).
+RankEnd run_rollout_worker(const run::RunConfig& config, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
                        const std::string& transport_group, const std::atomic<bool>& interrupted);
 
 }  // namespace mlpt::dist

@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -31,6 +32,11 @@ MpiSession::~MpiSession() { MPI_Finalize(); }
 
 void MpiSession::abort_job(int exit_code) {
   MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+void MpiSession::leave_job(int exit_code) {
+  std::fflush(nullptr);
   std::_Exit(exit_code);
 }
 

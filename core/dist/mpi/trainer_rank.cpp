@@ -19,7 +19,7 @@ namespace {
 constexpr int64_t kTransferTimeoutMs = 600000;
 }
 
-int run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
+RankEnd run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
                      const std::string& transport_group, const std::atomic<bool>& interrupted) {
   const int rank = host.rendezvous().process().rank;
   const int group_rank = placement.trainer_group_rank(rank);
@@ -49,7 +49,7 @@ int run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin
     DecodedBatch share;
     for (;;) {
       RunMessage m = channel.receive(Placement::coordinator(), -1, interrupted, placement.describe(rank) + " waiting for the coordinator");
-      if (m.kind == "stop") return 0;
+      if (m.kind == "stop") return RankEnd{0, m.body.value("abort_job", false)};
       if (m.kind == "train") {
         batch_from(m.body.at("share"), share);
         uint64_t version = 0;
@@ -86,7 +86,7 @@ int run_trainer_rank(const run::RunConfig& c, const Placement& placement, plugin
       }
     }
   } catch (...) {
-    return report_rank_failure(std::current_exception(), channel, placement, rank, interrupted);
+    return RankEnd{report_rank_failure(std::current_exception(), channel, placement, rank, interrupted)};
   }
 }
 

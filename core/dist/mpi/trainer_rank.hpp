@@ -10,15 +10,16 @@
 #include <atomic>
 
 #include "core/dist/mpi/channel.hpp"
+#include "core/dist/mpi/rank_failure.hpp"
 #include "core/dist/placement.hpp"
 #include "core/plugin/host_services.hpp"
 #include "core/run/run_config.hpp"
 
 namespace mlpt::dist {
 
-// Returns when the coordinator says "stop" (0), after a failure it was told of (3), or soon
-// after `interrupted` is set (130: Ctrl-C reaches every rank).
-int run_trainer_rank(const run::RunConfig& config, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
+// Returns when the coordinator says "stop" (0; job_aborted as "stop" says), after a failure it was
+// told of (3), or soon after `interrupted` is set (130: Ctrl-C reaches every rank).
+RankEnd run_trainer_rank(const run::RunConfig& config, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
                      const std::string& transport_group, const std::atomic<bool>& interrupted);
 
 }  // namespace mlpt::dist
