@@ -61,15 +61,18 @@ extern "C" {
  *   1.2  extension chains (`extension_start`) appended to the descriptor, the init args, the host
  *        services and every component table; host services: the process description and the
  *        key-value store; component groups (create args of trainer, engine and transport) and
- *        the global normaliser of train_step; one calling convention (transport `release` takes
- *        its args); typed enums (trainer `device_type`, reward `episode_end`); a plugin refuses a
+ *        the global normaliser of train_step; an asynchronous engine (`submit`, completed through
+ *        `on_ready`, `request_is_ready` or `request_await`; results owned by the engine, as long as
+ *        what was generated, freed by `request_release`); one calling convention (engine
+ *        `query_model_info`, `pause_generation` and `resume_generation`, transport `release` take
+ *        their args); typed enums (trainer `device_type`, reward `episode_end`); a plugin refuses a
  *        host with an error object; the DLPack version is pinned; sharded tensors
  *        (mlpt_tensor_shard: the trainer's `out_shards`, the engine's `weight_shards` and
  *        load_weights `shards`); weights flow plugin to plugin (transport bindings, trainer
  *        `publish_weights`, engine `fetch_weights`, shards on send and the wanted layout on
- *        receive); readiness of device memory (mlpt_device_ready: export and receive say it, send
- *        and load_weights are told it). The headers of 1.0 and 1.1 are kept, frozen, in
- *        abi/snapshots/<version>/.
+ *        receive, several sender ranks: transport `max_sender_ranks`); readiness of device
+ *        memory (mlpt_device_ready: export and receive say it, send and load_weights are told
+ *        it). The headers of 1.0 and 1.1 are kept, frozen, in abi/snapshots/<version>/.
  *
  * What changes which number:
  *   - major changes when a struct field is removed, reordered or retyped, a function's meaning
