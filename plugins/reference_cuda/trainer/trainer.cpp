@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
 #include "model/named_tensors.hpp"
+#include "model/parallel/shard_boxes.hpp"
+#include "model/parallel/shard_weights.hpp"
 #include "model/sampling.hpp"
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
@@ -19,28 +22,44 @@ using sdk::Settings;
 
 namespace {
 constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exist for a whole batch
+
+// Zeros in the layout of `w` (a shard's expert tensors hold only its block of experts).
+Weights<float> zeros_like(const Weights<float>& w) {
+  Weights<float> z;
+  z.config = w.config;
+  z.layout = w.layout;
+  z.values.resize(w.values.size());
+  for (size_t i = 0; i < w.values.size(); ++i) z.values[i].assign(w.values[i].size(), 0.0f);
+  return z;
+}
 }  // namespace
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
-  const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu", [this](Settings& extra) {
+  int64_t tp = 1, ep = 1;
+  const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu", [&](Settings& extra) {
     share_prefixes_ = extra.boolean_or("share_prefixes", true);
+    tp = extra.integer_or("tensor_parallel", 1, 1);
+    ep = extra.integer_or("expert_parallel", 1, 1);
   });
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep));
   checkpoint_ = s.checkpoint;
   micro_batch_tokens_ = s.micro_batch_tokens;
   optimizer_ = s.optimizer;
   loss_ = s.loss;
   threads_ = static_cast<int>(s.threads);
-  weights_ = load_weights<float>(checkpoint_);
+  weights_ = group_.shard().sharded() ? load_shard_weights<float>(checkpoint_, group_.shard()) : load_weights<float>(checkpoint_);
   config_ = weights_.config;
+  full_config_ = group_.shard().sharded() ? load_checkpoint_config(checkpoint_) : config_;
   valid_vocab_ = sampling_vocab_size(config_, checkpoint_, s.sampling_vocab_size);
-  m_ = zeros_like_layout<float>(config_);
-  v_ = zeros_like_layout<float>(config_);
-  grads_ = zeros_like_layout<float>(config_);
+  m_ = zeros_like(weights_);
+  v_ = zeros_like(weights_);
+  grads_ = zeros_like(weights_);
   trainable_ = trainable_tensors(weights_.layout, s.freeze_router);
 }
 
-ForwardBatch<float> ReferenceTrainer::forward_batch(PackedMicroBatch& packed) {
+ForwardBatch<float> ReferenceTrainer::forward_batch(PackedMicroBatch& packed) const {
   ForwardBatch<float> fb;
+  if (group_.shard().sharded()) fb.parallel = &group_.model_parallel();
   fb.tokens = packed.tokens.data();
   fb.offsets = packed.offsets;
   fb.parents = packed.parents;
@@ -181,7 +200,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
 
   // Data parallel: the group's gradient is the sum of its ranks' (each normalised by the global
   // N_tok), and so are the loss and the counts the metrics report.
-  if (group_.size() > 1) {
+  if (group_.data_parallel_size() > 1) {
     for (size_t i = 0; i < grads_.values.size(); ++i)
       if (trainable_[i]) group_.sum(grads_.values[i].data(), grads_.values[i].size());
     double totals[] = {total_loss,
@@ -206,7 +225,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   // The last point to stop: after it the weights change, and a stopped step must leave them as they
   // were. In a group the ranks could disagree on it, so a group stops at the step's boundary instead.
   if (group_.size() == 1 && sdk::cancelled()) throw Error(MLPT_CANCELLED, "train step cancelled before the optimizer update; weights unchanged");
-  double norm = grad_norm(grads_, trainable_);
+  double norm = global_grad_norm();
   if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
   double scale = optimizer_.grad_clip > 0 && norm > optimizer_.grad_clip ? optimizer_.grad_clip / (norm + 1e-6) : 1.0;
   ++step_;
@@ -218,6 +237,25 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   args.out_metrics = metrics_.data();
   args.out_num_metrics = metrics_.size();
   args.out_weight_version = version_;
+}
+
+double ReferenceTrainer::global_grad_norm() const {
+  if (!group_.shard().sharded()) return grad_norm(grads_, trainable_);
+  // Squares of replicated tensors (taken once), of tensors split over TP alone (replicated over
+  // EP), and of the routed experts (split over both).
+  double squares[3] = {0, 0, 0};
+  const ModelLayout full = make_layout(full_config_);
+  for (size_t i = 0; i < grads_.values.size(); ++i) {
+    if (!trainable_[i]) continue;
+    int kind = 0;
+    if (weights_.layout.tensors[i].numel() != full.tensors[i].numel()) kind = 1;
+    for (const LayerTensors& l : weights_.layout.layers)
+      if (static_cast<int>(i) == l.moe.gate_up || static_cast<int>(i) == l.moe.down) kind = 2;
+    for (float x : grads_.values[i]) squares[kind] += static_cast<double>(x) * x;
+  }
+  group_.sum_expert_parallel(&squares[2], 1);
+  group_.sum_tensor_parallel(&squares[1], 2);
+  return std::sqrt(squares[0] + squares[1] + squares[2]);
 }
 
 void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
@@ -235,18 +273,64 @@ void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
 
 void ReferenceTrainer::export_weights(mlpt_export_weights_args& args) {
   exported_ = export_named_tensors(weights_, exported_shapes_);
+  if (group_.shard().sharded()) export_shards();
   args.out_tensors = exported_.data();
   args.out_num_tensors = exported_.size();
   args.out_weight_version = version_;
+  if (group_.shard().sharded()) {
+    if (!MLPT_HAS_FIELD(&args, mlpt_export_weights_args, out_shards))
+      throw Error(MLPT_FAILED_PRECONDITION, "a model-parallel trainer exports shards: the host must know out_shards (ABI 1.2)");
+    args.out_shards = exported_shards_.data();
+  }
+}
+
+// Replaces the whole-tensor views of export_named_tensors by this rank's boxes: a view where a
+// tensor is one box, a copy of each box where it holds several.
+void ReferenceTrainer::export_shards() {
+  const std::vector<ShardPlacement> placements = shard_placements(full_config_, weights_.layout, group_.shard());
+  std::vector<mlpt_named_tensor> whole = std::move(exported_);
+  std::vector<std::vector<int64_t>> shapes;
+  exported_ = {};
+  exported_global_.clear(), exported_offsets_.clear(), exported_copies_.clear(), exported_shards_.clear();
+  std::vector<size_t> tensor_of, copy_of;  // per box: its tensor, and its copy (or SIZE_MAX: a view)
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const bool view = placements[i].boxes.size() == 1;
+    for (const ShardBox& box : placements[i].boxes) {
+      tensor_of.push_back(i);
+      shapes.push_back(box.extent);
+      exported_global_.push_back(placements[i].global_shape);
+      exported_offsets_.push_back(box.global_offset);
+      copy_of.push_back(view ? SIZE_MAX : exported_copies_.size());
+      if (view) continue;
+      int64_t n = 1;
+      for (int64_t e : box.extent) n *= e;
+      exported_copies_.emplace_back(static_cast<size_t>(n));
+      copy_local_box(weights_.values[i].data(), weights_.layout.tensors[i].shape, box, exported_copies_.back().data());
+    }
+  }
+  exported_shapes_ = std::move(shapes);  // every vector is complete: the pointers below stay valid
+  for (size_t k = 0; k < tensor_of.size(); ++k) {
+    mlpt_named_tensor t = whole[tensor_of[k]];
+    t.tensor.shape = exported_shapes_[k].data();
+    if (copy_of[k] != SIZE_MAX) t.tensor.data = exported_copies_[copy_of[k]].data();
+    exported_.push_back(t);
+    exported_shards_.push_back(mlpt_tensor_shard{MLPT_TENSOR_SHARD_STRUCT_SIZE, exported_global_[k].data(), exported_offsets_[k].data()});
+  }
 }
 
 void ReferenceTrainer::save_state(std::string_view path) {
+  if (group_.shard().sharded())
+    throw Error(MLPT_UNIMPLEMENTED, "save_state of a model-parallel trainer (tensor_parallel " + std::to_string(group_.shard().tp) +
+                                        ", expert_parallel " + std::to_string(group_.shard().ep) + ") is not implemented yet");
   // Every rank holds the same state: rank 0 writes it, the others return once it is whole.
   if (group_.rank() == 0) save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_);
   group_.barrier();
 }
 
 void ReferenceTrainer::load_state(std::string_view path) {
+  if (group_.shard().sharded())
+    throw Error(MLPT_UNIMPLEMENTED, "load_state of a model-parallel trainer (tensor_parallel " + std::to_string(group_.shard().tp) +
+                                        ", expert_parallel " + std::to_string(group_.shard().ep) + ") is not implemented yet");
   TrainerState st = load_trainer_state(std::string(path), weights_);
   weights_ = std::move(st.weights);
   m_ = std::move(st.m);

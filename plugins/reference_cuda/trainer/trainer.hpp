@@ -20,6 +20,14 @@
 // of the global batch; the ranks sum the logprob-error-masked token count (for N_tok), then the
 // gradients, loss and counts, so every rank applies the same update. Group rank 0 alone writes
 // the state; the others wait for it.
+//
+// Model parallel (settings tensor_parallel, expert_parallel; default 1, trainer_group.hpp places
+// the ranks): each rank holds its shard of the weights (model/parallel/) and the AdamW moments of
+// that shard (AdamW is elementwise, so the shards' updates are the whole model's); the ranks of a
+// model-parallel group must be given the same batch share. The gradient-norm clip counts every
+// element once (sharded tensors' squares summed over their groups, replicated ones taken once).
+// export_weights returns this rank's shards as ABI 1.2 sharded tensors (shard_boxes.hpp);
+// save_state and load_state refuse a sharded trainer (MLPT_UNIMPLEMENTED) for now.
 #pragma once
 
 #include <string>
@@ -52,11 +60,14 @@ class ReferenceTrainer final : public sdk::Trainer {
   };
   static std::vector<ScoredRow> scored_rows(const mlpt_train_batch& b, const MicroBatch& mb,
                                             const PackedMicroBatch& packed);
-  static ForwardBatch<float> forward_batch(PackedMicroBatch& packed);
+  ForwardBatch<float> forward_batch(PackedMicroBatch& packed) const;
+  // The global L2 norm of the trainable gradients, each element of the whole model counted once.
+  double global_grad_norm() const;
+  void export_shards();
 
   TrainerGroup group_;
   std::string checkpoint_;
-  ModelConfig config_;
+  ModelConfig config_, full_config_;  // this rank's shard's, and the whole model's
   Weights<float> weights_, m_, v_, grads_;
   std::vector<bool> trainable_;
   AdamWSettings optimizer_;
@@ -70,6 +81,11 @@ class ReferenceTrainer final : public sdk::Trainer {
   std::vector<mlpt_metric> metrics_;
   std::vector<mlpt_named_tensor> exported_;
   std::vector<std::vector<int64_t>> exported_shapes_;
+  // Sharded export: each box's global shape and offsets, its descriptor, and the boxes copied out
+  // of a tensor that holds several.
+  std::vector<std::vector<int64_t>> exported_global_, exported_offsets_;
+  std::vector<mlpt_tensor_shard> exported_shards_;
+  std::vector<std::vector<float>> exported_copies_;
 };
 
 }  // namespace mlpt::ref

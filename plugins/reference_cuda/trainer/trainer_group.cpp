@@ -1,12 +1,15 @@
 #include "trainer/trainer_group.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "mlpt/sdk/plugin.hpp"
 
 #ifdef MLPT_REFERENCE_MPI
 #include <mpi.h>
+
+#include "model/parallel/mpi_communicator.hpp"
 #endif
 
 namespace mlpt::ref {
@@ -37,6 +40,16 @@ void allreduce(void* comm, T* values, size_t count, MPI_Datatype type) {
   }
 }
 #endif
+
+// In-place sums over `comm` (NULL: a group of one, nothing to do).
+template <class T>
+void sum_in(void* comm, T* values, size_t count) {
+#ifdef MLPT_REFERENCE_MPI
+  if (comm) allreduce(comm, values, count, std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE);
+#else
+  (void)comm, (void)values, (void)count;
+#endif
+}
 }  // namespace
 
 TrainerGroup::TrainerGroup(const mlpt_component_group* group) {
@@ -76,29 +89,51 @@ TrainerGroup::TrainerGroup(const mlpt_component_group* group) {
 }
 
 TrainerGroup::~TrainerGroup() {
+  tensor_.reset();
+  expert_.reset();
 #ifdef MLPT_REFERENCE_MPI
-  if (comm_) {
-    MPI_Comm comm = as_comm(comm_);
+  for (void* c : {data_comm_, tensor_comm_, expert_comm_, comm_}) {
+    if (!c) continue;
+    MPI_Comm comm = as_comm(c);
     MPI_Comm_free(&comm);
   }
 #endif
 }
 
-void TrainerGroup::sum(float* values, size_t count) const {
+void TrainerGroup::split_model_parallel(int tp, int ep) {
+  if (tp < 1 || ep < 1 || size_ % (tp * ep) != 0)
+    throw Error(MLPT_INVALID_ARGUMENT, "trainer group '" + name_ + "' of " + std::to_string(size_) +
+                                           " ranks does not split into model-parallel groups of tensor_parallel " +
+                                           std::to_string(tp) + " × expert_parallel " + std::to_string(ep));
+  shard_ = ModelShard::of_world_rank(tp, ep, rank_ % (tp * ep));
+  if (size_ == 1) return;
 #ifdef MLPT_REFERENCE_MPI
-  if (comm_) allreduce(comm_, values, count, MPI_FLOAT);
-#else
-  (void)values, (void)count;
+  const int dp_rank = rank_ / (tp * ep);
+  auto split = [&](int color, int key, const char* what) {
+    MPI_Comm out = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(as_comm(comm_), color, key, &out), std::string("MPI_Comm_split (") + what + ")");
+    MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
+    return static_cast<void*>(out);
+  };
+  data_comm_ = split(shard_.world_rank(), dp_rank, "data parallel");
+  tensor_comm_ = split(dp_rank * ep + shard_.ep_rank, shard_.tp_rank, "tensor parallel");
+  expert_comm_ = split(dp_rank * tp + shard_.tp_rank, shard_.ep_rank, "expert parallel");
+  // The model's communicators own their own duplicates; the raw ones carry the double sums here.
+  auto communicator = [&](void* c) {
+    MPI_Comm dup = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_dup(as_comm(c), &dup), "MPI_Comm_dup");
+    return std::make_unique<MpiCommunicator>(static_cast<void*>(dup));
+  };
+  if (tp > 1) tensor_ = communicator(tensor_comm_);
+  if (ep > 1) expert_ = communicator(expert_comm_);
+  parallel_ = ModelParallel{tensor_.get(), expert_.get()};
 #endif
 }
 
-void TrainerGroup::sum(double* values, size_t count) const {
-#ifdef MLPT_REFERENCE_MPI
-  if (comm_) allreduce(comm_, values, count, MPI_DOUBLE);
-#else
-  (void)values, (void)count;
-#endif
-}
+void TrainerGroup::sum_tensor_parallel(double* values, size_t count) const { sum_in(tensor_comm_, values, count); }
+void TrainerGroup::sum_expert_parallel(double* values, size_t count) const { sum_in(expert_comm_, values, count); }
+void TrainerGroup::sum(float* values, size_t count) const { sum_in(data_comm_ ? data_comm_ : comm_, values, count); }
+void TrainerGroup::sum(double* values, size_t count) const { sum_in(data_comm_ ? data_comm_ : comm_, values, count); }
 
 int64_t TrainerGroup::sum(int64_t value) const {
   double v = static_cast<double>(value);  // exact below 2^53

@@ -4,12 +4,20 @@
 // group needs a process started by an MPI launcher (the host initialises MPI) and a plugin built
 // with MPI; its ranks find each other through the host's key-value store (each puts its MPI world
 // rank under "<group>/world_rank/<r>") and build their own communicator from those ranks only.
+//
+// Model parallelism (trainer settings tensor_parallel, expert_parallel): the group of dp · tp · ep
+// ranks is cut into dp model-parallel groups of tp · ep neighbours (group rank dp_rank · tp · ep +
+// the ModelShard's world rank); the ranks of one model-parallel group hold the shards of one model
+// and train the same batch share. sum() then sums over the dp replicas of this rank's shard only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "model/parallel/communicator.hpp"
+#include "model/parallel/model_parallel.hpp"
 #include "mlpt/mlpt.h"
 
 namespace mlpt::ref {
@@ -24,7 +32,19 @@ class TrainerGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // Element-wise sums over the group, in place; every rank gets the same bits.
+  // Splits the group into model-parallel groups of tp × ep ranks (once, before any sum). Throws
+  // MLPT_INVALID_ARGUMENT when the group's size is not a multiple of tp · ep.
+  void split_model_parallel(int tp, int ep);
+  const ModelShard& shard() const { return shard_; }
+  const ModelParallel& model_parallel() const { return parallel_; }
+  int data_parallel_rank() const { return rank_ / (shard_.tp * shard_.ep); }
+  int data_parallel_size() const { return size_ / (shard_.tp * shard_.ep); }
+  // Sums in double over this rank's tensor-parallel (resp. expert-parallel) group, in place.
+  void sum_tensor_parallel(double* values, size_t count) const;
+  void sum_expert_parallel(double* values, size_t count) const;
+
+  // Element-wise sums over the data-parallel replicas of this rank's shard (the whole group when
+  // there is no model parallelism), in place; every rank gets the same bits.
   void sum(float* values, size_t count) const;
   void sum(double* values, size_t count) const;
   int64_t sum(int64_t value) const;
@@ -35,6 +55,10 @@ class TrainerGroup {
   std::string name_;
   int rank_ = 0, size_ = 1;
   void* comm_ = nullptr;  // the group's MPI communicator, when size_ > 1
+  void* data_comm_ = nullptr, *tensor_comm_ = nullptr, *expert_comm_ = nullptr;  // after a split
+  ModelShard shard_;
+  std::unique_ptr<Communicator> tensor_, expert_;  // what the model's forward and backward use
+  ModelParallel parallel_;
 };
 
 }  // namespace mlpt::ref

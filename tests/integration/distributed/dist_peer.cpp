@@ -3,6 +3,10 @@
 //   dist_peer trainer PLUGIN BATCH SETTINGS OUT_DIR
 //                                           one step of a trainer group of every rank, each on its
 //                                           share of BATCH (JSON), weights to OUT_DIR/rank<r>.weights
+//                                           (the tensors' names, shapes and shard boxes in the
+//                                           report); the ranks of a model-parallel group
+//                                           (SETTINGS tensor_parallel × expert_parallel) share one
+//                                           share, as the trainer requires
 // Each rank writes OUT_DIR/rank<r>.json with what it saw; errors go there too, never lost.
 #include <atomic>
 #include <fstream>
@@ -80,7 +84,9 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
   whole.num_sequences = advantages.size();
   whole.offsets = offsets.data(), whole.tokens = tokens.data(), whole.loss_mask = loss_mask.data();
   whole.generation_logprobs = logprobs.data(), whole.advantages = advantages.data(), whole.truncated = truncated.data();
-  mlpt::rl::BatchShare share(whole, rank, ranks);
+  const json parsed = json::parse(settings);
+  const int model_ranks = parsed.value("tensor_parallel", 1) * parsed.value("expert_parallel", 1);
+  mlpt::rl::BatchShare share(whole, rank / model_ranks, ranks / model_ranks);
   uint64_t version = 0;
   auto metrics = trainer.train_step(*share.abi(), &version, mlpt::rl::global_loss_tokens(whole));
   json out = {{"rank", rank}, {"version", version}, {"sequences", share.abi()->num_sequences}};
@@ -92,6 +98,14 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
     int64_t n = 1;
     for (int k = 0; k < t.ndim; ++k) n *= t.shape[k];
     weights.write(static_cast<const char*>(t.data), n * static_cast<int64_t>(t.dtype.bits / 8));
+    const std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
+    json entry = {{"name", std::string(w.tensors[i].name.data, w.tensors[i].name.size)}, {"shape", shape},
+                  {"global_shape", shape}, {"offsets", std::vector<int64_t>(shape.size(), 0)}};
+    if (w.shards) {
+      entry["global_shape"] = std::vector<int64_t>(w.shards[i].global_shape, w.shards[i].global_shape + t.ndim);
+      entry["offsets"] = std::vector<int64_t>(w.shards[i].offsets, w.shards[i].offsets + t.ndim);
+    }
+    out["tensors"].push_back(entry);
   }
   return out;
 }
