@@ -14,6 +14,7 @@
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
 #include "mlpt/sdk/plugin.hpp"
+#include "mlpt/sdk/xxhash64.hpp"
 
 namespace mlpt::ref {
 
@@ -79,10 +80,34 @@ std::vector<ReferenceTrainer::ScoredRow> ReferenceTrainer::scored_rows(const mlp
   return rows;
 }
 
+// The ranks of a model-parallel group hold parts of one model and must train the same batch share:
+// with different shares each rank would compute a different model's step and the sums would mix
+// them silently. Each rank compares its share's fingerprint with the group's (a sum of equal values
+// is the count times the value), so every rank of a mismatched group refuses, and none waits.
+void ReferenceTrainer::check_same_share(const mlpt_train_batch& b) const {
+  const int64_t n = b.offsets[b.num_sequences];
+  uint64_t h = sdk::xxhash64(b.offsets, sizeof(int64_t) * (b.num_sequences + 1));
+  h = sdk::xxhash64(b.tokens, sizeof(int32_t) * n, h);
+  h = sdk::xxhash64(b.advantages, sizeof(float) * b.num_sequences, h);
+  const double mine[2] = {double(h >> 40), double((h >> 16) & 0xFFFFFF)};  // exact in a double, and in sums
+  double tensor[2] = {mine[0], mine[1]}, expert[2] = {mine[0], mine[1]};
+  group_.sum_tensor_parallel(tensor, 2);
+  group_.sum_expert_parallel(expert, 2);
+  const int tp = group_.shard().tp, ep = group_.shard().ep;
+  for (int i = 0; i < 2; ++i)
+    if (tensor[i] != tp * mine[i] || expert[i] != ep * mine[i])
+      throw Error(MLPT_INVALID_ARGUMENT,
+                  "trainer group rank " + std::to_string(group_.rank()) + ": the ranks of its model-parallel group (tensor_parallel " +
+                      std::to_string(tp) + " x expert_parallel " + std::to_string(ep) +
+                      ") were given different batch shares; every rank of such a group must train the same share "
+                      "(split the batch by data-parallel rank, group rank / (tensor_parallel * expert_parallel))");
+}
+
 void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   const mlpt_train_batch& b = *args.batch;
   const cpu::CoreLease cores(cpu::Phase::train, threads_);  // the process's core budget, for this step
   check_train_batch(b, config_, true);
+  if (group_.shard().sharded()) check_same_share(b);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
   const PrefixGroups groups = find_prefix_groups(b);

@@ -53,6 +53,7 @@ class ReferenceTrainer final : public sdk::Trainer {
   void load_state(std::string_view path) override;
 
  private:
+  void check_same_share(const mlpt_train_batch& b) const;
   // A row whose next token is scored: t is the token's index in the micro-batch (predicting t + 1),
   // row its row in the packed micro-batch.
   struct ScoredRow {

@@ -8,6 +8,7 @@
 //                                           (SETTINGS tensor_parallel × expert_parallel) share one
 //                                           share, as the trainer requires
 // Each rank writes OUT_DIR/rank<r>.json with what it saw; errors go there too, never lost.
+#include <cstdlib>
 #include <atomic>
 #include <fstream>
 #include <iostream>
@@ -85,7 +86,10 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
   whole.offsets = offsets.data(), whole.tokens = tokens.data(), whole.loss_mask = loss_mask.data();
   whole.generation_logprobs = logprobs.data(), whole.advantages = advantages.data(), whole.truncated = truncated.data();
   const json parsed = json::parse(settings);
-  const int model_ranks = parsed.value("tensor_parallel", 1) * parsed.value("expert_parallel", 1);
+  // MLPT_TEST_SHARE_PER_RANK: a share per group rank even under model parallelism (the mistake the
+  // trainer must refuse).
+  const int model_ranks =
+      std::getenv("MLPT_TEST_SHARE_PER_RANK") ? 1 : parsed.value("tensor_parallel", 1) * parsed.value("expert_parallel", 1);
   mlpt::rl::BatchShare share(whole, rank / model_ranks, ranks / model_ranks);
   uint64_t version = 0;
   auto metrics = trainer.train_step(*share.abi(), &version, mlpt::rl::global_loss_tokens(whole));

@@ -293,3 +293,20 @@ TEST_CASE("model parallel over MPI: TP=2 x EP=2 on four ranks, and TP=2 x data p
   check_model_parallel_step(4, 2, 2, 1e-6, 1e-6);
   check_model_parallel_step(4, 2, 1, 1e-6, 1e-6);
 }
+
+TEST_CASE("model parallel over MPI: ranks of one TP=2 group given different batch shares refuse the step, each naming why") {
+  TempDir dir("dist_mp_share");
+  const OneRankStep one = one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", 2}, {"expert_parallel", 1}});
+  auto run = dist_test::mpirun(2, "env MLPT_TEST_SHARE_PER_RANK=1 " + std::string(DIST_PEER_EXE) + " trainer " + MLPT_PLUGIN_DIR +
+                                      "/libmlpt_reference.so " + dir / "batch.json" + " '" + one.settings.dump() + "' " + dir.str());
+  INFO(run.output);
+  CHECK(run.status != 0);  // and it ended: mpirun's timeout is far away
+  for (int rank = 0; rank < 2; ++rank) {
+    const json r = rank_report(dir, rank);
+    INFO("rank " << rank << ": " << r.dump(2));
+    REQUIRE(r.contains("error"));
+    const std::string error = r["error"];
+    CHECK_THAT(error, Catch::Contains("trainer group rank " + std::to_string(rank) + ": the ranks of its model-parallel group") &&
+                          Catch::Contains("different batch shares"));
+  }
+}
