@@ -31,6 +31,18 @@ if(NOT MLPT_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "mlpt: CUDA backend ${MLPT_HAVE_CUDA}")
 
+# NCCL (with the CUDA toolkit or beside it): the nccl weight transport and the reference model's
+# GPU communicator build only where it is found.
+set(MLPT_HAVE_NCCL OFF)
+if(MLPT_HAVE_CUDA)
+  find_path(MLPT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(MLPT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  if(MLPT_NCCL_INCLUDE_DIR AND MLPT_NCCL_LIBRARY)
+    set(MLPT_HAVE_NCCL ON)
+  endif()
+endif()
+message(STATUS "mlpt: NCCL ${MLPT_HAVE_NCCL}")
+
 # GPU tests (ctest label `gpu`) are registered only when a GPU is visible at configure time
 # (nvidia-smi lists one) or MLPT_GPU_TESTS=1 asks for them; otherwise their folders register one
 # test that reports SKIP, so a machine without a GPU never counts them as passed.

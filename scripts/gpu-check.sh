@@ -8,7 +8,8 @@
 #   2. compute-sanitizer (memcheck) on two op tests (GDN, sampling),
 #   3. bench_reference_cuda (GEMM peak, bandwidth; a ~1B config's training step as MFU and its
 #      decode through the engine's device step as a fraction of bandwidth),
-#   4. the NCCL transport test when there are 2 GPUs (NCCL refuses two ranks on one device).
+#   4. the NCCL transport test when there are 2 GPUs (NCCL refuses two ranks on one device); the
+#      model-parallel NCCL communicator's test runs in step 1 with one rank per visible GPU.
 # Prints a one-screen summary; exits non-zero when anything fails, when there is no GPU, or when no
 # GPU test was registered. Target: under 8 minutes on one H200 (JOBS defaults to nproc).
 #   scripts/gpu-check.sh            # build + test + bench
@@ -39,7 +40,7 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   MLPT_GPU_TESTS=1 cmake -S . -B "$BUILD_DIR" -G Ninja -DMLPT_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     >"$LOG_DIR/configure.log" 2>&1 || { echo "gpu-check: FAILED to configure (see $LOG_DIR/configure.log)" >&2; exit 1; }
   targets=(test_reference_cuda_ops test_reference_cuda_model test_reference_cuda_trainer test_reference_cuda_engine
-           test_reference_cuda_learning mlpt-model bench_reference_cuda)
+           test_reference_cuda_learning test_reference_cuda_nccl mlpt-model bench_reference_cuda)
   [ "$gpus" -ge 2 ] && targets+=(test_transport_gpu mlpt_transport_nccl transport_nccl_peer)
   step "build (${targets[*]})" "$LOG_DIR/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" || {
     printf '%s\n' "${summary[@]}"; exit 1; }

@@ -19,3 +19,11 @@ target_compile_options(mlpt_ref_cuda_ops PRIVATE
 set_target_properties(mlpt_ref_cuda_ops PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 17
                       CUDA_STANDARD_REQUIRED ON CXX_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
                       VISIBILITY_INLINES_HIDDEN ON)
+
+# The model-parallel communicator between GPUs (parallel/nccl_communicator), where NCCL is found.
+if(MLPT_HAVE_NCCL)
+  add_library(mlpt_ref_cuda_nccl STATIC ${CMAKE_CURRENT_LIST_DIR}/parallel/nccl_communicator.cpp)
+  target_include_directories(mlpt_ref_cuda_nccl PUBLIC ${MLPT_NCCL_INCLUDE_DIR})
+  target_link_libraries(mlpt_ref_cuda_nccl PUBLIC mlpt_ref_cuda_ops ${MLPT_NCCL_LIBRARY} PRIVATE mlpt_warnings)
+  set_target_properties(mlpt_ref_cuda_nccl PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden)
+endif()

@@ -1,6 +1,6 @@
 // The collectives model parallelism needs, over one group of ranks (a tensor-parallel or an
 // expert-parallel group), independent of the transport: MPI between CPU processes
-// (mpi_communicator.hpp), NCCL between GPUs behind the same calls.
+// (mpi_communicator.hpp), NCCL between GPUs behind the same calls (backends/cuda/parallel/nccl_communicator.hpp).
 //
 // Buffers are float arrays in the memory the implementation works on: host memory for MPI; for an
 // NCCL implementation, device memory, the calls enqueued on the stream the communicator was made
