@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <thread>
 
+#include "bench_cache.hpp"  // bench/support
 #include "core/components/instances.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/rollout/task_record.hpp"
@@ -44,8 +45,7 @@ int sh(const std::string& cmd) { return std::system(cmd.c_str()); }
 int main(int argc, char** argv) {
   const int per_worker = argc > 1 ? std::atoi(argv[1]) : 2;
   const size_t task_limit = argc > 2 ? std::atoi(argv[2]) : 3;
-  const char* cache_env = std::getenv("MLPT_CACHE_DIR");
-  const fs::path images = fs::path(cache_env && *cache_env ? cache_env : MLPT_CACHE_DIR) / "images";
+  const fs::path images = mlpt::bench::cache_dir() / "images";
   try {
     mlpt::plugin::HostServices host;
     auto load = [&](const char* n) { return mlpt::plugin::Plugin::load(fs::path(MLPT_PLUGIN_DIR) / n, host); };

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bench_cache.hpp"  // bench/support
 #include "core/components/instances.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/rollout/task_record.hpp"
@@ -36,8 +37,7 @@ void add(Cost& c, const mlpt::components::Grade& g, double seconds) {
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
-  const char* cache_env = std::getenv("MLPT_CACHE_DIR");
-  const fs::path images = fs::path(cache_env && *cache_env ? cache_env : MLPT_CACHE_DIR) / "images";
+  const fs::path images = mlpt::bench::cache_dir() / "images";
   try {
     mlpt::plugin::HostServices host;
     auto load = [&](const char* n) { return mlpt::plugin::Plugin::load(fs::path(MLPT_PLUGIN_DIR) / n, host); };

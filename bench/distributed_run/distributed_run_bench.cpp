@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_cache.hpp"  // bench/support
 #include "mpirun_command.hpp"  // tests/support
 
 namespace fs = std::filesystem;
@@ -98,8 +99,7 @@ int main(int argc, char** argv) {
   int steps = 8;
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--steps") steps = std::atoi(argv[i + 1]);
-  const char* cache = std::getenv("MLPT_CACHE_DIR");
-  const std::string cache_dir = cache ? cache : std::string(MLPT_SOURCE_DIR) + "/.cache";
+  const std::string cache_dir = mlpt::bench::cache_dir().string();
   if (!fs::exists(cache_dir + "/models/tiny/config.json")) {
     std::fprintf(stderr, "bench: %s/models/tiny is missing: run scripts/prepare-tiny.sh\n", cache_dir.c_str());
     return 2;

@@ -17,6 +17,7 @@
 #include <new>
 #include <thread>
 
+#include "bench_cache.hpp"  // bench/support
 #include "core/components/instances.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/rollout/rollout_pool.hpp"
@@ -86,8 +87,7 @@ std::pair<int, double> measure_threads(Body&& body) {
 int main(int argc, char** argv) try {
   const int episodes = argc > 1 ? std::atoi(argv[1]) : 256;
   const int pool_threads = 8;
-  const char* env_cache = std::getenv("MLPT_CACHE_DIR");
-  const std::string cache = env_cache ? env_cache : std::string(MLPT_SOURCE_DIR) + "/.cache";
+  const std::string cache = mlpt::bench::cache_dir().string();
   if (!fs::exists(cache + "/models/tiny/config.json")) {
     std::fprintf(stderr, "bench_engine_async: missing %s/models/tiny: run scripts/prepare-tiny.sh\n", cache.c_str());
     return 2;

@@ -19,6 +19,7 @@
 
 #include <httplib.h>
 
+#include "bench_cache.hpp"  // bench/support
 #include "core/components/instances.hpp"
 #include "core/plugin/component_set.hpp"
 #include "core/plugin/host_services.hpp"
@@ -88,8 +89,7 @@ void batch(components::Engine& e, const std::vector<int32_t>& prompt, int32_t ne
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 200;
-  const char* cache = std::getenv("MLPT_CACHE_DIR");
-  const std::string checkpoint = std::string(cache ? cache : ".cache") + "/models/tiny";
+  const std::string checkpoint = (mlpt::bench::cache_dir() / "models" / "tiny").string();
   if (!std::filesystem::exists(checkpoint + "/config.json")) {
     std::fprintf(stderr, "bench_engine_http: no tiny model at %s (run scripts/prepare-tiny.sh)\n", checkpoint.c_str());
     return 2;

