@@ -14,7 +14,8 @@ each `tasks/<NN_slug>/` is one later commit that fixes one bug the way R2E-Gym m
                                   is the repository at the base commit (history up to it only) plus one
                                   untracked file; /.mlpt/binds.json asks for the host's /usr (Python,
                                   pytest from python3-pytest, git, bash) read-only
-    taskgen.py check              the committed JSONL agrees with the repositories built now
+    taskgen.py check              the committed JSONL agrees with the repositories built now, and
+                                  every golden patch applies at its base and gives the fix's files
 
 The last task of every project goes to validation.jsonl, the others to suite.jsonl.
 """
@@ -59,7 +60,7 @@ GIT_ENV = {
 }
 
 
-def git(repo, *args, date=None, capture=True):
+def git(repo, *args, date=None, capture=True, strip=True):
     env = dict(os.environ)
     env.update(GIT_ENV)
     if date:
@@ -67,7 +68,8 @@ def git(repo, *args, date=None, capture=True):
     out = subprocess.run(["git", "-C", str(repo), "-c", "init.defaultBranch=main", "-c", "core.autocrlf=false",
                           "-c", "commit.gpgsign=false", *args],
                          env=env, check=True, stdout=subprocess.PIPE if capture else None, text=True)
-    return out.stdout.strip() if capture else ""
+    # A diff keeps its text as git wrote it: a hunk's last context line may be a blank line (" ").
+    return (out.stdout.strip() if strip else out.stdout) if capture else ""
 
 
 def load_tasks(project):
@@ -165,7 +167,7 @@ def make_record(project, c, work):
     if any(v != "PASSED" for v in new_status.values()):
         sys.exit(f"{task['dir']}: hidden tests do not all pass after the fix:\n{new_output}")
     files = sorted({p for p, _, _ in task["edits"]})
-    patch = git(repo, "diff", base, fix, "--", *files) + "\n"
+    patch = git(repo, "diff", base, fix, "--", *files, strip=False)
     entities = sorted({(p, entity_name(before_texts[p], old)) for p, old, _ in task["edits"]})
     changed = sum(1 for line in patch.splitlines()
                   if line[:1] in "+-" and not line.startswith(("+++", "---")))
@@ -177,7 +179,7 @@ def make_record(project, c, work):
         "commit_hash": fix,
         "parsed_commit_content": json.dumps({
             "old_commit_hash": base, "new_commit_hash": fix, "commit_message": f"Fix: {c['title']}",
-            "file_diffs": [{"path": p, "diff": git(repo, "diff", base, fix, "--", p) + "\n"} for p in files]
+            "file_diffs": [{"path": p, "diff": git(repo, "diff", base, fix, "--", p, strip=False)} for p in files]
                           + [{"path": f"tests/{task['test_name']}", "diff": "(test file added)"}]}),
         "execution_result_content": json.dumps({"old_test_status": old_status, "new_test_status": new_status}),
         "modified_files": files,
@@ -262,18 +264,43 @@ def cmd_rootfs(out, only):
             print(stem)
 
 
+def golden_patch_problem(repo, record, golden):
+    """None when the golden patch applies at the base and gives the fix's files; else what is wrong."""
+    base, fix = record["parsed_commit_content"]["old_commit_hash"], record["commit_hash"]
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "testbed"
+        checkout(repo, base, tree)
+        applied = subprocess.run(["git", "-C", str(tree), "apply", "-"], input=golden["patch"], text=True,
+                                 capture_output=True)
+        if applied.returncode != 0:
+            return "golden patch does not apply at the base: " + applied.stderr.strip()
+        for path in record["modified_files"]:
+            if (tree / path).read_text() != git(repo, "show", f"{fix}:{path}", strip=False):
+                return f"golden patch applied at the base does not give the fix's {path}"
+    return None
+
+
 def cmd_check():
-    with tempfile.TemporaryDirectory() as work:
-        fixes = {}
-        for p in projects():
-            for c in build_repo(p, work)[1]:
-                fixes[c["commit"]] = c["base"]
     bad = 0
-    for r in read_jsonl("suite.jsonl") + read_jsonl("validation.jsonl"):
-        base = json.loads(r["parsed_commit_content"])["old_commit_hash"]
-        if fixes.get(r["commit_hash"]) != base:
-            print(f"{r['instance_id']}: not reproduced by the repositories built now; run taskgen.py suite")
-            bad += 1
+    golden = {g["instance_id"]: g for g in read_jsonl("golden.jsonl")}
+    with tempfile.TemporaryDirectory() as work:
+        fixes, repos = {}, {}
+        for p in projects():
+            repos[p], commits = build_repo(p, work)
+            for c in commits:
+                fixes[c["commit"]] = c["base"]
+        for r in read_jsonl("suite.jsonl") + read_jsonl("validation.jsonl"):
+            r = dict(r, parsed_commit_content=json.loads(r["parsed_commit_content"]))
+            if fixes.get(r["commit_hash"]) != r["parsed_commit_content"]["old_commit_hash"]:
+                print(f"{r['instance_id']}: not reproduced by the repositories built now; run taskgen.py suite")
+                bad += 1
+            elif r["instance_id"] not in golden:
+                print(f"{r['instance_id']}: no record in golden.jsonl")
+                bad += 1
+            elif problem := golden_patch_problem(repos[r["repo_name"]], r, golden[r["instance_id"]]):
+                print(f"{r['instance_id']}: {problem}")
+                bad += 1
+    print(f"taskgen check: {bad} problem(s) in {len(golden)} golden records")
     sys.exit(1 if bad else 0)
 
 

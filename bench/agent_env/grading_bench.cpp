@@ -1,8 +1,8 @@
 // Grading cost of the supervised test run (plugins/reward_r2e/witness_record.hpp): every bundled
 // task's golden patch graded with the witness on and off, interleaved (on, off, on, off, ...) so
 // both see the same machine load; reported as mean seconds per grade, split into sandbox create,
-// patch apply and test run, and the ratio on/off. Both must give every patch the same reward (a
-// golden.jsonl "patch" that no longer applies scores 0 in both; the rollout tests apply "edits").
+// patch apply and test run, and the ratio on/off. Both must give every golden patch reward 1
+// (tasks/taskgen.py check proves each applies at its base and gives the fix).
 //
 //   bench_grading [ROUNDS=3]
 // Needs the task images (scripts/build-task-images.sh) in ${MLPT_CACHE_DIR:-.cache}/images.
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
         patch_of[row["instance_id"]] = row["patch"];
       }
     Cost on, off;
-    int disagreements = 0;
+    int wrong_rewards = 0;
     for (int r = 0; r < rounds; ++r)
       for (const auto& t : tasks) {
         const std::string result = json{{"patch", patch_of.at(t.instance_id)}, {"untracked_at_start", json::array()}}.dump();
@@ -69,9 +69,10 @@ int main(int argc, char** argv) {
           add(which == &supervised ? on : off, grade, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
           rewards[which == &supervised] = grade.reward;
         }
-        if (rewards[0] != rewards[1]) {
-          ++disagreements;
-          std::fprintf(stderr, "bench_grading: %s: supervised %.0f, output-only %.0f\n", t.instance_id.c_str(), rewards[1], rewards[0]);
+        if (rewards[0] != 1 || rewards[1] != 1) {
+          ++wrong_rewards;
+          std::fprintf(stderr, "bench_grading: %s: a golden patch scored supervised %.0f, output-only %.0f (want 1 and 1)\n",
+                       t.instance_id.c_str(), rewards[1], rewards[0]);
         }
       }
     std::printf("%-14s %7s %9s %9s %9s %9s %9s\n", "grader", "grades", "reward1", "total_s", "create_s", "apply_s", "tests_s");
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
                   c->apply / c->grades, c->tests / c->grades);
     std::printf("ratio supervised/output-only: total %.2fx, test run %.2fx (mean seconds per grade, %d tasks x %d rounds)\n",
                 on.total / off.total, on.tests / off.tests, static_cast<int>(tasks.size()), rounds);
-    return disagreements == 0 ? 0 : 1;
+    return wrong_rewards == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_grading: %s\n", e.what());
     return 1;
