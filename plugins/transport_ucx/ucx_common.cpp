@@ -14,6 +14,7 @@ Config parse_config(std::string_view text, bool sender) {
   sdk::Settings s(text, "transport ucx");
   c.address = s.string_or("address", c.address);
   c.receivers = static_cast<size_t>(s.integer_or("receivers", static_cast<int64_t>(c.receivers), 1));
+  c.senders = static_cast<size_t>(s.integer_or("senders", static_cast<int64_t>(c.senders), 1, kMaxSenderRanks));
   c.bucket_bytes = static_cast<uint64_t>(s.integer_or("bucket_bytes", static_cast<int64_t>(c.bucket_bytes), 4096, (int64_t(1) << 32) - 1));
   c.verify_checksum = s.boolean_or("verify_checksum", c.verify_checksum);
   c.timeout_ms = s.integer_or("timeout_ms", c.timeout_ms, 0);
@@ -30,6 +31,33 @@ Config parse_config(std::string_view text, bool sender) {
 }
 
 std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
+
+void put_box(std::vector<uint8_t>& out, const std::vector<int64_t>& offset, const std::vector<int64_t>& extent) {
+  put<uint32_t>(out, static_cast<uint32_t>(offset.size()));
+  for (size_t d = 0; d < offset.size(); ++d) put<int64_t>(out, offset[d]), put<int64_t>(out, extent[d]);
+}
+
+bool get_box(const uint8_t*& p, const uint8_t* end, std::vector<int64_t>& offset, std::vector<int64_t>& extent) {
+  uint32_t ndim = 0;
+  if (!get(p, end, ndim) || ndim > 64) return false;
+  offset.resize(ndim), extent.resize(ndim);
+  for (uint32_t d = 0; d < ndim; ++d)
+    if (!get(p, end, offset[d]) || !get(p, end, extent[d])) return false;
+  return true;
+}
+
+void put_string(std::vector<uint8_t>& out, const std::string& s) {
+  put<uint32_t>(out, static_cast<uint32_t>(s.size()));
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+bool get_string(const uint8_t*& p, const uint8_t* end, std::string& s) {
+  uint32_t n = 0;
+  if (!get(p, end, n) || static_cast<size_t>(end - p) < n) return false;
+  s.assign(reinterpret_cast<const char*>(p), n);
+  p += n;
+  return true;
+}
 
 void fail(mlpt_error_code code, const std::string& what, ucs_status_t s) {
   throw Error(code, what + ": " + status_text(s));

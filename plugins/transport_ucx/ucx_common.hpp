@@ -28,6 +28,7 @@ struct Config {
   // store (the sender listens on a port the system picks and publishes it).
   std::string address;
   size_t receivers = 1;                // sender: how many receivers every send waits for
+  size_t senders = 1;                  // receiver with an address: how many sender ranks (rank r at port + r)
   uint64_t bucket_bytes = 16ull << 20; // largest message on the wire
   bool verify_checksum = true;         // sender: compute per-bucket xxhash64; receiver: check it
   int64_t timeout_ms = 30000;          // receiver: how long to keep trying to connect; both: teardown bound
@@ -40,19 +41,34 @@ Config parse_config(std::string_view json, bool sender);
 
 // ---- Wire vocabulary ----
 // Sender -> receiver travels as tagged messages (so large metadata can use rendezvous).
-// Tag: bit 63 = control, bits 56..62 kind, bits 32..55 low bits of the version, bits 0..31 index.
-enum class Kind : uint64_t { kData = 1, kMeta = 2, kCommit = 3, kAbort = 4, kWelcome = 5, kReject = 6, kBye = 7 };
+// Tag: bit 63 = control, bits 56..62 kind, bits 32..55 low bits of the version, bits 20..31 the
+// sender rank (a receiver of several sender ranks has one worker for all), bits 0..19 the bucket.
+enum class Kind : uint64_t {
+  kData = 1, kMeta = 2, kCommit = 3, kAbort = 4, kWelcome = 5, kReject = 6, kBye = 7,
+  kOffer = 8,  // a sender rank's shard boxes, asked for by a receiver that plans its pulls
+};
 inline constexpr uint64_t kControlBit = 1ull << 63;
-inline ucp_tag_t make_tag(Kind kind, uint64_t version, uint32_t index) {
+inline constexpr uint32_t kMaxSenderRanks = 1024;   // capabilities.max_sender_ranks (fits the 12 rank bits)
+inline constexpr uint32_t kMaxBuckets = 1u << 20;   // per version and sender rank (the 20 bucket bits)
+inline ucp_tag_t make_tag(Kind kind, uint64_t version, uint32_t rank, uint32_t index) {
   uint64_t control = kind == Kind::kData ? 0 : kControlBit;
-  return control | (static_cast<uint64_t>(kind) << 56) | ((version & 0xFFFFFF) << 32) | index;
+  return control | (static_cast<uint64_t>(kind) << 56) | ((version & 0xFFFFFF) << 32) |
+         (static_cast<uint64_t>(rank & 0xFFF) << 20) | (index & (kMaxBuckets - 1));
 }
 inline Kind tag_kind(ucp_tag_t tag) { return static_cast<Kind>((tag >> 56) & 0x7F); }
+inline uint32_t tag_rank(ucp_tag_t tag) { return static_cast<uint32_t>((tag >> 20) & 0xFFF); }
 inline constexpr ucp_tag_t kFullMask = ~0ull;
 
 // Receiver -> sender travels as active messages with these ids; payloads start with the peer id the
-// sender assigned in its welcome.
-enum AmId : unsigned { kAmHello = 1, kAmAck = 2 };
+// sender assigned in its welcome. kAmAsk asks for the sender rank's shard boxes (answered by kOffer);
+// kAmPull says which boxes of which tensors to send this receiver from now on.
+enum AmId : unsigned { kAmHello = 1, kAmAck = 2, kAmAsk = 3, kAmPull = 4 };
+
+// A box of a global tensor on the wire: ndim, then offsets and extents.
+void put_box(std::vector<uint8_t>& out, const std::vector<int64_t>& offset, const std::vector<int64_t>& extent);
+bool get_box(const uint8_t*& p, const uint8_t* end, std::vector<int64_t>& offset, std::vector<int64_t>& extent);
+void put_string(std::vector<uint8_t>& out, const std::string& s);
+bool get_string(const uint8_t*& p, const uint8_t* end, std::string& s);
 
 // ---- Helpers ----
 std::string status_text(ucs_status_t s);

@@ -11,13 +11,14 @@
 #include "receive_buffers.hpp"
 #include "mlpt/sdk/wire/weight_layout.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
+#include "shard_pulls.hpp"
 
 namespace mlpt::transport::ucx {
 
 using mlpt::sdk::Error;
 using mlpt::sdk::xxhash64;
 
-// One complete version in a buffer of ours; what receive() hands out. The buffer goes back to the
+// One sender rank's complete part of a version in a buffer of ours. The buffer goes back to the
 // pool when the last reference (held, newest, or being filled) lets go.
 struct UcxReceiver::Landed {
   std::shared_ptr<ReceiveBufferPool> pool;
@@ -46,6 +47,34 @@ struct UcxReceiver::Landed {
   uint64_t version() const { return layout.version; }
 };
 
+// One version from every sender rank, as receive() hands it out: the ranks' tensors in rank order
+// and, when they are boxes of global tensors, which (the SDK then cuts the wanted layout).
+struct UcxReceiver::Assembled {
+  uint64_t version = 0;
+  uint64_t request = 0;  // the pulls the parts answer (0: each rank's tensors as they are)
+  std::vector<std::shared_ptr<Landed>> parts;
+  std::vector<mlpt_named_tensor> tensors;
+  std::vector<mlpt_tensor_shard> shards;  // empty: whole tensors
+
+  explicit Assembled(std::vector<std::shared_ptr<Landed>> p) : parts(std::move(p)) {
+    version = parts.front()->version();
+    bool boxed = parts.size() > 1;
+    for (const auto& part : parts) {
+      request = std::max(request, part->layout.request);
+      for (const auto& m : part->layout.tensors) boxed = boxed || !m.global_shape.empty();
+    }
+    for (const auto& part : parts) {
+      for (size_t i = 0; i < part->tensors.size(); ++i) {
+        tensors.push_back(part->tensors[i]);
+        const TensorMeta& m = part->layout.tensors[i];
+        if (!boxed) continue;
+        shards.push_back(mlpt_tensor_shard{MLPT_TENSOR_SHARD_STRUCT_SIZE, m.global_shape.empty() ? m.shape.data() : m.global_shape.data(),
+                                           m.global_shape.empty() ? nullptr : m.box_offset.data()});
+      }
+    }
+  }
+};
+
 namespace {
 
 // A version being landed: one tag receive per bucket straight into its place in the buffer.
@@ -67,19 +96,56 @@ struct Loss {
 
 }  // namespace
 
+// One sender rank as this receiver sees it: its connection and the part of a version it lands.
+struct Link {
+  uint32_t rank = 0;
+  std::string address;
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+  ucp_ep_h ep = nullptr;
+  uint64_t generation = 0;
+  ucs_status_t ep_error = UCS_OK;
+  uint64_t peer_id = 0;
+  bool welcomed = false;
+  bool closed = false;  // it left: no reconnecting
+  Clock::time_point retry_at;
+  std::unique_ptr<Incoming> incoming;
+  std::shared_ptr<UcxReceiver::Landed> complete;  // its newest part that landed whole
+
+  std::string label() const { return "sender rank " + std::to_string(rank) + " at " + address; }
+};
+
+// A message for a sender rank, queued by the API thread; sent once the rank welcomed us.
+struct Outgoing {
+  size_t link;
+  unsigned id;
+  std::vector<uint8_t> body;
+};
+
 class UcxReceiver::Engine {
  public:
-  Engine(const Config& config, ucp_context_h context) : config_(config), context_(context) {}
+  Engine(const Config& config, ucp_context_h context, const std::vector<std::string>& addresses)
+      : config_(config), context_(context), links_(addresses.size()) {
+    for (size_t r = 0; r < addresses.size(); ++r) links_[r].rank = static_cast<uint32_t>(r), links_[r].address = addresses[r];
+    offers.resize(addresses.size());
+  }
 
   // ---- shared with the API thread (under mutex) ----
   std::mutex mutex;
   std::condition_variable cv;
   bool init_done = false;
   std::string init_error;
-  std::shared_ptr<Landed> newest, held;
+  std::shared_ptr<Assembled> newest, held;
   std::optional<Loss> loss;
-  std::string gone;            // non-empty: the sender went away (or refused us) and why
-  bool connected = false;      // the sender welcomed us
+  std::string gone;            // non-empty: a sender rank went away (or refused us) and why
+  // Versions up to this one may still complete from the parts the ranks still send (a rank that
+  // left after its part of v landed does not stop v); hopeless: none will.
+  uint64_t gone_after = UINT64_MAX;
+  bool hopeless = false;
+  size_t connected = 0;        // sender ranks that welcomed us
+  std::vector<std::optional<std::vector<OfferedTensor>>> offers;  // each rank's shard boxes, once asked
+  std::vector<Outgoing> outbox;
+  uint64_t accepted_request = 0;  // parts answering other pulls (but 0) are not assembled
   std::atomic<bool> stop{false};
 
   void run() {
@@ -88,7 +154,7 @@ class UcxReceiver::Engine {
       wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
       wp.thread_mode = UCS_THREAD_MODE_SINGLE;
       check(ucp_worker_create(context_, &wp, &worker_), "ucx receiver: creating the worker");
-      addr_ = resolve(config_.address, &addr_len_);
+      for (auto& l : links_) l.addr = resolve(l.address, &l.addr_len);
     } catch (const std::exception& e) {
       std::lock_guard lock(mutex);
       init_error = e.what();
@@ -103,7 +169,7 @@ class UcxReceiver::Engine {
       cv.notify_all();
     }
     connect_deadline_ = Clock::now() + std::chrono::milliseconds(config_.timeout_ms);
-    connect();
+    for (auto& l : links_) connect(l);
     unsigned idle = 0;
     while (!stop.load(std::memory_order_acquire)) {
       unsigned progressed = ucp_worker_progress(worker_);
@@ -111,10 +177,15 @@ class UcxReceiver::Engine {
       while (poll_control()) {
       }
       handle_landed();
-      try_complete();
+      for (auto& l : links_) try_complete(l);
+      send_outbox();
       reap();
-      if (!ep_ && !finished_ && Clock::now() >= retry_at_) connect();
-      if (progressed || incoming_ || !draining_.empty()) {
+      bool landing = false;
+      for (auto& l : links_) {
+        if (!l.ep && !l.closed && !finished_ && Clock::now() >= l.retry_at) connect(l);
+        landing = landing || l.incoming;
+      }
+      if (progressed || landing || !draining_.empty()) {
         idle = 0;
       } else if (++idle > 256) {
         usleep(100);  // between steps: poll gently
@@ -127,71 +198,91 @@ class UcxReceiver::Engine {
   // ---- connection ----
   struct ErrArg {
     Engine* engine;
+    size_t link;
     uint64_t generation;
   };
 
-  void connect() {
+  void connect(Link& l) {
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                     UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr_);
-    ep.sockaddr.addrlen = addr_len_;
+    ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&l.addr);
+    ep.sockaddr.addrlen = l.addr_len;
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    err_args_.push_back(std::make_unique<ErrArg>(ErrArg{this, ++generation_}));
+    err_args_.push_back(std::make_unique<ErrArg>(ErrArg{this, l.rank, ++l.generation}));
     ep.err_handler.cb = &Engine::on_ep_error;
     ep.err_handler.arg = err_args_.back().get();
-    ucs_status_t s = ucp_ep_create(worker_, &ep, &ep_);
+    ucs_status_t s = ucp_ep_create(worker_, &ep, &l.ep);
     if (s != UCS_OK) {
-      ep_ = nullptr;
-      connect_failed(s);
+      l.ep = nullptr;
+      connect_failed(l, s);
     }
   }
 
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* a = static_cast<ErrArg*>(arg);
-    if (a->generation == a->engine->generation_) a->engine->ep_error_ = status;
+    Link& l = a->engine->links_[a->link];
+    if (a->generation == l.generation) l.ep_error = status;
   }
 
   void handle_ep_errors() {
-    if (ep_error_ == UCS_OK) return;
-    ucs_status_t s = ep_error_;
-    ep_error_ = UCS_OK;
-    close_ep();
-    bool was_connected;
-    {
-      std::lock_guard lock(mutex);
-      was_connected = connected;
-    }
-    if (was_connected) {
-      declare_gone("the connection to the sender at " + config_.address + " was lost (" + status_text(s) + ")");
-    } else {
-      connect_failed(s);
+    for (auto& l : links_) {
+      if (l.ep_error == UCS_OK) continue;
+      ucs_status_t s = l.ep_error;
+      l.ep_error = UCS_OK;
+      close_ep(l);
+      if (l.welcomed) {
+        link_closed(l, "the connection to " + l.label() + " was lost (" + status_text(s) + ")");
+      } else {
+        connect_failed(l, s);
+      }
     }
   }
 
-  void connect_failed(ucs_status_t s) {
+  void connect_failed(Link& l, ucs_status_t s) {
     if (Clock::now() < connect_deadline_) {
-      retry_at_ = Clock::now() + std::chrono::milliseconds(100);  // the sender may not listen yet
+      l.retry_at = Clock::now() + std::chrono::milliseconds(100);  // the sender may not listen yet
       return;
     }
-    declare_gone("no sender reachable at " + config_.address + " within " + std::to_string(config_.timeout_ms) +
-                 " ms (" + status_text(s) + ")");
+    declare_gone((links_.size() > 1 ? "no sender rank " + std::to_string(l.rank) + " reachable at " : "no sender reachable at ") +
+                 l.address + " within " + std::to_string(config_.timeout_ms) + " ms (" + status_text(s) + ")");
   }
 
+  // No version completes any more: the sender is gone.
   void declare_gone(const std::string& why) {
     finished_ = true;
-    drain();
-    close_ep();
+    for (auto& l : links_) {
+      drain(l);
+      close_ep(l);
+    }
     std::lock_guard lock(mutex);
     if (gone.empty()) gone = why;
+    hopeless = true;
     cv.notify_all();
   }
 
-  void flush_ep(std::chrono::milliseconds bound) {
-    if (!ep_) return;
+  // A rank left (said goodbye, or its connection broke). Without it no newer version completes, but
+  // the version whose part from it landed may still complete from the other ranks' parts.
+  void link_closed(Link& l, const std::string& why) {
+    l.closed = true;
+    drain(l);
+    close_ep(l);
+    const bool all = std::all_of(links_.begin(), links_.end(), [](const Link& k) { return k.closed; });
+    if (all) {
+      declare_gone(why);
+      return;
+    }
+    std::lock_guard lock(mutex);
+    if (gone.empty()) gone = why;
+    gone_after = std::min<uint64_t>(gone_after, l.complete ? l.complete->version() : 0);
+    cv.notify_all();
+  }
+
+  void flush_ep(Link& l, std::chrono::milliseconds bound) {
+    if (!l.ep) return;
     ucp_request_param_t rp{};
-    ucs_status_ptr_t r = ucp_ep_flush_nbx(ep_, &rp);
+    ucs_status_ptr_t r = ucp_ep_flush_nbx(l.ep, &rp);
     if (!r || UCS_PTR_IS_ERR(r)) return;
     auto until = Clock::now() + bound;
     while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) ucp_worker_progress(worker_);
@@ -200,21 +291,22 @@ class UcxReceiver::Engine {
     ucp_request_free(r);
   }
 
-  void close_ep() {
-    if (!ep_) return;
+  void close_ep(Link& l) {
+    if (!l.ep) return;
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &rp);
+    ucs_status_ptr_t r = ucp_ep_close_nbx(l.ep, &rp);
     if (r && !UCS_PTR_IS_ERR(r)) closing_.push_back(r);
-    ep_ = nullptr;
-    ++generation_;  // errors of the closed endpoint no longer count
+    l.ep = nullptr;
+    ++l.generation;  // errors of the closed endpoint no longer count
   }
 
   void shutdown() {
-    drain();
-    flush_ep(std::chrono::milliseconds(1000));  // the last ack must reach the sender before we cut the line
-    close_ep();
+    for (auto& l : links_) drain(l);
+    // The last acks must reach the senders before we cut the lines.
+    for (auto& l : links_) flush_ep(l, std::chrono::milliseconds(1000));
+    for (auto& l : links_) close_ep(l);
     auto until = Clock::now() + std::chrono::milliseconds(2000);
     while ((!draining_.empty() || !closing_.empty()) && Clock::now() < until) {
       ucp_worker_progress(worker_);
@@ -262,40 +354,61 @@ class UcxReceiver::Engine {
       return false;
     }
     if (wait.status != UCS_OK) return true;  // the sender died mid-message: its endpoint error follows
-    on_control(tag_kind(info.sender_tag), payload);
+    const uint32_t rank = tag_rank(info.sender_tag);
+    if (rank >= links_.size()) return true;  // not a rank of ours: nothing we can place
+    on_control(links_[rank], tag_kind(info.sender_tag), payload);
     return true;
   }
 
-  void on_control(Kind kind, const std::vector<uint8_t>& payload) {
+  void on_control(Link& link, Kind kind, const std::vector<uint8_t>& payload) {
     const uint8_t* at = payload.data();
     const uint8_t* end = at + payload.size();
     switch (kind) {
       case Kind::kWelcome: {
-        if (!get(at, end, peer_id_)) return;
+        if (!get(at, end, link.peer_id)) return;
+        uint32_t rank = 0, ranks = 1;
+        if (get(at, end, rank) && get(at, end, ranks) && (rank != link.rank || ranks != links_.size())) {
+          declare_gone("the sender at " + link.address + " is rank " + std::to_string(rank) + " of a group of " +
+                       std::to_string(ranks) + ", but this receiver expected rank " + std::to_string(link.rank) + " of " +
+                       std::to_string(links_.size()) + " there (a sender group of another size?)");
+          return;
+        }
+        link.welcomed = true;
         {
           std::lock_guard lock(mutex);
-          connected = true;
+          ++connected;
           cv.notify_all();
         }
-        std::vector<uint8_t> hello;
-        put<uint32_t>(hello, kAmHello);
-        put<uint64_t>(hello, peer_id_);
-        hello.insert(hello.end(), config_.name.begin(), config_.name.end());
-        send_am(kAmHello, std::move(hello));
+        std::vector<uint8_t> hello(config_.name.begin(), config_.name.end());
+        send_am(link, kAmHello, std::move(hello));
         return;
       }
       case Kind::kReject:
-        declare_gone("the sender at " + config_.address + " refused this receiver: " + std::string(payload.begin(), payload.end()));
+        declare_gone("the " + link.label() + " refused this receiver: " + std::string(payload.begin(), payload.end()));
         return;
       case Kind::kBye:
-        declare_gone("the sender at " + config_.address + " closed");
+        link_closed(link, "the " + link.label() + " closed");
         return;
       case Kind::kMeta:
-        begin(payload);
+        begin(link, payload);
         return;
+      case Kind::kOffer: {
+        uint64_t version = 0;
+        std::vector<OfferedTensor> offer;
+        try {
+          offer = decode_offer(payload.data(), payload.size(), &version);
+        } catch (const std::exception& e) {
+          record_loss(0, link.label() + ": " + e.what());
+          return;
+        }
+        std::lock_guard lock(mutex);
+        offers[link.rank] = std::move(offer);
+        cv.notify_all();
+        return;
+      }
       case Kind::kAbort: {
         uint64_t v = 0;
-        if (get(at, end, v) && incoming_ && incoming_->landed->version() == v) drain();
+        if (get(at, end, v) && link.incoming && link.incoming->landed->version() == v) drain(link);
         return;
       }
       case Kind::kCommit: {
@@ -303,14 +416,15 @@ class UcxReceiver::Engine {
         uint32_t n = 0;
         uint8_t has = 0;
         if (!get(at, end, v) || !get(at, end, n) || !get(at, end, has)) return;
-        if (!incoming_ || incoming_->landed->version() != v || n != incoming_->landed->layout.buckets.size()) return;
-        incoming_->sender_checksums = has != 0;
+        Incoming* in = link.incoming.get();
+        if (!in || in->landed->version() != v || n != in->landed->layout.buckets.size()) return;
+        in->sender_checksums = has != 0;
         if (has) {
-          incoming_->checksums.resize(n);
-          for (auto& c : incoming_->checksums)
+          in->checksums.resize(n);
+          for (auto& c : in->checksums)
             if (!get(at, end, c)) return;
         }
-        incoming_->committed = true;
+        in->committed = true;
         return;
       }
       default:
@@ -318,38 +432,39 @@ class UcxReceiver::Engine {
     }
   }
 
-  void begin(const std::vector<uint8_t>& meta) {
+  void begin(Link& link, const std::vector<uint8_t>& meta) {
     Layout layout;
     try {
       layout = decode_metadata(meta.data(), meta.size());
     } catch (const std::exception& e) {
-      record_loss(0, std::string("malformed weight metadata from the sender: ") + e.what());
+      record_loss(0, "malformed weight metadata from " + link.label() + ": " + e.what());
       return;
     }
-    drain();  // an older version still landing is superseded
+    drain(link);  // an older version still landing is superseded
     auto in = std::make_unique<Incoming>();
     in->landed = std::make_shared<Landed>(pool_, std::move(layout));
     const Layout& l = in->landed->layout;
     size_t n = l.buckets.size();
     in->requests.assign(n, nullptr);
     in->hashes.assign(n, 0);
-    incoming_ = std::move(in);
+    link.incoming = std::move(in);
+    Incoming* incoming = link.incoming.get();
     for (size_t i = 0; i < n; ++i) {
-      auto* op = new RecvOp{this, incoming_.get(), static_cast<uint32_t>(i)};
+      auto* op = new RecvOp{this, incoming, static_cast<uint32_t>(i)};
       ucp_request_param_t rp{};
       rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
       rp.datatype = ucp_dt_make_contig(1);
       rp.cb.recv = &Engine::on_recv;
       rp.user_data = op;
-      ++incoming_->outstanding;
-      ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, incoming_->landed->buffer.data + l.buckets[i].offset, l.buckets[i].size,
-                                            make_tag(Kind::kData, l.version, static_cast<uint32_t>(i)), kFullMask, &rp);
+      ++incoming->outstanding;
+      ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, incoming->landed->buffer.data + l.buckets[i].offset, l.buckets[i].size,
+                                            make_tag(Kind::kData, l.version, link.rank, static_cast<uint32_t>(i)), kFullMask, &rp);
       if (r == nullptr) {
         recv_done(op, UCS_OK, l.buckets[i].size);
       } else if (UCS_PTR_IS_ERR(r)) {
         recv_done(op, UCS_PTR_STATUS(r), 0);
       } else {
-        incoming_->requests[i] = r;
+        incoming->requests[i] = r;
       }
     }
   }
@@ -379,19 +494,26 @@ class UcxReceiver::Engine {
     delete op;
   }
 
+  Link* owner(const Incoming* in) {
+    for (auto& l : links_)
+      if (l.incoming.get() == in) return &l;
+    return nullptr;
+  }
+
   void handle_landed() {
     auto batch = std::move(landed_);
     landed_.clear();
     for (auto& b : batch) {
-      if (!incoming_ || b.incoming != incoming_.get()) continue;  // superseded or drained
-      Incoming& in = *incoming_;
+      Link* link = owner(b.incoming);
+      if (!link) continue;  // superseded or drained
+      Incoming& in = *link->incoming;
       const Layout& l = in.landed->layout;
       const Bucket& bucket = l.buckets[b.bucket];
       if (b.status != UCS_OK || b.length != bucket.size) {
         std::string why = b.status != UCS_OK ? status_text(b.status)
                                              : "got " + std::to_string(b.length) + " of " + std::to_string(bucket.size) + " bytes";
-        fail_version("bucket " + std::to_string(b.bucket) + " of version " + std::to_string(l.version) + " (" +
-                     bucket_contents(l, b.bucket) + ") did not arrive: " + why);
+        fail_version(*link, "bucket " + std::to_string(b.bucket) + " of version " + std::to_string(l.version) + " (" +
+                                bucket_contents(l, b.bucket) + ") did not arrive: " + why);
         continue;
       }
       uint8_t* data = in.landed->buffer.data + bucket.offset;
@@ -405,38 +527,53 @@ class UcxReceiver::Engine {
     }
   }
 
-  void try_complete() {
-    if (!incoming_ || !incoming_->committed || incoming_->done != incoming_->landed->layout.buckets.size()) return;
-    Incoming& in = *incoming_;
+  void try_complete(Link& link) {
+    if (!link.incoming || !link.incoming->committed || link.incoming->done != link.incoming->landed->layout.buckets.size()) return;
+    Incoming& in = *link.incoming;
     const Layout& l = in.landed->layout;
     if (l.checksums && in.sender_checksums && config_.verify_checksum) {
       for (size_t i = 0; i < l.buckets.size(); ++i) {
         if (in.hashes[i] == in.checksums[i]) continue;
         char detail[128];
         std::snprintf(detail, sizeof(detail), "received xxhash64 %016" PRIx64 ", sender's %016" PRIx64, in.hashes[i], in.checksums[i]);
-        fail_version("checksum mismatch in bucket " + std::to_string(i) + " of version " + std::to_string(l.version) + " (bytes " +
-                     std::to_string(l.buckets[i].offset) + ".." + std::to_string(l.buckets[i].offset + l.buckets[i].size) + ", " +
-                     bucket_contents(l, i) + "): " + detail);
+        fail_version(link, "checksum mismatch in bucket " + std::to_string(i) + " of version " + std::to_string(l.version) +
+                               (links_.size() > 1 ? " from " + link.label() : std::string()) + " (bytes " +
+                               std::to_string(l.buckets[i].offset) + ".." + std::to_string(l.buckets[i].offset + l.buckets[i].size) +
+                               ", " + bucket_contents(l, i) + "): " + detail);
         return;
       }
     }
-    auto done = std::move(incoming_->landed);
-    incoming_.reset();
-    uint64_t v = done->version();
-    {
-      std::lock_guard lock(mutex);
-      newest = std::move(done);
-      if (loss && loss->version <= v) loss.reset();
-      cv.notify_all();
-    }
-    ack(v, MLPT_OK, "");
+    link.complete = std::move(link.incoming->landed);
+    link.incoming.reset();
+    ack(link, link.complete->version(), MLPT_OK, "");
+    assemble();
   }
 
-  void fail_version(const std::string& why) {
-    uint64_t v = incoming_->landed->version();
+  // A version is complete once every rank's part of it landed, answering the pulls in place.
+  void assemble() {
+    std::lock_guard lock(mutex);
+    const auto& first = links_.front().complete;
+    if (!first) return;
+    const uint64_t v = first->version();
+    std::vector<std::shared_ptr<Landed>> parts;
+    for (auto& l : links_) {
+      if (!l.complete || l.complete->version() != v) return;
+      const uint64_t r = l.complete->layout.request;
+      if (r != 0 && r != accepted_request) return;
+      parts.push_back(l.complete);
+    }
+    auto whole = std::make_shared<Assembled>(std::move(parts));
+    if (newest && (newest->version > v || (newest->version == v && newest->request == whole->request))) return;
+    newest = std::move(whole);
+    if (loss && loss->version <= v) loss.reset();
+    cv.notify_all();
+  }
+
+  void fail_version(Link& link, const std::string& why) {
+    uint64_t v = link.incoming->landed->version();
     record_loss(v, why);
-    ack(v, MLPT_DATA_LOSS, why);
-    drain();
+    ack(link, v, MLPT_DATA_LOSS, why);
+    drain(link);
   }
 
   void record_loss(uint64_t v, const std::string& why) {
@@ -446,18 +583,41 @@ class UcxReceiver::Engine {
     cv.notify_all();
   }
 
-  void ack(uint64_t version, mlpt_error_code code, const std::string& text) {
+  void ack(Link& link, uint64_t version, mlpt_error_code code, const std::string& text) {
     std::vector<uint8_t> payload;
-    put<uint32_t>(payload, kAmAck);
-    put<uint64_t>(payload, peer_id_);
     put<uint64_t>(payload, version);
     put<uint32_t>(payload, static_cast<uint32_t>(code));
     payload.insert(payload.end(), text.begin(), text.end());
-    send_am(kAmAck, std::move(payload));
+    send_am(link, kAmAck, std::move(payload));
   }
 
-  void send_am(unsigned id, std::vector<uint8_t> payload) {
-    if (!ep_) return;
+  // What the API thread queued, to the ranks that welcomed us (the others get it once they do).
+  void send_outbox() {
+    std::vector<Outgoing> out;
+    {
+      std::lock_guard lock(mutex);
+      if (outbox.empty()) return;
+      out.swap(outbox);
+    }
+    std::vector<Outgoing> later;
+    for (auto& m : out) {
+      if (links_[m.link].welcomed)
+        send_am(links_[m.link], m.id, std::move(m.body));
+      else
+        later.push_back(std::move(m));
+    }
+    if (later.empty()) return;
+    std::lock_guard lock(mutex);
+    outbox.insert(outbox.begin(), std::make_move_iterator(later.begin()), std::make_move_iterator(later.end()));
+  }
+
+  // Every message to a sender starts with its kind and the peer id the sender gave us.
+  void send_am(Link& link, unsigned id, std::vector<uint8_t> body) {
+    if (!link.ep) return;
+    std::vector<uint8_t> payload;
+    put<uint32_t>(payload, id);
+    put<uint64_t>(payload, link.peer_id);
+    payload.insert(payload.end(), body.begin(), body.end());
     auto* owned = new std::vector<uint8_t>(std::move(payload));
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -467,16 +627,16 @@ class UcxReceiver::Engine {
       ucp_request_free(request);
     };
     rp.user_data = owned;
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep_, id, nullptr, 0, owned->data(), owned->size(), &rp);
+    ucs_status_ptr_t r = ucp_am_send_nbx(link.ep, id, nullptr, 0, owned->data(), owned->size(), &rp);
     if (r == nullptr || UCS_PTR_IS_ERR(r)) delete owned;
   }
 
-  // Cancels the version being landed; its buffer returns once UCX is done with every receive.
-  void drain() {
-    if (!incoming_) return;
-    for (void* r : incoming_->requests)
+  // Cancels the part being landed; its buffer returns once UCX is done with every receive.
+  void drain(Link& link) {
+    if (!link.incoming) return;
+    for (void* r : link.incoming->requests)
       if (r) ucp_request_cancel(worker_, r);
-    draining_.push_back(std::move(incoming_));
+    draining_.push_back(std::move(link.incoming));
   }
 
   void reap() {
@@ -495,67 +655,135 @@ class UcxReceiver::Engine {
   const Config& config_;
   ucp_context_h context_;
   ucp_worker_h worker_ = nullptr;
-  ucp_ep_h ep_ = nullptr;
-  sockaddr_storage addr_{};
-  socklen_t addr_len_ = 0;
-  uint64_t generation_ = 0;
+  std::vector<Link> links_;  // one per sender rank, in rank order
   std::vector<std::unique_ptr<ErrArg>> err_args_;
-  ucs_status_t ep_error_ = UCS_OK;
   bool finished_ = false;  // gone for good: no more connection attempts
-  Clock::time_point connect_deadline_, retry_at_;
-  uint64_t peer_id_ = 0;
+  Clock::time_point connect_deadline_;
   std::shared_ptr<ReceiveBufferPool> pool_ = std::make_shared<ReceiveBufferPool>();
-  std::unique_ptr<Incoming> incoming_;
   std::vector<std::unique_ptr<Incoming>> draining_;
   std::vector<LandedBucket> landed_;
   std::vector<void*> closing_;
   int64_t total_landed_ = 0;
 };
 
-UcxReceiver::UcxReceiver(Config config) : config_(std::move(config)) {
+UcxReceiver::UcxReceiver(Config config, std::vector<std::string> addresses)
+    : config_(std::move(config)), ranks_(addresses.size()) {
   context_ = make_context("ucx receiver");
-  engine_ = std::make_unique<Engine>(config_, context_);
+  engine_ = std::make_unique<Engine>(config_, context_, addresses);
   thread_ = start_progress_thread(*engine_, context_);
 }
 
 UcxReceiver::~UcxReceiver() { stop_progress_thread(engine_, thread_, context_); }
+
+namespace {
+
+// The wanted layout as bytes, to tell whether the pulls in place are for it.
+std::vector<uint8_t> layout_key(const mlpt_transport_receive_args& a) {
+  const bool has_want = sdk::has_field(a, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards)) && a.num_want > 0 && a.want_tensors;
+  std::vector<Pull> wanted;
+  std::vector<uint8_t> key;
+  for (size_t i = 0; has_want && i < a.num_want; ++i) {
+    const auto& t = a.want_tensors[i];
+    const mlpt_tensor_shard* shard = a.want_shards ? &a.want_shards[i] : nullptr;
+    wanted.push_back(Pull{sdk::to_string(t.name), sdk::shard_box(t.tensor, shard)});
+    put<uint8_t>(key, t.tensor.dtype.code), put<uint8_t>(key, t.tensor.dtype.bits), put<uint16_t>(key, t.tensor.dtype.lanes);
+    for (int64_t g : sdk::global_shape_of(t.tensor, shard)) put<int64_t>(key, g);
+  }
+  auto pulls = encode_pulls(0, wanted);
+  key.insert(key.end(), pulls.begin(), pulls.end());
+  return key;
+}
+
+}  // namespace
+
+void UcxReceiver::request_layout(const mlpt_transport_receive_args& args, std::unique_lock<std::mutex>& lock) {
+  Engine& e = *engine_;
+  auto key = layout_key(args);
+  if (request_ != 0 && key == requested_) return;
+  const std::string who = "ucx receiver '" + config_.name + "'";
+  // Each rank's shard boxes (asked for once; a rank keeps its layout).
+  bool asked = false;
+  for (size_t r = 0; r < ranks_; ++r) {
+    if (e.offers[r]) continue;
+    e.outbox.push_back(Outgoing{r, kAmAsk, {}});
+    asked = true;
+  }
+  auto all = [&] {
+    return e.hopeless || std::all_of(e.offers.begin(), e.offers.end(), [](auto& o) { return o.has_value(); });
+  };
+  bool ok = true;
+  if (!asked) {
+  } else if (args.timeout_ms < 0) {
+    e.cv.wait(lock, all);
+  } else {
+    ok = e.cv.wait_until(lock, Clock::now() + std::chrono::milliseconds(args.timeout_ms), all);
+  }
+  if (e.hopeless)
+    throw Error(MLPT_UNAVAILABLE, "ucx: receiver '" + config_.name + "': " + e.gone + "; no version >= " +
+                                      std::to_string(args.min_version));
+  if (!ok) {
+    std::string missing;
+    for (size_t r = 0; r < ranks_; ++r)
+      if (!e.offers[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    throw Error(MLPT_DEADLINE_EXCEEDED, "ucx: receiver '" + config_.name + "': sender rank(s) " + missing + " of " +
+                                            std::to_string(ranks_) + " did not say which shards they hold within " +
+                                            std::to_string(args.timeout_ms) + " ms (connected: " + std::to_string(e.connected) +
+                                            "; a rank answers once it sent a version)");
+  }
+  std::vector<std::vector<OfferedTensor>> offers;
+  for (auto& o : e.offers) offers.push_back(*o);
+  const bool has_want = sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards)) && args.num_want > 0;
+  sdk::TensorLayout wanted;
+  if (has_want) wanted = sdk::TensorLayout{args.want_tensors, args.want_shards, args.num_want};
+  auto pulls = plan_pulls(offers, wanted, who);  // throws naming what no rank covers
+  ++request_;
+  for (size_t r = 0; r < ranks_; ++r) e.outbox.push_back(Outgoing{r, kAmPull, encode_pulls(request_, pulls[r])});
+  e.accepted_request = request_;
+  requested_ = std::move(key);
+}
 
 void UcxReceiver::receive(mlpt_transport_receive_args& args) {
   Engine& e = *engine_;
   std::unique_lock lock(e.mutex);
   if (e.held)
     throw Error(MLPT_FAILED_PRECONDITION, "ucx: receiver '" + config_.name + "' still holds version " +
-                                              std::to_string(e.held->version()) + "; release it before receiving again");
-  auto have = [&] { return e.newest && e.newest->version() >= args.min_version; };
-  auto lost = [&] { return e.loss && e.loss->version >= args.min_version && (!e.newest || e.loss->version > e.newest->version()); };
-  auto ready = [&] { return have() || lost() || !e.gone.empty(); };
-  bool ok = true;
+                                              std::to_string(e.held->version) + "; release it before receiving again");
+  const bool has_want = sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards)) && args.num_want > 0;
+  // One rank sends everything it holds unasked; a layout, or several ranks, needs pulls.
+  if (has_want || ranks_ > 1) request_layout(args, lock);
+  auto fits = [&](const Assembled& a) { return a.request == 0 || a.request == e.accepted_request; };
+  auto have = [&] { return e.newest && e.newest->version >= args.min_version && fits(*e.newest); };
+  auto lost = [&] { return e.loss && e.loss->version >= args.min_version && (!e.newest || e.loss->version > e.newest->version); };
+  auto given_up = [&] { return !e.gone.empty() && (e.hopeless || args.min_version > e.gone_after); };
+  auto ready = [&] { return have() || lost() || given_up(); };
   if (args.timeout_ms < 0) {
     e.cv.wait(lock, ready);
   } else {
-    ok = e.cv.wait_until(lock, Clock::now() + std::chrono::milliseconds(args.timeout_ms), ready);
+    e.cv.wait_until(lock, Clock::now() + std::chrono::milliseconds(args.timeout_ms), ready);
   }
   if (lost()) {
     std::string why = e.loss->message;
     e.loss.reset();
     throw Error(MLPT_DATA_LOSS, "ucx: receiver '" + config_.name + "': " + why);
   }
+  const std::string newest_here = e.newest ? std::to_string(e.newest->version) : std::string("none");
   if (have()) {
     e.held = e.newest;
-    args.out_version = e.held->version();
+    args.out_version = e.held->version;
     args.out_tensors = e.held->tensors.data();
     args.out_num_tensors = e.held->tensors.size();
+    if (!e.held->shards.empty() && sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards)))
+      args.out_shards = e.held->shards.data();
     return;
   }
-  if (!e.gone.empty())
+  if (given_up())
     throw Error(MLPT_UNAVAILABLE, "ucx: receiver '" + config_.name + "': " + e.gone + "; no version >= " +
-                                      std::to_string(args.min_version) + " (newest here: " +
-                                      (e.newest ? std::to_string(e.newest->version()) : std::string("none")) + ")");
-  (void)ok;
+                                      std::to_string(args.min_version) + " (newest here: " + newest_here + ")");
   throw Error(MLPT_DEADLINE_EXCEEDED, "ucx: receiver '" + config_.name + "': no version >= " + std::to_string(args.min_version) +
-                                          " from " + config_.address + " within " + std::to_string(args.timeout_ms) +
-                                          " ms (newest here: " + (e.newest ? std::to_string(e.newest->version()) : std::string("none")) +
-                                          (e.connected ? "" : "; not connected yet") + ")");
+                                          " from " + std::to_string(ranks_) + " sender rank(s) within " +
+                                          std::to_string(args.timeout_ms) + " ms (newest here: " + newest_here +
+                                          (e.connected < ranks_ ? "; connected to " + std::to_string(e.connected) + " of them" : "") +
+                                          ")");
 }
 
 void UcxReceiver::release(uint64_t version) {
@@ -563,9 +791,9 @@ void UcxReceiver::release(uint64_t version) {
   if (!engine_->held)
     throw Error(MLPT_FAILED_PRECONDITION, "ucx: release of version " + std::to_string(version) + " but receiver '" +
                                               config_.name + "' holds nothing");
-  if (engine_->held->version() != version)
+  if (engine_->held->version != version)
     throw Error(MLPT_INVALID_ARGUMENT, "ucx: release of version " + std::to_string(version) + " but receiver '" + config_.name +
-                                           "' holds version " + std::to_string(engine_->held->version()));
+                                           "' holds version " + std::to_string(engine_->held->version));
   engine_->held.reset();
 }
 

@@ -5,6 +5,11 @@
 //
 // Buffers: one held by the caller (until release), one newest-complete, one being filled; they are
 // recycled, so steady state allocates nothing.
+//
+// Sender ranks: it connects to every rank of the sender group (one worker; the tag names the rank)
+// and a version is complete once every rank's part of it landed. A receiver that wants a layout, or
+// has several ranks to hear from, asks each rank for its shard boxes on its first receive, plans
+// which pieces to pull from which rank (shard_pulls.hpp) and tells the ranks; they send only those.
 #pragma once
 
 #include <atomic>
@@ -20,7 +25,8 @@ namespace mlpt::transport::ucx {
 
 class UcxReceiver {
  public:
-  explicit UcxReceiver(Config config);
+  // `addresses`: where sender rank r listens, for every rank of the group.
+  UcxReceiver(Config config, std::vector<std::string> addresses);
   ~UcxReceiver();
   UcxReceiver(const UcxReceiver&) = delete;
   UcxReceiver& operator=(const UcxReceiver&) = delete;
@@ -28,11 +34,19 @@ class UcxReceiver {
   void receive(mlpt_transport_receive_args& args);
   void release(uint64_t version);
 
-  struct Landed;  // one complete version, as handed out
+  struct Landed;     // one sender rank's part of a version
+  struct Assembled;  // one complete version from every rank, as handed out
   class Engine;
 
  private:
+  // Asks the ranks for their shard boxes and tells them the pieces of `wanted` to send, unless the
+  // pulls in place already are for it. Throws as receive documents (shard_pulls.hpp, plan_pulls).
+  void request_layout(const mlpt_transport_receive_args& args, std::unique_lock<std::mutex>& lock);
+
   Config config_;
+  size_t ranks_ = 1;
+  std::vector<uint8_t> requested_;  // the wanted layout the pulls in place are for
+  uint64_t request_ = 0;            // their id
   ucp_context_h context_ = nullptr;
   std::unique_ptr<Engine> engine_;
   std::thread thread_;

@@ -7,9 +7,11 @@
 #include <map>
 
 #include "mlpt/sdk/plugin.hpp"
+#include "mlpt/sdk/reshard.hpp"
 #include "mlpt/sdk/types.hpp"
 #include "mlpt/sdk/wire/weight_layout.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
+#include "shard_pulls.hpp"
 
 namespace mlpt::transport::ucx {
 
@@ -19,6 +21,8 @@ using mlpt::sdk::xxhash64;
 // One version as the sender serves it: the plan, the encoded metadata, and per bucket where its
 // bytes are (the tensor itself, or a packed staging copy) and its checksum, filled in bucket by
 // bucket by prepare() so that packing and hashing bucket i+1 overlap the transfer of bucket i.
+// Either the rank's own tensors (shared by every receiver served them whole) or the pieces one
+// receiver pulls, cut from them.
 struct UcxSender::Version {
   Layout layout;
   std::vector<uint8_t> meta;
@@ -27,7 +31,94 @@ struct UcxSender::Version {
   std::vector<const uint8_t*> source;
   std::vector<uint64_t> checksums;
   size_t prepared = 0;
+  // The rank's own version: which box of its global tensor each tensor is, and that as an offer.
+  std::vector<OfferedTensor> boxes;
+  std::vector<uint8_t> offer;
+  // A receiver's pieces: their shapes, and their bytes where a piece is not contiguous in its shard.
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::vector<uint8_t>> owned;
 };
+
+namespace {
+
+// Readies `v` for streaming once its layout is planned: per-bucket slots and the metadata.
+void finish_version(UcxSender::Version& v, const std::string& who) {
+  size_t n = v.layout.buckets.size();
+  if (n >= kMaxBuckets)
+    throw Error(MLPT_INVALID_ARGUMENT, who + ": version " + std::to_string(v.layout.version) + " needs " + std::to_string(n) +
+                                           " buckets, more than the " + std::to_string(kMaxBuckets) +
+                                           " a version may have; raise bucket_bytes");
+  v.meta = encode_metadata(v.layout);
+  v.staging.resize(n);
+  v.source.resize(n);
+  v.checksums.resize(n);
+}
+
+// True when `piece` (inside `shard`, both global boxes) is one contiguous run of the shard's
+// row-major memory: full in every dimension after one, and one wide in every dimension before it.
+bool contiguous_in(const sdk::Box& shard, const sdk::Box& piece) {
+  size_t d = piece.extent.size();
+  while (d > 0 && piece.extent[d - 1] == shard.extent[d - 1]) --d;
+  for (size_t k = 0; k + 1 < d; ++k)
+    if (piece.extent[k] != 1) return false;
+  return true;
+}
+
+// The pieces one receiver pulls from this rank's version `own`, as a version of their own: a piece
+// contiguous in its shard is streamed from the shard's memory, any other is cut into memory first.
+std::shared_ptr<UcxSender::Version> cut_version(const UcxSender::Version& own, const std::vector<Pull>& pulls, uint64_t request,
+                                                const Config& config, const std::string& who) {
+  auto v = std::make_shared<UcxSender::Version>();
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < own.boxes.size(); ++i) index.emplace(own.boxes[i].name, i);
+  const size_t n = pulls.size();
+  v->shapes.resize(n);
+  v->owned.resize(n);
+  std::vector<std::string> names(n);  // unique while planning: one tensor may come in several pieces
+  v->tensors.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    const Pull& pull = pulls[k];
+    auto it = index.find(pull.name);
+    if (it == index.end()) throw Error(MLPT_FAILED_PRECONDITION, who + " pulls '" + pull.name + "', which this rank does not hold");
+    const OfferedTensor& o = own.boxes[it->second];
+    const DLTensor& src = own.tensors[it->second].tensor;
+    if (pull.box.offset.size() != o.box.offset.size() || !(sdk::detail::intersect(pull.box, o.box) == pull.box))
+      throw Error(MLPT_FAILED_PRECONDITION, who + " pulls box offset " + sdk::detail::shape_text(pull.box.offset) + " shape " +
+                                                sdk::detail::shape_text(pull.box.extent) + " of '" + pull.name +
+                                                "', which is not inside this rank's shard");
+    names[k] = pull.name + "#" + std::to_string(k);
+    v->shapes[k] = pull.box.extent;
+    mlpt_named_tensor& t = v->tensors[k];
+    t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
+    t.name = sdk::borrow(names[k]);
+    t.tensor = src;
+    t.tensor.shape = v->shapes[k].data();
+    t.tensor.strides = nullptr;
+    t.tensor.byte_offset = 0;
+    const size_t width = sdk::element_bytes(src.dtype);
+    if (contiguous_in(o.box, pull.box)) {
+      int64_t at = 0, stride = 1;
+      for (size_t d = pull.box.extent.size(); d-- > 0;) at += (pull.box.offset[d] - o.box.offset[d]) * stride, stride *= o.box.extent[d];
+      t.tensor.data = static_cast<uint8_t*>(src.data) + src.byte_offset + static_cast<size_t>(at) * width;
+    } else {
+      v->owned[k].resize(static_cast<size_t>(pull.box.elements()) * width);
+      t.tensor.data = v->owned[k].data();
+      sdk::copy_box(src, o.box, t.tensor, pull.box, pull.box);
+    }
+  }
+  v->layout = plan_layout(v->tensors.data(), n, own.layout.version, config.bucket_bytes, config.verify_checksum, who);
+  v->layout.request = request;
+  for (size_t k = 0; k < n; ++k) {
+    TensorMeta& m = v->layout.tensors[k];
+    m.name = pulls[k].name;
+    m.global_shape = own.boxes[index.at(pulls[k].name)].global_shape;
+    m.box_offset = pulls[k].box.offset;
+  }
+  finish_version(*v, who);
+  return v;
+}
+
+}  // namespace
 
 struct UcxSender::Peer {
   uint64_t id = 0;
@@ -38,6 +129,12 @@ struct UcxSender::Peer {
   bool close_requested = false;
   void* close_request = nullptr;
   bool closed = false;
+  // Its pulls (shard_pulls.hpp), once it sent them: from then on it is streamed just those pieces.
+  bool has_pulls = false;
+  uint64_t request = 0;
+  std::vector<Pull> pulls;
+  bool wants_offer = false;  // it asked for this rank's shard boxes before there was a version
+  bool holds_whole = false;  // it confirmed the newest version as the rank's tensors as they are
   // The stream of one version to this peer.
   std::shared_ptr<Version> stream;
   size_t posted = 0, outstanding = 0;
@@ -84,7 +181,8 @@ class UcxSender::Engine {
     return std::string(host) + ":" + listening_.substr(wildcard.size());
   }
 
-  Engine(const Config& config, ucp_context_h context) : config_(config), context_(context) {}
+  Engine(const Config& config, ucp_context_h context, uint32_t rank, uint32_t ranks)
+      : config_(config), context_(context), rank_(rank), ranks_(ranks) {}
 
   // ---- shared with the API thread ----
   std::mutex mutex;
@@ -141,7 +239,7 @@ class UcxSender::Engine {
     am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     am.cb = &Engine::on_am;
     am.arg = this;
-    for (unsigned id : {kAmHello, kAmAck}) {
+    for (unsigned id : {kAmHello, kAmAck, kAmAsk, kAmPull}) {
       am.id = id;
       check(ucp_worker_set_am_recv_handler(worker_, &am), "ucx sender: registering message handlers");
     }
@@ -211,13 +309,16 @@ class UcxSender::Engine {
       ep.err_handler.arg = err_args_.back().get();
       ucs_status_t s = ucp_ep_create(worker_, &ep, &peer->ep);
       if (s != UCS_OK) {
+        // UCX releases (and rejects) the request itself when ucp_ep_create fails: rejecting it
+        // again would touch freed memory (a receiver that connected and closed at once did).
         mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx", "sender: cannot accept " + peer->address + ": " + status_text(s));
-        ucp_listener_reject(listener_, request);
         continue;
       }
       if (std::getenv("MLPT_UCX_PRINT_EP")) ucp_ep_print_info(peer->ep, stderr);
       std::vector<uint8_t> payload;
       put<uint64_t>(payload, peer->id);
+      put<uint32_t>(payload, rank_);  // so that the receiver can check it reached the rank it meant
+      put<uint32_t>(payload, ranks_);
       Peer& p = *peer;
       peers_[p.id] = std::move(peer);
       post_control(p, Kind::kWelcome, 0, std::move(payload));
@@ -263,6 +364,11 @@ class UcxSender::Engine {
       if (kind == kAmHello) {
         p->name.assign(reinterpret_cast<const char*>(at), static_cast<size_t>(end - at));
         on_hello(*p);
+      } else if (kind == kAmAsk) {
+        p->wants_offer = true;
+        if (newest_) send_offer(*p);
+      } else if (kind == kAmPull) {
+        on_pulls(*p, at, static_cast<size_t>(end - at));
       } else if (kind == kAmAck) {
         uint64_t version = 0;
         uint32_t code = 0;
@@ -285,13 +391,49 @@ class UcxSender::Engine {
     p.state = Peer::kReady;
     if (ready + 1 > expected()) --lost_;  // it takes the place of one that is gone
     mlpt::sdk::log(MLPT_LOG_INFO, "transport.ucx", "sender: " + p.label() + " connected");
-    if (newest_) start_stream(p, newest_);  // a late receiver gets the newest version at once
+    if (newest_) serve(p);  // a late receiver gets the newest version at once
+  }
+
+  // The newest version to `p`: the pieces it pulls, or (one rank) everything; several ranks wait
+  // for a receiver's pulls.
+  void serve(Peer& p) {
+    if (p.state != Peer::kReady || !newest_) return;
+    if (!p.has_pulls) {
+      if (ranks_ == 1) start_stream(p, newest_);
+      return;
+    }
+    std::shared_ptr<Version> cut;
+    try {
+      cut = cut_version(*newest_, p.pulls, p.request, config_, "ucx sender rank " + std::to_string(rank_) + ": " + p.label());
+    } catch (const std::exception& e) {
+      fail_peer(p, MLPT_FAILED_PRECONDITION, e.what());
+      return;
+    }
+    start_stream(p, cut);
+  }
+
+  void send_offer(Peer& p) {
+    p.wants_offer = false;
+    post_control(p, Kind::kOffer, newest_->layout.version, newest_->offer);
+  }
+
+  void on_pulls(Peer& p, const uint8_t* data, size_t size) {
+    try {
+      p.pulls = decode_pulls(data, size, &p.request);
+    } catch (const std::exception& e) {
+      fail_peer(p, MLPT_DATA_LOSS, e.what());
+      return;
+    }
+    p.has_pulls = true;
+    // One that holds the newest version whole already has every piece of it.
+    if (newest_ && !(p.holds_whole && p.acked == newest_->layout.version && !p.stream)) serve(p);
   }
 
   void on_ack(Peer& p, uint64_t version, mlpt_error_code code, const std::string& text) {
     if (!p.stream || p.stream->layout.version != version) return;  // a superseded version
     if (code == MLPT_OK) {
       p.acked = version;
+      p.holds_whole = p.stream->layout.request == 0;
       if (job_ && job_->version->layout.version == version) ++job_->confirmed;
     } else if (job_ && job_->version->layout.version == version) {
       job_->failures.push_back(p.label() + ": " + text);
@@ -324,7 +466,7 @@ class UcxSender::Engine {
     p.outstanding = 0;
     p.commit_sent = false;
     p.meta_sent = true;
-    post(p, v->meta.data(), v->meta.size(), make_tag(Kind::kMeta, v->layout.version, 0), v, {}, true);
+    post(p, v->meta.data(), v->meta.size(), make_tag(Kind::kMeta, v->layout.version, rank_, 0), v, {}, true);
   }
 
   void prepare(Version& v) {
@@ -342,9 +484,14 @@ class UcxSender::Engine {
   }
 
   void pump() {
-    if (newest_ && newest_->prepared < newest_->layout.buckets.size()) {
-      bool wanted = std::any_of(peers_.begin(), peers_.end(), [&](auto& kv) { return kv.second->stream == newest_; });
-      if (wanted) prepare(*newest_);  // one bucket per turn, so sends already posted progress meanwhile
+    // One bucket of each version being streamed per turn, so sends already posted progress meanwhile.
+    std::vector<Version*> prepared;
+    for (auto& [id, p] : peers_) {
+      Version* v = p->stream.get();
+      if (v && v->prepared < v->layout.buckets.size() && std::find(prepared.begin(), prepared.end(), v) == prepared.end()) {
+        prepare(*v);
+        prepared.push_back(v);
+      }
     }
     for (auto& [id, pp] : peers_) {
       Peer& p = *pp;
@@ -352,7 +499,7 @@ class UcxSender::Engine {
       Version& v = *p.stream;
       while (p.posted < v.prepared) {
         size_t i = p.posted++;
-        post(p, v.source[i], v.layout.buckets[i].size, make_tag(Kind::kData, v.layout.version, static_cast<uint32_t>(i)),
+        post(p, v.source[i], v.layout.buckets[i].size, make_tag(Kind::kData, v.layout.version, rank_, static_cast<uint32_t>(i)),
              p.stream, {}, true);
       }
       if (p.posted == v.layout.buckets.size() && p.outstanding == 0 && !p.commit_sent) {
@@ -371,7 +518,7 @@ class UcxSender::Engine {
 
   void post_control(Peer& p, Kind kind, uint64_t version, std::vector<uint8_t> payload) {
     auto* op = new Op{this, p.id, version, false, nullptr, std::move(payload)};
-    send_op(p, op, op->payload.data(), op->payload.size(), make_tag(kind, version, 0));
+    send_op(p, op, op->payload.data(), op->payload.size(), make_tag(kind, version, rank_, 0));
   }
 
   void post(Peer& p, const void* data, size_t size, ucp_tag_t tag, std::shared_ptr<Version> keep,
@@ -438,7 +585,7 @@ class UcxSender::Engine {
                          " receivers");
     }
     if (was_ready && !dropped && job_ && p.acked != job_->version->layout.version) {
-      size_t done = p.stream == job_->version ? p.posted : 0;
+      size_t done = p.stream && p.stream->layout.version == job_->version->layout.version ? p.posted : 0;
       job_->failures.push_back(p.label() + ": " + why + " after " + std::to_string(done) + " of " +
                                std::to_string(job_->version->layout.buckets.size()) + " buckets of version " +
                                std::to_string(job_->version->layout.version));
@@ -488,20 +635,24 @@ class UcxSender::Engine {
     if (!j) return;
     job_ = std::move(j);
     newest_ = job_->version;
-    for (auto& [id, p] : peers_)
-      if (p->state == Peer::kReady) start_stream(*p, newest_);
+    for (auto& [id, p] : peers_) {
+      if (p->state != Peer::kReady) continue;
+      if (p->wants_offer) send_offer(*p);
+      serve(*p);
+    }
   }
 
   void check_job() {
     if (!job_) return;
     uint64_t v = job_->version->layout.version;
     size_t ok = job_->confirmed;
-    std::vector<Peer*> pending;
+    std::vector<Peer*> pending, unasked;
     size_t ready = 0;
     for (auto& [id, p] : peers_) {
       if (p->state != Peer::kReady) continue;
       ++ready;
-      if (p->acked != v && p->stream == job_->version) pending.push_back(p.get());
+      if (p->acked != v && p->stream && p->stream->layout.version == v) pending.push_back(p.get());
+      if (p->acked != v && !p->stream) unasked.push_back(p.get());
     }
     ready = std::max(ready, ok);
     // With every receiver gone a send waits for a new one to take a place, until its timeout.
@@ -519,8 +670,9 @@ class UcxSender::Engine {
       std::vector<std::string> parts = job_->failures;
       for (Peer* p : pending)
         parts.push_back(p->label() + " had " + std::to_string(p->posted) + " of " +
-                        std::to_string(job_->version->layout.buckets.size()) +
-                        " buckets posted and did not confirm");
+                        std::to_string(p->stream->layout.buckets.size()) + " buckets posted and did not confirm");
+      for (Peer* p : unasked)
+        parts.push_back(p->label() + " connected but never said which pieces it wants (it did not call receive)");
       if (ready < wanted)
         parts.push_back(std::to_string(wanted - ready) + " receiver(s) never connected to " + listening_);
       // Those that did not make it are cut off, so nothing keeps reading the trainer's memory.
@@ -548,6 +700,7 @@ class UcxSender::Engine {
 
   const Config& config_;
   ucp_context_h context_;
+  const uint32_t rank_, ranks_;  // this endpoint is sender rank rank_ of ranks_
   ucp_worker_h worker_ = nullptr;
   ucp_listener_h listener_ = nullptr;
   std::string listening_;
@@ -564,9 +717,9 @@ class UcxSender::Engine {
   std::shared_ptr<Version> newest_;
 };
 
-UcxSender::UcxSender(Config config) : config_(std::move(config)) {
+UcxSender::UcxSender(Config config, uint32_t rank, uint32_t ranks) : config_(std::move(config)), rank_(rank), ranks_(ranks) {
   context_ = make_context("ucx sender");
-  engine_ = std::make_unique<Engine>(config_, context_);
+  engine_ = std::make_unique<Engine>(config_, context_, rank_, ranks_);
   thread_ = start_progress_thread(*engine_, context_);
 }
 
@@ -585,14 +738,37 @@ void UcxSender::send(const mlpt_transport_send_args& args) {
                                           "' is in device memory (DLPack device type " + std::to_string(type) +
                                           "); this transport sends host memory, use the nccl transport for CUDA tensors");
   }
+  const std::string who = ranks_ > 1 ? "ucx send (sender rank " + std::to_string(rank_) + " of " + std::to_string(ranks_) + ")"
+                                     : std::string("ucx send");
   auto v = std::make_shared<Version>();
-  v->layout = plan_layout(args.tensors, args.num_tensors, args.version, config_.bucket_bytes, config_.verify_checksum, "ucx send");
-  v->meta = encode_metadata(v->layout);
+  v->layout = plan_layout(args.tensors, args.num_tensors, args.version, config_.bucket_bytes, config_.verify_checksum, who);
   v->tensors.assign(args.tensors, args.tensors + args.num_tensors);
-  size_t n = v->layout.buckets.size();
-  v->staging.resize(n);
-  v->source.resize(n);
-  v->checksums.resize(n);
+  // Which box of its global tensor each tensor is; on the wire whenever they are not all whole, or
+  // several ranks send (a receiver then assembles or cuts its layout from the pieces).
+  const mlpt_tensor_shard* shards = sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_send_args, shards)) ? args.shards : nullptr;
+  bool boxed = ranks_ > 1;
+  for (size_t i = 0; i < args.num_tensors; ++i) {
+    const DLTensor& t = args.tensors[i].tensor;
+    const mlpt_tensor_shard* shard = shards ? &shards[i] : nullptr;
+    OfferedTensor o{v->layout.tensors[i].name, t.dtype, sdk::global_shape_of(t, shard), sdk::shard_box(t, shard)};
+    sdk::detail::check_inside(o.name, o.global_shape, sdk::Shard{static_cast<int32_t>(rank_), o.box}, "sent");
+    boxed = boxed || !sdk::is_whole(t, shard);
+    v->boxes.push_back(std::move(o));
+  }
+  if (boxed)
+    for (size_t i = 0; i < v->boxes.size(); ++i)
+      v->layout.tensors[i].global_shape = v->boxes[i].global_shape, v->layout.tensors[i].box_offset = v->boxes[i].box.offset;
+  // Receivers plan their pulls from a rank's boxes once: a rank of several keeps its layout (one
+  // rank of whole tensors may change them: what it holds is what a receiver gets).
+  const auto boxes = encode_offer(0, v->boxes);
+  std::string signature(boxes.begin(), boxes.end());
+  if (boxed && !last_boxes_.empty() && signature != last_boxes_)
+    throw Error(MLPT_FAILED_PRECONDITION, who + ": version " + std::to_string(args.version) +
+                                              " has other tensors or shard boxes than the previous send's; receivers planned "
+                                              "their pulls from those, so a sender rank keeps one layout (create a new endpoint)");
+  last_boxes_ = std::move(signature);
+  v->offer = encode_offer(args.version, v->boxes);
+  finish_version(*v, who);
   last_version_ = args.version;  // even if this send fails: some receivers may hold it
 
   auto job = std::make_shared<Job>();

@@ -11,6 +11,12 @@
 // Lifetime: the sender reads version v's tensors from send(v) until send(v+1) is entered or the
 // endpoint is destroyed (late receivers are served from them), the ABI's rule for zero-copy
 // transports. A stream of v still in flight when send(v+1) starts is aborted, never committed.
+//
+// Sender ranks: one of `ranks` endpoints of a trainer group, each publishing its own shards. A
+// receiver asks each rank for its shard boxes (offer) and tells it which boxes it wants (pulls,
+// shard_pulls.hpp); the rank then streams that receiver just those pieces of every version, cut
+// from its own shards. A single rank (ranks == 1) also streams everything it holds to a receiver
+// that has not asked (the behaviour before sender ranks); several ranks wait for the pulls.
 #pragma once
 
 #include <atomic>
@@ -26,7 +32,7 @@ namespace mlpt::transport::ucx {
 
 class UcxSender {
  public:
-  explicit UcxSender(Config config);
+  UcxSender(Config config, uint32_t rank, uint32_t ranks);
   ~UcxSender();
   UcxSender(const UcxSender&) = delete;
   UcxSender& operator=(const UcxSender&) = delete;
@@ -47,6 +53,8 @@ class UcxSender {
   std::unique_ptr<Engine> engine_;
   std::thread thread_;
   uint64_t last_version_ = 0;
+  uint32_t rank_ = 0, ranks_ = 1;
+  std::string last_boxes_;  // the shard boxes of the previous send: a rank keeps its layout
 };
 
 }  // namespace mlpt::transport::ucx

@@ -50,17 +50,21 @@ struct Received {
   uint64_t version = 0;
   const mlpt_named_tensor* tensors = nullptr;
   size_t count = 0;
+  const mlpt_tensor_shard* shards = nullptr;  // NULL: whole tensors
 };
 
 class Endpoint {
  public:
-  Endpoint(const Loaded& t, mlpt_transport_role role, const std::string& config, const std::string& group = "g")
+  // `ranks`: the component group this endpoint is one rank of (sender ranks); NULL: a group of one.
+  Endpoint(const Loaded& t, mlpt_transport_role role, const std::string& config, const std::string& group = "g",
+           const mlpt_component_group* ranks = nullptr)
       : t_(t) {
     mlpt_transport_create_args a{};
     a.struct_size = MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE;
     a.config_json = {config.data(), config.size()};
     a.role = role;
     a.group = {group.data(), group.size()};
+    a.component_group = ranks;
     mlpt::plugin::check(t_.component, t_.api->create(&a), "create");
     handle_ = a.transport;
   }
@@ -68,7 +72,9 @@ class Endpoint {
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
 
-  void send(uint64_t version, const std::vector<mlpt_named_tensor>& tensors, int64_t timeout_ms) {
+  // `shards`: parallel to `tensors`, the part of its global tensor each is (NULL: whole tensors).
+  void send(uint64_t version, const std::vector<mlpt_named_tensor>& tensors, int64_t timeout_ms,
+            const mlpt_tensor_shard* shards = nullptr) {
     mlpt_transport_send_args a{};
     a.struct_size = MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE;
     a.transport = handle_;
@@ -76,16 +82,22 @@ class Endpoint {
     a.tensors = tensors.data();
     a.num_tensors = tensors.size();
     a.timeout_ms = timeout_ms;
+    a.shards = shards;
     mlpt::plugin::check(t_.component, t_.api->send(&a), "send");
   }
-  Received receive(uint64_t min_version, int64_t timeout_ms) {
+  // `want` / `want_shards`: the wanted layout (empty: every published tensor whole).
+  Received receive(uint64_t min_version, int64_t timeout_ms, const std::vector<mlpt_named_tensor>& want = {},
+                   const mlpt_tensor_shard* want_shards = nullptr) {
     mlpt_transport_receive_args a{};
     a.struct_size = MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE;
     a.transport = handle_;
     a.min_version = min_version;
     a.timeout_ms = timeout_ms;
+    a.want_tensors = want.empty() ? nullptr : want.data();
+    a.want_shards = want.empty() ? nullptr : want_shards;
+    a.num_want = want.size();
     mlpt::plugin::check(t_.component, t_.api->receive(&a), "receive");
-    return {a.out_version, a.out_tensors, a.out_num_tensors};
+    return {a.out_version, a.out_tensors, a.out_num_tensors, a.out_shards};
   }
   void release(uint64_t version) {
     mlpt_transport_release_args a{MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE, handle_, version, nullptr};

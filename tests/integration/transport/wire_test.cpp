@@ -105,3 +105,34 @@ TEST_CASE("malformed metadata is refused with MLPT_DATA_LOSS, never read out of 
     CHECK_THAT(e.what(), Catch::Contains("'model.layers.0.input_layernorm.bias' has NULL data"));
   }
 }
+
+TEST_CASE("metadata of shard boxes (format 2) round-trips, stays format 1 without them, and a box outside its tensor is refused") {
+  auto set = transport_test::mixed_tensors(1);
+  Layout l = plan_layout(set.views.data(), set.views.size(), 5, 65536, false, "test");
+  auto plain = encode_metadata(l);
+  uint16_t format = 0;
+  std::memcpy(&format, plain.data() + 4, 2);
+  CHECK(format == 1);  // nothing needs boxes: a receiver of format 1 still reads it
+  // The first tensor (up_proj [257, 1031]) as rows [100, 357) of a [400, 1031] tensor.
+  l.request = 42;
+  l.tensors[0].global_shape = {400, 1031};
+  l.tensors[0].box_offset = {100, 0};
+  auto boxed = encode_metadata(l);
+  std::memcpy(&format, boxed.data() + 4, 2);
+  CHECK(format == 2);
+  Layout d = decode_metadata(boxed.data(), boxed.size());
+  CHECK(d.request == 42);
+  CHECK(d.tensors[0].global_shape == std::vector<int64_t>{400, 1031});
+  CHECK(d.tensors[0].box_offset == std::vector<int64_t>{100, 0});
+  CHECK(d.tensors[1].global_shape.empty());  // whole
+  // Rows [150, 407) do not lie in 400 rows.
+  l.tensors[0].box_offset = {150, 0};
+  auto outside = encode_metadata(l);
+  try {
+    decode_metadata(outside.data(), outside.size());
+    FAIL("a box outside its global shape was accepted");
+  } catch (const mlpt::sdk::Error& e) {
+    CHECK(e.code() == MLPT_DATA_LOSS);
+    CHECK_THAT(e.what(), Catch::Contains("model.layers.0.mlp.up_proj.weight") && Catch::Contains("does not lie in its global shape"));
+  }
+}

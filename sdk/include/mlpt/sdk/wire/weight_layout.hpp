@@ -7,6 +7,9 @@
 //   - packed: several small tensors (< kPackBelow each) copied into a staging buffer, padding zeroed.
 // The metadata message (encode/decode) carries names, dtypes, shapes, offsets, the version and the
 // bucket list; decode checks every range so that a malformed message is an error, never a wild write.
+// Format 2 (written only when used) adds, per tensor, which box of its global tensor it is (one
+// sender rank's shard, or the piece of it a receiver asked for) and, per version, the id of the
+// receiver's request the pieces answer.
 #pragma once
 
 #include <algorithm>
@@ -31,6 +34,8 @@ struct TensorMeta {
   std::vector<int64_t> shape;
   uint64_t offset = 0;  // in the stream
   uint64_t nbytes = 0;
+  // The box of the global tensor this is: global shape and the box's first element. Empty: whole.
+  std::vector<int64_t> global_shape, box_offset;
 };
 
 struct Bucket {
@@ -47,6 +52,7 @@ struct Layout {
   uint64_t version = 0;
   uint64_t total_bytes = 0;
   bool checksums = false;  // the sender computes one xxhash64 per bucket
+  uint64_t request = 0;    // the receiver request these pieces answer (0: the sender's tensors as they are)
   std::vector<TensorMeta> tensors;
   std::vector<Bucket> buckets;
 };
@@ -78,6 +84,7 @@ using mlpt::sdk::Error;
 
 inline constexpr uint32_t kMagic = 0x544C4D57;  // "WMLT"
 inline constexpr uint16_t kFormat = 1;
+inline constexpr uint16_t kFormatWithBoxes = 2;  // + request id, + per tensor global shape and box offset
 
 inline uint64_t align_up(uint64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
 
@@ -197,11 +204,15 @@ inline Layout plan_layout(const mlpt_named_tensor* tensors, size_t num_tensors, 
 }
 
 inline std::vector<uint8_t> encode_metadata(const Layout& layout) {
+  // Format 1 while nothing needs boxes, so a receiver of format 1 still reads whole tensors.
+  const bool boxes = layout.request != 0 || std::any_of(layout.tensors.begin(), layout.tensors.end(),
+                                                        [](const TensorMeta& t) { return !t.global_shape.empty(); });
   Writer w;
   w.put<uint32_t>(kMagic);
-  w.put<uint16_t>(kFormat);
+  w.put<uint16_t>(boxes ? kFormatWithBoxes : kFormat);
   w.put<uint16_t>(layout.checksums ? 1 : 0);
   w.put<uint64_t>(layout.version);
+  if (boxes) w.put<uint64_t>(layout.request);
   w.put<uint64_t>(layout.total_bytes);
   w.put<uint32_t>(static_cast<uint32_t>(layout.tensors.size()));
   w.put<uint32_t>(static_cast<uint32_t>(layout.buckets.size()));
@@ -214,6 +225,11 @@ inline std::vector<uint8_t> encode_metadata(const Layout& layout) {
     for (int64_t d : t.shape) w.put<int64_t>(d);
     w.put<uint64_t>(t.offset);
     w.put<uint64_t>(t.nbytes);
+    if (boxes) {
+      w.put<uint8_t>(t.global_shape.empty() ? 0 : 1);
+      if (!t.global_shape.empty())
+        for (size_t d = 0; d < t.shape.size(); ++d) w.put<int64_t>(t.global_shape[d]), w.put<int64_t>(t.box_offset[d]);
+    }
   }
   for (const auto& b : layout.buckets) {
     w.put<uint64_t>(b.offset);
@@ -225,11 +241,15 @@ inline std::vector<uint8_t> encode_metadata(const Layout& layout) {
 inline Layout decode_metadata(const void* data, size_t size) {
   Reader r(data, size);
   if (r.get<uint32_t>("magic") != kMagic) throw Error(MLPT_DATA_LOSS, "weight metadata has a wrong magic number");
-  if (auto f = r.get<uint16_t>("format"); f != kFormat)
-    throw Error(MLPT_DATA_LOSS, "weight metadata format " + std::to_string(f) + ", expected " + std::to_string(kFormat));
+  const auto format = r.get<uint16_t>("format");
+  if (format != kFormat && format != kFormatWithBoxes)
+    throw Error(MLPT_DATA_LOSS, "weight metadata format " + std::to_string(format) + ", expected " + std::to_string(kFormat) +
+                                    " or " + std::to_string(kFormatWithBoxes));
+  const bool boxes = format == kFormatWithBoxes;
   Layout layout;
   layout.checksums = (r.get<uint16_t>("flags") & 1) != 0;
   layout.version = r.get<uint64_t>("version");
+  if (boxes) layout.request = r.get<uint64_t>("request");
   layout.total_bytes = r.get<uint64_t>("total_bytes");
   auto num_tensors = r.get<uint32_t>("tensor count");
   auto num_buckets = r.get<uint32_t>("bucket count");
@@ -258,6 +278,15 @@ inline Layout decode_metadata(const void* data, size_t size) {
       throw Error(MLPT_DATA_LOSS, "tensor '" + t.name + "': byte count does not match shape and dtype");
     if (t.offset > layout.total_bytes || t.nbytes > layout.total_bytes - t.offset)
       throw Error(MLPT_DATA_LOSS, "tensor '" + t.name + "' lies outside the " + std::to_string(layout.total_bytes) + "-byte buffer");
+    if (boxes && r.get<uint8_t>("box flag") != 0) {
+      for (size_t d = 0; d < t.shape.size(); ++d) {
+        t.global_shape.push_back(r.get<int64_t>("global shape"));
+        t.box_offset.push_back(r.get<int64_t>("box offset"));
+        if (t.box_offset[d] < 0 || t.global_shape[d] < 0 || t.box_offset[d] > t.global_shape[d] ||
+            t.shape[d] > t.global_shape[d] - t.box_offset[d])
+          throw Error(MLPT_DATA_LOSS, "tensor '" + t.name + "': its box does not lie in its global shape");
+      }
+    }
   }
   layout.buckets.resize(num_buckets);
   for (auto& b : layout.buckets) {

@@ -1,0 +1,46 @@
+// How a receiver of several sender ranks gets exactly its layout: each sender rank offers the boxes
+// of the global tensors it holds (its shards), the receiver plans which box of which tensor to pull
+// from which rank (sdk/reshard.hpp: every wanted element from exactly one rank, replicas shared),
+// and tells each rank its pulls; from then on every version a rank sends that receiver is just those
+// pieces. Offers and pulls travel as small control messages; this file encodes them and plans.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mlpt/mlpt.h"
+#include "mlpt/sdk/reshard.hpp"
+
+namespace mlpt::transport::ucx {
+
+// One tensor a sender rank holds: the part `box` of a global tensor of `global_shape`.
+struct OfferedTensor {
+  std::string name;
+  DLDataType dtype{};
+  std::vector<int64_t> global_shape;
+  sdk::Box box;
+};
+
+// One piece a receiver pulls from a sender rank: `box` (global coordinates) of tensor `name`.
+struct Pull {
+  std::string name;
+  sdk::Box box;
+};
+
+std::vector<uint8_t> encode_offer(uint64_t version, const std::vector<OfferedTensor>& tensors);
+// Throws mlpt::sdk::Error (MLPT_DATA_LOSS) when malformed.
+std::vector<OfferedTensor> decode_offer(const uint8_t* data, size_t size, uint64_t* version);
+
+std::vector<uint8_t> encode_pulls(uint64_t request, const std::vector<Pull>& pulls);
+// Throws mlpt::sdk::Error (MLPT_DATA_LOSS) when malformed.
+std::vector<Pull> decode_pulls(const uint8_t* data, size_t size, uint64_t* request);
+
+// The pulls of `wanted` (transport.h, receive: no tensors = every offered tensor whole) from the
+// sender ranks' offers, one list per rank. Throws MLPT_INVALID_ARGUMENT naming a wanted tensor no
+// rank offers or one whose dtype or global shape differs, and MLPT_FAILED_PRECONDITION naming the
+// tensor and the wanted box when the ranks' shards do not cover it. `who` prefixes messages.
+std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedTensor>>& offers,
+                                          const sdk::TensorLayout& wanted, const std::string& who);
+
+}  // namespace mlpt::transport::ucx
