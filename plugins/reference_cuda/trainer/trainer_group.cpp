@@ -1,7 +1,5 @@
 #include "trainer/trainer_group.hpp"
 
-#include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "mlpt/sdk/plugin.hpp"
@@ -30,22 +28,15 @@ void check_mpi(int rc, const std::string& what) {
   throw Error(MLPT_UNAVAILABLE, "trainer group: " + what + " failed: " + std::string(text, static_cast<size_t>(n)));
 }
 
-// MPI counts are int: large tensors go in pieces.
-template <class T>
-void allreduce(void* comm, T* values, size_t count, MPI_Datatype type) {
-  constexpr size_t kPiece = size_t{1} << 30;
-  for (size_t done = 0; done < count; done += kPiece) {
-    const int n = static_cast<int>(std::min(kPiece, count - done));
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values + done, n, type, MPI_SUM, as_comm(comm)), "MPI_Allreduce");
-  }
-}
 #endif
 
-// In-place sums over `comm` (NULL: a group of one, nothing to do).
+// In-place sums over `comm` (NULL: a group of one, nothing to do), the same bits on every rank
+// whatever the group's size: replicas that must hold the same weights add the same gradients, and
+// the clip norm's scale is the same on every rank.
 template <class T>
 void sum_in(void* comm, T* values, size_t count) {
 #ifdef MLPT_REFERENCE_MPI
-  if (comm) allreduce(comm, values, count, std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE);
+  if (comm) sum_on_every_rank(comm, values, count);
 #else
   (void)comm, (void)values, (void)count;
 #endif
@@ -89,6 +80,7 @@ TrainerGroup::TrainerGroup(const mlpt_component_group* group) {
 }
 
 TrainerGroup::~TrainerGroup() {
+  model_.reset();
   tensor_.reset();
   expert_.reset();
 #ifdef MLPT_REFERENCE_MPI
@@ -124,6 +116,7 @@ void TrainerGroup::split_model_parallel(int tp, int ep) {
     check_mpi(MPI_Comm_dup(as_comm(c), &dup), "MPI_Comm_dup");
     return std::make_unique<MpiCommunicator>(static_cast<void*>(dup));
   };
+  model_ = std::make_unique<MpiCommunicator>(split(dp_rank, shard_.world_rank(), "model parallel"));
   if (tp > 1) tensor_ = communicator(tensor_comm_);
   if (ep > 1) expert_ = communicator(expert_comm_);
   parallel_ = ModelParallel{tensor_.get(), expert_.get()};
@@ -139,6 +132,12 @@ int64_t TrainerGroup::sum(int64_t value) const {
   double v = static_cast<double>(value);  // exact below 2^53
   sum(&v, 1);
   return static_cast<int64_t>(v);
+}
+
+bool TrainerGroup::all_ok(bool ok) const {
+  double failed = ok ? 0.0 : 1.0;
+  sum_in(comm_, &failed, 1);
+  return failed == 0.0;
 }
 
 void TrainerGroup::barrier() const {

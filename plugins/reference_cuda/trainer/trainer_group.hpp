@@ -39,7 +39,11 @@ class TrainerGroup {
   const ModelParallel& model_parallel() const { return parallel_; }
   int data_parallel_rank() const { return rank_ / (shard_.tp * shard_.ep); }
   int data_parallel_size() const { return size_ / (shard_.tp * shard_.ep); }
-  // Sums in double over this rank's tensor-parallel (resp. expert-parallel) group, in place.
+  // The tp · ep ranks of this rank's model-parallel group (rank = ModelShard::world_rank()); NULL
+  // when the trainer is not model-parallel.
+  Communicator* model_group() const { return model_.get(); }
+  // Sums in double over this rank's tensor-parallel (resp. expert-parallel) group, in place, the
+  // same bits on every rank.
   void sum_tensor_parallel(double* values, size_t count) const;
   void sum_expert_parallel(double* values, size_t count) const;
 
@@ -48,6 +52,9 @@ class TrainerGroup {
   void sum(float* values, size_t count) const;
   void sum(double* values, size_t count) const;
   int64_t sum(int64_t value) const;
+  // Whether every rank of the group passed ok = true (collective: a rank that failed still calls
+  // it, so none waits for it).
+  bool all_ok(bool ok) const;
   // Returns once every rank has arrived.
   void barrier() const;
 
@@ -58,6 +65,7 @@ class TrainerGroup {
   void* data_comm_ = nullptr, *tensor_comm_ = nullptr, *expert_comm_ = nullptr;  // after a split
   ModelShard shard_;
   std::unique_ptr<Communicator> tensor_, expert_;  // what the model's forward and backward use
+  std::unique_ptr<Communicator> model_;            // what a sharded save gathers tensors over
   ModelParallel parallel_;
 };
 

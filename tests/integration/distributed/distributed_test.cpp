@@ -11,32 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/components/instances.hpp"
-#include "core/plugin/host_services.hpp"
-#include "core/plugin/plugin.hpp"
-#include "mpirun.hpp"
-#include "model_fixtures.hpp"
-#include "test_util.hpp"
+#include "trainer_runs.hpp"
 
 using nlohmann::json;
 using mlpt_test::TempDir;
-
-namespace {
-
-json rank_report(const TempDir& dir, int rank) {
-  std::ifstream in(dir / ("rank" + std::to_string(rank) + ".json"));
-  REQUIRE(in.good());
-  return json::parse(in);
-}
-
-std::vector<float> read_floats(const std::string& path) {
-  std::string bytes = mlpt_test::read_bytes(path);
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
-
-}  // namespace
+using namespace dist_test;
 
 TEST_CASE("MPI rendezvous: every rank puts, gets and meets at barriers, and timeouts and cancellation name the key") {
   TempDir dir("dist_rdv");
@@ -63,99 +42,6 @@ TEST_CASE("MPI rendezvous: every rank puts, gets and meets at barriers, and time
     }
   }
 }
-
-namespace {
-
-// One step of the one-rank trainer on a fixed batch of six sequences, and what the group runs need
-// to repeat it: the checkpoint, the batch as JSON (dir/batch.json), the settings.
-struct OneRankStep {
-  json settings;
-  std::map<std::string, double> metrics;
-  uint64_t version = 0;
-  std::vector<std::string> names;                       // in export order
-  std::map<std::string, std::vector<float>> weights;    // after the step
-  std::vector<float> flat;                              // the same, concatenated in export order
-  double moved = 0;                                     // the largest change of a weight in the step
-};
-
-std::vector<float> exported_flat(const mlpt::components::Trainer::Weights& w, std::vector<std::string>* names = nullptr,
-                                 std::map<std::string, std::vector<float>>* by_name = nullptr) {
-  std::vector<float> flat;
-  for (size_t i = 0; i < w.count; ++i) {
-    const DLTensor& t = w.tensors[i].tensor;
-    int64_t n = 1;
-    for (int k = 0; k < t.ndim; ++k) n *= t.shape[k];
-    const float* data = static_cast<const float*>(t.data);
-    flat.insert(flat.end(), data, data + n);
-    const std::string name(w.tensors[i].name.data, w.tensors[i].name.size);
-    if (names) names->push_back(name);
-    if (by_name) (*by_name)[name].assign(data, data + n);
-  }
-  return flat;
-}
-
-// A micro checkpoint of `model_config` from the model tool, and a batch whose generation logprobs
-// are the trainer's own (on-policy), so nothing is masked.
-OneRankStep one_rank_step(const TempDir& dir, const json& model_config, json extra_settings = json::object()) {
-  const std::string config = dir / "ck.config.json", ck = dir / "ck";
-  mlpt_test::write_bytes(config, model_config.dump());
-  int status = 0;
-  std::string log = mlpt_test::run_command(std::string(MLPT_BUILD_DIR) + "/bin/mlpt-model init --config " + config +
-                                               " --seed 31 --out " + ck + " 2>&1", &status);
-  INFO(log);
-  REQUIRE(status == 0);
-  OneRankStep r;
-  // lr 1, eps 1, betas 0 and no clipping make the update g / (|g| + 1): the weights show the
-  // gradient's size, not only its sign (AdamW's usual first step), so a rank that missed the
-  // other's gradient cannot agree by accident.
-  r.settings = {{"checkpoint", ck}, {"optimizer", {{"lr", 1.0}, {"eps", 1.0}, {"betas", {0.0, 0.0}}, {"grad_clip", 0}}}};
-  mlpt::plugin::HostServices host;
-  auto plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_reference.so", host);
-  mlpt::components::Trainer one(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), r.settings);
-  r.settings.update(extra_settings);  // for the group's ranks only
-
-  std::vector<int64_t> offsets{0};
-  std::vector<int32_t> tokens;
-  std::vector<uint8_t> loss_mask, truncated;
-  std::vector<float> advantages;
-  const int lengths[] = {12, 15, 9, 11, 14, 10}, prompts[] = {4, 5, 3, 6, 4, 5};
-  for (int s = 0; s < 6; ++s) {
-    for (int i = 0; i < lengths[s]; ++i) {
-      tokens.push_back((s + 1 + 7 * i) % 37);
-      loss_mask.push_back(i >= prompts[s]);
-    }
-    offsets.push_back(static_cast<int64_t>(tokens.size()));
-    advantages.push_back(s % 2 ? -1.0f : 1.0f + 0.25f * s);
-    truncated.push_back(0);
-  }
-  mlpt_train_batch batch{};
-  batch.struct_size = MLPT_TRAIN_BATCH_STRUCT_SIZE;
-  batch.num_sequences = advantages.size();
-  batch.offsets = offsets.data(), batch.tokens = tokens.data(), batch.loss_mask = loss_mask.data();
-  batch.advantages = advantages.data(), batch.truncated = truncated.data();
-  std::vector<float> logprobs = one.compute_logprobs(batch);
-  for (size_t i = 0; i < logprobs.size(); ++i) logprobs[i] = loss_mask[i] ? logprobs[i] : 0.0f;
-  batch.generation_logprobs = logprobs.data();
-  const json batch_json = {{"offsets", offsets}, {"tokens", tokens}, {"loss_mask", loss_mask}, {"truncated", truncated},
-                           {"generation_logprobs", logprobs}, {"advantages", advantages}};
-  mlpt_test::write_bytes(dir / "batch.json", batch_json.dump());
-
-  for (const auto& m : one.train_step(batch, &r.version)) r.metrics[m.name] = m.value;
-  r.flat = exported_flat(one.export_weights(), &r.names, &r.weights);
-  // How far the step moved the weights, for scale: a rank that missed the other's gradient would
-  // be off by about this much.
-  mlpt::components::Trainer fresh(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), json{{"checkpoint", ck}});
-  const std::vector<float> before = exported_flat(fresh.export_weights());
-  for (size_t i = 0; i < before.size(); ++i) r.moved = std::max(r.moved, std::fabs(double(before[i]) - r.flat[i]));
-  return r;
-}
-
-dist_test::Launch train_group(const TempDir& dir, int ranks, const json& settings) {
-  return dist_test::mpirun(ranks, std::string(DIST_PEER_EXE) + " trainer " + MLPT_PLUGIN_DIR + "/libmlpt_reference.so " +
-                                      dir / "batch.json" + " '" + settings.dump() + "' " + dir.str());
-}
-
-}  // namespace
 
 TEST_CASE("data parallel over MPI: two trainer ranks' step equals the one-rank trainer's (loss, metrics, weights)") {
   TempDir dir("dist_dp");
@@ -196,15 +82,6 @@ TEST_CASE("data parallel over MPI: two trainer ranks' step equals the one-rank t
 
 namespace {
 
-// The micro model with heads that split over two tensor-parallel ranks (two KV heads, two GDN key
-// heads); its four experts split over two or four expert-parallel ranks.
-json splittable_micro_config() {
-  json c = mlpt_test::micro_config_json();
-  c["text_config"]["num_key_value_heads"] = 2;
-  c["text_config"]["linear_num_key_heads"] = 2;
-  return c;
-}
-
 // Runs one step on `ranks` ranks of tensor_parallel tp × expert_parallel ep (and data parallelism
 // over what is left), puts every rank's exported shards back in place and compares them with the
 // one-rank step's weights: the loss and gradient norm within metric_tolerance relative, every
@@ -225,6 +102,8 @@ void check_model_parallel_step(int ranks, int tp, int ep, double metric_toleranc
     INFO("rank " << rank << ": " << r.dump(2));
     REQUIRE_FALSE(r.contains("error"));
     CHECK(r["version"] == one.version);
+    // The clip norm's sum in a fixed order: every rank of the group gets the very same bits.
+    CHECK(r["metrics"]["grad_norm"].get<double>() == rank_report(dir, 0)["metrics"]["grad_norm"].get<double>());
     if (rank % (tp * ep) == 0) sequences += r["sequences"].get<int>();
     CHECK(r["sequences"] == rank_report(dir, rank - rank % (tp * ep))["sequences"]);  // one share per group
     for (const char* key : {"loss", "grad_norm"}) {

@@ -5,6 +5,7 @@
 #include <climits>
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "mlpt/sdk/error.hpp"
@@ -61,17 +62,25 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized) MPI_Comm_free(&comm);
 }
 
-// MPI_Allreduce only advises implementations to give every rank the same bits; the ranks of a
-// tensor-parallel group route tokens from these sums and must agree, so rank 0 reduces and sends.
-void MpiCommunicator::all_reduce_sum(float* values, size_t count) {
+template <class T>
+void sum_on_every_rank(void* comm, T* values, size_t count) {
   constexpr size_t kPiece = size_t{1} << 30;  // MPI counts are int
+  const MPI_Datatype type = std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
+  int rank = 0;
+  check_mpi(MPI_Comm_rank(as_comm(comm), &rank), "MPI_Comm_rank");
   for (size_t done = 0; done < count; done += kPiece) {
     const int n = static_cast<int>(std::min(kPiece, count - done));
-    float* piece = values + done;
-    check_mpi(MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : piece, piece, n, MPI_FLOAT, MPI_SUM, 0, as_comm(comm_)), "MPI_Reduce");
-    check_mpi(MPI_Bcast(piece, n, MPI_FLOAT, 0, as_comm(comm_)), "MPI_Bcast");
+    T* piece = values + done;
+    check_mpi(MPI_Reduce(rank == 0 ? MPI_IN_PLACE : piece, piece, n, type, MPI_SUM, 0, as_comm(comm)), "MPI_Reduce");
+    check_mpi(MPI_Bcast(piece, n, type, 0, as_comm(comm)), "MPI_Bcast");
   }
 }
+
+template void sum_on_every_rank<float>(void*, float*, size_t);
+template void sum_on_every_rank<double>(void*, double*, size_t);
+
+// The ranks of a tensor-parallel group route tokens from these sums and must agree to the bit.
+void MpiCommunicator::all_reduce_sum(float* values, size_t count) { sum_on_every_rank(comm_, values, count); }
 
 void MpiCommunicator::all_to_all_v(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts) {
   std::vector<int> sc = as_ints(send_counts, size_, "all-to-all send"), rc = as_ints(recv_counts, size_, "all-to-all receive");

@@ -3,6 +3,7 @@
 // (MLPT_REFERENCE_MODEL_MPI); without it a layout of more than one rank is refused.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -10,6 +11,12 @@
 #include "model/parallel/model_parallel.hpp"
 
 namespace mlpt::ref {
+
+// values[i] = the sum over the ranks of `comm` (an MPI_Comm), in place, the same bits on every rank
+// for any group size: rank 0 reduces, then broadcasts its result (MPI_Allreduce only advises
+// implementations to give every rank the same bits). Collective over `comm`; float or double.
+template <class T>
+void sum_on_every_rank(void* comm, T* values, size_t count);
 
 class MpiCommunicator final : public Communicator {
  public:
