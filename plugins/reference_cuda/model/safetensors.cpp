@@ -439,28 +439,62 @@ const SafetensorsFile& SafetensorsCheckpoint::file(const std::string& name) cons
 
 template <class T>
 void SafetensorsCheckpoint::read(const std::string& name, const std::vector<int64_t>& shape, T* out) const {
-  const TensorEntry& e = entry(name);
-  read_slice<T>(name, shape, Slice{0, 0, e.shape.empty() ? 1 : e.shape[0]}, out);
+  read_box<T>(name, shape, std::vector<int64_t>(shape.size(), 0), shape, out);
 }
 
 template <class T>
 void SafetensorsCheckpoint::read_slice(const std::string& name, const std::vector<int64_t>& shape, const Slice& slice,
                                        T* out) const {
+  std::vector<int64_t> offset(shape.size(), 0), extent = shape;
+  if (slice.dim < 0 || slice.dim >= static_cast<int>(shape.size()) || slice.begin < 0 || slice.begin > slice.end)
+    throw Error(MLPT_INVALID_ARGUMENT, file_of(name) + ": tensor '" + name + "': slice [" + std::to_string(slice.begin) + ", " +
+                                           std::to_string(slice.end) + ") of dim " + std::to_string(slice.dim) +
+                                           " is outside shape " + shape_str(shape));
+  offset[slice.dim] = slice.begin, extent[slice.dim] = slice.end - slice.begin;
+  read_box<T>(name, shape, offset, extent, out);
+}
+
+template <class T>
+void SafetensorsCheckpoint::read_box(const std::string& name, const std::vector<int64_t>& shape,
+                                     const std::vector<int64_t>& offset, const std::vector<int64_t>& extent, T* out) const {
   const SafetensorsFile& f = file(name);
   const TensorEntry& e = f.entry(name);
   check_shape(f.path(), name, e, shape);
   const std::string where = f.path() + ": tensor '" + name + "'";
-  SliceRuns r = slice_runs(e.shape, e.shape.empty() ? nullptr : &slice, where);
+  const size_t nd = e.shape.size();
+  if (offset.size() != nd || extent.size() != nd)
+    throw Error(MLPT_INVALID_ARGUMENT, where + ": a box of " + std::to_string(offset.size()) + " dims for shape " + shape_str(e.shape));
+  int64_t runs = 1;
+  for (size_t d = 0; d < nd; ++d) {
+    if (offset[d] < 0 || extent[d] < 0 || offset[d] + extent[d] > e.shape[d])
+      throw Error(MLPT_INVALID_ARGUMENT, where + ": box at " + shape_str(offset) + " of extent " + shape_str(extent) +
+                                             " is outside shape " + shape_str(e.shape));
+    if (d + 1 < nd) runs *= extent[d];
+  }
+  const int64_t run = nd ? extent[nd - 1] : 1;
+  if (runs == 0 || run == 0) return;
+  // Element index of run k: the box's index tuple of every dimension but the last, row-major.
+  std::vector<int64_t> stride(nd, 1);
+  for (size_t d = nd; d-- > 1;) stride[d - 1] = stride[d] * e.shape[d];
+  auto run_start = [&](int64_t k) -> int64_t {
+    if (nd == 0) return 0;  // a scalar
+    int64_t at = offset[nd - 1];
+    for (size_t d = nd - 1; d-- > 0;) {
+      at += (offset[d] + k % extent[d]) * stride[d];
+      k /= extent[d];
+    }
+    return at;
+  };
   const size_t width = dtype_bytes(e.dtype);
   if (e.dtype != Dtype::f8_e4m3) {
-    for (int64_t k = 0; k < r.runs; ++k) decode(f.data(e) + (r.first + k * r.stride) * width, e.dtype, r.run, out + k * r.run);
+    for (int64_t k = 0; k < runs; ++k) decode(f.data(e) + run_start(k) * width, e.dtype, run, out + k * run);
   } else {
     // Dequantise: each element times the scale of its block in the last two dims.
     std::string sname = scale_inv_name(name);
     if (!contains(sname))
       throw Error(MLPT_NOT_FOUND, where + " is FP8 but the checkpoint has no block scale '" + sname + "'");
-    if (e.shape.size() < 2) throw Error(MLPT_INVALID_ARGUMENT, where + ": an FP8 tensor needs at least two dims");
-    const int64_t rows = e.shape[e.shape.size() - 2], cols = e.shape.back();
+    if (nd < 2) throw Error(MLPT_INVALID_ARGUMENT, where + ": an FP8 tensor needs at least two dims");
+    const int64_t rows = e.shape[nd - 2], cols = e.shape.back();
     const auto [br, bc] = fp8_block_;
     std::vector<int64_t> sshape(e.shape.begin(), e.shape.end() - 2);
     sshape.push_back((rows + br - 1) / br);
@@ -472,22 +506,23 @@ void SafetensorsCheckpoint::read_slice(const std::string& name, const std::vecto
       throw Error(MLPT_INVALID_ARGUMENT, file(sname).path() + ": block scale '" + sname + "' has shape " + shape_str(se.shape) +
                                              ", " + std::to_string(br) + " x " + std::to_string(bc) + " blocks of " +
                                              shape_str(e.shape) + " need " + shape_str(sshape));
-    std::vector<float> scale(static_cast<size_t>(se.numel()));
+    std::vector<float> scale(static_cast<size_t>(se.numel()));  // small: one value per block
     read_tensor(file(sname), sname, sshape, scale.data());
+    bytes_read_ += se.end - se.begin;
     const int64_t srows = sshape[sshape.size() - 2], scols = sshape.back();
-    for (int64_t k = 0; k < r.runs; ++k) {
-      const int64_t start = r.first + k * r.stride;
+    for (int64_t k = 0; k < runs; ++k) {
+      const int64_t start = run_start(k);
       const std::byte* p = f.data(e) + start;
-      T* o = out + k * r.run;
-      for (int64_t i = 0; i < r.run; ++i) {
+      T* o = out + k * run;
+      for (int64_t i = 0; i < run; ++i) {
         const int64_t idx = start + i, c = idx % cols, row = (idx / cols) % rows, b = idx / (rows * cols);
         const float s = scale[static_cast<size_t>((b * srows + row / br) * scols + c / bc)];
         o[i] = static_cast<T>(static_cast<double>(f8_e4m3_to_float(static_cast<uint8_t>(p[i]))) * s);
       }
     }
   }
-  if (r.runs > 0 && r.run > 0)
-    f.release(e.begin + r.first * width, e.begin + (r.first + (r.runs - 1) * r.stride + r.run) * width);
+  bytes_read_ += static_cast<uint64_t>(runs * run) * width;
+  f.release(e.begin + run_start(0) * width, e.begin + (run_start(runs - 1) + run) * width);
 }
 
 const std::byte* SafetensorsCheckpoint::stored_bytes(const std::string& name) const {
@@ -511,6 +546,7 @@ HostTensor SafetensorsCheckpoint::read_raw_slice(const std::string& name, const 
   HostTensor t{e.dtype, r.shape, std::vector<std::byte>(static_cast<size_t>(r.runs * r.run) * width)};
   for (int64_t k = 0; k < r.runs; ++k)
     std::memcpy(t.bytes.data() + k * r.run * width, f.data(e) + (r.first + k * r.stride) * width, r.run * width);
+  bytes_read_ += t.bytes.size();
   if (r.runs > 0 && r.run > 0)
     f.release(e.begin + r.first * width, e.begin + (r.first + (r.runs - 1) * r.stride + r.run) * width);
   return t;
@@ -520,6 +556,10 @@ template void SafetensorsCheckpoint::read<float>(const std::string&, const std::
 template void SafetensorsCheckpoint::read<double>(const std::string&, const std::vector<int64_t>&, double*) const;
 template void SafetensorsCheckpoint::read_slice<float>(const std::string&, const std::vector<int64_t>&, const Slice&, float*) const;
 template void SafetensorsCheckpoint::read_slice<double>(const std::string&, const std::vector<int64_t>&, const Slice&, double*) const;
+template void SafetensorsCheckpoint::read_box<float>(const std::string&, const std::vector<int64_t>&, const std::vector<int64_t>&,
+                                                     const std::vector<int64_t>&, float*) const;
+template void SafetensorsCheckpoint::read_box<double>(const std::string&, const std::vector<int64_t>&, const std::vector<int64_t>&,
+                                                      const std::vector<int64_t>&, double*) const;
 
 Fp8Tensor quantize_fp8(const float* values, const std::vector<int64_t>& shape, std::pair<int64_t, int64_t> block) {
   if (shape.size() < 2) throw Error(MLPT_INVALID_ARGUMENT, "FP8 block quantisation needs at least two dims, got " + shape_str(shape));
@@ -627,29 +667,35 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(hl >> (8 * i));
   f.write(len, 8);
   f.write(h.data(), h.size());
-  std::vector<unsigned char> buf;
   for (const auto& t : tensors) {
-    int64_t n = numel_of(t.shape);
     if (t.raw) {
-      f.write(t.raw, static_cast<size_t>(n) * dtype_bytes(t.dtype));
+      f.write(t.raw, static_cast<size_t>(numel_of(t.shape)) * dtype_bytes(t.dtype));
       continue;
     }
     if (t.dtype != Dtype::f32 && t.dtype != Dtype::bf16 && t.dtype != Dtype::f16)
       throw Error(MLPT_INVALID_ARGUMENT, path + ": tensor '" + t.name + "': float values cannot be written as " +
                                              dtype_code(t.dtype) + " (encode them and pass raw bytes)");
-    buf.resize(static_cast<size_t>(n) * dtype_bytes(t.dtype));
-    for (int64_t i = 0; i < n; ++i) {
-      float v = t.values[i];
-      if (t.dtype == Dtype::f32) {
-        std::memcpy(buf.data() + 4 * i, &v, 4);
-      } else {
-        uint16_t w = t.dtype == Dtype::bf16 ? float_to_bf16(v) : float_to_f16(v);
-        std::memcpy(buf.data() + 2 * i, &w, 2);
-      }
-    }
-    f.write(buf.data(), buf.size());
+    const EncodedTensor e = encode_floats(t.name, t.shape, t.values, t.dtype);
+    f.write(e.bytes.data(), e.bytes.size());
   }
   f.commit();
+}
+
+EncodedTensor encode_floats(const std::string& name, const std::vector<int64_t>& shape, const float* values, Dtype dtype) {
+  if (dtype != Dtype::f32 && dtype != Dtype::bf16 && dtype != Dtype::f16)
+    throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "': float values cannot be encoded as " + dtype_code(dtype));
+  const int64_t n = numel_of(shape);
+  EncodedTensor e{name, shape, dtype, std::vector<std::byte>(static_cast<size_t>(n) * dtype_bytes(dtype))};
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = values[i];
+    if (dtype == Dtype::f32) {
+      std::memcpy(e.bytes.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t w = dtype == Dtype::bf16 ? float_to_bf16(v) : float_to_f16(v);
+      std::memcpy(e.bytes.data() + 2 * i, &w, 2);
+    }
+  }
+  return e;
 }
 
 void write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>& tensors, size_t max_shard_bytes) {

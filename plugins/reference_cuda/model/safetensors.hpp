@@ -9,6 +9,7 @@
 // (temporary file, fsync, rename); a sharded checkpoint writes its index last.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -115,6 +116,15 @@ class SafetensorsCheckpoint {
   // The same for one slice: `out` holds the slice's numel values, row-major.
   template <class T>
   void read_slice(const std::string& name, const std::vector<int64_t>& shape, const Slice& slice, T* out) const;
+  // The same for a box: indices [offset[d], offset[d] + extent[d]) of every dimension d (a rank's
+  // rows, or the row segments of a column split); `out` holds the box's values, row-major. Only
+  // the box's bytes are read (and, for FP8, the block scales).
+  template <class T>
+  void read_box(const std::string& name, const std::vector<int64_t>& shape, const std::vector<int64_t>& offset,
+                const std::vector<int64_t>& extent, T* out) const;
+  // Bytes copied out of the mapped files by the reads of this checkpoint so far (what a rank that
+  // reads only its slices saves is visible here).
+  uint64_t bytes_read() const { return bytes_read_; }
   // A slice (or with no slice, all) of the tensor as stored, reading only its bytes. FP8 tensors
   // are refused here (their scale blocks do not follow a slice): read them as float.
   HostTensor read_raw(const std::string& name) const;
@@ -129,6 +139,7 @@ class SafetensorsCheckpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t> where_;  // tensor -> index in files_
   std::pair<int64_t, int64_t> fp8_block_{128, 128};
+  mutable std::atomic<uint64_t> bytes_read_{0};
 };
 
 // A tensor to write: float values converted to `dtype` (f32, bf16 or f16) on the way out, or, when
@@ -140,6 +151,16 @@ struct TensorToWrite {
   Dtype dtype = Dtype::f32;
   const std::byte* raw = nullptr;
 };
+
+// A tensor already in its stored encoding, owning its bytes.
+struct EncodedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  Dtype dtype = Dtype::f32;
+  std::vector<std::byte> bytes;
+};
+// Float values converted to `dtype` (f32, bf16 or f16; round to nearest even).
+EncodedTensor encode_floats(const std::string& name, const std::vector<int64_t>& shape, const float* values, Dtype dtype);
 
 // Block-quantises a [.., rows, cols] float tensor to FP8 E4M3 the way the published FP8 checkpoints
 // store it: per block, scale_inv = amax / 448 and q = x / scale_inv (scale 1 for an all-zero block).

@@ -1,5 +1,6 @@
 #include "model/weights.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -76,29 +77,44 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The fused expert tensor `name` (…mlp.experts.gate_up_proj or …down_proj) from one tensor per
-// expert (…mlp.experts.{e}.{gate,up,down}_proj.weight), as Qwen3-Next and some published Qwen3.5
-// checkpoints (and every mtp.* layer) store them. False when `name` is not an expert tensor.
-// [first, first + count) of them only (a rank's block under expert parallelism); count -1: all.
+// A box of the fused expert tensor `name` (…mlp.experts.gate_up_proj [E, 2I, H] or …down_proj
+// [E, H, I]) from one tensor per expert (…mlp.experts.{e}.{gate,up,down}_proj.weight), as Qwen3-Next
+// and some published Qwen3.5 checkpoints (and every mtp.* layer) store them. False when `name` is
+// not an expert tensor or the checkpoint has it fused.
 template <class T>
-bool read_per_expert(const ModelConfig& c, const SafetensorsCheckpoint& ck, const std::string& name, T* out,
-                     int64_t first = 0, int64_t count = -1) {
+bool read_per_expert_box(const ModelConfig& c, const SafetensorsCheckpoint& ck, const std::string& name,
+                         const std::vector<int64_t>& offset, const std::vector<int64_t>& extent, T* out) {
   const bool gate_up = ends_with(name, "mlp.experts.gate_up_proj");
   if (!gate_up && !ends_with(name, "mlp.experts.down_proj")) return false;
   const std::string base = name.substr(0, name.size() - std::string(gate_up ? "gate_up_proj" : "down_proj").size());
   if (!ck.contains(base + (gate_up ? "0.gate_proj.weight" : "0.down_proj.weight"))) return false;
   const int64_t H = c.hidden_size, I = c.moe_intermediate;
-  if (count < 0) count = c.num_experts - first;
-  for (int64_t j = 0; j < count; ++j) {
-    const std::string ep = base + std::to_string(first + j) + ".";
-    if (gate_up) {
-      ck.read<T>(ep + "gate_proj.weight", {I, H}, out + j * 2 * I * H);
-      ck.read<T>(ep + "up_proj.weight", {I, H}, out + j * 2 * I * H + I * H);
-    } else {
-      ck.read<T>(ep + "down_proj.weight", {H, I}, out + j * H * I);
+  const int64_t per_expert = extent[1] * extent[2];
+  for (int64_t j = 0; j < extent[0]; ++j) {
+    const std::string ep = base + std::to_string(offset[0] + j) + ".";
+    T* o = out + j * per_expert;
+    if (!gate_up) {
+      ck.read_box<T>(ep + "down_proj.weight", {H, I}, {offset[1], offset[2]}, {extent[1], extent[2]}, o);
+      continue;
     }
+    // Rows [offset[1], offset[1] + extent[1]) of the expert's [gate; up]: the gate's part, then the up's.
+    const int64_t g0 = offset[1], g1 = std::min(offset[1] + extent[1], I);
+    const int64_t u0 = std::max(offset[1], I), u1 = offset[1] + extent[1];
+    if (g1 > g0) ck.read_box<T>(ep + "gate_proj.weight", {I, H}, {g0, offset[2]}, {g1 - g0, extent[2]}, o);
+    if (u1 > u0) ck.read_box<T>(ep + "up_proj.weight", {I, H}, {u0 - I, offset[2]}, {u1 - u0, extent[2]}, o + std::max<int64_t>(g1 - g0, 0) * extent[2]);
   }
   return true;
+}
+
+// Experts [first, first + count) of the fused expert tensor `name` from one tensor per expert;
+// count -1: all. False as read_per_expert_box.
+template <class T>
+bool read_per_expert(const ModelConfig& c, const SafetensorsCheckpoint& ck, const std::string& name, T* out,
+                     int64_t first = 0, int64_t count = -1) {
+  if (count < 0) count = c.num_experts - first;
+  const int64_t H = c.hidden_size, I = c.moe_intermediate;
+  const bool gate_up = ends_with(name, "mlp.experts.gate_up_proj");
+  return read_per_expert_box(c, ck, name, {first, 0, 0}, {count, gate_up ? 2 * I : H, gate_up ? H : I}, out);
 }
 
 // Qwen3-Next stores the GDN input projections fused per key-head group, and experts one by one.
@@ -200,6 +216,14 @@ Weights<T> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& 
 }
 
 template <class T>
+void read_weight_box(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint, const std::string& name,
+                     const std::vector<int64_t>& shape, const std::vector<int64_t>& offset,
+                     const std::vector<int64_t>& extent, T* out) {
+  if (checkpoint.contains(name) || !read_per_expert_box(config, checkpoint, name, offset, extent, out))
+    checkpoint.read_box<T>(name, shape, offset, extent, out);  // throws naming a missing tensor
+}
+
+template <class T>
 Weights<T> load_weights(const std::string& dir) {
   ModelConfig config = load_checkpoint_config(dir);
   SafetensorsCheckpoint ck(dir);
@@ -216,77 +240,87 @@ void save_checkpoint(const std::string& dir, const Weights<float>& w, Dtype dtyp
   write_file_atomic(dir + "/config.json", w.config.source.dump(2) + "\n");
 }
 
-namespace {
-
-// Collects what save_checkpoint_as writes, keeping FP8 encodings alive until the write.
-class SourceLikeWriter {
- public:
-  explicit SourceLikeWriter(const SafetensorsCheckpoint& source, Dtype fallback) : source_(source), fallback_(fallback) {}
-
-  // One tensor (or expert slice) named `name` with `values`, in the dtype the source stored it.
-  void add(const std::string& name, const std::vector<int64_t>& shape, const float* values) {
-    Dtype d = source_.contains(name) ? source_.entry(name).dtype : fallback_;
-    written_.insert(name);
-    if (d != Dtype::f8_e4m3) {
-      if (!is_weight_dtype(d)) throw Error(MLPT_INVALID_ARGUMENT, source_.file_of(name) + ": tensor '" + name +
-                                                                      "' is stored as " + dtype_code(d) + ", not a weight dtype");
-      tensors_.push_back({name, shape, values, d});
-      return;
+std::vector<TensorPiece> expert_pieces(const ModelConfig& c, const std::string& name, int64_t first_expert, int64_t count) {
+  const bool gate_up = ends_with(name, "mlp.experts.gate_up_proj"), down = ends_with(name, "mlp.experts.down_proj");
+  if (!gate_up && !down) return {};
+  const std::string base = name.substr(0, name.rfind('.') + 1);
+  const int64_t H = c.hidden_size, I = c.moe_intermediate;
+  std::vector<TensorPiece> out;
+  for (int64_t j = 0; j < count; ++j) {
+    const std::string ep = base + std::to_string(first_expert + j) + ".";
+    if (gate_up) {
+      out.push_back({ep + "gate_proj.weight", {I, H}, j * 2 * I * H});
+      out.push_back({ep + "up_proj.weight", {I, H}, j * 2 * I * H + I * H});
+    } else {
+      out.push_back({ep + "down_proj.weight", {H, I}, j * H * I});
     }
-    const std::string sname = scale_inv_name(name);
-    Dtype scale_dtype = source_.contains(sname) ? source_.entry(sname).dtype : Dtype::f32;
-    fp8_.push_back(std::make_unique<Fp8Tensor>(quantize_fp8(values, shape, source_.fp8_block())));
-    tensors_.push_back({name, shape, nullptr, Dtype::f8_e4m3, fp8_.back()->values.data()});
-    tensors_.push_back({sname, fp8_.back()->scale_shape, fp8_.back()->scale_inv.data(), scale_dtype});
-    written_.insert(sname);
   }
+  return out;
+}
 
-  // Everything else the source holds (mtp.*, model.visual.*, ...), byte for byte.
-  std::vector<TensorToWrite> finish() {
-    for (const std::string& name : source_.names()) {
-      if (written_.count(name)) continue;
-      const TensorEntry& e = source_.entry(name);
-      tensors_.push_back({name, e.shape, nullptr, e.dtype, source_.stored_bytes(name)});
+std::vector<TensorPiece> pieces_like_source(const SafetensorsCheckpoint& source, const ModelConfig& c, const std::string& name,
+                                            const std::vector<int64_t>& shape, int64_t first_expert) {
+  if (!source.contains(name)) {
+    std::vector<TensorPiece> experts = expert_pieces(c, name, first_expert, shape.at(0));
+    if (!experts.empty() && source.contains(expert_pieces(c, name, 0, 1).at(0).name)) return experts;
+  }
+  return {TensorPiece{name, shape, 0}};
+}
+
+std::vector<EncodedTensor> encode_like_source(const SafetensorsCheckpoint& source, Dtype fallback, const TensorPiece& piece,
+                                              const float* values) {
+  const Dtype d = source.contains(piece.name) ? source.entry(piece.name).dtype : fallback;
+  const float* v = values + piece.offset;
+  int64_t n = 1;
+  for (int64_t e : piece.shape) n *= e;
+  std::vector<EncodedTensor> out;
+  if (d == Dtype::f8_e4m3) {
+    const std::string sname = scale_inv_name(piece.name);
+    const Dtype scale_dtype = source.contains(sname) ? source.entry(sname).dtype : Dtype::f32;
+    Fp8Tensor q = quantize_fp8(v, piece.shape, source.fp8_block());
+    out.push_back({piece.name, piece.shape, Dtype::f8_e4m3, std::move(q.values)});
+    out.push_back(encode_floats(sname, q.scale_shape, q.scale_inv.data(), scale_dtype));
+    return out;
+  }
+  if (!is_weight_dtype(d))
+    throw Error(MLPT_INVALID_ARGUMENT, source.file_of(piece.name) + ": tensor '" + piece.name + "' is stored as " +
+                                           dtype_code(d) + ", not a weight dtype");
+  out.push_back(encode_floats(piece.name, piece.shape, v, d));
+  return out;
+}
+
+std::set<std::string> names_written_like_source(const SafetensorsCheckpoint& source, const ModelConfig& config) {
+  const ModelLayout layout = make_layout(config);
+  std::set<std::string> names;
+  for (const TensorSpec& spec : layout.tensors)
+    for (const TensorPiece& piece : pieces_like_source(source, config, spec.name, spec.shape, 0)) {
+      names.insert(piece.name);
+      if (source.contains(piece.name) && source.entry(piece.name).dtype == Dtype::f8_e4m3) names.insert(scale_inv_name(piece.name));
     }
-    return tensors_;
-  }
-
- private:
-  const SafetensorsCheckpoint& source_;
-  Dtype fallback_;
-  std::vector<TensorToWrite> tensors_;
-  std::vector<std::unique_ptr<Fp8Tensor>> fp8_;
-  std::set<std::string> written_;
-};
-
-}  // namespace
+  return names;
+}
 
 void save_checkpoint_as(const std::string& dir, const Weights<float>& w, const SafetensorsCheckpoint& source,
                         size_t max_shard_bytes) {
   if (w.config.variant != CheckpointVariant::qwen3_5_moe)
     throw Error(MLPT_UNIMPLEMENTED, dir + ": saving writes Qwen3.5 names; convert a qwen3_next config first");
-  SourceLikeWriter out(source, parse_dtype(w.config.dtype));
-  const int64_t H = w.config.hidden_size, I = w.config.moe_intermediate;
+  const Dtype fallback = parse_dtype(w.config.dtype);
+  std::vector<EncodedTensor> encoded;
   for (size_t i = 0; i < w.layout.tensors.size(); ++i) {
     const TensorSpec& spec = w.layout.tensors[i];
-    const float* v = w.values[i].data();
-    const bool gate_up = ends_with(spec.name, "mlp.experts.gate_up_proj"), down = ends_with(spec.name, "mlp.experts.down_proj");
-    const std::string base = spec.name.substr(0, spec.name.rfind('.') + 1);
-    if ((gate_up || down) && !source.contains(spec.name) && source.contains(base + "0." + (gate_up ? "gate_proj.weight" : "down_proj.weight"))) {
-      for (int64_t e = 0; e < w.config.num_experts; ++e) {  // per-expert names, as the source has them
-        const std::string ep = base + std::to_string(e) + ".";
-        if (gate_up) {
-          out.add(ep + "gate_proj.weight", {I, H}, v + e * 2 * I * H);
-          out.add(ep + "up_proj.weight", {I, H}, v + e * 2 * I * H + I * H);
-        } else {
-          out.add(ep + "down_proj.weight", {H, I}, v + e * H * I);
-        }
-      }
-      continue;
-    }
-    out.add(spec.name, spec.shape, v);
+    for (const TensorPiece& piece : pieces_like_source(source, w.config, spec.name, spec.shape, 0))
+      for (EncodedTensor& t : encode_like_source(source, fallback, piece, w.values[i].data())) encoded.push_back(std::move(t));
   }
-  write_checkpoint(dir, out.finish(), max_shard_bytes);
+  std::vector<TensorToWrite> tensors;
+  for (const EncodedTensor& t : encoded) tensors.push_back({t.name, t.shape, nullptr, t.dtype, t.bytes.data()});
+  // Everything else the source holds (mtp.*, model.visual.*, ...), byte for byte.
+  const std::set<std::string> written = names_written_like_source(source, w.config);
+  for (const std::string& name : source.names()) {
+    if (written.count(name)) continue;
+    const TensorEntry& e = source.entry(name);
+    tensors.push_back({name, e.shape, nullptr, e.dtype, source.stored_bytes(name)});
+  }
+  write_checkpoint(dir, tensors, max_shard_bytes);
   write_file_atomic(dir + "/config.json", w.config.source.dump(2) + "\n");
 }
 
@@ -294,6 +328,10 @@ template Weights<float> zeros_like_layout<float>(const ModelConfig&);
 template Weights<double> zeros_like_layout<double>(const ModelConfig&);
 template Weights<float> init_weights<float>(const ModelConfig&, uint64_t);
 template Weights<double> init_weights<double>(const ModelConfig&, uint64_t);
+template void read_weight_box<float>(const ModelConfig&, const SafetensorsCheckpoint&, const std::string&, const std::vector<int64_t>&,
+                                     const std::vector<int64_t>&, const std::vector<int64_t>&, float*);
+template void read_weight_box<double>(const ModelConfig&, const SafetensorsCheckpoint&, const std::string&, const std::vector<int64_t>&,
+                                      const std::vector<int64_t>&, const std::vector<int64_t>&, double*);
 template Weights<float> load_weights<float>(const std::string&);
 template Weights<double> load_weights<double>(const std::string&);
 template Weights<float> load_weights<float>(const ModelConfig&, const SafetensorsCheckpoint&);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,15 @@ template <class T>
 Weights<T> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint, int64_t first_expert,
                         int64_t expert_count);
 
+// A box (indices [offset[d], offset[d] + extent[d]) of every dimension d) of the model tensor
+// `name` of `shape` (the whole model's shape) into `out`, row-major, reading only the box's bytes:
+// from the tensor of that name, or, for routed experts stored one tensor per expert, from those.
+// `name` may carry a prefix (an optimizer state's "exp_avg." names). Errors name the tensor.
+template <class T>
+void read_weight_box(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint, const std::string& name,
+                     const std::vector<int64_t>& shape, const std::vector<int64_t>& offset,
+                     const std::vector<int64_t>& extent, T* out);
+
 // Writes config.json and the weights (Qwen3.5 names) into `dir` in `dtype`.
 void save_checkpoint(const std::string& dir, const Weights<float>& weights, Dtype dtype,
                      size_t max_shard_bytes = 0);
@@ -55,6 +65,30 @@ void save_checkpoint(const std::string& dir, const Weights<float>& weights, Dtyp
 // byte. Tensors the source lacks are written in the config's dtype.
 void save_checkpoint_as(const std::string& dir, const Weights<float>& weights, const SafetensorsCheckpoint& source,
                         size_t max_shard_bytes = 0);
+
+// The parts of save_checkpoint_as, for writers that hold only some tensors (a rank of a sharded
+// save). A piece is a tensor to write, cut from a model tensor's values at `offset`.
+struct TensorPiece {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;  // in elements
+};
+// The experts [first_expert, first_expert + count) of the fused routed-expert tensor `name`
+// (…mlp.experts.gate_up_proj [count, 2I, H] or …down_proj [count, H, I]) as one tensor per expert
+// (…experts.{e}.gate_proj.weight, up_proj, down_proj); empty when `name` is not one.
+std::vector<TensorPiece> expert_pieces(const ModelConfig& config, const std::string& name, int64_t first_expert, int64_t count);
+// How `source` stores model tensor `name` of `shape` (for routed experts, a block of shape[0]
+// experts from first_expert): per expert where it has them so, else the tensor itself.
+std::vector<TensorPiece> pieces_like_source(const SafetensorsCheckpoint& source, const ModelConfig& config,
+                                            const std::string& name, const std::vector<int64_t>& shape,
+                                            int64_t first_expert = 0);
+// The piece's values (`values` + piece.offset) in the dtype `source` stores it in (`fallback`
+// when it lacks it): one tensor, or FP8 and its block scale.
+std::vector<EncodedTensor> encode_like_source(const SafetensorsCheckpoint& source, Dtype fallback, const TensorPiece& piece,
+                                              const float* values);
+// Every name the model's tensors are written under like `source`: the source's other tensors are
+// the ones a save copies byte for byte.
+std::set<std::string> names_written_like_source(const SafetensorsCheckpoint& source, const ModelConfig& config);
 
 template <class To, class From>
 Weights<To> convert_weights(const Weights<From>& w) {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/parallel/shard_boxes.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "model/safetensors.hpp"
 #include "model/weights.hpp"
@@ -105,6 +106,20 @@ TEST_CASE("FP8 block-scaled tensors dequantise exactly as an independent float64
   for (int64_t k = 0; k < 2 * 130; ++k)
     for (int64_t c = 0; c < 19; ++c) bad += cols[k * 19 + c] != b[k * 129 + 110 + c];
   CHECK(bad == 0);
+  // A box across block edges in two dims (rows 1..129 of b's second matrix, columns 5..133 of a's
+  // rows 60..190) too: what a tensor-parallel rank of a column split reads.
+  std::vector<double> box(1 * 128 * 20);
+  ck.read_box<double>("b.weight", {2, 130, 129}, {1, 1, 100}, {1, 128, 20}, box.data());
+  bad = 0;
+  for (int64_t r = 0; r < 128; ++r)
+    for (int64_t c = 0; c < 20; ++c) bad += box[r * 20 + c] != b[(130 + 1 + r) * 129 + 100 + c];
+  std::vector<double> a_box(130 * 128);
+  ck.read_box<double>("a.weight", {200, 300}, {60, 5}, {130, 128}, a_box.data());
+  for (int64_t r = 0; r < 130; ++r)
+    for (int64_t c = 0; c < 128; ++c) bad += a_box[r * 128 + c] != a[(60 + r) * 300 + 5 + c];
+  CHECK(bad == 0);
+  CHECK_THAT(error_of([&] { ck.read_box<double>("a.weight", {200, 300}, {60, 5}, {130, 296}, a_box.data()); }),
+             Catch::Contains("outside shape [200, 300]"));
   // Raw slices of a block-scaled tensor would lose their scales: refused, with the way out named.
   CHECK_THAT(error_of([&] { ck.read_raw_slice("a.weight", Slice{0, 0, 10}); }), Catch::Contains("read_slice"));
 }
@@ -245,6 +260,49 @@ TEST_CASE("a tensor- and expert-parallel rank reads its shard of a checkpoint: t
   }
   CHECK_THROWS_WITH(load_shard_weights<float>(dir / "ck", ModelShard{4, 0, 1, 0}),
                     Catch::Contains("num_key_value_heads 2 do not split over tp 4"));
+}
+
+TEST_CASE("a tensor- and expert-parallel rank reads only the bytes of its slices: half of each tensor TP=2 splits") {
+  const ModelConfig c = load_model_config(std::string(MLPT_SOURCE_DIR) + "/configs/models/tiny.json");
+  TempDir dir("shard_bytes");
+  save_checkpoint(dir / "ck", init_weights<float>(c, 3), Dtype::bf16, 1 << 20);
+  uint64_t whole_bytes = 0;
+  for (const TensorSpec& t : make_layout(c).tensors) whole_bytes += static_cast<uint64_t>(t.numel()) * 2;
+  for (const auto& [tp, ep] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}})
+    for (int r = 0; r < tp * ep; ++r) {
+      INFO("tp " << tp << " x ep " << ep << ", rank " << r);
+      const SafetensorsCheckpoint ck(dir / "ck");
+      const Weights<float> w = read_shard_weights<float>(c, ck, ModelShard::of_world_rank(tp, ep, r));
+      uint64_t held = 0;  // BF16: two bytes per element this rank holds, and not one more
+      for (const TensorSpec& t : w.layout.tensors) held += static_cast<uint64_t>(t.numel()) * 2;
+      CHECK(ck.bytes_read() == held);
+      CHECK(ck.bytes_read() < whole_bytes);
+      if (r == 0)
+        WARN("tp " << tp << " x ep " << ep << ": a rank reads " << ck.bytes_read() << " of the checkpoint's " << whole_bytes
+                   << " bytes (" << 100.0 * double(ck.bytes_read()) / double(whole_bytes) << "%)");
+    }
+  // Each split tensor: a TP=2 rank reads half of it, rows (q_proj) or row segments (o_proj).
+  const ModelLayout whole = make_layout(c);
+  const ModelLayout half = make_layout(shard_config(c, ModelShard::of_world_rank(2, 1, 1)));
+  for (const LayerTensors& l : whole.layers) {
+    if (!l.attention) continue;
+    for (int t : {l.attn.q, l.attn.o, l.moe.shared_down}) {
+      const SafetensorsCheckpoint ck(dir / "ck");
+      const TensorSpec& spec = whole.tensors[static_cast<size_t>(t)];
+      const Weights<float> w = read_shard_weights<float>(c, ck, ModelShard::of_world_rank(2, 1, 1));
+      const TensorEntry& e = ck.entry(spec.name);
+      INFO(spec.name);
+      CHECK(half.tensors[static_cast<size_t>(t)].numel() * 2 == spec.numel());
+      std::vector<float> one(static_cast<size_t>(half.tensors[static_cast<size_t>(t)].numel()));
+      const uint64_t before = ck.bytes_read();
+      const std::vector<ShardPlacement> p = shard_placements(c, w.layout, ModelShard::of_world_rank(2, 1, 1));
+      for (const ShardBox& box : p[static_cast<size_t>(t)].boxes)
+        ck.read_box<float>(spec.name, spec.shape, box.global_offset, box.extent, one.data());
+      CHECK(ck.bytes_read() - before == (e.end - e.begin) / 2);
+      CHECK(one == w.values[static_cast<size_t>(t)]);
+    }
+    break;
+  }
 }
 
 TEST_CASE("a corrupt or incomplete shard is refused with the shard and the tensor named") {

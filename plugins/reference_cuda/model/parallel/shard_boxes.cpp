@@ -74,22 +74,44 @@ std::vector<ShardPlacement> shard_placements(const ModelConfig& f, const ModelLa
   return out;
 }
 
-void copy_local_box(const float* from, const std::vector<int64_t>& shape, const ShardBox& box, float* to) {
+namespace {
+
+// Calls run(at, k, n) for every run of the box along the last dimension: n elements at element
+// `at` of the tensor, which are elements [k · n, (k + 1) · n) of the compact box.
+template <class Run>
+void for_each_box_run(const std::vector<int64_t>& shape, const ShardBox& box, Run run) {
   const size_t nd = shape.size();
+  if (nd == 0) return run(int64_t{0}, int64_t{0}, int64_t{1});
   std::vector<int64_t> stride(nd, 1);
   for (size_t d = nd - 1; d > 0; --d) stride[d - 1] = stride[d] * shape[d];
   int64_t outer = 1;
   for (size_t d = 0; d + 1 < nd; ++d) outer *= box.extent[d];
-  const int64_t run = box.extent[nd - 1];
-  // Every index of the box but the last dimension's: one contiguous run each.
+  const int64_t n = box.extent[nd - 1];
   for (int64_t o = 0; o < outer; ++o) {
     int64_t at = box.local_offset[nd - 1], rest = o;
     for (size_t d = nd - 1; d-- > 0;) {
       at += (box.local_offset[d] + rest % box.extent[d]) * stride[d];
       rest /= box.extent[d];
     }
-    std::copy_n(from + at, run, to + o * run);
+    run(at, o, n);
   }
 }
+
+}  // namespace
+
+template <class T>
+void copy_local_box(const T* from, const std::vector<int64_t>& shape, const ShardBox& box, T* to) {
+  for_each_box_run(shape, box, [&](int64_t at, int64_t k, int64_t n) { std::copy_n(from + at, n, to + k * n); });
+}
+
+template <class T>
+void place_local_box(const T* from, const std::vector<int64_t>& shape, const ShardBox& box, T* to) {
+  for_each_box_run(shape, box, [&](int64_t at, int64_t k, int64_t n) { std::copy_n(from + k * n, n, to + at); });
+}
+
+template void copy_local_box<float>(const float*, const std::vector<int64_t>&, const ShardBox&, float*);
+template void copy_local_box<double>(const double*, const std::vector<int64_t>&, const ShardBox&, double*);
+template void place_local_box<float>(const float*, const std::vector<int64_t>&, const ShardBox&, float*);
+template void place_local_box<double>(const double*, const std::vector<int64_t>&, const ShardBox&, double*);
 
 }  // namespace mlpt::ref

@@ -28,7 +28,12 @@ struct ShardPlacement {
 // tensor of the same name of a model of config `full` (not a shard).
 std::vector<ShardPlacement> shard_placements(const ModelConfig& full, const ModelLayout& local, const ModelShard& shard);
 
-// Copies box `box` of the row-major tensor `from` of shape `shape` into the compact `to`.
-void copy_local_box(const float* from, const std::vector<int64_t>& shape, const ShardBox& box, float* to);
+// Copies box `box` (its local_offset and extent) of the row-major tensor `from` of shape `shape`
+// into the compact `to`; place_local_box is the reverse (the compact box into its place). Float
+// or double.
+template <class T>
+void copy_local_box(const T* from, const std::vector<int64_t>& shape, const ShardBox& box, T* to);
+template <class T>
+void place_local_box(const T* from, const std::vector<int64_t>& shape, const ShardBox& box, T* to);
 
 }  // namespace mlpt::ref

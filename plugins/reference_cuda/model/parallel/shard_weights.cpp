@@ -3,6 +3,7 @@
 #include <string>
 #include <tuple>
 
+#include "model/parallel/shard_boxes.hpp"
 #include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref {
@@ -130,18 +131,44 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
 }
 
 template <class T>
+Weights<T> read_shard_weights(const ModelConfig& full, const SafetensorsCheckpoint& checkpoint, const ModelShard& shard,
+                              const std::string& prefix) {
+  Weights<T> w;
+  w.config = shard_config(full, shard);
+  w.layout = make_layout(w.config);
+  for (const LayerTensors& l : w.layout.layers)  // this rank's block of the experts
+    for (int t : {l.moe.gate_up, l.moe.down}) w.layout.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / shard.ep;
+  const std::vector<ShardPlacement> placements = shard_placements(full, w.layout, shard);
+  std::vector<T> box_values;
+  for (size_t i = 0; i < w.layout.tensors.size(); ++i) {
+    const TensorSpec& spec = w.layout.tensors[i];
+    w.values.emplace_back(static_cast<size_t>(spec.numel()), T(0));
+    for (const ShardBox& box : placements[i].boxes) {
+      int64_t n = 1;
+      for (int64_t e : box.extent) n *= e;
+      box_values.resize(static_cast<size_t>(n));
+      read_weight_box<T>(full, checkpoint, prefix + spec.name, placements[i].global_shape, box.global_offset, box.extent,
+                         box_values.data());
+      place_local_box(box_values.data(), spec.shape, box, w.values[i].data());
+    }
+  }
+  return w;
+}
+
+template <class T>
 Weights<T> load_shard_weights(const std::string& dir, const ModelShard& shard) {
   const ModelConfig config = load_checkpoint_config(dir);
   (void)shard_config(config, shard);  // checks the split before reading anything
   if (config.variant != CheckpointVariant::qwen3_5_moe) return shard_weights(load_weights<T>(dir), shard);
   const SafetensorsCheckpoint checkpoint(dir);
-  const int64_t per_rank = config.num_experts / shard.ep;
-  return shard_weights(load_weights<T>(config, checkpoint, shard.ep_rank * per_rank, per_rank), shard);
+  return read_shard_weights<T>(config, checkpoint, shard);
 }
 
 template Weights<float> shard_weights<float>(const Weights<float>&, const ModelShard&);
 template Weights<float> load_shard_weights<float>(const std::string&, const ModelShard&);
 template Weights<double> load_shard_weights<double>(const std::string&, const ModelShard&);
 template Weights<double> shard_weights<double>(const Weights<double>&, const ModelShard&);
+template Weights<float> read_shard_weights<float>(const ModelConfig&, const SafetensorsCheckpoint&, const ModelShard&, const std::string&);
+template Weights<double> read_shard_weights<double>(const ModelConfig&, const SafetensorsCheckpoint&, const ModelShard&, const std::string&);
 
 }  // namespace mlpt::ref

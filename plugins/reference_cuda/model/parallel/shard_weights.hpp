@@ -16,10 +16,19 @@ ModelConfig shard_config(const ModelConfig& full, const ModelShard& shard);
 template <class T>
 Weights<T> shard_weights(const Weights<T>& full, const ModelShard& shard);
 
-// This rank's shard of checkpoint `dir`, reading only its block of the routed experts from the
-// safetensors (by slice of the fused tensors, or by name one per expert); the other tensors are
-// read whole and sliced in memory. A Qwen3-Next checkpoint is read whole, then sliced.
+// This rank's shard of checkpoint `dir`, reading only the slices it holds from the memory-mapped
+// safetensors (read_shard_weights). A Qwen3-Next checkpoint is read whole, then sliced.
 template <class T>
 Weights<T> load_shard_weights(const std::string& dir, const ModelShard& shard);
+
+// This rank's shard of the model `full` stored in `checkpoint` under Qwen3.5 names (each prefixed
+// by `prefix`: an optimizer state's "exp_avg."), reading only the boxes of shard_placements: a
+// tensor-parallel rank's rows, or the row segments of a column split, and its block of experts
+// (fused, or one tensor per expert); replicated tensors whole. Each dtype converts to T as
+// load_weights converts it (BF16 exactly, FP8 times its block scale). checkpoint.bytes_read()
+// grows by the bytes of the boxes (and FP8 block scales) only.
+template <class T>
+Weights<T> read_shard_weights(const ModelConfig& full, const SafetensorsCheckpoint& checkpoint, const ModelShard& shard,
+                              const std::string& prefix = "");
 
 }  // namespace mlpt::ref
