@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <iterator>
 
 #include "backends/cpu/linear.hpp"
@@ -343,20 +344,29 @@ void ReferenceTrainer::export_shards() {
   }
 }
 
+StateRanks ReferenceTrainer::state_ranks() const {
+  return StateRanks{full_config_, group_.shard(), group_.model_group(), group_.data_parallel_rank() == 0,
+                    group_.data_parallel_size(), [this](bool ok) { return group_.all_ok(ok); }};
+}
+
 void ReferenceTrainer::save_state(std::string_view path) {
-  if (group_.shard().sharded())
-    throw Error(MLPT_UNIMPLEMENTED, "save_state of a model-parallel trainer (tensor_parallel " + std::to_string(group_.shard().tp) +
-                                        ", expert_parallel " + std::to_string(group_.shard().ep) + ") is not implemented yet");
-  // Every rank holds the same state: rank 0 writes it, the others return once it is whole.
-  if (group_.rank() == 0) save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_);
-  group_.barrier();
+  save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_, state_ranks());
 }
 
 void ReferenceTrainer::load_state(std::string_view path) {
-  if (group_.shard().sharded())
-    throw Error(MLPT_UNIMPLEMENTED, "load_state of a model-parallel trainer (tensor_parallel " + std::to_string(group_.shard().tp) +
-                                        ", expert_parallel " + std::to_string(group_.shard().ep) + ") is not implemented yet");
-  TrainerState st = load_trainer_state(std::string(path), weights_);
+  // Every rank reads its own slices; the group keeps its old state unless all of them could.
+  TrainerState st;
+  std::exception_ptr error;
+  try {
+    st = load_trainer_state(std::string(path), weights_, state_ranks());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!group_.all_ok(!error)) {
+    if (error) std::rethrow_exception(error);
+    throw Error(MLPT_ABORTED, "load_state " + std::string(path) +
+                                  ": another rank of the trainer group could not read its part (its error says why); the state is unchanged");
+  }
   weights_ = std::move(st.weights);
   m_ = std::move(st.m);
   v_ = std::move(st.v);

@@ -18,16 +18,20 @@
 //
 // Data parallel (ABI 1.2 component group, trainer/trainer_group.hpp): each rank steps on its share
 // of the global batch; the ranks sum the logprob-error-masked token count (for N_tok), then the
-// gradients, loss and counts, so every rank applies the same update. Group rank 0 alone writes
-// the state; the others wait for it.
+// gradients, loss and counts (each sum the same bits on every rank), so every rank applies the
+// same update.
 //
 // Model parallel (settings tensor_parallel, expert_parallel; default 1, trainer_group.hpp places
 // the ranks): each rank holds its shard of the weights (model/parallel/) and the AdamW moments of
 // that shard (AdamW is elementwise, so the shards' updates are the whole model's); the ranks of a
 // model-parallel group must be given the same batch share. The gradient-norm clip counts every
 // element once (sharded tensors' squares summed over their groups, replicated ones taken once).
-// export_weights returns this rank's shards as ABI 1.2 sharded tensors (shard_boxes.hpp);
-// save_state and load_state refuse a sharded trainer (MLPT_UNIMPLEMENTED) for now.
+// export_weights returns this rank's shards as ABI 1.2 sharded tensors (shard_boxes.hpp).
+//
+// save_state and load_state are collective over the trainer group (trainer_state.hpp): the
+// first data-parallel replica writes every tensor whole (the model directory HF and vLLM load, the
+// fp32 master weights and moments), each rank its own files; a load reads this rank's slices, under
+// any layout, and changes nothing unless every rank could read its part.
 #pragma once
 
 #include <string>
@@ -38,6 +42,7 @@
 #include "trainer/grpo_loss.hpp"
 #include "trainer/trainer_common.hpp"
 #include "trainer/trainer_group.hpp"
+#include "trainer/trainer_state.hpp"
 #include "mlpt/sdk/trainer.hpp"
 
 namespace mlpt::ref {
@@ -65,6 +70,7 @@ class ReferenceTrainer final : public sdk::Trainer {
   // The global L2 norm of the trainable gradients, each element of the whole model counted once.
   double global_grad_norm() const;
   void export_shards();
+  StateRanks state_ranks() const;
 
   TrainerGroup group_;
   std::string checkpoint_;

@@ -1,30 +1,11 @@
 #include "trainer/trainer_common.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <algorithm>
-#include <filesystem>
-
-#include "model/safetensors.hpp"
 
 namespace mlpt::ref {
 
-namespace fs = std::filesystem;
 using sdk::Error;
-
-namespace {
-constexpr const char* kStateFormat = "mlpt-reference-trainer-state";
-// Shards of a saved model directory, as the published checkpoints are split (HF's default 5 GB).
-constexpr size_t kShardBytes = size_t{5} << 30;
-// The fp32 master weights live next to the moments: the model shards are in the input's dtypes.
-constexpr const char* kMasterPrefix = "master.";
-
-}  // namespace
 
 TrainerSettings parse_trainer_settings(std::string_view json, const std::string& component,
                                        const std::function<void(Settings&)>& extra) {
@@ -154,86 +135,6 @@ std::vector<mlpt_metric> step_metrics(double loss, double grad_norm, double clip
           metric("shared_prefix_tokens", static_cast<double>(work.shared_prefix_tokens)),
           metric("lr", lr),
           metric("step", static_cast<double>(step))};
-}
-
-void save_trainer_state(const std::string& path, const std::string& checkpoint_, const Weights<float>& weights_,
-                        const Weights<float>& m_, const Weights<float>& v_, int64_t step_, uint64_t version_) {
-  if (path.empty()) throw Error(MLPT_INVALID_ARGUMENT, "save_state: empty path");
-  fs::path target = fs::absolute(path);
-  fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp);
-  try {
-    // A model directory HF and vLLM load like the input: its dtypes, its names, its mtp.* and
-    // vision tensors.
-    SafetensorsCheckpoint source(checkpoint_);
-    save_checkpoint_as(tmp.string(), weights_, source, kShardBytes);
-    std::vector<TensorToWrite> moments;
-    for (size_t i = 0; i < weights_.layout.tensors.size(); ++i) {
-      moments.push_back({kMasterPrefix + weights_.layout.tensors[i].name, weights_.layout.tensors[i].shape,
-                         weights_.values[i].data(), Dtype::f32});
-      moments.push_back({"exp_avg." + weights_.layout.tensors[i].name, weights_.layout.tensors[i].shape,
-                         m_.values[i].data(), Dtype::f32});
-      moments.push_back({"exp_avg_sq." + weights_.layout.tensors[i].name, weights_.layout.tensors[i].shape,
-                         v_.values[i].data(), Dtype::f32});
-    }
-    write_safetensors((tmp / "optimizer.safetensors").string(), moments);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})  // a state is also a checkpoint
-      if (fs::exists(fs::path(checkpoint_) / f)) fs::copy_file(fs::path(checkpoint_) / f, tmp / f);
-    nlohmann::json state = {{"format", kStateFormat}, {"format_version", 1}, {"step", step_}, {"weight_version", version_}};
-    write_file_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
-    // Swap the complete new directory in with one atomic call; the old one is removed after.
-    if (fs::exists(target)) {
-      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
-        throw Error(MLPT_INTERNAL, target.string() + ": atomic exchange failed: " + std::strerror(errno));
-      fs::remove_all(tmp, ec);
-    } else {
-      fs::rename(tmp, target);
-    }
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
-}
-
-TrainerState load_trainer_state(const std::string& path, const Weights<float>& weights_) {
-  auto corrupt = [&](const std::string& why) { return Error(MLPT_DATA_LOSS, "trainer state " + path + ": " + why); };
-  nlohmann::json state;
-  ModelConfig cfg;
-  try {
-    state = parse_json_file(path + "/trainer_state.json");
-    cfg = load_model_config(path + "/config.json");
-  } catch (const Error& e) {
-    throw corrupt(e.what());
-  }
-  if (!state.is_object() || state.value("format", "") != kStateFormat || !state.contains("step") ||
-      !state["step"].is_number_integer() || !state.contains("weight_version") || !state["weight_version"].is_number_unsigned())
-    throw corrupt("trainer_state.json is not a " + std::string(kStateFormat) + " document");
-  ModelLayout layout = make_layout(cfg);
-  if (layout.tensors.size() != weights_.layout.tensors.size())
-    throw Error(MLPT_INVALID_ARGUMENT, "trainer state " + path + " was saved for another model (tensor count differs)");
-  for (size_t i = 0; i < layout.tensors.size(); ++i)
-    if (layout.tensors[i].name != weights_.layout.tensors[i].name || layout.tensors[i].shape != weights_.layout.tensors[i].shape)
-      throw Error(MLPT_INVALID_ARGUMENT, "trainer state " + path + " was saved for another model: tensor '" +
-                                             layout.tensors[i].name + "' differs");
-  Weights<float> w, m, v;
-  try {
-    w = zeros_like_layout<float>(cfg);
-    m = zeros_like_layout<float>(cfg);
-    v = zeros_like_layout<float>(cfg);
-    SafetensorsFile opt(path + "/optimizer.safetensors");
-    for (size_t i = 0; i < layout.tensors.size(); ++i) {
-      read_tensor(opt, kMasterPrefix + layout.tensors[i].name, layout.tensors[i].shape, w.values[i].data());
-      read_tensor(opt, "exp_avg." + layout.tensors[i].name, layout.tensors[i].shape, m.values[i].data());
-      read_tensor(opt, "exp_avg_sq." + layout.tensors[i].name, layout.tensors[i].shape, v.values[i].data());
-    }
-  } catch (const Error& e) {
-    throw corrupt(e.what());
-  }
-  w.config = weights_.config;  // same shapes; keep the running config document
-  return TrainerState{std::move(w), std::move(m), std::move(v), state["step"].get<int64_t>(),
-                      state["weight_version"].get<uint64_t>()};
 }
 
 }  // namespace mlpt::ref

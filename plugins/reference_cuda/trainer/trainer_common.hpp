@@ -55,19 +55,6 @@ std::vector<MicroBatch> split_micro_batches(const mlpt_train_batch& b, int64_t m
 // The trainable mask: every tensor, but the routers when frozen.
 std::vector<bool> trainable_tensors(const ModelLayout& layout, bool freeze_router);
 
-// Writes the state directory atomically (a complete new directory swapped in).
-void save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
-                        const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version);
-
-struct TrainerState {
-  Weights<float> weights, m, v;
-  int64_t step = 0;
-  uint64_t version = 0;
-};
-// Reads a state saved for a model of `current`'s layout (errors name the path and what differs;
-// MLPT_DATA_LOSS for unreadable or corrupt files). The config document stays `current`'s.
-TrainerState load_trainer_state(const std::string& path, const Weights<float>& current);
-
 // The step's metrics, as the trainers report them (names stay valid: they are literals).
 struct StepWork {
   size_t micro_batches = 0;

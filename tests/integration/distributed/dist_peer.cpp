@@ -1,21 +1,25 @@
 // One process of the distributed tests, started by mpirun (distributed_test.cpp starts it):
 //   dist_peer rendezvous OUT_DIR           the MPI key-value store and barrier, seen from each rank
-//   dist_peer trainer PLUGIN BATCH SETTINGS OUT_DIR
-//                                           one step of a trainer group of every rank, each on its
-//                                           share of BATCH (JSON), weights to OUT_DIR/rank<r>.weights
-//                                           (the tensors' names, shapes and shard boxes in the
-//                                           report); the ranks of a model-parallel group
-//                                           (SETTINGS tensor_parallel × expert_parallel) share one
-//                                           share, as the trainer requires
+//   dist_peer trainer PLUGIN BATCH SETTINGS [ACTIONS] OUT_DIR
+//                                           a trainer group of every rank, each on its share of
+//                                           BATCH (JSON), doing ACTIONS in order (comma-separated;
+//                                           default "step,export"): step (one train step),
+//                                           save=DIR / load=DIR (save_state / load_state), export
+//                                           (weights to OUT_DIR/rank<r>.weights, the tensors' names,
+//                                           shapes and shard boxes in the report); the ranks of a
+//                                           model-parallel group (SETTINGS tensor_parallel ×
+//                                           expert_parallel) share one share, as the trainer requires
 // Each rank writes OUT_DIR/rank<r>.json with what it saw; errors go there too, never lost.
 #include <cstdlib>
 #include <atomic>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "batch_file.hpp"
 #include "core/components/instances.hpp"
 #include "core/dist/mpi/rendezvous.hpp"
 #include "core/dist/mpi/session.hpp"
@@ -69,34 +73,10 @@ json rendezvous(mlpt::plugin::Rendezvous& r) {
   return out;
 }
 
-json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, const std::string& batch_file,
-           const std::string& settings, const std::string& out_dir, int rank, int ranks) {
-  auto plugin = mlpt::plugin::Plugin::load(plugin_path, host);
-  const std::string name = "trainer";
-  const mlpt_component_group group{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {name.data(), name.size()}, rank, ranks};
-  mlpt::components::Trainer trainer(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), json::parse(settings), &group);
-  json b = json::parse(std::ifstream(batch_file));
-  auto offsets = b["offsets"].get<std::vector<int64_t>>();
-  auto tokens = b["tokens"].get<std::vector<int32_t>>();
-  auto loss_mask = b["loss_mask"].get<std::vector<uint8_t>>(), truncated = b["truncated"].get<std::vector<uint8_t>>();
-  auto logprobs = b["generation_logprobs"].get<std::vector<float>>(), advantages = b["advantages"].get<std::vector<float>>();
-  mlpt_train_batch whole{};
-  whole.struct_size = MLPT_TRAIN_BATCH_STRUCT_SIZE;
-  whole.num_sequences = advantages.size();
-  whole.offsets = offsets.data(), whole.tokens = tokens.data(), whole.loss_mask = loss_mask.data();
-  whole.generation_logprobs = logprobs.data(), whole.advantages = advantages.data(), whole.truncated = truncated.data();
-  const json parsed = json::parse(settings);
-  // MLPT_TEST_SHARE_PER_RANK: a share per group rank even under model parallelism (the mistake the
-  // trainer must refuse).
-  const int model_ranks =
-      std::getenv("MLPT_TEST_SHARE_PER_RANK") ? 1 : parsed.value("tensor_parallel", 1) * parsed.value("expert_parallel", 1);
-  mlpt::rl::BatchShare share(whole, rank / model_ranks, ranks / model_ranks);
-  uint64_t version = 0;
-  auto metrics = trainer.train_step(*share.abi(), &version, mlpt::rl::global_loss_tokens(whole));
-  json out = {{"rank", rank}, {"version", version}, {"sequences", share.abi()->num_sequences}};
-  for (const auto& m : metrics) out["metrics"][m.name] = m.value;
+// The trainer's exported tensors, raw, into `file`; their names, shapes and boxes into out["tensors"].
+void export_weights(mlpt::components::Trainer& trainer, const std::string& file, json& out) {
   auto w = trainer.export_weights();
-  std::ofstream weights(out_dir + "/rank" + std::to_string(rank) + ".weights", std::ios::binary);
+  std::ofstream weights(file, std::ios::binary);
   for (size_t i = 0; i < w.count; ++i) {
     const DLTensor& t = w.tensors[i].tensor;
     int64_t n = 1;
@@ -111,6 +91,41 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
     }
     out["tensors"].push_back(entry);
   }
+}
+
+json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, const std::string& batch_file,
+           const std::string& settings, const std::string& actions, const std::string& out_dir, int rank, int ranks) {
+  auto plugin = mlpt::plugin::Plugin::load(plugin_path, host);
+  const std::string name = "trainer";
+  const mlpt_component_group group{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {name.data(), name.size()}, rank, ranks};
+  mlpt::components::Trainer trainer(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), json::parse(settings), &group);
+  const dist_test::BatchFile batch(batch_file);
+  const mlpt_train_batch& whole = batch.abi;
+  const json parsed = json::parse(settings);
+  // MLPT_TEST_SHARE_PER_RANK: a share per group rank even under model parallelism (the mistake the
+  // trainer must refuse).
+  const int model_ranks =
+      std::getenv("MLPT_TEST_SHARE_PER_RANK") ? 1 : parsed.value("tensor_parallel", 1) * parsed.value("expert_parallel", 1);
+  mlpt::rl::BatchShare share(whole, rank / model_ranks, ranks / model_ranks);
+  json out = {{"rank", rank}, {"sequences", share.abi()->num_sequences}};
+  std::stringstream list(actions);
+  for (std::string action; std::getline(list, action, ',');) {
+    out["done"].push_back(action);
+    if (action.rfind("save=", 0) == 0) {
+      trainer.save_state(action.substr(5));
+    } else if (action.rfind("load=", 0) == 0) {
+      trainer.load_state(action.substr(5));
+    } else if (action == "step") {
+      uint64_t version = 0;
+      auto metrics = trainer.train_step(*share.abi(), &version, mlpt::rl::global_loss_tokens(whole));
+      out["version"] = version;
+      for (const auto& m : metrics) out["metrics"][m.name] = m.value;
+    } else if (action == "export") {
+      export_weights(trainer, out_dir + "/rank" + std::to_string(rank) + ".weights", out);
+    } else {
+      throw mlpt::Error("unknown action '" + action + "' (step, save=DIR, load=DIR, export)");
+    }
+  }
   return out;
 }
 
@@ -118,7 +133,7 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: dist_peer rendezvous OUT_DIR | trainer PLUGIN BATCH SETTINGS OUT_DIR\n";
+    std::cerr << "usage: dist_peer rendezvous OUT_DIR | trainer PLUGIN BATCH SETTINGS [ACTIONS] OUT_DIR\n";
     return 2;
   }
   const std::string mode = argv[1];
@@ -130,7 +145,8 @@ int main(int argc, char** argv) {
     mlpt::plugin::HostServices host;
     host.set_rendezvous(std::make_unique<mlpt::dist::MpiRendezvous>(role));
     if (mode == "rendezvous") out = rendezvous(host.rendezvous());
-    else if (mode == "trainer" && argc == 6) out = train(host, argv[2], argv[3], argv[4], out_dir, mpi.rank(), mpi.world_size());
+    else if (mode == "trainer" && (argc == 6 || argc == 7))
+      out = train(host, argv[2], argv[3], argv[4], argc == 7 ? argv[5] : "step,export", out_dir, mpi.rank(), mpi.world_size());
     else throw mlpt::Error("unknown mode " + mode);
   } catch (const std::exception& e) {
     out["error"] = e.what();

@@ -8,6 +8,7 @@
 #include "backends/cuda/optimizer.hpp"
 #include "model/named_tensors.hpp"
 #include "model/vocabulary.hpp"
+#include "trainer/trainer_state.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/types.hpp"
 

@@ -1,0 +1,406 @@
+#include "trainer/trainer_state.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "model/parallel/shard_boxes.hpp"
+#include "model/parallel/shard_weights.hpp"
+#include "model/safetensors.hpp"
+#include "mlpt/sdk/error.hpp"
+
+namespace mlpt::ref {
+
+namespace fs = std::filesystem;
+using sdk::Error;
+
+namespace {
+
+constexpr const char* kStateFormat = "mlpt-reference-trainer-state";
+constexpr int kFormatVersion = 2;  // 1 kept whole tensors in one optimizer.safetensors
+// Files of a saved model directory, as the published checkpoints are split (HF's default 5 GB).
+constexpr size_t kFileBytes = size_t{5} << 30;
+// The optimizer folder's names: the fp32 master weights and the two AdamW moments.
+constexpr const char* kPrefixes[3] = {"master.", "exp_avg.", "exp_avg_sq."};
+constexpr const char* kOptimizerFolder = "optimizer";
+
+// The tensors one rank writes into one folder, in files of at most kFileBytes:
+// model-r<rank>-<k>.safetensors (the index, merged by group rank 0, lists them).
+class RankFiles {
+ public:
+  RankFiles(fs::path dir, int rank) : dir_(std::move(dir)), rank_(rank) {}
+
+  void add(EncodedTensor t) {
+    bytes_ += t.bytes.size();
+    pending_.push_back({std::move(t), nullptr});
+    if (bytes_ >= kFileBytes) flush();
+  }
+  // Stored bytes that stay valid until the next flush (a source tensor copied as it is).
+  void add_stored(const std::string& name, const std::vector<int64_t>& shape, Dtype dtype, const std::byte* bytes) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    bytes_ += static_cast<size_t>(n) * dtype_bytes(dtype);
+    pending_.push_back({EncodedTensor{name, shape, dtype, {}}, bytes});
+    if (bytes_ >= kFileBytes) flush();
+  }
+  void flush() {
+    if (pending_.empty()) return;
+    std::vector<TensorToWrite> list;
+    for (const Pending& p : pending_)
+      list.push_back({p.tensor.name, p.tensor.shape, nullptr, p.tensor.dtype, p.stored ? p.stored : p.tensor.bytes.data()});
+    char name[64];
+    std::snprintf(name, sizeof name, "model-r%05d-%05d.safetensors", rank_, ++files_);
+    write_safetensors((dir_ / name).string(), list, {{"format", "pt"}});
+    pending_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  struct Pending {
+    EncodedTensor tensor;
+    const std::byte* stored;
+  };
+  fs::path dir_;
+  int rank_, files_ = 0;
+  std::vector<Pending> pending_;
+  size_t bytes_ = 0;
+};
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// What every rank of the model-parallel group holds, computed alike on each (no exchange needed).
+struct GroupPlacements {
+  int tp = 1, ep = 1;
+  std::vector<std::vector<ShardPlacement>> of_rank;  // [model-parallel rank][tensor]
+};
+
+GroupPlacements group_placements(const ModelConfig& full, const ModelShard& mine) {
+  GroupPlacements g{mine.tp, mine.ep, {}};
+  for (int r = 0; r < mine.tp * mine.ep; ++r) {
+    const ModelShard s = ModelShard::of_world_rank(mine.tp, mine.ep, r);
+    ModelLayout local = make_layout(shard_config(full, s));
+    for (const LayerTensors& l : local.layers)
+      for (int t : {l.moe.gate_up, l.moe.down}) local.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / s.ep;
+    g.of_rank.push_back(shard_placements(full, local, s));
+  }
+  return g;
+}
+
+// One box some rank sends for a tensor: the box (of that rank's placement), and the part of the
+// tensor it belongs to (a block of routed experts, or the whole tensor) and that part's writer.
+struct Contribution {
+  int rank;
+  const ShardBox* box;
+  int64_t part;
+  int writer;
+};
+
+// How one tensor is written: in `parts` parts along dim 0 (expert blocks, or 1: whole), part p by
+// rank writer[p]; and which ranks' boxes make it up (replicas' copies taken once, from the
+// lowest rank holding them).
+struct TensorWrite {
+  int64_t parts = 1;
+  std::vector<int> writer;
+  std::vector<Contribution> contributions;
+};
+
+TensorWrite plan_tensor(const GroupPlacements& g, size_t i, bool expert_blocks) {
+  TensorWrite w;
+  const int size = g.tp * g.ep;
+  w.parts = expert_blocks ? g.ep : 1;
+  // Writers spread over the ranks: a block of experts stays within its expert-parallel ranks.
+  for (int64_t p = 0; p < w.parts; ++p)
+    w.writer.push_back(expert_blocks ? static_cast<int>(p) * g.tp + static_cast<int>(i % g.tp) : static_cast<int>(i % size));
+  const int64_t rows = g.of_rank[0][i].global_shape[0], per_part = rows / w.parts;
+  std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>> seen;
+  for (int r = 0; r < size; ++r)
+    for (const ShardBox& box : g.of_rank[r][i].boxes) {
+      if (!seen.insert({box.global_offset, box.extent}).second) continue;  // a replica's copy
+      const int64_t part = box.global_offset[0] / per_part;
+      w.contributions.push_back({r, &box, part, w.writer[static_cast<size_t>(part)]});
+    }
+  return w;
+}
+
+// Gathers tensor i's values (of one quantity: weights or a moment) to the writers of its parts:
+// the returned vectors hold, on this rank, the parts it writes (empty for the others).
+std::vector<std::vector<float>> gather_parts(const GroupPlacements& g, const TensorWrite& plan, size_t i, int me,
+                                             const std::vector<float>& local, const std::vector<int64_t>& local_shape,
+                                             Communicator* group) {
+  const int size = g.tp * g.ep;
+  const std::vector<int64_t>& global = g.of_rank[0][i].global_shape;
+  const int64_t per_part = global[0] / plan.parts;
+  std::vector<size_t> send_counts(static_cast<size_t>(size), 0), recv_counts(static_cast<size_t>(size), 0);
+  for (const Contribution& c : plan.contributions) {
+    const size_t n = static_cast<size_t>(numel(c.box->extent));
+    if (c.rank == me) send_counts[static_cast<size_t>(c.writer)] += n;
+    if (c.writer == me) recv_counts[static_cast<size_t>(c.rank)] += n;
+  }
+  // The send buffer in destination order, each destination's boxes in plan order.
+  std::vector<float> send, received;
+  for (int d = 0; d < size; ++d)
+    for (const Contribution& c : plan.contributions) {
+      if (c.rank != me || c.writer != d) continue;
+      const size_t at = send.size();
+      send.resize(at + static_cast<size_t>(numel(c.box->extent)));
+      copy_local_box(local.data(), local_shape, *c.box, send.data() + at);
+    }
+  if (group && size > 1) {
+    size_t total = 0;
+    for (size_t n : recv_counts) total += n;
+    received.resize(total);
+    group->all_to_all_v(send.data(), send_counts.data(), received.data(), recv_counts.data());
+  } else {
+    received = std::move(send);
+  }
+  std::vector<std::vector<float>> parts(static_cast<size_t>(plan.parts));
+  std::vector<int64_t> part_shape = global;
+  part_shape[0] = per_part;
+  for (int64_t p = 0; p < plan.parts; ++p)
+    if (plan.writer[static_cast<size_t>(p)] == me) parts[static_cast<size_t>(p)].assign(static_cast<size_t>(numel(part_shape)), 0.0f);
+  // Received in source-rank order, each source's boxes in plan order: the order they were sent.
+  size_t at = 0;
+  for (int s = 0; s < size; ++s)
+    for (const Contribution& c : plan.contributions) {
+      if (c.rank != s || c.writer != me) continue;
+      ShardBox place{c.box->global_offset, c.box->extent, c.box->global_offset};
+      place.local_offset[0] -= c.part * per_part;
+      place_local_box(received.data() + at, part_shape, place, parts[static_cast<size_t>(c.part)].data());
+      at += static_cast<size_t>(numel(c.box->extent));
+    }
+  return parts;
+}
+
+bool is_routed_expert(const ModelLayout& layout, size_t i) {
+  for (const LayerTensors& l : layout.layers)
+    if (static_cast<int>(i) == l.moe.gate_up || static_cast<int>(i) == l.moe.down) return true;
+  return false;
+}
+
+// This rank's share of the writing: gathers every tensor's parts, writes the parts it owns (the
+// model like `source`, the optimizer's three tensors) and the source tensors the model does not
+// use that fall to it. Collective over ranks.model_group; a local failure (encoding, disk) is
+// returned, not thrown, so the rank still takes part in every later gather.
+std::exception_ptr write_rank_files(const fs::path& dir, const std::string& checkpoint, const Weights<float>* quantities[3],
+                             const StateRanks& ranks) {
+  const ModelConfig& full = ranks.full;
+  const int me = ranks.shard.world_rank(), size = ranks.shard.tp * ranks.shard.ep;
+  const GroupPlacements g = group_placements(full, ranks.shard);
+  const ModelLayout layout = make_layout(full);
+  const SafetensorsCheckpoint source(checkpoint);  // deterministic on every rank: only headers read
+  const Dtype fallback = parse_dtype(full.dtype);
+  RankFiles model(dir, me), optimizer(dir / kOptimizerFolder, me);
+  std::exception_ptr failure;
+  auto local = [&](auto&& work) {  // this rank's own work; the first failure stops it
+    if (failure) return;
+    try {
+      work();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  };
+  for (size_t i = 0; i < layout.tensors.size(); ++i) {
+    const TensorSpec& spec = layout.tensors[i];
+    const bool expert = is_routed_expert(layout, i);
+    // Experts stored one tensor per expert are written by block; a fused expert tensor is one
+    // tensor of the model directory, written by one rank.
+    const bool by_block = expert && pieces_like_source(source, full, spec.name, spec.shape).size() > 1;
+    const TensorWrite plan = plan_tensor(g, i, by_block);
+    const std::vector<int64_t>& local_shape = quantities[0]->layout.tensors[i].shape;
+    for (int q = 0; q < 3; ++q) {
+      std::vector<std::vector<float>> parts =
+          gather_parts(g, plan, i, me, quantities[q]->values[i], local_shape, ranks.model_group);
+      for (int64_t p = 0; p < plan.parts; ++p) {
+        const std::vector<float>& values = parts[static_cast<size_t>(p)];
+        if (values.empty()) continue;
+        local([&] {
+          std::vector<int64_t> shape = spec.shape;
+          shape[0] /= plan.parts;
+          const int64_t first = p * shape[0];  // the part's first row: its first expert
+          if (q == 0)
+            for (const TensorPiece& piece : pieces_like_source(source, full, spec.name, shape, first))
+              for (EncodedTensor& t : encode_like_source(source, fallback, piece, values.data())) model.add(std::move(t));
+          const std::string name = kPrefixes[q] + spec.name;
+          std::vector<TensorPiece> pieces = expert ? expert_pieces(full, name, first, shape[0]) : std::vector<TensorPiece>{};
+          if (pieces.empty()) pieces.push_back({name, shape, 0});
+          for (const TensorPiece& piece : pieces)
+            optimizer.add(encode_floats(piece.name, piece.shape, values.data() + piece.offset, Dtype::f32));
+        });
+      }
+    }
+  }
+  // The source's tensors the model does not use (mtp.*, model.visual.*), byte for byte, spread
+  // over the ranks.
+  local([&] {
+    const std::set<std::string> written = names_written_like_source(source, full);
+    int k = 0;
+    for (const std::string& name : source.names()) {
+      if (written.count(name)) continue;
+      if (k++ % size != me) continue;
+      const TensorEntry& e = source.entry(name);
+      model.add_stored(name, e.shape, e.dtype, source.stored_bytes(name));
+    }
+    model.flush();  // before `source` unmaps the stored bytes
+    optimizer.flush();
+  });
+  return failure;
+}
+
+// The index of a folder of safetensors files (HF's model.safetensors.index.json), from the
+// files' headers: every tensor once.
+void write_index(const fs::path& dir) {
+  nlohmann::json weight_map = nlohmann::json::object();
+  size_t total = 0;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".safetensors") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    const SafetensorsFile file(f.string());
+    for (const auto& [name, e] : file.tensors()) {
+      if (weight_map.contains(name))
+        throw Error(MLPT_INTERNAL, dir.string() + ": tensor '" + name + "' written twice (" + weight_map[name].get<std::string>() +
+                                       " and " + f.filename().string() + ")");
+      weight_map[name] = f.filename().string();
+      total += e.end - e.begin;
+    }
+  }
+  const nlohmann::json doc = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  write_file_atomic((dir / "model.safetensors.index.json").string(), doc.dump(2) + "\n");
+}
+
+// The complete new directory swapped in with one atomic call; the old one is removed after.
+void swap_in(const fs::path& tmp, const fs::path& target) {
+  std::error_code ec;
+  if (fs::exists(target)) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
+      throw Error(MLPT_INTERNAL, target.string() + ": atomic exchange failed: " + std::strerror(errno));
+    fs::remove_all(tmp, ec);
+  } else {
+    fs::rename(tmp, target);
+  }
+}
+
+std::string layout_name(int tp, int ep) {
+  return "tensor_parallel " + std::to_string(tp) + " x expert_parallel " + std::to_string(ep);
+}
+
+}  // namespace
+
+void save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
+                        const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version,
+                        const StateRanks& ranks) {
+  if (path.empty()) throw Error(MLPT_INVALID_ARGUMENT, "save_state: empty path");
+  if (ranks.full.variant != CheckpointVariant::qwen3_5_moe)
+    throw Error(MLPT_UNIMPLEMENTED, path + ": saving writes Qwen3.5 names; convert a qwen3_next config first");
+  const fs::path target = fs::absolute(path);
+  // One name every rank agrees on (the ranks may be on several hosts sharing the file system).
+  const fs::path tmp = target.string() + ".saving";
+  const bool leader = ranks.writes && ranks.shard.world_rank() == 0;  // group rank 0
+  std::exception_ptr error;  // this rank's own, rethrown as it is
+  auto step_ok = [&](auto&& work) {  // one phase: every rank learns whether all of them succeeded
+    if (!error) {
+      try {
+        work();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (ranks.all_ok(!error)) return;
+    std::error_code ec;
+    if (leader) fs::remove_all(tmp, ec);
+    if (error) std::rethrow_exception(error);
+    throw Error(MLPT_ABORTED, "save_state " + path +
+                                  ": another rank of the trainer group failed (its error says why); the previous state is unchanged");
+  };
+  step_ok([&] {
+    if (!leader) return;
+    std::error_code ec;
+    fs::remove_all(tmp, ec);  // a save that died half way
+    fs::create_directories(tmp / kOptimizerFolder);
+  });
+  step_ok([&] {
+    if (!ranks.writes) return;
+    const Weights<float>* quantities[3] = {&weights, &m, &v};
+    error = write_rank_files(tmp, checkpoint, quantities, ranks);
+  });
+  step_ok([&] {
+    if (!leader) return;
+    write_index(tmp);
+    write_index(tmp / kOptimizerFolder);
+    write_file_atomic((tmp / "config.json").string(), ranks.full.source.dump(2) + "\n");
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})  // a state is also a checkpoint
+      if (fs::exists(fs::path(checkpoint) / f)) fs::copy_file(fs::path(checkpoint) / f, tmp / f);
+    const nlohmann::json state = {{"format", kStateFormat},
+                                  {"format_version", kFormatVersion},
+                                  {"step", step},
+                                  {"weight_version", version},
+                                  {"layout",
+                                   {{"tensor_parallel", ranks.shard.tp},
+                                    {"expert_parallel", ranks.shard.ep},
+                                    {"data_parallel", ranks.data_parallel}}}};
+    write_file_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
+    swap_in(tmp, target);
+  });
+}
+
+TrainerState load_trainer_state(const std::string& path, const Weights<float>& current, const StateRanks& ranks) {
+  auto corrupt = [&](const std::string& why) { return Error(MLPT_DATA_LOSS, "trainer state " + path + ": " + why); };
+  nlohmann::json state;
+  ModelConfig cfg;
+  try {
+    state = parse_json_file(path + "/trainer_state.json");
+    cfg = load_model_config(path + "/config.json");
+  } catch (const Error& e) {
+    throw corrupt(e.what());
+  }
+  if (!state.is_object() || state.value("format", "") != kStateFormat || !state.contains("step") ||
+      !state["step"].is_number_integer() || !state.contains("weight_version") || !state["weight_version"].is_number_unsigned())
+    throw corrupt("trainer_state.json is not a " + std::string(kStateFormat) + " document");
+  if (state.value("format_version", 0) != kFormatVersion)
+    throw Error(MLPT_INVALID_ARGUMENT, "trainer state " + path + " has format_version " + state.value("format_version", nlohmann::json()).dump() +
+                                           "; this trainer reads " + std::to_string(kFormatVersion) +
+                                           " (a state of version 1 loads as a checkpoint, without its optimizer moments)");
+  const ModelLayout saved = make_layout(cfg), wanted = make_layout(ranks.full);
+  if (saved.tensors.size() != wanted.tensors.size())
+    throw Error(MLPT_INVALID_ARGUMENT, "trainer state " + path + " was saved for another model (tensor count differs)");
+  for (size_t i = 0; i < saved.tensors.size(); ++i)
+    if (saved.tensors[i].name != wanted.tensors[i].name || saved.tensors[i].shape != wanted.tensors[i].shape)
+      throw Error(MLPT_INVALID_ARGUMENT, "trainer state " + path + " was saved for another model: tensor '" +
+                                             saved.tensors[i].name + "' differs");
+  TrainerState out;
+  const nlohmann::json layout = state.value("layout", nlohmann::json::object());
+  out.saved_layout = layout_name(layout.value("tensor_parallel", 1), layout.value("expert_parallel", 1));
+  try {
+    const SafetensorsCheckpoint optimizer(path + "/" + kOptimizerFolder);
+    Weights<float>* into[3] = {&out.weights, &out.m, &out.v};
+    for (int q = 0; q < 3; ++q) {
+      *into[q] = read_shard_weights<float>(cfg, optimizer, ranks.shard, kPrefixes[q]);
+      into[q]->config = current.config;  // the running config document
+    }
+  } catch (const Error& e) {
+    throw corrupt(e.what());
+  }
+  for (size_t i = 0; i < current.layout.tensors.size(); ++i)
+    if (out.weights.layout.tensors[i].shape != current.layout.tensors[i].shape)
+      throw Error(MLPT_INTERNAL, "trainer state " + path + ": tensor '" + current.layout.tensors[i].name +
+                                     "' read in another shard shape than this rank holds");
+  out.step = state["step"].get<int64_t>();
+  out.version = state["weight_version"].get<uint64_t>();
+  return out;
+}
+
+}  // namespace mlpt::ref

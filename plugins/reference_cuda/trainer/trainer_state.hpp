@@ -1,0 +1,70 @@
+// The trainer's state directory, written alike by one rank and by the ranks of a model-parallel
+// trainer (tensor_parallel × expert_parallel), and read under any layout:
+//   config.json, model-*.safetensors, model.safetensors.index.json
+//       the model as HF transformers and vLLM load it: every tensor of the input checkpoint (text,
+//       mtp.*, vision), under its names, in its dtypes (model/weights.hpp, pieces_like_source)
+//   optimizer/model-*.safetensors, optimizer/model.safetensors.index.json
+//       the fp32 master weights and AdamW moments, "master." / "exp_avg." / "exp_avg_sq." + the
+//       model tensor's name, routed experts one tensor per expert (…experts.{e}.gate_proj.weight)
+//   trainer_state.json   format, step, weight_version, and the layout that wrote it
+//   tokenizer.json, tokenizer_config.json   copied from the input: a state is also a checkpoint
+// Every tensor is written whole whatever the layout: its slices are gathered over the
+// model-parallel group to one writing rank (a routed expert block to a rank of its
+// expert-parallel block where the input stores experts one tensor per expert), which encodes it
+// and writes it into its own files; no rank holds more than what it writes, and group rank 0
+// merges the ranks' files into the indexes. Data-parallel replicas other than the first write
+// nothing. Loading reads only this rank's slices (read_shard_weights), so a state saved under one
+// layout loads under any other (resharded on read), and restores the same layout exactly.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "model/parallel/communicator.hpp"
+#include "model/weights.hpp"
+
+namespace mlpt::ref {
+
+// Where this rank's part of a trainer's state lies.
+struct StateRanks {
+  ModelConfig full;                     // the whole model's config (not a shard's)
+  ModelShard shard;                     // this rank's shard (tp = ep = 1: the whole model)
+  Communicator* model_group = nullptr;  // the shard's tp · ep ranks (rank = shard.world_rank()); NULL: one
+  bool writes = true;                   // data-parallel replica 0 writes; the others only take part
+  int data_parallel = 1;                // recorded in trainer_state.json
+  // Whether every rank of the whole trainer group passed true (a collective every rank calls the
+  // same number of times); one rank: itself.
+  std::function<bool(bool)> all_ok = [](bool ok) { return ok; };
+
+  static StateRanks one(const ModelConfig& config) { return StateRanks{config, {}, nullptr, true, 1, [](bool ok) { return ok; }}; }
+};
+
+// Writes the state directory atomically (a complete new directory swapped in over `path`).
+// Collective over the trainer group: every rank calls it, `weights`, `m` and `v` its shard's
+// tensors. A rank's failure (disk full, a bad input dtype) fails the save on every rank, and the
+// old directory stays.
+void save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
+                        const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version,
+                        const StateRanks& ranks);
+inline void save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
+                               const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version) {
+  save_trainer_state(path, checkpoint, weights, m, v, step, version, StateRanks::one(weights.config));
+}
+
+struct TrainerState {
+  Weights<float> weights, m, v;  // this rank's shard
+  int64_t step = 0;
+  uint64_t version = 0;
+  std::string saved_layout;  // "tensor_parallel T x expert_parallel E" of the ranks that wrote it
+};
+// Reads this rank's shard of a state saved under any layout for a model of `ranks.full`'s tensors
+// (errors name the path and what differs; MLPT_DATA_LOSS for unreadable, missing or corrupt
+// files, naming the file). The config document stays `current`'s. Not collective: the caller
+// decides with its group whether every rank read its part.
+TrainerState load_trainer_state(const std::string& path, const Weights<float>& current, const StateRanks& ranks);
+inline TrainerState load_trainer_state(const std::string& path, const Weights<float>& current) {
+  return load_trainer_state(path, current, StateRanks::one(current.config));
+}
+
+}  // namespace mlpt::ref

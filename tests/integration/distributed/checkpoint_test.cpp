@@ -1,0 +1,218 @@
+// save_state / load_state of a model-parallel trainer across real processes (mpirun): the saved
+// directory holds every tensor of the input (published-style: BF16, experts one tensor per expert
+// in some layers and fused in others, mtp.* and vision tensors) whole, equal to a one-rank
+// trainer's save after the same step (bit for bit under EP, within TP's float rounding), scored by
+// `mlpt-model score`; a load under the same layout resumes exactly, under another layout (or one
+// rank) it reshards; a missing or corrupt file is named.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "batch_file.hpp"
+#include "model/safetensors.hpp"
+#include "model/weights.hpp"
+#include "trainer_runs.hpp"
+
+using namespace dist_test;
+using namespace mlpt::ref;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A published-style copy of checkpoint `from` in dir/published: BF16; routed experts one tensor
+// per expert in even layers, fused in odd ones; and tensors the model does not use (mtp.*,
+// vision), in several files with an index.
+std::string published_copy(const TempDir& dir, const std::string& from) {
+  const Weights<float> w = load_weights<float>(from);
+  std::vector<EncodedTensor> owned;
+  for (size_t i = 0; i < w.layout.tensors.size(); ++i) {
+    const TensorSpec& spec = w.layout.tensors[i];
+    const bool even_layer = spec.name.find("layers.") != std::string::npos &&
+                            std::stoi(spec.name.substr(spec.name.find("layers.") + 7)) % 2 == 0;
+    std::vector<TensorPiece> pieces = even_layer ? expert_pieces(w.config, spec.name, 0, w.config.num_experts) : std::vector<TensorPiece>{};
+    if (pieces.empty()) pieces.push_back({spec.name, spec.shape, 0});
+    for (const TensorPiece& p : pieces) owned.push_back(encode_floats(p.name, p.shape, w.values[i].data() + p.offset, Dtype::bf16));
+  }
+  const int64_t H = w.config.hidden_size, I = w.config.moe_intermediate;
+  std::vector<float> mtp(static_cast<size_t>(I * H));
+  for (size_t i = 0; i < mtp.size(); ++i) mtp[i] = 0.01f * static_cast<float>(i % 13);
+  owned.push_back(encode_floats("mtp.layers.0.mlp.experts.0.gate_proj.weight", {I, H}, mtp.data(), Dtype::bf16));
+  const std::vector<int64_t> pos{0, 1, 2, -7};
+  owned.push_back({"model.visual.pos_ids", {4}, Dtype::i64, std::vector<std::byte>(32)});
+  std::memcpy(owned.back().bytes.data(), pos.data(), 32);
+  std::vector<TensorToWrite> tensors;
+  for (const EncodedTensor& t : owned) tensors.push_back({t.name, t.shape, nullptr, t.dtype, t.bytes.data()});
+  const std::string out = dir / "published";
+  write_checkpoint(out, tensors, 8192);
+  json cfg = json::parse(mlpt_test::read_bytes(from + "/config.json"));
+  cfg["text_config"]["dtype"] = "bfloat16";
+  write_file_atomic(out + "/config.json", cfg.dump());
+  return out;
+}
+
+// Compares two saved folders (the model directory, or its optimizer/ folder) tensor by tensor:
+// the same names, dtypes and shapes; returns the largest difference of a weight's values (and
+// counts tensors whose bytes differ). Non-weight tensors must be equal byte for byte.
+struct FolderDiff {
+  double worst = 0;
+  size_t differing_tensors = 0, tensors = 0;
+};
+FolderDiff compare_folders(const std::string& a, const std::string& b) {
+  const SafetensorsCheckpoint A(a), B(b);
+  FolderDiff d;
+  REQUIRE(A.names() == B.names());
+  for (const std::string& name : A.names()) {
+    INFO(a << " / " << b << ": " << name);
+    const TensorEntry& ea = A.entry(name);
+    REQUIRE(ea.dtype == B.entry(name).dtype);
+    REQUIRE(ea.shape == B.entry(name).shape);
+    ++d.tensors;
+    const bool same = A.read_raw(name).bytes == B.read_raw(name).bytes;
+    d.differing_tensors += !same;
+    if (same) continue;
+    REQUIRE(is_weight_dtype(ea.dtype));
+    std::vector<float> x(static_cast<size_t>(ea.numel())), y(x.size());
+    A.read<float>(name, ea.shape, x.data());
+    B.read<float>(name, ea.shape, y.data());
+    for (size_t i = 0; i < x.size(); ++i) d.worst = std::max(d.worst, std::fabs(double(x[i]) - y[i]));
+  }
+  return d;
+}
+
+// `mlpt-model score` (one rank) of a checkpoint on two sequences: its output lines.
+std::string score(const std::string& checkpoint) {
+  int status = 0;
+  const std::string out = mlpt_test::run_command("printf '1 2 3 4 5 6 7\\n9 8 7 30 2\\n' | " + std::string(MLPT_BUILD_DIR) +
+                                                     "/bin/mlpt-model score --checkpoint " + checkpoint + " 2>&1",
+                                                 &status);
+  INFO(out);
+  REQUIRE(status == 0);
+  return out;
+}
+
+double worst_logprob_difference(const std::string& a, const std::string& b) {
+  std::stringstream sa(a), sb(b);
+  double worst = 0;
+  for (std::string la, lb; std::getline(sa, la) && std::getline(sb, lb);) {
+    const json ja = json::parse(la), jb = json::parse(lb);
+    REQUIRE(ja["logprobs"].size() == jb["logprobs"].size());
+    for (size_t i = 0; i < ja["logprobs"].size(); ++i)
+      worst = std::max(worst, std::fabs(ja["logprobs"][i].get<double>() - jb["logprobs"][i].get<double>()));
+  }
+  return worst;
+}
+
+void require_group_ok(const TempDir& dir, const Launch& run, int ranks) {
+  INFO(run.output);
+  for (int r = 0; r < ranks; ++r) {
+    const json report = rank_report(dir, r);
+    INFO("rank " << r << ": " << report.dump(2));
+    REQUIRE_FALSE(report.contains("error"));
+  }
+  REQUIRE(run.status == 0);
+}
+
+Launch run_group(const TempDir& dir, int ranks, const json& settings, const std::string& actions) {
+  return mpirun(ranks, std::string(DIST_PEER_EXE) + " trainer " + MLPT_PLUGIN_DIR + "/libmlpt_reference.so " + dir / "batch.json" +
+                           " '" + settings.dump() + "' " + actions + " " + dir.str());
+}
+
+// Betas that keep the moments: a resumed step that lost them would differ.
+const json kOptimizer = {{"lr", 0.01}, {"eps", 1e-3}, {"betas", {0.5, 0.75}}, {"grad_clip", 0}};
+
+}  // namespace
+
+// The stated tolerances: EP saves are bit for bit the one-rank save (EP computes each expert whole
+// in the one-rank order); TP's fp32 master weights within 1e-6 of one rank's (measured ~4e-9),
+// its BF16 model tensors within one BF16 step of them (a value near a rounding boundary may round
+// the other way), its scores within 1e-4.
+TEST_CASE("a TP=2 x EP=2 and an EP=2 trainer group save the one-rank trainer state, resume it exactly and reshard it") {
+  TempDir dir("dist_ckpt");
+  const std::string one1 = dir / "one1", one2 = dir / "one2";
+  OneRankOptions options{[&](const std::string& ck) { return published_copy(dir, ck); }, kOptimizer, {one1, one2}};
+  const OneRankStep one = one_rank_step(dir, splittable_micro_config(), json::object(), options);
+  const json settings = one.settings;
+  auto layout = [&](int tp, int ep) {
+    json s = settings;
+    s["tensor_parallel"] = tp, s["expert_parallel"] = ep;
+    return s;
+  };
+  const std::string s1 = dir / "tp2ep2.1", s2 = dir / "tp2ep2.2", e1 = dir / "ep2.1";
+
+  // Save after one step (and after a second, uninterrupted).
+  require_group_ok(dir, run_group(dir, 4, layout(2, 2), "step,save=" + s1 + ",step,save=" + s2), 4);
+  require_group_ok(dir, run_group(dir, 2, layout(1, 2), "step,save=" + e1), 2);
+  // The model directory: every tensor of the input (mtp.*, vision too) in its dtypes; an index.
+  CHECK(fs::exists(s1 + "/model.safetensors.index.json"));
+  CHECK(SafetensorsCheckpoint(s1).names() == SafetensorsCheckpoint(dir / "published").names());
+  const json state = json::parse(mlpt_test::read_bytes(s1 + "/trainer_state.json"));
+  CHECK(state["layout"] == json({{"tensor_parallel", 2}, {"expert_parallel", 2}, {"data_parallel", 1}}));
+  CHECK(state["step"] == 1);
+
+  const FolderDiff ep_model = compare_folders(e1, one1), ep_optimizer = compare_folders(e1 + "/optimizer", one1 + "/optimizer");
+  CHECK(ep_model.differing_tensors == 0);  // bit for bit
+  CHECK(ep_optimizer.differing_tensors == 0);
+  const FolderDiff tp_model = compare_folders(s1, one1), tp_optimizer = compare_folders(s1 + "/optimizer", one1 + "/optimizer");
+  CHECK(tp_optimizer.worst < 1e-6);
+  CHECK(tp_model.worst <= 0.01);  // one BF16 step of the O(0.1..1) weights
+  const std::string scored_one = score(one1), scored_ep = score(e1), scored_tp = score(s1);
+  CHECK(scored_ep == scored_one);
+  const double tp_score = worst_logprob_difference(scored_tp, scored_one);
+  CHECK(tp_score < 1e-4);
+  WARN("saved after one step: EP=2 " << ep_model.differing_tensors << " of " << ep_model.tensors << " model tensors differ from one rank's; TP=2 x EP=2 master weights within "
+                                      << tp_optimizer.worst << ", BF16 model tensors within " << tp_model.worst << " ("
+                                      << tp_model.differing_tensors << " of " << tp_model.tensors << " differ), scores within " << tp_score);
+
+  // The same layout resumes exactly: load after step 1, step: the uninterrupted step 2's state.
+  const std::string resumed = dir / "tp2ep2.resumed";
+  require_group_ok(dir, run_group(dir, 4, layout(2, 2), "load=" + s1 + ",step,save=" + resumed), 4);
+  CHECK(compare_folders(resumed, s2).differing_tensors == 0);
+  CHECK(compare_folders(resumed + "/optimizer", s2 + "/optimizer").differing_tensors == 0);
+  CHECK(json::parse(mlpt_test::read_bytes(resumed + "/trainer_state.json"))["step"] == 2);
+
+  // Another layout reshards: TP=2 on two ranks, and one rank, resume the TP=2 x EP=2 state.
+  const std::string tp2 = dir / "tp2.resumed";
+  require_group_ok(dir, run_group(dir, 2, layout(2, 1), "load=" + s1 + ",step,save=" + tp2), 2);
+  const FolderDiff tp2_diff = compare_folders(tp2 + "/optimizer", one2 + "/optimizer");
+  CHECK(tp2_diff.worst < 1e-6);
+  {
+    mlpt::plugin::HostServices host;
+    auto plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_reference.so", host);
+    mlpt::components::Trainer single(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), settings);
+    single.load_state(s1);
+    const BatchFile batch(dir / "batch.json");
+    uint64_t version = 0;
+    single.train_step(batch.abi, &version);
+    CHECK(version == 2);
+    single.save_state(dir / "one.resumed");
+  }
+  const FolderDiff one_diff = compare_folders(dir / "one.resumed/optimizer", one2 + "/optimizer");
+  CHECK(one_diff.worst < 1e-6);
+  WARN("resumed under another layout: TP=2 within " << tp2_diff.worst << ", one rank within " << one_diff.worst
+                                                    << " of the one-rank uninterrupted step 2");
+
+  // A missing file of the state: every rank of the group refuses the load, naming the file.
+  fs::copy(s1, dir / "broken", fs::copy_options::recursive);
+  const json index = json::parse(mlpt_test::read_bytes(dir / "broken/optimizer/model.safetensors.index.json"));
+  const std::string lost = index["weight_map"].begin().value();
+  fs::remove(dir / ("broken/optimizer/" + lost));
+  auto run = run_group(dir, 2, layout(2, 1), "load=" + (dir / "broken"));
+  INFO(run.output);
+  CHECK(run.status != 0);
+  for (int r = 0; r < 2; ++r) {
+    const json report = rank_report(dir, r);
+    INFO(report.dump(2));
+    CHECK_THAT(report.value("error", ""), Catch::Contains(lost) && Catch::Contains("trainer state"));
+  }
+  // A truncated file of a saved model directory, read as a checkpoint: named too.
+  fs::copy(s1, dir / "truncated", fs::copy_options::recursive);
+  const json model_index = json::parse(mlpt_test::read_bytes(dir / "truncated/model.safetensors.index.json"));
+  const std::string cut = model_index["weight_map"].begin().value();
+  const std::string bytes = mlpt_test::read_bytes(dir / ("truncated/" + cut));
+  mlpt_test::write_bytes(dir / ("truncated/" + cut), bytes.substr(0, bytes.size() / 2));
+  json truncated_settings = layout(2, 1);
+  truncated_settings["checkpoint"] = dir / "truncated";
+  run = run_group(dir, 2, truncated_settings, "step");
+  CHECK(run.status != 0);
+  for (int r = 0; r < 2; ++r) CHECK_THAT(rank_report(dir, r).value("error", ""), Catch::Contains(cut));
+}
