@@ -345,7 +345,7 @@ void ReferenceTrainer::export_shards() {
 }
 
 StateRanks ReferenceTrainer::state_ranks() const {
-  return StateRanks{full_config_, group_.shard(), group_.model_group(), group_.data_parallel_rank() == 0,
+  return StateRanks{full_config_, group_.shard(), group_.model_group(), group_.data_parallel_rank() == 0, group_.rank(),
                     group_.data_parallel_size(), [this](bool ok) { return group_.all_ok(ok); }};
 }
 

@@ -37,7 +37,8 @@ constexpr const char* kOptimizerFolder = "optimizer";
 // model-r<rank>-<k>.safetensors (the index, merged by group rank 0, lists them).
 class RankFiles {
  public:
-  RankFiles(fs::path dir, int rank) : dir_(std::move(dir)), rank_(rank) {}
+  RankFiles(fs::path dir, int rank, int group_rank)
+      : dir_(std::move(dir)), rank_(rank), writer_("trainer group rank " + std::to_string(group_rank)) {}
 
   void add(EncodedTensor t) {
     bytes_ += t.bytes.size();
@@ -59,7 +60,7 @@ class RankFiles {
       list.push_back({p.tensor.name, p.tensor.shape, nullptr, p.tensor.dtype, p.stored ? p.stored : p.tensor.bytes.data()});
     char name[64];
     std::snprintf(name, sizeof name, "model-r%05d-%05d.safetensors", rank_, ++files_);
-    write_safetensors((dir_ / name).string(), list, {{"format", "pt"}});
+    write_safetensors((dir_ / name).string(), list, {{"format", "pt"}, {"mlpt_writer", writer_}});
     pending_.clear();
     bytes_ = 0;
   }
@@ -71,6 +72,7 @@ class RankFiles {
   };
   fs::path dir_;
   int rank_, files_ = 0;
+  std::string writer_;
   std::vector<Pending> pending_;
   size_t bytes_ = 0;
 };
@@ -202,7 +204,7 @@ std::exception_ptr write_rank_files(const fs::path& dir, const std::string& chec
   const ModelLayout layout = make_layout(full);
   const SafetensorsCheckpoint source(checkpoint);  // deterministic on every rank: only headers read
   const Dtype fallback = parse_dtype(full.dtype);
-  RankFiles model(dir, me), optimizer(dir / kOptimizerFolder, me);
+  RankFiles model(dir, me, ranks.group_rank), optimizer(dir / kOptimizerFolder, me, ranks.group_rank);
   std::exception_ptr failure;
   auto local = [&](auto&& work) {  // this rank's own work; the first failure stops it
     if (failure) return;

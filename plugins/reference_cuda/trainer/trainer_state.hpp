@@ -11,7 +11,8 @@
 // Every tensor is written whole whatever the layout: its slices are gathered over the
 // model-parallel group to one writing rank (a routed expert block to a rank of its
 // expert-parallel block where the input stores experts one tensor per expert), which encodes it
-// and writes it into its own files; no rank holds more than what it writes, and group rank 0
+// and writes it into its own files (their metadata name it: "mlpt_writer": "trainer group rank
+// R"); no rank holds more than what it writes, and group rank 0
 // merges the ranks' files into the indexes. Data-parallel replicas other than the first write
 // nothing. Loading reads only this rank's slices (read_shard_weights), so a state saved under one
 // layout loads under any other (resharded on read), and restores the same layout exactly.
@@ -32,12 +33,13 @@ struct StateRanks {
   ModelShard shard;                     // this rank's shard (tp = ep = 1: the whole model)
   Communicator* model_group = nullptr;  // the shard's tp · ep ranks (rank = shard.world_rank()); NULL: one
   bool writes = true;                   // data-parallel replica 0 writes; the others only take part
+  int group_rank = 0;                   // this rank in the trainer group: each file's "mlpt_writer"
   int data_parallel = 1;                // recorded in trainer_state.json
   // Whether every rank of the whole trainer group passed true (a collective every rank calls the
   // same number of times); one rank: itself.
   std::function<bool(bool)> all_ok = [](bool ok) { return ok; };
 
-  static StateRanks one(const ModelConfig& config) { return StateRanks{config, {}, nullptr, true, 1, [](bool ok) { return ok; }}; }
+  static StateRanks one(const ModelConfig& config) { return StateRanks{config, {}, nullptr, true, 0, 1, [](bool ok) { return ok; }}; }
 };
 
 // Writes the state directory atomically (a complete new directory swapped in over `path`).

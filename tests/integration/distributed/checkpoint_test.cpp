@@ -1,5 +1,5 @@
-// save_state / load_state of a model-parallel trainer across real processes (mpirun): the saved
-// directory holds every tensor of the input (published-style: BF16, experts one tensor per expert
+// save_state / load_state of a model-parallel trainer across real processes (mpirun; TP2 x EP2,
+// EP2, TP2, TP2 x DP2): the saved directory holds every tensor of the input (published-style: BF16, experts one tensor per expert
 // in some layers and fused in others, mtp.* and vision tensors) whole, equal to a one-rank
 // trainer's save after the same step (bit for bit under EP, within TP's float rounding), scored by
 // `mlpt-model score`; a load under the same layout resumes exactly, under another layout (or one
@@ -159,6 +159,29 @@ TEST_CASE("a TP=2 x EP=2 and an EP=2 trainer group save the one-rank trainer sta
   CHECK(scored_ep == scored_one);
   const double tp_score = worst_logprob_difference(scored_tp, scored_one);
   CHECK(tp_score < 1e-4);
+  // TP=2 alone, and TP=2 x data parallel 2, where only the first replica writes (the second's
+  // ranks hold the same shards and would write files of the same names).
+  const std::string t1 = dir / "tp2.1", d1 = dir / "tp2dp2.1";
+  require_group_ok(dir, run_group(dir, 2, layout(2, 1), "step,save=" + t1), 2);
+  require_group_ok(dir, run_group(dir, 4, layout(2, 1), "step,save=" + d1), 4);
+  CHECK(compare_folders(t1 + "/optimizer", one1 + "/optimizer").worst < 1e-6);
+  CHECK(compare_folders(d1 + "/optimizer", one1 + "/optimizer").worst < 1e-6);
+  CHECK(json::parse(mlpt_test::read_bytes(d1 + "/trainer_state.json"))["layout"]["data_parallel"] == 2);
+  auto files = [](const std::string& folder) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(folder)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  CHECK(files(d1) == files(t1));
+  CHECK(files(d1 + "/optimizer") == files(t1 + "/optimizer"));
+  for (const std::string& folder : {d1, d1 + "/optimizer"})
+    for (const std::string& f : files(folder)) {
+      if (f.size() < 12 || f.substr(f.size() - 12) != ".safetensors") continue;
+      const std::string writer = SafetensorsFile(folder + "/" + f).metadata().at("mlpt_writer");
+      INFO(folder << "/" << f << " written by " << writer);
+      CHECK((writer == "trainer group rank 0" || writer == "trainer group rank 1"));
+    }
   WARN("saved after one step: EP=2 " << ep_model.differing_tensors << " of " << ep_model.tensors << " model tensors differ from one rank's; TP=2 x EP=2 master weights within "
                                       << tp_optimizer.worst << ", BF16 model tensors within " << tp_model.worst << " ("
                                       << tp_model.differing_tensors << " of " << tp_model.tensors << " differ), scores within " << tp_score);
