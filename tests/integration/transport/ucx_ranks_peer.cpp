@@ -44,7 +44,9 @@ struct Want {
   }
 };
 
-json reshard(Loaded& ucx, int rank, const std::string& out) {
+// Between the versions every rank meets at a barrier, so that each receiver sees both (a receive
+// returns the newest version: without it a fast sender's version 2 may be the first one seen).
+json reshard(Loaded& ucx, mlpt::plugin::Rendezvous& rendezvous, int rank, const std::string& out) {
   const std::string group_name = "trainer";
   if (rank < kSenders) {
     const mlpt_component_group group{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {group_name.data(), group_name.size()}, rank, kSenders};
@@ -56,6 +58,7 @@ json reshard(Loaded& ucx, int rank, const std::string& out) {
       keep.push_back(cut(whole, row_boxes(whole, rank, kSenders)));
       tx.send(v, keep.back().views, 60000, keep.back().shards.data());
       sent.push_back(v);
+      rendezvous.barrier("received " + std::to_string(v), 60000, std::atomic<bool>{false});
     }
     return {{"role", "sender"}, {"sent", sent}};
   }
@@ -68,6 +71,7 @@ json reshard(Loaded& ucx, int rank, const std::string& out) {
     write_dump(out + "/rank" + std::to_string(rank) + ".v" + std::to_string(r.version) + ".bin", r.tensors, r.count);
     got.push_back({{"version", r.version}, {"shards", r.shards != nullptr}});
     rx.release(r.version);
+    rendezvous.barrier("received " + std::to_string(v), 60000, std::atomic<bool>{false});
   }
   return {{"role", whole ? "whole receiver" : "column receiver"}, {"received", got}};
 }
@@ -132,7 +136,7 @@ int main(int argc, char** argv) {
   try {
     Loaded ucx("ucx");
     ucx.host->set_rendezvous(std::make_unique<mlpt::dist::MpiRendezvous>(MLPT_PROCESS_ROLE_ALL));
-    if (mode == "reshard" && argc == 3) out = reshard(ucx, mpi.rank(), out_dir);
+    if (mode == "reshard" && argc == 3) out = reshard(ucx, ucx.host->rendezvous(), mpi.rank(), out_dir);
     else if (mode == "mismatch" && argc == 4) out = mismatch(ucx, ucx.host->rendezvous(), mpi.rank(), std::stoi(argv[2]));
     else throw mlpt::Error("usage: ucx_ranks_peer reshard OUT_DIR | mismatch PORT OUT_DIR");
   } catch (const std::exception& e) {
