@@ -34,9 +34,13 @@ struct UcxSender::Version {
   // The rank's own version: which box of its global tensor each tensor is, and that as an offer.
   std::vector<OfferedTensor> boxes;
   std::vector<uint8_t> offer;
-  // A receiver's pieces: their shapes, and their bytes where a piece is not contiguous in its shard.
-  std::vector<std::vector<int64_t>> shapes;
-  std::vector<std::vector<uint8_t>> owned;
+  // A receiver's pieces: their boxes, and their bytes where a piece is not contiguous in its shard,
+  // cut from the rank's tensor `cut_from` (-1: nothing to cut, or cut already) when its first
+  // bucket is prepared, so that cutting overlaps the transfer of the buckets before it.
+  std::shared_ptr<const Version> own;  // the rank's version the pieces are cut from
+  std::vector<sdk::Box> piece_boxes;
+  std::vector<std::unique_ptr<uint8_t[]>> owned;
+  std::vector<int64_t> cut_from;
 };
 
 namespace {
@@ -66,14 +70,17 @@ bool contiguous_in(const sdk::Box& shard, const sdk::Box& piece) {
 
 // The pieces one receiver pulls from this rank's version `own`, as a version of their own: a piece
 // contiguous in its shard is streamed from the shard's memory, any other is cut into memory first.
-std::shared_ptr<UcxSender::Version> cut_version(const UcxSender::Version& own, const std::vector<Pull>& pulls, uint64_t request,
-                                                const Config& config, const std::string& who) {
+std::shared_ptr<UcxSender::Version> cut_version(const std::shared_ptr<UcxSender::Version>& rank_version, const std::vector<Pull>& pulls,
+                                                uint64_t request, const Config& config, const std::string& who) {
+  const UcxSender::Version& own = *rank_version;
   auto v = std::make_shared<UcxSender::Version>();
+  v->own = rank_version;
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < own.boxes.size(); ++i) index.emplace(own.boxes[i].name, i);
   const size_t n = pulls.size();
-  v->shapes.resize(n);
+  v->piece_boxes.resize(n);
   v->owned.resize(n);
+  v->cut_from.assign(n, -1);
   std::vector<std::string> names(n);  // unique while planning: one tensor may come in several pieces
   v->tensors.resize(n);
   for (size_t k = 0; k < n; ++k) {
@@ -87,12 +94,12 @@ std::shared_ptr<UcxSender::Version> cut_version(const UcxSender::Version& own, c
                                                 sdk::detail::shape_text(pull.box.extent) + " of '" + pull.name +
                                                 "', which is not inside this rank's shard");
     names[k] = pull.name + "#" + std::to_string(k);
-    v->shapes[k] = pull.box.extent;
+    v->piece_boxes[k] = pull.box;
     mlpt_named_tensor& t = v->tensors[k];
     t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
     t.name = sdk::borrow(names[k]);
     t.tensor = src;
-    t.tensor.shape = v->shapes[k].data();
+    t.tensor.shape = v->piece_boxes[k].extent.data();
     t.tensor.strides = nullptr;
     t.tensor.byte_offset = 0;
     const size_t width = sdk::element_bytes(src.dtype);
@@ -101,9 +108,9 @@ std::shared_ptr<UcxSender::Version> cut_version(const UcxSender::Version& own, c
       for (size_t d = pull.box.extent.size(); d-- > 0;) at += (pull.box.offset[d] - o.box.offset[d]) * stride, stride *= o.box.extent[d];
       t.tensor.data = static_cast<uint8_t*>(src.data) + src.byte_offset + static_cast<size_t>(at) * width;
     } else {
-      v->owned[k].resize(static_cast<size_t>(pull.box.elements()) * width);
-      t.tensor.data = v->owned[k].data();
-      sdk::copy_box(src, o.box, t.tensor, pull.box, pull.box);
+      v->owned[k].reset(new uint8_t[static_cast<size_t>(pull.box.elements()) * width]);  // cut in prepare()
+      t.tensor.data = v->owned[k].get();
+      v->cut_from[k] = static_cast<int64_t>(it->second);
     }
   }
   v->layout = plan_layout(v->tensors.data(), n, own.layout.version, config.bucket_bytes, config.verify_checksum, who);
@@ -116,6 +123,14 @@ std::shared_ptr<UcxSender::Version> cut_version(const UcxSender::Version& own, c
   }
   finish_version(*v, who);
   return v;
+}
+
+// Cuts piece `k` of a receiver's version from the rank's shard, once.
+void ensure_cut(UcxSender::Version& v, size_t k) {
+  if (k >= v.cut_from.size() || v.cut_from[k] < 0) return;
+  const auto source = static_cast<size_t>(v.cut_from[k]);
+  sdk::copy_box(v.own->tensors[source].tensor, v.own->boxes[source].box, v.tensors[k].tensor, v.piece_boxes[k], v.piece_boxes[k]);
+  v.cut_from[k] = -1;
 }
 
 }  // namespace
@@ -404,7 +419,7 @@ class UcxSender::Engine {
     }
     std::shared_ptr<Version> cut;
     try {
-      cut = cut_version(*newest_, p.pulls, p.request, config_, "ucx sender rank " + std::to_string(rank_) + ": " + p.label());
+      cut = cut_version(newest_, p.pulls, p.request, config_, "ucx sender rank " + std::to_string(rank_) + ": " + p.label());
     } catch (const std::exception& e) {
       fail_peer(p, MLPT_FAILED_PRECONDITION, e.what());
       return;
@@ -473,8 +488,10 @@ class UcxSender::Engine {
     size_t i = v.prepared;
     const Bucket& b = v.layout.buckets[i];
     if (b.direct_tensor >= 0) {
+      ensure_cut(v, static_cast<size_t>(b.direct_tensor));
       v.source[i] = direct_source(v.layout, b, v.tensors.data());
     } else {
+      for (uint32_t m = b.first_member; m < b.end_member; ++m) ensure_cut(v, m);
       v.staging[i].reset(new uint8_t[b.size]);
       pack_bucket(v.layout, b, v.tensors.data(), v.staging[i].get());
       v.source[i] = v.staging[i].get();
