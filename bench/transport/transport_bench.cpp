@@ -38,64 +38,20 @@
 #include "core/plugin/plugin.hpp"
 #include "core/refit/sparse_delta.hpp"
 #include "mlpt/transport.h"
+#include "ucx_perftest.hpp"
 
 extern char** environ;
 
 namespace {
 
+using bench_ucx::free_port;
+using bench_ucx::perftest_gbps;
+using bench_ucx::spawn;
+using bench_ucx::wait_exit;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-struct Transport {
-  mlpt::plugin::HostServices host;
-  std::shared_ptr<mlpt::plugin::Plugin> plugin;
-  mlpt::plugin::Component component;
-  const mlpt_transport_api* api;
-  Transport() {
-    plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_transport_ucx.so", host);
-    component = plugin->component(MLPT_COMPONENT_TRANSPORT, "ucx");
-    api = component.table<mlpt_transport_api>();
-  }
-  mlpt_transport* create(mlpt_transport_role role, const std::string& config) {
-    mlpt_transport_create_args a{MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE, {config.data(), config.size()}, role, {"bench", 5}, nullptr};
-    mlpt::plugin::check(component, api->create(&a), "create");
-    return a.transport;
-  }
-};
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-pid_t spawn(const std::vector<std::string>& argv, const char* out_path = nullptr) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (out_path) {
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  }
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+using bench_ucx::Transport;
 
 // ---- the receiving process ----
 int run_receiver(const std::string& config, int count) {
@@ -199,45 +155,6 @@ TransportResult transport_gbps(Transport& t, const std::string& self, const std:
   wait_exit(child);
   t.api->destroy(tx);
   return out;
-}
-
-// ucx_perftest tag_bw, server and client on loopback; returns GB/s (10^9) or nothing. With
-// `error_handling` (-e) its endpoints detect dead peers, as the transport's must: in UCX 1.13 that
-// mode leaves out CMA and shared memory for client-server endpoints, so it is the like-for-like
-// ceiling; without it, UCX's best on this machine.
-std::optional<double> perftest_gbps(size_t bucket, size_t total, bool error_handling) {
-  int port = free_port();
-  size_t iters = std::max<size_t>(16, 3 * total / bucket);
-  std::vector<std::string> args = {"-t", "tag_bw", "-s", std::to_string(bucket), "-n", std::to_string(iters), "-w",
-                                   std::to_string(std::max<size_t>(4, iters / 4)), "-p", std::to_string(port), "-f"};
-  if (error_handling) args.push_back("-e");
-  std::vector<std::string> server = {"ucx_perftest"}, client = {"ucx_perftest", "127.0.0.1"};
-  server.insert(server.end(), args.begin(), args.end());
-  client.insert(client.end(), args.begin(), args.end());
-  auto dir = std::filesystem::temp_directory_path();
-  std::string out_path = (dir / ("mlpt_bench_perftest_" + std::to_string(getpid()) + ".txt")).string();
-  pid_t s = spawn(server, "/dev/null");
-  if (s < 0) return std::nullopt;
-  std::optional<double> result;
-  for (int attempt = 0; attempt < 20 && !result; ++attempt) {  // the server needs a moment to listen
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    pid_t c = spawn(client, out_path.c_str());
-    if (c < 0 || wait_exit(c) != 0) continue;
-    // -f prints one line: iterations, latency 50%, avg, overall (usec), bandwidth avg, overall (MB/s,
-    // where UCX's MB is 2^20 bytes), message rate avg, overall.
-    FILE* f = std::fopen(out_path.c_str(), "r");
-    char line[1024];
-    while (f && std::fgets(line, sizeof(line), f)) {
-      std::istringstream in(line);
-      double n, p50, avg, overall, bw_avg, bw_overall;
-      if (in >> n >> p50 >> avg >> overall >> bw_avg >> bw_overall) result = bw_overall * 1048576.0 / 1e9;
-    }
-    if (f) std::fclose(f);
-  }
-  kill(s, SIGKILL);
-  wait_exit(s);
-  std::filesystem::remove(out_path);
-  return result;
 }
 
 // A sparse refit of `w` read as BF16 weights of which `fraction` changed (evenly spread): encode
