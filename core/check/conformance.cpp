@@ -300,8 +300,10 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
   s.check(tn, "weights_flow_plugin_to_plugin", [&](std::string& ev) {
     uint64_t version = 0;
     trainer->train_step(batch, &version);  // advantage 0: a new version of the same weights
-    components::Transport receiver(xc, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance-flow");
+    // The sender first: a receiver of a transport that finds its sender through the key-value store
+    // (ucx) waits at create for the sender's address.
     components::Transport sender(xc, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, "mlpt-conformance-flow");
+    components::Transport receiver(xc, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance-flow");
     engine->pause();
     auto fetched = std::async(std::launch::async, [&] { return refit::fetch(*engine, receiver, version, 60000); });
     refit::PublishResult published;
@@ -325,6 +327,67 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
   });
 }
 
+// transport.h, Sender ranks (1.2): two sender endpoints of one group publish a version together,
+// each its own shards (rows [0, 5) and [5, 10) of a, b whole on both: a replica), and a receiver
+// gets the layout it asks for (columns [30, 70) of a, every row, and b) cut from both, bitwise.
+void check_sender_ranks(Suite& s, const plugin::ComponentSet& set, const std::string& name, const std::vector<float>& a,
+                        const std::vector<uint16_t>& b) {
+  const auto& c = set.component(MLPT_COMPONENT_TRANSPORT);
+  const auto* caps = c.caps<mlpt_transport_capabilities>();
+  const bool has_field = caps && caps->struct_size >= MLPT_TRANSPORT_CAPABILITIES_STRUCT_SIZE;
+  if (!has_field || caps->max_sender_ranks < 2) {
+    s.not_applicable(name, "sender_ranks_wanted_layout", "capability max_sender_ranks < 2 (one sender of whole tensors)");
+    return;
+  }
+  s.check(name, "sender_ranks_wanted_layout", [&](std::string& ev) {
+    const std::string group_name = "trainer";
+    int64_t global_a[2] = {10, 100}, rows_shape[2] = {5, 100}, global_b[1] = {333};
+    int64_t offsets[2][2] = {{0, 0}, {5, 0}}, zero[1] = {0};
+    std::vector<std::unique_ptr<components::Transport>> senders;
+    std::vector<mlpt_component_group> groups;
+    for (int32_t r = 0; r < 2; ++r) groups.push_back({MLPT_COMPONENT_GROUP_STRUCT_SIZE, {group_name.data(), group_name.size()}, r, 2});
+    for (int32_t r = 0; r < 2; ++r)  // the senders first: a receiver may wait at create for their addresses
+      senders.push_back(std::make_unique<components::Transport>(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER,
+                                                                "mlpt-conformance-ranks", &groups[static_cast<size_t>(r)]));
+    components::Transport receiver(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance-ranks");
+    int64_t part_shape[2] = {10, 40}, part_offsets[2] = {0, 30};
+    std::vector<mlpt_named_tensor> want(2);
+    want[0] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"a", 1}, DLTensor{nullptr, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, part_shape, nullptr, 0}};
+    want[1] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"b", 1}, DLTensor{nullptr, {kDLCPU, 0}, 1, {kDLBfloat, 16, 1}, global_b, nullptr, 0}};
+    std::vector<mlpt_tensor_shard> want_shards = {{MLPT_TENSOR_SHARD_STRUCT_SIZE, global_a, part_offsets},
+                                                  {MLPT_TENSOR_SHARD_STRUCT_SIZE, global_b, zero}};
+    auto got = std::async(std::launch::async, [&] {
+      auto r = receiver.receive(1, 30000, {want.data(), want_shards.data(), want.size()});
+      bool same = r.count == 2 && r.tensors[0].tensor.ndim == 2 && r.tensors[0].tensor.shape[0] == 10 && r.tensors[0].tensor.shape[1] == 40;
+      const auto* part = same ? static_cast<const float*>(r.tensors[0].tensor.data) : nullptr;
+      for (int64_t row = 0; same && row < 10; ++row) same = std::memcmp(part + row * 40, a.data() + row * 100 + 30, 40 * 4) == 0;
+      same = same && std::memcmp(r.tensors[1].tensor.data, b.data(), b.size() * 2) == 0;
+      receiver.release(r.version);
+      return same;
+    });
+    // Each rank sends from a thread of its own, as trainer ranks in their own processes would.
+    std::vector<std::future<void>> sent;
+    for (int32_t r = 0; r < 2; ++r) {
+      sent.push_back(std::async(std::launch::async, [&, r] {
+        std::vector<mlpt_named_tensor> mine(2);
+        mine[0] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"a", 1},
+                   DLTensor{const_cast<float*>(a.data()) + r * 500, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, rows_shape, nullptr, 0}};
+        mine[1] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"b", 1},
+                   DLTensor{const_cast<uint16_t*>(b.data()), {kDLCPU, 0}, 1, {kDLBfloat, 16, 1}, global_b, nullptr, 0}};
+        std::vector<mlpt_tensor_shard> shards = {{MLPT_TENSOR_SHARD_STRUCT_SIZE, global_a, offsets[r]},
+                                                 {MLPT_TENSOR_SHARD_STRUCT_SIZE, global_b, zero}};
+        senders[static_cast<size_t>(r)]->send(1, mine.data(), mine.size(), 30000, shards.data());
+      }));
+    }
+    for (auto& f : sent) f.get();
+    const bool same = got.get();
+    ev = std::string("2 sender ranks (rows [0, 5) and [5, 10) of fp32 [10,100], bf16 [333] on both); asked for columns [30, 70) "
+                     "of every row and b whole: ") +
+         (same ? "got exactly those, bitwise equal" : "DIFFER");
+    return same;
+  });
+}
+
 void check_transport(Suite& s, const plugin::ComponentSet& set) {
   const auto& c = set.component(MLPT_COMPONENT_TRANSPORT);
   const std::string name = "transport " + c.name;
@@ -338,8 +401,10 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
   tensors[0] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"a", 1}, DLTensor{a.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, sa, nullptr, 0}};
   tensors[1] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"b", 1}, DLTensor{b.data(), {kDLCPU, 0}, 1, {kDLBfloat, 16, 1}, sb, nullptr, 0}};
   s.check(name, "round_trip_bitwise", [&](std::string& ev) {
-    receiver = std::make_unique<components::Transport>(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance");
+    // The sender first: a receiver that finds its sender through the key-value store (ucx) waits
+    // at create for the sender's address.
     sender = std::make_unique<components::Transport>(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, "mlpt-conformance");
+    receiver = std::make_unique<components::Transport>(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance");
     auto got = std::async(std::launch::async, [&] {
       auto r = receiver->receive(1, 30000);
       bool same = r.count == 2 && std::memcmp(r.tensors[0].tensor.data, a.data(), a.size() * 4) == 0 &&
@@ -419,6 +484,7 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
          (same ? "got exactly those, bitwise equal" : "DIFFER");
     return same;
   });
+  check_sender_ranks(s, set, name, a, b);
   if (!c.caps<mlpt_transport_capabilities>()->zero_copy) {
     s.not_applicable(name, "uncut_tensor_handed_over", "capability zero_copy = 0");
     return;

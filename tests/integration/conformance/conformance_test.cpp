@@ -21,22 +21,24 @@ using mlpt::check::ConformanceCheck;
 
 namespace {
 
-// A bundled config with its relative data paths made absolute, written to a temp folder.
-fs::path config_copy(const std::string& name) {
+// A bundled config with its relative data paths made absolute (and `from` replaced by `to`),
+// written to a temp folder.
+fs::path config_copy(const std::string& name, const std::string& from = "", const std::string& to = "") {
   std::ifstream in(fs::path(MLPT_SOURCE_DIR) / "configs" / name);
   std::ostringstream s;
   s << in.rdbuf();
   std::string text = std::regex_replace(s.str(), std::regex("\"\\.\\./tasks/"), "\"" + std::string(MLPT_SOURCE_DIR) + "/tasks/");
+  if (!from.empty()) text = std::regex_replace(text, std::regex(from), to);
   fs::path dir = fs::temp_directory_path() / ("mlpt-conformance-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / name) << text;
   return dir / name;
 }
 
-mlpt::run::RunConfig load(const std::string& name) {
+mlpt::run::RunConfig load(const std::string& name, const std::string& from = "", const std::string& to = "") {
   setenv("MLPT_CACHE_DIR", MLPT_CACHE_DIR, 1);
   setenv("MLPT_PLUGIN_PATH", MLPT_PLUGIN_DIR, 1);
-  return mlpt::run::read_run_config(config_copy(name));
+  return mlpt::run::read_run_config(config_copy(name, from, to));
 }
 
 const ConformanceCheck* find(const mlpt::check::ConformanceReport& r, const std::string& component_prefix, const std::string& id) {
@@ -80,6 +82,8 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
   require_passed(report, "trainer", "weights_flow_plugin_to_plugin");
   require_passed(report, "transport", "wanted_layout_bitwise");
   require_passed(report, "transport", "uncut_tensor_handed_over");
+  // Two sender ranks of row shards, a receiver of column shards.
+  require_passed(report, "transport", "sender_ranks_wanted_layout");
   // Device readiness concerns device memory: the CPU trainer's export is not applicable, said so.
   const ConformanceCheck* ready = find(report, "trainer", "export_device_ready");
   REQUIRE(ready);
@@ -113,6 +117,21 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
   for (const auto& c : j["checks"]) in_json += c["status"] == "not_applicable";
   CHECK(in_json == not_applicable);
 }
+
+#ifdef MLPT_TEST_UCX
+TEST_CASE("the UCX transport conforms in one process over loopback: round trip, wanted layout and two sender ranks") {
+  // The distributed letters run's combination, with one receiver per send (the suite makes one).
+  auto report = mlpt::check::check_plugins(load("tiny-distributed.toml", "receivers = 2", "receivers = 1"));
+  INFO(mlpt::check::format_report(report));
+  CHECK(report.passed());
+  for (const char* id : {"round_trip_bitwise", "versions_monotonic", "receive_times_out", "wanted_layout_bitwise", "sender_ranks_wanted_layout"})
+    require_passed(report, "transport ucx", id);
+  require_passed(report, "trainer", "weights_flow_plugin_to_plugin");
+  const ConformanceCheck* handed = find(report, "transport ucx", "uncut_tensor_handed_over");
+  REQUIRE(handed);
+  CHECK(handed->status == ConformanceCheck::Status::not_applicable);  // zero_copy = 0: receivers hold copies
+}
+#endif
 
 TEST_CASE("the SWE combination conforms: sandbox isolation, harness tools, golden patch 1, empty and hacks 0") {
   auto report = mlpt::check::check_plugins(load("swe-tiny.toml"));
