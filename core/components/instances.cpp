@@ -59,13 +59,18 @@ Args request_args(size_t struct_size, mlpt_engine* engine, const GenerateRequest
 
 // ---- Engine ----
 
-Engine::Engine(plugin::Component component, const nlohmann::json& settings, int blocking_threads)
+Engine::Engine(plugin::Component component, const nlohmann::json& settings, int blocking_threads,
+               const mlpt_component_group* group)
     : component_(std::move(component)), api_(component_.table<mlpt_engine_api>()) {
   async_ = MLPT_HAS_FIELD(api_, mlpt_engine_api, request_release) && api_->query_model_info && api_->pause_generation &&
            api_->resume_generation && api_->submit && api_->request_is_ready && api_->request_await &&
            api_->request_result && api_->request_release;
+  if (group && group->size > 1 && component_.abi_minor() < 2)  // an older engine would ignore the group and run alone
+    throw Error(MLPT_FAILED_PRECONDITION, component_.name + ": an engine group of " + std::to_string(group->size) +
+                                              " ranks needs an ABI 1.2 engine; this one declares 1." +
+                                              std::to_string(component_.abi_minor()));
   std::string config = settings.dump();
-  mlpt_engine_create_args a{MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr};
+  mlpt_engine_create_args a{MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr, group, nullptr};
   plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), "engine create");
   engine_ = a.engine;

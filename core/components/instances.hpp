@@ -56,7 +56,9 @@ using GenerationDone = std::function<void(Generation&& generation, std::exceptio
 // `blocking_threads` host threads (so at most that many of its requests run, and batch, at once).
 class Engine {
  public:
-  Engine(plugin::Component component, const nlohmann::json& settings, int blocking_threads = 16);
+  // `group`: the engine group this instance is one rank of (engine.h, Engine groups); NULL: alone.
+  Engine(plugin::Component component, const nlohmann::json& settings, int blocking_threads = 16,
+         const mlpt_component_group* group = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -16,8 +16,8 @@
  *     provides output buffers sized for the worst case. A 1.2 host drives such an engine by calling
  *     `generate` from a small pool of its own threads.
  *
- * Sections: Capabilities, Engine lifetime, Generation (blocking), Generation (asynchronous),
- * Sessions, Weights, Pause/resume, The table.
+ * Sections: Capabilities, Engine lifetime, Engine groups, Generation (blocking), Generation
+ * (asynchronous), Sessions, Weights, Pause/resume, The table.
  */
 #ifndef MLPT_ENGINE_H_
 #define MLPT_ENGINE_H_
@@ -50,7 +50,8 @@ typedef struct mlpt_engine_create_args {
   size_t struct_size;
   mlpt_string config_json; /* in: the component's settings (e.g. checkpoint path, threads) */
   mlpt_engine* engine;     /* out: destroyed with `destroy` */
-  /* Since 1.2 (in): the group this engine is one rank of. Absent or NULL: a group of one. */
+  /* Since 1.2 (in): the group this engine is one rank of (see Engine groups). Absent or NULL: a
+   * group of one. An engine that cannot run as a group refuses a group of several ranks. */
   const mlpt_component_group* component_group;
   /* Since 1.2 (in). Absent: no extensions. */
   const mlpt_extension* extension_start;
@@ -78,6 +79,31 @@ typedef struct mlpt_engine_model_info_args {
   mlpt_engine_model_info out_info;
 } mlpt_engine_model_info_args;
 #define MLPT_ENGINE_MODEL_INFO_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_engine_model_info_args, out_info)
+
+/* ---- Engine groups (since 1.2) ---------------------------------------------------------------
+ *
+ * An engine created with a component_group of size > 1 is one rank of a group that serves as ONE
+ * engine: e.g. the tensor- and expert-parallel shards of one model, each rank in its own process,
+ * computing every step together. Rank 0 is that engine for the host:
+ *   - Requests go to rank 0 only: generate, submit, cancel, the request_* functions and
+ *     session_release. The other ranks refuse them with MLPT_FAILED_PRECONDITION; between create
+ *     and destroy they serve rank 0 from inside the plugin (they run their part of every step rank
+ *     0 runs, on threads of their own), so their hosts need not call anything to keep them going.
+ *   - create is collective (mlpt.h, Component groups): each rank's create returns once the group
+ *     has met; it fails on every rank when it fails on one after the meeting.
+ *   - destroy is collective: a rank other than 0 returns once rank 0 has been destroyed.
+ *   - load_weights and fetch_weights are collective: every rank is called once per load, each with
+ *     the version rank 0 is given and its own layout (weight_shards), and rank 0 while paused. A
+ *     rank's call returns once every rank has loaded that version, or fails on every rank with the
+ *     old weights kept on all (a group never computes with mixed versions); the error names the
+ *     first rank that refused and why. The n-th load of every rank belongs to the n-th of rank 0.
+ *   - pause_generation, resume_generation (and the 1.0 pause, resume) are per rank: on rank 0 they
+ *     mean what they mean for an engine alone; on another rank they only mark it paused or running
+ *     (it generates only when rank 0 does), so a host may drive every rank alike.
+ *   - query_model_info, model_info and weight_shards are per rank, answered by any rank; the model
+ *     info is the same on every rank (weight_version too, once every rank's load has returned).
+ * A host that knows nothing of groups gives none: every engine is then a group of one.
+ */
 
 /* ---- Generation (blocking) ------------------------------------------------------------------- */
 
@@ -271,7 +297,8 @@ typedef struct mlpt_session_release_args {
  *
  * An engine rank that holds only shards of the weights (mlpt.h, mlpt_tensor_shard) says which with
  * `weight_shards`; it is then given exactly those shards, in that order, each with its descriptor
- * in `shards`. Otherwise it is given whole tensors and `shards` is NULL. */
+ * in `shards`. Otherwise it is given whole tensors and `shards` is NULL. Collective in an engine
+ * group (see Engine groups). */
 typedef struct mlpt_load_weights_args {
   size_t struct_size;
   mlpt_engine* engine;
@@ -311,7 +338,8 @@ typedef struct mlpt_weight_shards_args {
  * keeps no pointer into the transport's (or, zero-copy, the trainer's) memory. What it loads obeys
  * load_weights' rules; on any error the old weights stay in place and the received version is
  * released. Must be called while paused (or before the first request). A failing receive is returned
- * as the engine's error with the transport's code and message. */
+ * as the engine's error with the transport's code and message. Collective in an engine group, like
+ * load_weights (a rank whose receive fails still takes part in the load, and refuses it). */
 typedef struct mlpt_fetch_weights_args {
   size_t struct_size;
   mlpt_engine* engine;

@@ -9,6 +9,10 @@
 //
 // fetch_weights (ABI 1.2) is the adapter's too: it receives the layout `weight_layout` names (whole
 // tensors by default) through the bound receiver, calls load_weights, and releases what it received.
+//
+// An engine that runs as one rank of an engine group (engine.h, Engine groups) has a constructor
+// taking (config JSON, const mlpt_component_group*); the adapter refuses a group of several ranks
+// for an engine without one.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mlpt/engine.h"
@@ -113,6 +118,10 @@ class Engine {
   // The shards of the weights this rank holds (engine.h, weight_shards), with `data` NULL; they live
   // as long as the engine. Count 0 (the default): whole tensors.
   virtual TensorLayout weight_layout() { return {}; }
+  // A load this rank cannot take part in with tensors (its fetch's receive failed with `why`): an
+  // engine group still needs the rank in the collective load, to fail it on every rank (engine.h,
+  // Engine groups). The default (an engine alone): nothing to do.
+  virtual void load_refused(const Error& why) { (void)why; }
 };
 
 namespace detail {
@@ -188,7 +197,15 @@ inline void fetch_and_load(mlpt_fetch_weights_args& a) {
   r.want_tensors = want.tensors;
   r.want_shards = want.shards;
   r.num_want = want.count;
-  receiver.receive(r);
+  try {
+    receiver.receive(r);
+  } catch (const Error& e) {
+    try {
+      engine->load_refused(e);
+    } catch (const Error&) {  // the receive's error says more
+    }
+    throw;
+  }
   mlpt_load_weights_args l{};
   l.struct_size = MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE;
   l.engine = a.engine;
@@ -219,7 +236,18 @@ const mlpt_engine_api* engine_api() {
       [](mlpt_engine_create_args* a) {
         return guard("engine.create", [&] {
           require_struct(a, MLPT_ENGINE_CREATE_ARGS_STRUCT_SIZE_1_0, "mlpt_engine_create_args");
-          a->engine = reinterpret_cast<mlpt_engine*>(static_cast<Engine*>(new T(view(a->config_json))));
+          const mlpt_component_group* group =
+              MLPT_HAS_FIELD(a, mlpt_engine_create_args, component_group) ? a->component_group : nullptr;
+          Engine* e = nullptr;
+          if constexpr (std::is_constructible_v<T, std::string_view, const mlpt_component_group*>) {
+            e = new T(view(a->config_json), group);
+          } else {
+            if (group && group->size > 1)
+              throw Error(MLPT_UNIMPLEMENTED, "this engine does not run as a group of ranks (component_group '" +
+                                                  to_string(group->name) + "' of " + std::to_string(group->size) + ")");
+            e = new T(view(a->config_json));
+          }
+          a->engine = reinterpret_cast<mlpt_engine*>(e);
         });
       },
       [](mlpt_engine* e) { delete reinterpret_cast<Engine*>(e); },
