@@ -3,14 +3,21 @@
 // backend owns the weights and the per-sequence generation state and runs one step over a packed
 // batch. The CPU backend (engine/cpu_backend.cpp, fp32) and the CUDA backend
 // (backends/cuda/components/engine_backend.cpp, bf16 on one GPU) implement it; the scheduler is one.
+//
+// A backend may be one rank of an engine group (engine.h, Engine groups; the CPU backend with
+// tensor_parallel / expert_parallel): rank 0's backend runs every step on all ranks (it tells the
+// others what to compute), the others only serve() it. The group functions' defaults are those of
+// an engine alone.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
-#include "mlpt/mlpt.h"
+#include "mlpt/engine.h"
+#include "mlpt/sdk/reshard.hpp"
 #include "model/config.hpp"
 #include "model/sampling.hpp"
 
@@ -56,6 +63,22 @@ class EngineBackend {
   // engine fails the step's requests).
   virtual void step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing,
                     StepOutput& out) = 0;
+
+  // ---- Engine groups ----
+  virtual int group_rank() const { return 0; }
+  virtual int group_size() const { return 1; }
+  // The layout of the weights this rank takes (sdk::Engine::weight_layout); count 0: whole tensors.
+  virtual sdk::TensorLayout weight_layout() { return {}; }
+  // A load every rank of the group takes part in (engine.h, Engine groups), `args` as the host gave
+  // them (NULL: this rank has no tensors to load) and `refusal` this rank's reason to refuse it
+  // (empty: none; `code` its error code). Loads on every rank or throws on every rank, naming the
+  // first rank that refused; the weights are unchanged then. Called by a group of several ranks only.
+  virtual void load_in_group(const mlpt_load_weights_args* args, mlpt_error_code code, const std::string& refusal) {
+    (void)args, (void)code, (void)refusal;
+  }
+  // A rank other than 0: computes what rank 0's backend sends (steps, loads) until rank 0's backend
+  // is destroyed, then returns. Runs on a thread of the engine's.
+  virtual void serve() {}
 };
 
 }  // namespace mlpt::ref

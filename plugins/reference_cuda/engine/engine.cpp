@@ -49,7 +49,16 @@ ReferenceEngine::ReferenceEngine(std::string_view config_json, const std::string
   config_ = backend_->config();
   valid_vocab_ = sampling_vocab_size(config_, dir, vocab_override);
   max_sequence_length_ = max_seq > 0 ? max_seq : config_.max_position_embeddings;
-  scheduler_ = std::thread([this] { scheduler_loop(); });
+  if (backend_->group_rank() > 0)
+    scheduler_ = std::thread([this] { backend_->serve(); });  // rank 0 schedules, this rank computes with it
+  else
+    scheduler_ = std::thread([this] { scheduler_loop(); });
+}
+
+void ReferenceEngine::require_rank_zero(const char* what) const {
+  if (const int rank = backend_->group_rank(); rank > 0)
+    throw Error(MLPT_FAILED_PRECONDITION, std::string(what) + " on engine group rank " + std::to_string(rank) +
+                                              ": requests go to rank 0 of the group (engine.h, Engine groups)");
 }
 
 ReferenceEngine::~ReferenceEngine() {
@@ -89,6 +98,7 @@ void ReferenceEngine::check(const sdk::GenerationRequest& r) const {
 }
 
 void ReferenceEngine::submit(std::shared_ptr<sdk::GenerationRequest> in) {
+  require_rank_zero("submit");
   check(*in);  // before the request can touch any state
   auto r = std::make_unique<Request>();
   r->sampling = SamplingParams{in->sampling.temperature, in->sampling.top_p, in->sampling.top_k, in->sampling.seed};
@@ -139,6 +149,7 @@ void ReferenceEngine::complete(std::vector<Completion>& done) {
 }
 
 void ReferenceEngine::cancel(uint64_t request_id) {
+  require_rank_zero("cancel");
   std::vector<Completion> done;
   {
     std::lock_guard lk(mutex_);
@@ -157,6 +168,7 @@ void ReferenceEngine::cancel(uint64_t request_id) {
 }
 
 void ReferenceEngine::session_release(uint64_t session_id) {
+  require_rank_zero("session_release");
   std::lock_guard lk(mutex_);
   if (busy_sessions_.count(session_id))
     throw Error(MLPT_FAILED_PRECONDITION, "session " + std::to_string(session_id) + " is generating");
@@ -179,17 +191,38 @@ void ReferenceEngine::resume() {
   state_changed_.notify_all();
 }
 
+sdk::TensorLayout ReferenceEngine::weight_layout() { return backend_->weight_layout(); }
+
+void ReferenceEngine::load_refused(const Error& why) {
+  if (backend_->group_size() == 1) return;
+  std::lock_guard lk(mutex_);
+  backend_->load_in_group(nullptr, why.code(), std::string("its receive failed: ") + why.what());
+}
+
 void ReferenceEngine::load_weights(const mlpt_load_weights_args& a) {
   const auto started = std::chrono::steady_clock::now();
   std::unique_lock lk(mutex_);
-  if (running_ > 0) throw Error(MLPT_FAILED_PRECONDITION, "load_weights while generating: pause the engine first");
-  if (a.version <= weight_version_)
-    throw Error(MLPT_INVALID_ARGUMENT, "version " + std::to_string(a.version) + " is not greater than the loaded " +
-                                           std::to_string(weight_version_));
-  if (a.num_tensors && !a.tensors) throw Error(MLPT_INVALID_ARGUMENT, "tensors is NULL");
-  mlpt_device_ready ready{};  // absent or NULL: ready at the call
-  if (sdk::has_field(a, MLPT_STRUCT_SIZE(mlpt_load_weights_args, ready)) && a.ready) ready = *a.ready;
-  backend_->load_weights(a.tensors, a.num_tensors, ready);
+  // The reason to refuse; in a group it is the group's to hear (engine.h: all ranks load or none).
+  mlpt_error_code code = MLPT_INVALID_ARGUMENT;
+  std::string refusal;
+  if (running_ > 0)
+    code = MLPT_FAILED_PRECONDITION, refusal = "load_weights while generating: pause the engine first";
+  else if (a.version <= weight_version_)
+    refusal = "version " + std::to_string(a.version) + " is not greater than the loaded " + std::to_string(weight_version_);
+  else if (a.num_tensors && !a.tensors)
+    refusal = "tensors is NULL";
+  if (backend_->group_size() > 1) {
+    mlpt_load_weights_args given{};  // every field present (an older host's args end early)
+    given.struct_size = MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE;
+    given.engine = a.engine, given.version = a.version, given.tensors = a.tensors, given.num_tensors = a.num_tensors;
+    if (sdk::has_field(a, MLPT_STRUCT_SIZE(mlpt_load_weights_args, shards))) given.shards = a.shards;
+    backend_->load_in_group(&given, code, refusal);  // waits for the other ranks; mutex_ keeps this rank's state still
+  } else {
+    if (!refusal.empty()) throw Error(code, refusal);
+    mlpt_device_ready ready{};  // absent or NULL: ready at the call
+    if (sdk::has_field(a, MLPT_STRUCT_SIZE(mlpt_load_weights_args, ready)) && a.ready) ready = *a.ready;
+    backend_->load_weights(a.tensors, a.num_tensors, ready);
+  }
   weight_version_ = a.version;
   const double sessions = static_cast<double>(sessions_.size());
   sessions_.clear();  // caches computed with the old weights are stale

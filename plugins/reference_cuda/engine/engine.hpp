@@ -73,8 +73,11 @@ class ReferenceEngine : public sdk::Engine {
   void pause() override;
   void resume() override;
   void load_weights(const mlpt_load_weights_args& args) override;
+  sdk::TensorLayout weight_layout() override;
+  void load_refused(const sdk::Error& why) override;
 
  private:
+  void require_rank_zero(const char* what) const;
   struct Request;
   // A request that left the engine, to be completed (its callback fired) once the lock is released.
   struct Completion {

@@ -60,19 +60,21 @@ std::vector<int> match_named_tensors(const ModelLayout& layout, const mlpt_named
       for (int d = 0; d < t.ndim; ++d) got += (d ? ", " : "") + std::to_string(t.shape[d]);
       throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "' has shape " + got + "], the model needs another");
     }
-    const bool host = t.device.device_type == kDLCPU || t.device.device_type == kDLCUDAHost;
-    if (!host && !(device_memory_ok && t.device.device_type == kDLCUDA))
-      throw Error(MLPT_INVALID_ARGUMENT, std::string("tensor '") + name + "' is not in " +
-                                             (device_memory_ok ? "CPU or CUDA memory" : "CPU memory"));
-    if (!sdk::is_compact(t)) throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "' is not compact row-major");
-    if (t.dtype != sdk::kFloat32 && t.dtype != sdk::kBFloat16 && t.dtype != sdk::kFloat16)
-      throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + name + "' has dtype " + sdk::dtype_name(t.dtype) +
-                                             " (expected float32, bfloat16 or float16)");
+    check_tensor_memory("tensor '" + name + "'", t, device_memory_ok);
     out.push_back(i);
   }
   for (size_t i = 0; i < seen.size(); ++i)
     if (!seen[i]) throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + layout.tensors[i].name + "' is missing");
   return out;
+}
+
+void check_tensor_memory(const std::string& what, const DLTensor& t, bool device_memory_ok) {
+  const bool host = t.device.device_type == kDLCPU || t.device.device_type == kDLCUDAHost;
+  if (!host && !(device_memory_ok && t.device.device_type == kDLCUDA))
+    throw Error(MLPT_INVALID_ARGUMENT, what + " is not in " + (device_memory_ok ? "CPU or CUDA memory" : "CPU memory"));
+  if (!sdk::is_compact(t)) throw Error(MLPT_INVALID_ARGUMENT, what + " is not compact row-major");
+  if (t.dtype != sdk::kFloat32 && t.dtype != sdk::kBFloat16 && t.dtype != sdk::kFloat16)
+    throw Error(MLPT_INVALID_ARGUMENT, what + " has dtype " + sdk::dtype_name(t.dtype) + " (expected float32, bfloat16 or float16)");
 }
 
 void host_tensor_to_float(const DLTensor& t, float* out) {

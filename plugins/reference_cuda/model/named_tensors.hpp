@@ -2,6 +2,7 @@
 // import with full checking (every tensor present once, right shape, CPU, compact, F32/BF16/F16).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "model/weights.hpp"
@@ -22,6 +23,9 @@ std::vector<mlpt_named_tensor> named_tensor_views(const ModelLayout& layout, con
 // `device_memory_ok`). Throws MLPT_INVALID_ARGUMENT naming the first bad tensor.
 std::vector<int> match_named_tensors(const ModelLayout& layout, const mlpt_named_tensor* tensors, size_t count,
                                      bool device_memory_ok);
+// Throws MLPT_INVALID_ARGUMENT naming `what` unless the tensor is compact row-major F32/BF16/F16 in
+// CPU memory (or CUDA memory when `device_memory_ok`).
+void check_tensor_memory(const std::string& what, const DLTensor& tensor, bool device_memory_ok);
 // A checked tensor in CPU memory as fp32 (numel values into `out`).
 void host_tensor_to_float(const DLTensor& tensor, float* out);
 

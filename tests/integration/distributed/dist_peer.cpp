@@ -9,11 +9,23 @@
 //                                           shapes and shard boxes in the report); the ranks of a
 //                                           model-parallel group (SETTINGS tensor_parallel ×
 //                                           expert_parallel) share one share, as the trainer requires
+//   dist_peer engine PLUGIN SETTINGS SCRIPT OUT_DIR
+//                                           an engine group of every rank (SETTINGS tensor_parallel ×
+//                                           expert_parallel; one rank: an engine alone): rank 0
+//                                           generates SCRIPT's requests (JSON) and a session's second
+//                                           turn, the others try a request (refused); every rank
+//                                           then takes part in a load whose versions disagree (a
+//                                           group: refused on all), fetches checkpoint_b's weights
+//                                           (its shards, cut by the in-process transport from a
+//                                           one-rank trainer's export) and rank 0 generates again;
+//                                           then all load the first checkpoint as whole tensors
+//                                           and rank 0 generates a third time
 // Each rank writes OUT_DIR/rank<r>.json with what it saw; errors go there too, never lost.
 #include <cstdlib>
 #include <atomic>
 #include <fstream>
 #include <iostream>
+#include <future>
 #include <memory>
 #include <sstream>
 
@@ -129,11 +141,116 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
   return out;
 }
 
+mlpt::components::GenerateRequest engine_request(const json& r, const std::vector<int32_t>& tokens) {
+  mlpt::components::GenerateRequest q;
+  q.request_id = r.value("id", uint64_t{0});
+  q.session_id = r.value("session", uint64_t{0});
+  q.tokens = &tokens;
+  q.sampling.temperature = r.value("temperature", 1.0f);
+  q.sampling.top_k = r.value("top_k", 0);
+  q.sampling.seed = r.value("seed", uint64_t{0});
+  q.max_new_tokens = r.value("max_new_tokens", 6);
+  q.record_routed_experts = true;
+  q.routed_experts_from = r.value("record_from", size_t{0});
+  return q;
+}
+
+json generation_json(const mlpt::components::Generation& g) {
+  return {{"tokens", g.tokens}, {"logprobs", g.logprobs}, {"routed", g.routed_experts},
+          {"finish", static_cast<int>(g.finish_reason)}, {"version", g.weight_version}};
+}
+
+// Rank 0: every request of the script, `together` at once (they batch, as timing has it, and two
+// share a prompt) or one after the other (every step holds one request: the same steps in every
+// run), then the second turn of the session request.
+json generate_script(mlpt::components::Engine& engine, const json& script, bool together) {
+  json out;
+  std::vector<std::vector<int32_t>> tokens;
+  for (const json& r : script["requests"]) tokens.push_back(r["tokens"].get<std::vector<int32_t>>());
+  std::vector<std::future<mlpt::components::Generation>> running;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    running.push_back(std::async(std::launch::async, [&, i] { return engine.generate(engine_request(script["requests"][i], tokens[i])); }));
+    if (!together) running.back().wait();
+  }
+  for (size_t i = 0; i < running.size(); ++i) out[script["requests"][i]["name"].get<std::string>()] = generation_json(running[i].get());
+  const json& turn = script["second_turn"];
+  const json first = out[turn["of"].get<std::string>()];
+  std::vector<int32_t> whole;
+  for (const json& r : script["requests"])
+    if (r["name"] == turn["of"]) whole = r["tokens"].get<std::vector<int32_t>>();
+  for (int32_t t : first["tokens"]) whole.push_back(t);
+  const size_t known = whole.size();
+  for (int32_t t : turn["extra"]) whole.push_back(t);
+  json second = turn;
+  second["record_from"] = known;
+  for (const json& r : script["requests"])
+    if (r["name"] == turn["of"]) second["session"] = r["session"], second["seed"] = r.value("seed", 0);
+  out["second_turn"] = generation_json(engine.generate(engine_request(second, whole)));
+  engine.session_release(second["session"].get<uint64_t>());
+  return out;
+}
+
+json serve_engine(mlpt::plugin::HostServices& host, const std::string& plugin_path, const std::string& settings,
+                  const std::string& script_file, int rank, int ranks) {
+  auto plugin = mlpt::plugin::Plugin::load(plugin_path, host);
+  const json script = json::parse(std::ifstream(script_file));
+  auto transport = mlpt::plugin::Plugin::load(script["transport_plugin"].get<std::string>(), host);
+  const std::string name = "engine";
+  const mlpt_component_group group{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {name.data(), name.size()}, rank, ranks};
+  mlpt::components::Engine engine(plugin->component(MLPT_COMPONENT_ENGINE, "qwen35_cpu"), json::parse(settings), 16, &group);
+  json out = {{"rank", rank}, {"shards", engine.weight_shards().count}};
+  if (rank == 0) {
+    out["before"] = generate_script(engine, script, true);
+  } else {
+    try {
+      const json& r = script["requests"][0];
+      const auto tokens = r["tokens"].get<std::vector<int32_t>>();
+      engine.generate(engine_request(r, tokens));
+      out["follower_generate"] = "accepted";
+    } catch (const mlpt::Error& e) {
+      out["follower_generate"] = {{"code", e.code()}, {"message", e.what()}};
+    }
+  }
+  // Checkpoint B's whole tensors, from a one-rank trainer in this process.
+  mlpt::components::Trainer source(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"),
+                                   json{{"checkpoint", script["checkpoint_b"]}});
+  const auto weights = source.export_weights();
+  engine.pause();
+  if (ranks > 1) {  // rank 1 is told another version than the others: no rank may load
+    try {
+      engine.load_weights(rank == 1 ? 2 : 1, weights.tensors, weights.count);
+      out["mismatch"] = "loaded";
+    } catch (const mlpt::Error& e) {
+      out["mismatch"] = {{"code", e.code()}, {"message", e.what()}};
+    }
+    out["version_after_mismatch"] = engine.model_info().weight_version;
+  }
+  // The refit: this rank's layout (its shard boxes) cut by the transport from the whole tensors.
+  const auto tc = transport->component(MLPT_COMPONENT_TRANSPORT, "inprocess");
+  const std::string refit = "refit-" + std::to_string(rank);
+  mlpt::components::Transport sender(tc, json::object(), MLPT_TRANSPORT_SENDER, refit);
+  mlpt::components::Transport receiver(tc, json::object(), MLPT_TRANSPORT_RECEIVER, refit);
+  sender.send(1, weights.tensors, weights.count, 10000);
+  out["fetched"] = engine.fetch_weights(receiver, 1, 60000);
+  engine.resume();
+  out["weight_version"] = engine.model_info().weight_version;
+  if (rank == 0) out["after"] = generate_script(engine, script, false);
+  // Back to the first checkpoint, handed over as whole tensors (each rank slices its shard).
+  mlpt::components::Trainer first(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"),
+                                  json{{"checkpoint", json::parse(settings)["checkpoint"]}});
+  const auto whole = first.export_weights();
+  engine.pause();
+  engine.load_weights(2, whole.tensors, whole.count);
+  engine.resume();
+  if (rank == 0) out["again"] = generate_script(engine, script, true);
+  return out;  // the engine's destroy is collective: the other ranks wait here for rank 0's
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: dist_peer rendezvous OUT_DIR | trainer PLUGIN BATCH SETTINGS [ACTIONS] OUT_DIR\n";
+    std::cerr << "usage: dist_peer rendezvous OUT_DIR | trainer PLUGIN BATCH SETTINGS [ACTIONS] OUT_DIR | engine PLUGIN SETTINGS SCRIPT OUT_DIR\n";
     return 2;
   }
   const std::string mode = argv[1];
@@ -147,6 +264,7 @@ int main(int argc, char** argv) {
     if (mode == "rendezvous") out = rendezvous(host.rendezvous());
     else if (mode == "trainer" && (argc == 6 || argc == 7))
       out = train(host, argv[2], argv[3], argv[4], argc == 7 ? argv[5] : "step,export", out_dir, mpi.rank(), mpi.world_size());
+    else if (mode == "engine" && argc == 6) out = serve_engine(host, argv[2], argv[3], argv[4], mpi.rank(), mpi.world_size());
     else throw mlpt::Error("unknown mode " + mode);
   } catch (const std::exception& e) {
     out["error"] = e.what();
