@@ -1,5 +1,6 @@
 #include "shard_pulls.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "mlpt/sdk/error.hpp"
@@ -63,7 +64,7 @@ std::vector<Pull> decode_pulls(const uint8_t* p, size_t size, uint64_t* request)
 }
 
 std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedTensor>>& offers,
-                                          const sdk::TensorLayout& wanted, const std::string& who) {
+                                          const sdk::TensorLayout& wanted, const std::string& who, size_t spread) {
   using sdk::detail::shape_text;
   struct Held {
     DLDataType dtype{};
@@ -102,6 +103,7 @@ std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedT
     wants.push_back({sdk::to_string(t.name), t.tensor.dtype, sdk::global_shape_of(t.tensor, shard), sdk::shard_box(t.tensor, shard)});
   }
   std::vector<std::vector<Pull>> pulls(offers.size());
+  size_t wants_done = 0;
   for (const Want& w : wants) {
     auto it = held.find(w.name);
     if (it == held.end())
@@ -112,9 +114,13 @@ std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedT
       throw Error(MLPT_INVALID_ARGUMENT, who + " wants '" + w.name + "' as " + shape_text(w.global_shape) + " " +
                                              sdk::dtype_name(w.dtype) + ", the sender ranks published " +
                                              shape_text(h.global_shape) + " " + sdk::dtype_name(h.dtype));
+    // Where ranks hold replicas, the first rank in the list serves: start each tensor (and each
+    // receiver) at another one, so the replicas share the sending.
+    std::vector<sdk::Shard> sources = h.shards;
+    std::rotate(sources.begin(), sources.begin() + static_cast<std::ptrdiff_t>((spread + wants_done++) % sources.size()), sources.end());
     std::vector<sdk::Move> moves;
     try {
-      moves = sdk::plan_reshard(w.name, h.global_shape, h.shards, {sdk::Shard{0, w.box}});
+      moves = sdk::plan_reshard(w.name, h.global_shape, sources, {sdk::Shard{0, w.box}});
     } catch (const Error& e) {
       throw Error(e.code(), who + " wants box offset " + shape_text(w.box.offset) + " shape " + shape_text(w.box.extent) + " of '" +
                                 w.name + "' (global " + shape_text(w.global_shape) + "), which the " + std::to_string(offers.size()) +

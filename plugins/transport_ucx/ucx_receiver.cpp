@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cinttypes>
+#include <functional>
 #include <cstdio>
 #include <optional>
 
@@ -735,7 +736,8 @@ void UcxReceiver::request_layout(const mlpt_transport_receive_args& args, std::u
   const bool has_want = sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards)) && args.num_want > 0;
   sdk::TensorLayout wanted;
   if (has_want) wanted = sdk::TensorLayout{args.want_tensors, args.want_shards, args.num_want};
-  auto pulls = plan_pulls(offers, wanted, who);  // throws naming what no rank covers
+  // Receivers start at different ranks (their names differ), so replicas share the sending.
+  auto pulls = plan_pulls(offers, wanted, who, std::hash<std::string>{}(config_.name));  // throws naming what no rank covers
   ++request_;
   for (size_t r = 0; r < ranks_; ++r) e.outbox.push_back(Outgoing{r, kAmPull, encode_pulls(request_, pulls[r])});
   e.accepted_request = request_;
