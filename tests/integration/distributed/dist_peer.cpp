@@ -14,8 +14,9 @@
 //                                           expert_parallel; one rank: an engine alone): rank 0
 //                                           generates SCRIPT's requests (JSON) and a session's second
 //                                           turn, the others try a request (refused); every rank
-//                                           then takes part in a load whose versions disagree (a
-//                                           group: refused on all), fetches checkpoint_b's weights
+//                                           then takes part in a load whose versions disagree and
+//                                           one that misses a shard (a group: refused on all),
+//                                           fetches checkpoint_b's weights
 //                                           (its shards, cut by the in-process transport from a
 //                                           one-rank trainer's export) and rank 0 generates again;
 //                                           then all load the first checkpoint as whole tensors
@@ -27,6 +28,7 @@
 #include <iostream>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -192,6 +194,17 @@ json generate_script(mlpt::components::Engine& engine, const json& script, bool 
 
 json serve_engine(mlpt::plugin::HostServices& host, const std::string& plugin_path, const std::string& settings,
                   const std::string& script_file, int rank, int ranks) {
+  // The bytes the transport hands this rank's fetch (cut for it, or handed over whole).
+  struct Received {
+    std::mutex mutex;
+    double bytes = 0;
+  };
+  auto received = std::make_shared<Received>();
+  host.set_metric_sink([received](const std::string& name, double value) {
+    if (name != "transport/receive_bytes_cut" && name != "transport/receive_bytes_handed_over") return;
+    std::lock_guard lk(received->mutex);
+    received->bytes += value;
+  });
   auto plugin = mlpt::plugin::Plugin::load(plugin_path, host);
   const json script = json::parse(std::ifstream(script_file));
   auto transport = mlpt::plugin::Plugin::load(script["transport_plugin"].get<std::string>(), host);
@@ -215,6 +228,9 @@ json serve_engine(mlpt::plugin::HostServices& host, const std::string& plugin_pa
   mlpt::components::Trainer source(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"),
                                    json{{"checkpoint", script["checkpoint_b"]}});
   const auto weights = source.export_weights();
+  double model_bytes = 0;
+  for (size_t i = 0; i < weights.count; ++i) model_bytes += static_cast<double>(mlpt::sdk::nbytes(weights.tensors[i].tensor));
+  out["model_bytes"] = model_bytes;
   engine.pause();
   if (ranks > 1) {  // rank 1 is told another version than the others: no rank may load
     try {
@@ -224,6 +240,14 @@ json serve_engine(mlpt::plugin::HostServices& host, const std::string& plugin_pa
       out["mismatch"] = {{"code", e.code()}, {"message", e.what()}};
     }
     out["version_after_mismatch"] = engine.model_info().weight_version;
+    // Each rank is given its shard boxes, cut from the whole tensors, but rank 0 misses its last.
+    const mlpt::sdk::LayoutCut cut({{weights.tensors, weights.shards, weights.count}}, engine.weight_shards());
+    try {
+      engine.load_weights(1, cut.tensors().data(), cut.tensors().size() - (rank == 0 ? 1 : 0), cut.shards().data());
+      out["missing_shard"] = "loaded";
+    } catch (const mlpt::Error& e) {
+      out["missing_shard"] = {{"code", e.code()}, {"message", e.what()}};
+    }
   }
   // The refit: this rank's layout (its shard boxes) cut by the transport from the whole tensors.
   const auto tc = transport->component(MLPT_COMPONENT_TRANSPORT, "inprocess");
@@ -232,6 +256,10 @@ json serve_engine(mlpt::plugin::HostServices& host, const std::string& plugin_pa
   mlpt::components::Transport receiver(tc, json::object(), MLPT_TRANSPORT_RECEIVER, refit);
   sender.send(1, weights.tensors, weights.count, 10000);
   out["fetched"] = engine.fetch_weights(receiver, 1, 60000);
+  {
+    std::lock_guard lk(received->mutex);
+    out["received_bytes"] = received->bytes;
+  }
   engine.resume();
   out["weight_version"] = engine.model_info().weight_version;
   if (rank == 0) out["after"] = generate_script(engine, script, false);

@@ -253,7 +253,7 @@ void check_engine_group(int tp, int ep, double tolerance, double batched_toleran
   const json group = run_engines(dir, tp * ep, {{"checkpoint", a}, {"tensor_parallel", tp}, {"expert_parallel", ep}}, "group");
   INFO("one rank: " << one.dump() << "\ngroup: " << group.dump());
   REQUIRE_FALSE(one.contains("error"));
-  double worst = 0, worst_batched = 0;
+  double worst = 0, worst_batched = 0, group_bytes = 0;
   bool refit_changed = false;
   const std::map<std::string, int> versions = {{"before", 0}, {"after", 1}, {"again", 2}};
   for (const auto& [phase, version] : versions) {
@@ -286,12 +286,21 @@ void check_engine_group(int tp, int ep, double tolerance, double batched_toleran
     CHECK_THAT(r["mismatch"]["message"].get<std::string>(),
                Catch::Contains("rank 1 refused to load version 1") && Catch::Contains("called for version 2"));
     CHECK(r["version_after_mismatch"] == 0);  // no rank loaded
+    CHECK(r["missing_shard"]["code"] == MLPT_INVALID_ARGUMENT);
+    CHECK_THAT(r["missing_shard"]["message"].get<std::string>(),
+               Catch::Contains("rank 0 refused to load version 1") && Catch::Contains("is missing"));
+    // The refit brought each rank its shard boxes only; together at least the whole model.
+    CHECK(r["received_bytes"].get<double>() > 0);
+    CHECK(r["received_bytes"].get<double>() < one["model_bytes"].get<double>());
+    group_bytes += r["received_bytes"].get<double>();
     if (rank > 0) {
       CHECK(r["follower_generate"]["code"] == MLPT_FAILED_PRECONDITION);
       CHECK_THAT(r["follower_generate"]["message"].get<std::string>(), Catch::Contains("requests go to rank 0"));
     }
   }
-  WARN("engine group tp " << tp << " ep " << ep << ": logprobs within " << worst << " of one engine's on the same steps, "
+  CHECK(group_bytes >= one["model_bytes"].get<double>());
+  WARN("engine group tp " << tp << " ep " << ep << ": each rank received " << group[0]["received_bytes"].get<double>() / one["model_bytes"].get<double>()
+                          << " of the model's bytes (rank 0); logprobs within " << worst << " of one engine's on the same steps, "
                           << worst_batched << " where the requests batched as timing had it");
   CHECK(worst <= tolerance);
   CHECK(worst_batched <= batched_tolerance);
