@@ -307,10 +307,21 @@ const sdk::TensorLayout& Engine::weight_shards() {
 Trainer::Trainer(plugin::Component component, const nlohmann::json& settings, const mlpt_component_group* group)
     : component_(std::move(component)), api_(component_.table<mlpt_trainer_api>()) {
   std::string config = settings.dump();
-  mlpt_trainer_create_args a{MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr, group, nullptr};
+  mlpt_trainer_create_args a{MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE, borrow(config), nullptr, group, nullptr, 0, 0};
   plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), "trainer create");
   trainer_ = a.trainer;
+  const int group_rank = group ? group->rank : 0, group_size = group ? group->size : 1;
+  data_parallel_ = {group_rank, group_size};
+  if (a.out_data_parallel_size == 0 && a.out_data_parallel_rank == 0) return;  // a replica of its own
+  const int rank = a.out_data_parallel_rank, size = a.out_data_parallel_size;
+  if (size < 1 || rank < 0 || rank >= size || group_size % size != 0) {
+    api_->destroy(trainer_);
+    throw Error(MLPT_INTERNAL, "trainer " + component_.name + " rank " + std::to_string(group_rank) + " of " + std::to_string(group_size) +
+                                   ": create reported data-parallel replica " + std::to_string(rank) + " of " + std::to_string(size) +
+                                   " (trainer.h: 0 <= out_data_parallel_rank < out_data_parallel_size, which divides the group's size)");
+  }
+  data_parallel_ = {rank, size};
 }
 
 Trainer::~Trainer() { plugin::CallScope scope(component_, "destroy"); api_->destroy(trainer_); }
@@ -396,7 +407,8 @@ Transport::Transport(plugin::Component component, const nlohmann::json& settings
                              ? caps->max_sender_ranks : 1;
     if (ranks->size > most)
       throw Error(MLPT_INVALID_ARGUMENT, "transport " + component_.name + " takes at most " + std::to_string(most) +
-                                             " sender ranks; the trainer group has " + std::to_string(ranks->size));
+                                             " sender ranks (capabilities.max_sender_ranks), and the trainer publishes from " +
+                                             std::to_string(ranks->size) + " ranks, each holding a part of the model");
   }
   plugin::CallScope scope(component_, "create");
   plugin::check(component_, api_->create(&a), role == MLPT_TRANSPORT_SENDER ? "sender create" : "receiver create");

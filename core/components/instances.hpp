@@ -120,6 +120,12 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   const mlpt_trainer_capabilities& capabilities() const { return *component_.caps<mlpt_trainer_capabilities>(); }
+  // The data-parallel replica this rank belongs to (trainer.h, out_data_parallel_rank): the ranks
+  // of one replica train the same batch share. A trainer that left it 0 is a replica of its own.
+  struct DataParallel {
+    int rank = 0, size = 1;
+  };
+  DataParallel data_parallel() const { return data_parallel_; }
   // `global_num_loss_tokens`: N_tok of the whole global batch when `batch` is this rank's share
   // (0: `batch` is the whole batch).
   std::vector<Metric> train_step(const mlpt_train_batch& batch, uint64_t* new_version, int64_t global_num_loss_tokens = 0);
@@ -148,6 +154,7 @@ class Trainer {
   plugin::Component component_;
   const mlpt_trainer_api* api_;
   mlpt_trainer* trainer_ = nullptr;
+  DataParallel data_parallel_;
 };
 
 // ---- Transport ----

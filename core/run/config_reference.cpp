@@ -84,9 +84,10 @@ const std::vector<ConfigKey>& config_keys() {
         {"dataset", "train_sha256", "string", "\"\"", "the training file's SHA-256, when declared (checked by `check config`)"},
         {"dataset", "validation_sha256", "string", "\"\"", "the validation file's SHA-256, when declared"},
         {"placement", "trainer_ranks", "integer", text(dist::PlacementSettings{}.trainer_ranks),
-         "under a launcher (`mpirun -np N mlpt run`, `srun`): processes in the trainer group (data parallel), ranks 1..N; "
-         "rank 0 is the coordinator and every other rank a rollout worker with its own engine, sandboxes, harness and "
-         "reward. One process alone ignores the table"},
+         "under a launcher (`mpirun -np N mlpt run`, `srun`): processes in the trainer group (data parallel; a "
+         "model-parallel trainer needs a multiple of its ranks per replica, e.g. tensor_parallel x expert_parallel), "
+         "ranks 1..N; rank 0 is the coordinator and every other rank a rollout worker with its own engine, sandboxes, "
+         "harness and reward. One process alone ignores the table"},
         {"placement", "answer_timeout_s", "float", text(dist::PlacementSettings{}.answer_timeout_s),
          "seconds the coordinator waits for a rank's answer (a step, a refit, a checkpoint) before the run stops with an "
          "error naming the rank"},

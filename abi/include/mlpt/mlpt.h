@@ -60,8 +60,9 @@ extern "C" {
  *   1.1  mlpt_plugin_descriptor.build_info appended.
  *   1.2  extension chains (`extension_start`) appended to the descriptor, the init args, the host
  *        services and every component table; host services: the process description and the
- *        key-value store; component groups (create args of trainer, engine and transport) and
- *        the global normaliser of train_step; an asynchronous engine (`submit`, completed through
+ *        key-value store; component groups (create args of trainer, engine and transport; a
+ *        trainer says its data-parallel replica: out_data_parallel_rank / _size) and the global
+ *        normaliser of train_step; an asynchronous engine (`submit`, completed through
  *        `on_ready`, `request_is_ready` or `request_await`; results owned by the engine, as long as
  *        what was generated, freed by `request_release`); one calling convention (engine
  *        `query_model_info`, `pause_generation` and `resume_generation`, transport `release` take

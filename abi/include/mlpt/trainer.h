@@ -1,8 +1,8 @@
 /* trainer.h: the policy trainer component (MLPT_COMPONENT_TRAINER).
  *
  * The trainer owns the policy weights and the optimizer. Each benchmark step the host hands it the
- * step's global batch (GRPO groups flattened into sequences; since 1.2 each rank of a trainer group
- * gets its share and the global normaliser) and the trainer computes the benchmark loss
+ * step's global batch (GRPO groups flattened into sequences; since 1.2 each data-parallel replica
+ * of a trainer group gets its share and the global normaliser) and the trainer computes the benchmark loss
  * (benchmark.md §3), splits the batch into micro-batches as it likes (normalising by the global
  * valid-token count), applies one optimizer step and returns metrics. After the step it publishes
  * its weights (since 1.2, publish_weights: each rank sends its own shards through the transport
@@ -50,8 +50,21 @@ typedef struct mlpt_trainer_create_args {
   const mlpt_component_group* component_group;
   /* Since 1.2 (in). Absent: no extensions. */
   const mlpt_extension* extension_start;
+  /* Since 1.2 (out): the data-parallel replica this rank belongs to, for a trainer whose ranks hold
+   * parts of one model (tensor, expert or pipeline parallelism), where the ranks of a replica must
+   * train the same batch share. The host cuts each step's global batch into out_data_parallel_size
+   * shares and gives share r, byte for byte the same, to every rank whose out_data_parallel_rank is
+   * r; it calls publish_weights on the ranks of replica 0, which together hold every tensor. Every
+   * rank of the group reports the same size, each replica has the same number of ranks
+   * (component_group size / out_data_parallel_size), and the host refuses the group otherwise,
+   * naming the ranks. The host sets both to 0 before the call. Left 0 (or absent, when the host's
+   * struct_size does not cover them): every rank is a replica of its own (rank = the group rank,
+   * size = the group size). A trainer that needs shared shares and gets a struct without these
+   * fields refuses at create (MLPT_FAILED_PRECONDITION). */
+  int32_t out_data_parallel_rank;
+  int32_t out_data_parallel_size;
 } mlpt_trainer_create_args;
-#define MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_create_args, extension_start)
+#define MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_trainer_create_args, out_data_parallel_size)
 #define MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_trainer_create_args, trainer)
 
 /* ---- The batch ------------------------------------------------------------------------------- */
@@ -86,9 +99,10 @@ typedef struct mlpt_metric {
 } mlpt_metric;
 #define MLPT_METRIC_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_metric, value)
 
-/* One optimizer step. Collective over the trainer's group: every rank gets its own share of the
- * step's global batch (a group of one gets the whole batch) and the normaliser of the whole batch,
- * so data parallelism needs no gather by the host; the ranks reduce gradients among themselves. */
+/* One optimizer step. Collective over the trainer's group: every data-parallel replica gets its own
+ * share of the step's global batch (a group of one gets the whole batch; the ranks of one replica
+ * get the same share, see out_data_parallel_rank) and the normaliser of the whole batch, so data
+ * parallelism needs no gather by the host; the ranks reduce gradients among themselves. */
 typedef struct mlpt_train_step_args {
   size_t struct_size;
   mlpt_trainer* trainer;
@@ -158,8 +172,9 @@ typedef struct mlpt_export_weights_args {
  * transport's, with `timeout_ms`. Returns once that send returns. The tensors stay valid and
  * unchanged until the next train_step, load_state or destroy, so a zero-copy transport hands them
  * over as they are. Per rank: the host calls it on the ranks whose shards together cover every
- * tensor (all of them under tensor or pipeline parallelism, one of a set of data-parallel
- * replicas), each with its own sender endpoint (one sender rank of the transport, transport.h). A
+ * tensor (the ranks of data-parallel replica 0, create args out_data_parallel_rank: all of them
+ * under tensor or pipeline parallelism alone), each with its own sender endpoint (one sender rank
+ * of the transport, transport.h). A
  * failing send is returned as the trainer's error with the transport's code and message. */
 typedef struct mlpt_publish_weights_args {
   size_t struct_size;

@@ -28,10 +28,14 @@ Coordinator::Coordinator(MpiChannel& channel, const Placement& placement, const 
   for (int rank = 1; rank < placement.world_size(); ++rank) last_heard_[rank] = Clock::now();
   reader_ = std::thread([this] { read_messages(); });
   try {
+    std::vector<TrainerReplicas::Replica> reported;
     for (int g = 0; g < placement.trainer_ranks(); ++g) {
       RunMessage m = *answer(placement.trainer_rank(g), "ready");
       can_save_state_ = can_save_state_ && m.body.at("can_save_state").get<bool>();
+      const auto& dp = m.body.at("data_parallel");
+      reported.push_back({dp.at("rank").get<int>(), dp.at("size").get<int>()});
     }
+    replicas_.emplace(std::move(reported));
     for (int w = 0; w < placement.rollout_workers(); ++w) {
       // Every worker starts, or the run fails.
       RunMessage m = *answer(placement.rollout_worker_rank(w), "ready");
@@ -298,10 +302,11 @@ void Coordinator::cancel(const std::vector<uint64_t>& ids) {
 
 std::vector<components::Metric> Coordinator::train_step(const mlpt_train_batch& batch, uint64_t* new_version) {
   const int64_t global_tokens = rl::global_loss_tokens(batch);
-  for (int g = 0; g < placement_.trainer_ranks(); ++g) {
-    rl::BatchShare share(batch, g, placement_.trainer_ranks());
-    channel_.send(placement_.trainer_rank(g), "train", {{"share", batch_json(*share.abi())}, {"global_num_loss_tokens", global_tokens}});
-  }
+  // One share per data-parallel replica; the ranks of a replica get the same bytes.
+  const auto shares = encoded_shares(batch, replicas_->shares());
+  for (int g = 0; g < placement_.trainer_ranks(); ++g)
+    channel_.send(placement_.trainer_rank(g), "train",
+                  {{"share", shares[static_cast<size_t>(replicas_->share_of(g))]}, {"global_num_loss_tokens", global_tokens}});
   std::vector<components::Metric> metrics;
   for (int g = 0; g < placement_.trainer_ranks(); ++g) {
     RunMessage m = *answer(placement_.trainer_rank(g), "trained");
@@ -314,14 +319,24 @@ std::vector<components::Metric> Coordinator::train_step(const mlpt_train_batch& 
 
 refit::RefitStats Coordinator::publish(uint64_t version) {
   // The transport's sender drops a receiver whose process is gone, so a lost worker holds up
-  // neither trainer rank 0's send nor this wait.
-  channel_.send(placement_.trainer_rank(0), "publish", {{"version", version}});
+  // neither the publishing trainer ranks' sends nor this wait. The ranks of replica 0 publish
+  // together, each its own shards.
+  for (int g : replicas_->publishers()) channel_.send(placement_.trainer_rank(g), "publish", {{"version", version}});
   for (int w = 0; w < placement_.rollout_workers(); ++w)
     send_unless_lost(placement_.rollout_worker_rank(w), "refit", {{"version", version}});
-  RunMessage sent = *answer(placement_.trainer_rank(0), "published");
+  refit::RefitStats stats;
+  for (int g : replicas_->publishers()) {
+    const auto sent = run::refit_stats_from_json(answer(placement_.trainer_rank(g), "published")->body.at("refit"));
+    if (g == replicas_->publishers().front()) {
+      stats = sent;
+    } else {  // every rank's part of a dense refit
+      stats.bytes += sent.bytes;
+      stats.dense_bytes += sent.dense_bytes;
+    }
+  }
   for (int w = 0; w < placement_.rollout_workers(); ++w)
     answer(placement_.rollout_worker_rank(w), "refitted");
-  return run::refit_stats_from_json(sent.body.at("refit"));
+  return stats;
 }
 
 void Coordinator::save_state(const std::string& dir) {

@@ -1,8 +1,9 @@
 // The coordinator's link to the other ranks of a distributed run. It hands episodes to the rollout
 // workers by free capacity and collects their trajectories, sends each trainer rank its share of
-// the step's batch with the global token count, and runs the refit: trainer rank 0 streams the new
-// version through the transport while every worker receives it into its paused engine (the bytes
-// never pass through here). One thread reads every message and watches the heartbeats: a trainer
+// the step's batch with the global token count (one share per data-parallel replica of the trainer,
+// the same bytes to every rank of a replica), and runs the refit: the trainer ranks of replica 0
+// stream the new version through the transport, each its own shards, while every worker receives it
+// into its paused engine (the bytes never pass through here). One thread reads every message and watches the heartbeats: a trainer
 // rank that reports a failure, sends no heartbeat for `heartbeat_timeout_s` or does not answer
 // within `answer_timeout_s` fails the run with a message naming the rank. A rollout worker that
 // does so once serving is lost instead: its episodes in flight are back-filled (done with an
@@ -23,13 +24,15 @@
 #include "core/components/instances.hpp"
 #include "core/dist/mpi/channel.hpp"
 #include "core/dist/placement.hpp"
+#include "core/dist/trainer_replicas.hpp"
 #include "core/run/remote_ranks.hpp"
 
 namespace mlpt::dist {
 
 class Coordinator final : public run::RemoteRanks {
  public:
-  // Waits until every rank has said it is ready (its components are loaded).
+  // Waits until every rank has said it is ready (its components are loaded) and checks the trainer
+  // ranks' data-parallel replicas (dist/trainer_replicas.hpp).
   Coordinator(MpiChannel& channel, const Placement& placement, const PlacementSettings& settings);
   ~Coordinator() override;  // tells every rank to stop and waits for the episodes in flight
   Coordinator(const Coordinator&) = delete;
@@ -43,7 +46,7 @@ class Coordinator final : public run::RemoteRanks {
 
   // One collective step of the trainer group; returns group rank 0's metrics.
   std::vector<components::Metric> train_step(const mlpt_train_batch& batch, uint64_t* new_version) override;
-  // Trainer rank 0 sends `version`, every worker loads it; returns when all have.
+  // The trainer ranks of replica 0 send `version`, every worker loads it; returns when all have.
   refit::RefitStats publish(uint64_t version) override;
   bool can_save_state() const override { return can_save_state_; }
   bool record_routed_experts() const override { return record_routed_experts_; }
@@ -92,6 +95,7 @@ class Coordinator final : public run::RemoteRanks {
   int reporting_ = 0;  // episodes whose `done` is running
   std::optional<std::string> failure_;
   bool can_save_state_ = true, record_routed_experts_ = false, stopped_ = false;
+  std::optional<TrainerReplicas> replicas_;  // which share each trainer rank trains, who publishes
   mlpt_engine_model_info model_{};
   std::atomic<bool> reading_{true};
   std::thread reader_;

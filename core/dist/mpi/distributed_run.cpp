@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <optional>
 
 #include "core/dist/mpi/channel.hpp"
@@ -12,11 +13,13 @@
 #include "core/dist/mpi/session.hpp"
 #include "core/dist/mpi/trainer_rank.hpp"
 #include "core/dist/placement.hpp"
+#include "core/error.hpp"
 
 namespace mlpt::dist {
 
 namespace {
 constexpr int64_t kStartTimeoutMs = 600000;  // every rank reaches its start within minutes
+constexpr int kStartFailed = 2;              // mlpt run's status for a config error: nothing ran
 }
 
 DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunOptions& options) {
@@ -44,11 +47,20 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
     outcome.exit_code = end.exit_code;
     outcome.rank_lost = end.job_aborted;
   } else {
-    Coordinator coordinator(channel, placement, config.placement);
+    std::optional<Coordinator> coordinator;
+    try {
+      coordinator.emplace(channel, placement, config.placement);
+    } catch (const Error& e) {
+      // A rank that failed to start leaves others waiting for it (in its plugin's collectives, or
+      // for a key it would have put) where no "stop" reaches them: nothing is written yet, so say
+      // why and end the job.
+      std::fprintf(stderr, "mlpt run: %s\nmlpt run: the run did not start; ending every rank\n", e.what());
+      MpiSession::abort_job(kStartFailed);
+    }
     run::RunOptions with_ranks = options;
-    with_ranks.remote = &coordinator;
+    with_ranks.remote = &*coordinator;
     outcome.summary = run::run_benchmark(config, with_ranks);
-    outcome.rank_lost = coordinator.rank_lost();
+    outcome.rank_lost = coordinator->rank_lost();
   }
   return outcome;
 }

@@ -24,7 +24,8 @@
 // Model parallel (settings tensor_parallel, expert_parallel; default 1, trainer_group.hpp places
 // the ranks): each rank holds its shard of the weights (model/parallel/) and the AdamW moments of
 // that shard (AdamW is elementwise, so the shards' updates are the whole model's); the ranks of a
-// model-parallel group must be given the same batch share. The gradient-norm clip counts every
+// model-parallel group must be given the same batch share (the trainer tells the host its
+// data-parallel replica, trainer.h out_data_parallel_rank). The gradient-norm clip counts every
 // element once (sharded tensors' squares summed over their groups, replicated ones taken once).
 // export_weights returns this rank's shards as ABI 1.2 sharded tensors (shard_boxes.hpp).
 //
@@ -56,6 +57,8 @@ class ReferenceTrainer final : public sdk::Trainer {
   void export_weights(mlpt_export_weights_args& args) override;
   void save_state(std::string_view path) override;
   void load_state(std::string_view path) override;
+  // The ranks of one model-parallel group are one replica (trainer_group.hpp).
+  DataParallel data_parallel() const override { return {group_.data_parallel_rank(), group_.data_parallel_size()}; }
 
  private:
   void check_same_share(const mlpt_train_batch& b) const;

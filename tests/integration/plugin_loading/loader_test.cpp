@@ -339,4 +339,12 @@ TEST_CASE("a 1.2 SDK plugin that needs the key-value store works in the 1.2 host
   CHECK_NOTHROW(mlpt::components::Transport(rendezvous, nlohmann::json::object(), MLPT_TRANSPORT_SENDER, "g"));
   // What it put is visible to the host's store.
   CHECK(host.rendezvous().get("probe.rendezvous/g/sender", 0, std::atomic<bool>{false}) == "here");
+  // It declares no max_sender_ranks (one sender): a sender that is one of two ranks is refused
+  // before the plugin is called, naming the transport and the capability.
+  const std::string name = "senders";
+  const mlpt_component_group two{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {name.data(), name.size()}, 1, 2};
+  CHECK_THROWS_WITH(mlpt::components::Transport(rendezvous, nlohmann::json::object(), MLPT_TRANSPORT_SENDER, "g2", &two),
+                    Catch::Contains("transport rendezvous takes at most 1 sender ranks (capabilities.max_sender_ranks)") &&
+                        Catch::Contains("publishes from 2 ranks"));
+  CHECK_THROWS_AS(host.rendezvous().get("probe.rendezvous/g2/sender", 0, std::atomic<bool>{false}), mlpt::Error);
 }

@@ -4,10 +4,12 @@
 
 #include <vector>
 
+#include "core/components/instances.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/plugin/plugin_dirs.hpp"
 #include "mlpt/engine.h"
 #include "mlpt/reward.h"
+#include "mlpt/trainer.h"
 
 using mlpt::plugin::HostServices;
 using mlpt::plugin::Plugin;
@@ -165,4 +167,46 @@ TEST_CASE("SDK example plugin: the exact-answer reward grades through the C tabl
   CHECK(grade(R"({"answer": "42"})", R"({})") == 0.0);
   CHECK_THROWS_WITH(grade(R"({"question": "?"})", R"({})"), Catch::Contains("no string field \"answer\""));
   api->destroy(c.reward);
+}
+
+TEST_CASE("SDK: a trainer's data-parallel replica reaches the host through create's out fields") {
+  HostServices host;
+  auto plugin = Plugin::load(std::string(MLPT_VARIANTS_DIR) + "/libsdk_probe.so", host);
+  auto paired = plugin->component(MLPT_COMPONENT_TRAINER, "paired");
+  const std::string name = "trainer";
+  const mlpt_component_group rank3{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {name.data(), name.size()}, 3, 4};
+  // Rank 3 of 4 in pairs: replica 1 of 2, written into the args and read by the host's wrapper.
+  mlpt::components::Trainer trainer(paired, nlohmann::json::object(), &rank3);
+  CHECK(trainer.data_parallel().rank == 1);
+  CHECK(trainer.data_parallel().size == 2);
+  // A trainer that leaves the fields 0 is a replica of its own: the group rank of the group size.
+  mlpt::components::Trainer alone(paired, nlohmann::json::object());
+  CHECK(alone.data_parallel().rank == 0);
+  CHECK(alone.data_parallel().size == 1);
+  // A replica outside the range trainer.h allows is refused by the host, naming it.
+  CHECK_THROWS_WITH(mlpt::components::Trainer(paired, {{"replica", {2, 2}}}, &rank3),
+                    Catch::Contains("data-parallel replica 2 of 2"));
+  CHECK_THROWS_WITH(mlpt::components::Trainer(paired, {{"replica", {0, 3}}}, &rank3),
+                    Catch::Contains("data-parallel replica 0 of 3"));
+
+  // A 1.2 host from before the out fields (args ending at extension_start) cannot give the pairs
+  // the same share: the SDK refuses at create rather than train on different shares.
+  const auto* api = paired.table<mlpt_trainer_api>();
+  mlpt_trainer_create_args old{};
+  old.struct_size = MLPT_STRUCT_SIZE(mlpt_trainer_create_args, extension_start);
+  old.config_json = {"{}", 2};
+  old.component_group = &rank3;
+  mlpt_error* err = api->create(&old);
+  REQUIRE(err != nullptr);
+  CHECK(paired.errors().error_code(err) == MLPT_FAILED_PRECONDITION);
+  const auto message = paired.errors().error_message(err);
+  CHECK_THAT(std::string(message.data, message.size), Catch::Contains("out_data_parallel_rank"));
+  paired.errors().error_destroy(err);
+  CHECK(old.trainer == nullptr);
+  // ... but a rank that is a replica of its own needs nothing from it.
+  const mlpt_component_group one{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {name.data(), name.size()}, 0, 1};
+  old.component_group = &one;
+  mlpt::plugin::check(paired, api->create(&old), "create");
+  CHECK(old.trainer != nullptr);
+  api->destroy(old.trainer);
 }

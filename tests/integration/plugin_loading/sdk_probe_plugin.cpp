@@ -5,6 +5,8 @@
 
 #include <new>
 
+#include <nlohmann/json.hpp>
+
 namespace {
 
 class ProbeEngine final : public mlpt::sdk::Engine {
@@ -64,6 +66,30 @@ class RendezvousTransport final : public mlpt::sdk::Transport {
   void release(uint64_t) override {}
 };
 
+// A trainer whose ranks pair up into replicas as a tensor-parallel trainer's of two would: it tells
+// the host its data-parallel replica (group rank / 2 of group size / 2). {"replica": [r, s]} reports
+// that replica instead. Trains nothing.
+class PairedTrainer final : public mlpt::sdk::Trainer {
+ public:
+  PairedTrainer(std::string_view config, const mlpt_component_group* group) {
+    if (group && group->size > 1) replica_ = {group->rank / 2, group->size / 2};
+    const auto settings = nlohmann::json::parse(config);
+    if (settings.contains("replica")) replica_ = {settings["replica"][0].get<int32_t>(), settings["replica"][1].get<int32_t>()};
+  }
+  DataParallel data_parallel() const override { return replica_; }
+  void train_step(mlpt_train_step_args&) override { refuse(); }
+  void compute_logprobs(mlpt_compute_logprobs_args&) override { refuse(); }
+  void export_weights(mlpt_export_weights_args&) override { refuse(); }
+  void save_state(std::string_view) override { refuse(); }
+  void load_state(std::string_view) override { refuse(); }
+
+ private:
+  [[noreturn]] static void refuse() { throw mlpt::sdk::Error(MLPT_UNIMPLEMENTED, "the paired probe trainer trains nothing"); }
+  DataParallel replica_;
+};
+
+const mlpt_trainer_capabilities kTrainerCaps = {MLPT_TRAINER_CAPABILITIES_STRUCT_SIZE, 0, 0, kDLCPU};
+
 const mlpt_transport_capabilities kTransportCaps = {MLPT_TRANSPORT_CAPABILITIES_STRUCT_SIZE, 0, 1, 1, 0, 0};
 
 const mlpt_engine_capabilities kCaps = {MLPT_ENGINE_CAPABILITIES_STRUCT_SIZE, 1, 0, 0, 0, 1};
@@ -73,4 +99,5 @@ const mlpt_engine_capabilities kCaps = {MLPT_ENGINE_CAPABILITIES_STRUCT_SIZE, 1,
 MLPT_SDK_PLUGIN("sdk-probe", "0.0.1",
                 mlpt::sdk::engine_component<ProbeEngine>("probe", "echoes its prompt", &kCaps),
                 mlpt::sdk::transport_component<RendezvousTransport>("rendezvous", "needs the host's key-value store",
-                                                                    &kTransportCaps))
+                                                                    &kTransportCaps),
+                mlpt::sdk::trainer_component<PairedTrainer>("paired", "two ranks per data-parallel replica", &kTrainerCaps))

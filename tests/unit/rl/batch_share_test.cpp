@@ -5,34 +5,9 @@
 #include <numeric>
 
 #include "core/rl/batch_share.hpp"
+#include "packed_batch.hpp"
 
-namespace {
-
-struct Packed {
-  std::vector<int64_t> offsets{0};
-  std::vector<int32_t> tokens;
-  std::vector<uint8_t> loss_mask, truncated;
-  std::vector<float> logprobs, advantages;
-  mlpt_train_batch abi{};
-  Packed(const std::vector<int>& lengths, int prompt) {
-    for (size_t s = 0; s < lengths.size(); ++s) {
-      for (int i = 0; i < lengths[s]; ++i) {
-        tokens.push_back(static_cast<int32_t>(100 * s + i));
-        loss_mask.push_back(i >= prompt);
-        logprobs.push_back(i >= prompt ? -0.5f : 0.0f);
-      }
-      offsets.push_back(static_cast<int64_t>(tokens.size()));
-      advantages.push_back(static_cast<float>(s));
-      truncated.push_back(s == 1);
-    }
-    abi.struct_size = MLPT_TRAIN_BATCH_STRUCT_SIZE;
-    abi.num_sequences = lengths.size();
-    abi.offsets = offsets.data(), abi.tokens = tokens.data(), abi.loss_mask = loss_mask.data();
-    abi.generation_logprobs = logprobs.data(), abi.advantages = advantages.data(), abi.truncated = truncated.data();
-  }
-};
-
-}  // namespace
+using Packed = mlpt_test::PackedBatch;
 
 TEST_CASE("global N_tok counts trainable tokens of non-truncated sequences, the first token never") {
   Packed p({5, 7, 4}, 2);  // trainable: 3, (5: truncated), 2

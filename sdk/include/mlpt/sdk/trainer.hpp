@@ -5,8 +5,14 @@
 //
 // publish_weights (ABI 1.2) is the adapter's: it sends what export_weights hands out (the rank's
 // shards with their descriptors) through the bound sender, so a trainer implements export only.
+//
+// A trainer whose ranks hold parts of one model overrides data_parallel() with its replica; the
+// adapter writes it into create's out_data_parallel_rank / _size, or refuses a host whose args lack
+// those fields when the ranks of a replica would otherwise get different shares.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <type_traits>
 
 #include "mlpt/sdk/plugin.hpp"
@@ -23,6 +29,13 @@ class Trainer {
   virtual void export_weights(mlpt_export_weights_args& args) = 0;
   virtual void save_state(std::string_view path) = 0;
   virtual void load_state(std::string_view path) = 0;
+
+  // trainer.h, out_data_parallel_rank / _size: which batch share this rank trains. {0, 0}: every
+  // rank of the group is a replica of its own.
+  struct DataParallel {
+    int32_t rank = 0, size = 0;
+  };
+  virtual DataParallel data_parallel() const { return {}; }
 };
 
 namespace detail {
@@ -30,6 +43,25 @@ inline Trainer* as_trainer(mlpt_trainer* t) {
   if (!t) throw Error(MLPT_INVALID_ARGUMENT, "trainer handle is NULL");
   return reinterpret_cast<Trainer*>(t);
 }
+// Hands the host the trainer's data-parallel replica (create args, since 1.2). A host whose args end
+// before those fields gives every group rank its own share: refused unless that is what the trainer
+// wants anyway.
+inline void report_data_parallel(mlpt_trainer_create_args* a, const Trainer& t, const mlpt_component_group* group) {
+  const Trainer::DataParallel dp = t.data_parallel();
+  if (MLPT_HAS_FIELD(a, mlpt_trainer_create_args, out_data_parallel_size)) {
+    a->out_data_parallel_rank = dp.rank;
+    a->out_data_parallel_size = dp.size;
+    return;
+  }
+  const int32_t group_size = group ? group->size : 1, group_rank = group ? group->rank : 0;
+  if (dp.size != 0 && (dp.size != group_size || dp.rank != group_rank))
+    throw Error(MLPT_FAILED_PRECONDITION,
+                "this trainer's rank " + std::to_string(group_rank) + " of " + std::to_string(group_size) +
+                    " is in data-parallel replica " + std::to_string(dp.rank) + " of " + std::to_string(dp.size) +
+                    " and must train that replica's batch share, but the host's mlpt_trainer_create_args (struct_size " +
+                    std::to_string(a->struct_size) + ") has no out_data_parallel_rank / out_data_parallel_size (ABI 1.2) to say so");
+}
+
 inline void require_batch(const mlpt_train_batch* b) {
   require_struct(b, MLPT_TRAIN_BATCH_STRUCT_SIZE, "mlpt_train_batch");
   if (!b->offsets || (!b->tokens && b->num_sequences > 0))
@@ -73,15 +105,15 @@ const mlpt_trainer_api* trainer_api() {
       [](mlpt_trainer_create_args* a) {
         return guard("trainer.create", [&] {
           require_struct(a, MLPT_TRAINER_CREATE_ARGS_STRUCT_SIZE_1_0, "mlpt_trainer_create_args");
-          Trainer* t = nullptr;
-          if constexpr (std::is_constructible_v<T, std::string_view, const mlpt_component_group*>) {
-            const mlpt_component_group* group =
-                MLPT_HAS_FIELD(a, mlpt_trainer_create_args, component_group) ? a->component_group : nullptr;
-            t = new T(view(a->config_json), group);
-          } else {
-            t = new T(view(a->config_json));
-          }
-          a->trainer = reinterpret_cast<mlpt_trainer*>(t);
+          const mlpt_component_group* group =
+              MLPT_HAS_FIELD(a, mlpt_trainer_create_args, component_group) ? a->component_group : nullptr;
+          std::unique_ptr<Trainer> t;
+          if constexpr (std::is_constructible_v<T, std::string_view, const mlpt_component_group*>)
+            t = std::make_unique<T>(view(a->config_json), group);
+          else
+            t = std::make_unique<T>(view(a->config_json));
+          detail::report_data_parallel(a, *t, group);
+          a->trainer = reinterpret_cast<mlpt_trainer*>(t.release());
         });
       },
       [](mlpt_trainer* t) { delete reinterpret_cast<Trainer*>(t); },
