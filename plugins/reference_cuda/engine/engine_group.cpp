@@ -31,17 +31,21 @@ void check_mpi(int rc, const std::string& group, const std::string& what) {
 }
 
 // Waits for `request` without holding a core: tests it in a tight loop for a short while (a step
-// follows the last one at once while rank 0 is busy), then with short sleeps.
+// follows the last one at once while rank 0 is busy), then with short sleeps, and once rank 0 has
+// been idle a while with sleeps of a millisecond (what the next step waits at most, extra).
 void wait_idle(MPI_Request& request, const std::string& group) {
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     int done = 0;
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), group, "MPI_Test");
     if (done) return;
-    if (std::chrono::steady_clock::now() < spin_until)
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited < std::chrono::milliseconds(2))
       std::this_thread::yield();
-    else
+    else if (waited < std::chrono::milliseconds(100))
       std::this_thread::sleep_for(std::chrono::microseconds(200));
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 #endif
