@@ -34,6 +34,35 @@ Weights<float> zeros_like(const Weights<float>& w) {
   for (size_t i = 0; i < w.values.size(); ++i) z.values[i].assign(w.values[i].size(), 0.0f);
   return z;
 }
+
+// Joins consecutive boxes that continue each other along one dimension, in the local tensor and in
+// the global one alike: a rank that holds a fused tensor whole (GDN's q | k | v under expert
+// parallelism alone) exports it as one box, which a transport taking one box per name per sender
+// rank can carry.
+std::vector<ShardBox> joined(const std::vector<ShardBox>& boxes) {
+  std::vector<ShardBox> out;
+  for (const ShardBox& b : boxes) {
+    if (!out.empty()) {
+      ShardBox& last = out.back();
+      int along = -1;
+      bool continues = last.extent.size() == b.extent.size();
+      for (size_t d = 0; continues && d < b.extent.size(); ++d) {
+        if (last.local_offset[d] == b.local_offset[d] && last.global_offset[d] == b.global_offset[d] &&
+            last.extent[d] == b.extent[d])
+          continue;
+        continues = along < 0 && b.local_offset[d] == last.local_offset[d] + last.extent[d] &&
+                    b.global_offset[d] == last.global_offset[d] + last.extent[d];
+        along = static_cast<int>(d);
+      }
+      if (continues && along >= 0) {
+        last.extent[static_cast<size_t>(along)] += b.extent[static_cast<size_t>(along)];
+        continue;
+      }
+    }
+    out.push_back(b);
+  }
+  return out;
+}
 }  // namespace
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
@@ -310,10 +339,11 @@ void ReferenceTrainer::export_weights(mlpt_export_weights_args& args) {
   }
 }
 
-// Replaces the whole-tensor views of export_named_tensors by this rank's boxes: a view where a
-// tensor is one box, a copy of each box where it holds several.
+// Replaces the whole-tensor views of export_named_tensors by this rank's boxes (those that continue
+// each other joined): a view where a tensor is one box, a copy of each box where it holds several.
 void ReferenceTrainer::export_shards() {
-  const std::vector<ShardPlacement> placements = shard_placements(full_config_, weights_.layout, group_.shard());
+  std::vector<ShardPlacement> placements = shard_placements(full_config_, weights_.layout, group_.shard());
+  for (ShardPlacement& p : placements) p.boxes = joined(p.boxes);
   std::vector<mlpt_named_tensor> whole = std::move(exported_);
   std::vector<std::vector<int64_t>> shapes;
   exported_ = {};

@@ -27,7 +27,8 @@
 // model-parallel group must be given the same batch share (the trainer tells the host its
 // data-parallel replica, trainer.h out_data_parallel_rank). The gradient-norm clip counts every
 // element once (sharded tensors' squares summed over their groups, replicated ones taken once).
-// export_weights returns this rank's shards as ABI 1.2 sharded tensors (shard_boxes.hpp).
+// export_weights returns this rank's shards as ABI 1.2 sharded tensors (shard_boxes.hpp; boxes
+// that continue each other joined, so a fused tensor a rank holds whole is one box).
 //
 // save_state and load_state are collective over the trainer group (trainer_state.hpp): the
 // first data-parallel replica writes every tensor whole (the model directory HF and vLLM load, the
