@@ -115,9 +115,11 @@ std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedT
                                              sdk::dtype_name(w.dtype) + ", the sender ranks published " +
                                              shape_text(h.global_shape) + " " + sdk::dtype_name(h.dtype));
     // Where ranks hold replicas, the first rank in the list serves: start each tensor (and each
-    // receiver) at another one, so the replicas share the sending.
+    // receiver) at another one, so the replicas share the sending. Not for every tensor whole: its
+    // order is the ranks' (rank 0 first), which is the order its pieces arrive in.
     std::vector<sdk::Shard> sources = h.shards;
-    std::rotate(sources.begin(), sources.begin() + static_cast<std::ptrdiff_t>((spread + wants_done++) % sources.size()), sources.end());
+    const size_t start = wanted.count > 0 ? (spread + wants_done++) % sources.size() : 0;
+    std::rotate(sources.begin(), sources.begin() + static_cast<std::ptrdiff_t>(start), sources.end());
     std::vector<sdk::Move> moves;
     try {
       moves = sdk::plan_reshard(w.name, h.global_shape, sources, {sdk::Shard{0, w.box}});

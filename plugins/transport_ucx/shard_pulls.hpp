@@ -40,7 +40,8 @@ std::vector<Pull> decode_pulls(const uint8_t* data, size_t size, uint64_t* reque
 // sender ranks' offers, one list per rank. Throws MLPT_INVALID_ARGUMENT naming a wanted tensor no
 // rank offers or one whose dtype or global shape differs, and MLPT_FAILED_PRECONDITION naming the
 // tensor and the wanted box when the ranks' shards do not cover it. `who` prefixes messages.
-// Replicas share the sending: tensor i of the wanted layout starts looking at rank (spread + i).
+// Replicas share the sending: tensor i of a wanted layout starts looking at rank (spread + i); every
+// tensor whole takes each from the first rank that holds it (the order its pieces arrive in).
 std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedTensor>>& offers,
                                           const sdk::TensorLayout& wanted, const std::string& who, size_t spread);
 

@@ -33,18 +33,28 @@ int64_t pulled_elements(const std::vector<std::vector<Pull>>& pulls, const std::
 
 TEST_CASE("ucx pull plan: every element from one rank, a replica from one rank that differs between receivers") {
   const auto offers = two_ranks();
-  std::vector<size_t> norm_from;
+  // Both tensors wanted whole, by two receivers (spread 0 and 1).
+  int64_t w_shape[2] = {10, 4}, norm_shape[1] = {17};
+  std::vector<mlpt_named_tensor> whole = {
+      {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"w", 1}, DLTensor{nullptr, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, w_shape, nullptr, 0}},
+      {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"norm", 4}, DLTensor{nullptr, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, norm_shape, nullptr, 0}}};
+  std::vector<size_t> norm_from, norm_from_unasked;
   for (size_t spread : {0, 1}) {
-    const auto pulls = plan_pulls(offers, {}, "test", spread);  // no wanted layout: every tensor whole
-    REQUIRE(pulls.size() == 2);
-    CHECK(pulled_elements(pulls, "w") == 40);     // each element once
-    CHECK(pulled_elements(pulls, "norm") == 17);  // the replica once, not twice
-    for (size_t r = 0; r < 2; ++r)
-      for (const auto& p : pulls[r])
-        if (p.name == "norm") norm_from.push_back(r);
+    for (bool asked : {true, false}) {  // a wanted layout; none (every tensor whole, in the ranks' order)
+      const auto pulls = asked ? plan_pulls(offers, {whole.data(), nullptr, whole.size()}, "test", spread)
+                               : plan_pulls(offers, {}, "test", spread);
+      REQUIRE(pulls.size() == 2);
+      CHECK(pulled_elements(pulls, "w") == 40);     // each element once
+      CHECK(pulled_elements(pulls, "norm") == 17);  // the replica once, not twice
+      for (size_t r = 0; r < 2; ++r)
+        for (const auto& p : pulls[r])
+          if (p.name == "norm") (asked ? norm_from : norm_from_unasked).push_back(r);
+    }
   }
   REQUIRE(norm_from.size() == 2);
   CHECK(norm_from[0] != norm_from[1]);  // two receivers, two ranks serving the replica
+  // Without a wanted layout the first rank that holds it serves, so the pieces arrive in order.
+  CHECK(norm_from_unasked == std::vector<size_t>{0, 0});
   // Columns [1, 3) of every row: half from each rank.
   int64_t shape[2] = {10, 2}, global[2] = {10, 4}, offsets[2] = {0, 1};
   mlpt_named_tensor want{MLPT_NAMED_TENSOR_STRUCT_SIZE, {"w", 1}, DLTensor{nullptr, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0}};

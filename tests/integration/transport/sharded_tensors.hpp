@@ -15,11 +15,11 @@ namespace transport_test {
 inline TensorSet whole_tensors(uint64_t version) {
   TensorSet s;
   s.add("layers.0.mlp.up_proj.weight", {kDLFloat, 32, 1}, {64, 3001});
+  s.add("norm", {kDLFloat, 32, 1}, {17});  // replicated on every sender rank (not last: order counts)
   s.add("layers.0.self_attn.q_proj.weight", {kDLBfloat, 16, 1}, {10, 1031});
   s.add("layers.0.mlp.experts.down_proj", {kDLInt, 16, 1}, {4, 6, 10});
   s.add("embed", {kDLUInt, 8, 1}, {7, 5});
   s.add("bias", {kDLInt, 16, 1}, {1001});
-  s.add("norm", {kDLFloat, 32, 1}, {17});  // replicated on every sender rank
   s.fill(version);
   return s;
 }

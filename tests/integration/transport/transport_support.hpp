@@ -252,6 +252,25 @@ inline int free_port() {
   return ntohs(a.sin_port);
 }
 
+// A port p with p .. p + count - 1 all free on loopback (sender rank r listens at p + r).
+inline int free_ports(int count) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int base = free_port();
+    bool all = base + count - 1 <= 65535;
+    for (int k = 1; all && k < count; ++k) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<uint16_t>(base + k));
+      all = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+      close(fd);
+    }
+    if (all) return base;
+  }
+  throw std::runtime_error("no " + std::to_string(count) + " consecutive free ports on loopback");
+}
+
 // A child process with its stdout on a pipe; killed on destruction if still running.
 class Child {
  public:

@@ -9,6 +9,7 @@
 //                                       expects 3 sender ranks (an address and "senders": 3) meets
 //                                       a group of 2
 // Each rank writes OUT_DIR/rank<r>.json with what it saw (errors with code and message).
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -86,7 +87,8 @@ json mismatch(Loaded& ucx, mlpt::plugin::Rendezvous& rendezvous, int rank, int p
     Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"receivers": 3})", "gap", &group);
     TensorSet whole = whole_tensors(1);
     auto boxes = row_boxes(whole, rank, kSenders);
-    if (rank == 1) boxes[1].extent[0] -= 1;
+    const auto q_proj = std::find(whole.names.begin(), whole.names.end(), "layers.0.self_attn.q_proj.weight") - whole.names.begin();
+    if (rank == 1) boxes[static_cast<size_t>(q_proj)].extent[0] -= 1;
     ShardSet shards = cut(whole, boxes);
     try {
       tx.send(1, shards.views, 4000, shards.shards.data());

@@ -74,7 +74,7 @@ TEST_CASE("ucx sender ranks: 2 ranks of row shards -> 3 receivers of column shar
 
 TEST_CASE("ucx sender ranks: a row no rank holds and a sender group of the wrong size fail naming what") {
   const std::string dir = fresh_dir("mismatch");
-  auto run = dist_test::mpirun(5, std::string(RANKS_PEER_EXE) + " mismatch " + std::to_string(free_port()) + " " + dir, 240);
+  auto run = dist_test::mpirun(5, std::string(RANKS_PEER_EXE) + " mismatch " + std::to_string(free_ports(3)) + " " + dir, 240);
   INFO(run.output);
   for (int r = 0; r < 5; ++r) {
     json rep = report(dir, r);

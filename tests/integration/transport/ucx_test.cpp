@@ -14,6 +14,7 @@
 #include "core/refit/refit_receiver.hpp"
 #include "core/refit/refit_sender.hpp"
 #include "core/refit/sparse_delta.hpp"
+#include "sharded_tensors.hpp"
 #include "transport_support.hpp"
 
 using namespace transport_test;
@@ -375,4 +376,39 @@ TEST_CASE("ucx: without an address, sender and receiver meet through the host's 
   auto f = failure_of([&] { Endpoint lost(ucx, MLPT_TRANSPORT_RECEIVER, R"({"timeout_ms": 100})", "nobody"); });
   CHECK(f.code == MLPT_DEADLINE_EXCEEDED);
   CHECK_THAT(f.message, Catch::Contains("transport.ucx/nobody/senders"));
+}
+
+TEST_CASE("ucx sender ranks: a receiver that dies is dropped by both ranks, the other gets each version whole from their row shards") {
+  Loaded ucx("ucx");
+  const int port = free_ports(2);  // rank 0 listens there, rank 1 at port + 1
+  const std::string group_name = "trainer";
+  const mlpt_component_group g0{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {group_name.data(), group_name.size()}, 0, 2};
+  const mlpt_component_group g1{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {group_name.data(), group_name.size()}, 1, 2};
+  const std::string config = R"({"address": ")" + address(port) + R"(", "receivers": 2, "bucket_bytes": 65536})";
+  Endpoint tx0(ucx, MLPT_TRANSPORT_SENDER, config, "g", &g0), tx1(ucx, MLPT_TRANSPORT_SENDER, config, "g", &g1);
+  auto p0 = dump_prefix("ranks-survivor"), p1 = dump_prefix("ranks-doomed");
+  // No wanted layout: every tensor whole, assembled from both ranks' rows, in the ranks' order.
+  Child survivor = receiver(rx_config(port, "engine-0", R"(, "senders": 2)"), 2, p0);
+  Child doomed = receiver(rx_config(port, "engine-1", R"(, "senders": 2, "test_only_exit_after_buckets": 3)"), 2, p1);
+  // Both ranks send each version at once, each its own rows, as trainer ranks would.
+  auto send_both = [&](uint64_t v, const TensorSet& whole) {
+    ShardSet rows0 = cut(whole, row_boxes(whole, 0, 2)), rows1 = cut(whole, row_boxes(whole, 1, 2));
+    Failure f1;
+    std::thread rank1([&] { f1 = failure_of([&] { tx1.send(v, rows1.views, 20000, rows1.shards.data()); }); });
+    Failure f0 = failure_of([&] { tx0.send(v, rows0.views, 20000, rows0.shards.data()); });
+    rank1.join();
+    INFO("rank 0: " << f0.message << "; rank 1: " << f1.message);
+    CHECK(f0.code == MLPT_OK);
+    CHECK(f1.code == MLPT_OK);
+    CHECK(std::max(f0.seconds, f1.seconds) < 15.0);  // noticed the death, did not run out the clock
+  };
+  const TensorSet v1 = whole_tensors(1), v2 = whole_tensors(2);
+  send_both(1, v1);
+  CHECK(doomed.wait(20000) == 77);  // died after 3 buckets, midway
+  send_both(2, v2);
+  CHECK(survivor.line(20000) == "received 1");
+  CHECK(survivor.line(20000) == "received 2");
+  CHECK(survivor.wait(20000) == 0);
+  CHECK(compare_dump(p0 + ".1.bin", v1) == "");
+  CHECK(compare_dump(p0 + ".2.bin", v2) == "");
 }
