@@ -65,6 +65,11 @@ class EngineBackend {
                     StepOutput& out) = 0;
 
   // ---- Engine groups ----
+  // The end of the engine's create: `refusal` is this rank's reason to fail it (empty: none; `code`
+  // its error code). Throws it (in a group: on every rank, the first refusing rank's) or returns.
+  virtual void created(mlpt_error_code code, const std::string& refusal) {
+    if (!refusal.empty()) throw sdk::Error(code, refusal);
+  }
   virtual int group_rank() const { return 0; }
   virtual int group_size() const { return 1; }
   // The layout of the weights this rank takes (sdk::Engine::weight_layout); count 0: whole tensors.

@@ -100,6 +100,13 @@ CpuEngineBackend::CpuEngineBackend(sdk::Settings& s, const std::string& checkpoi
   ledger_ = std::make_shared<StateLedger>();
 }
 
+void CpuEngineBackend::created(mlpt_error_code code, const std::string& refusal) {
+  if (group_->size() == 1) return EngineBackend::created(code, refusal);
+  if (auto r = group_->first_refusal(code, refusal))
+    throw Error(r->code, "engine group '" + group_->name() + "': rank " + std::to_string(r->rank) +
+                             " could not create its engine: " + r->reason);
+}
+
 CpuEngineBackend::~CpuEngineBackend() {
   if (group_->size() == 1 || group_->rank() != 0) return;
   try {

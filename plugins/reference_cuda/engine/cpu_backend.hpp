@@ -50,6 +50,7 @@ class CpuEngineBackend final : public EngineBackend {
   void load_weights(const mlpt_named_tensor* tensors, size_t count, const mlpt_device_ready& ready) override;
   void step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing, StepOutput& out) override;
 
+  void created(mlpt_error_code code, const std::string& refusal) override;
   int group_rank() const override { return group_->rank(); }
   int group_size() const override { return group_->size(); }
   sdk::TensorLayout weight_layout() override;

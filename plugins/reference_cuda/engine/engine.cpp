@@ -47,7 +47,16 @@ ReferenceEngine::ReferenceEngine(std::string_view config_json, const std::string
   prefixes_ = PrefixCache(static_cast<size_t>(prefix_budget));
   backend_ = make_backend(s, dir, prefill == "chunked");  // reads its own settings, rejects unknown ones
   config_ = backend_->config();
-  valid_vocab_ = sampling_vocab_size(config_, dir, vocab_override);
+  mlpt_error_code code = MLPT_OK;
+  std::string refusal;  // an engine group's create fails on every rank or on none (engine.h)
+  try {
+    valid_vocab_ = sampling_vocab_size(config_, dir, vocab_override);
+  } catch (const Error& e) {
+    code = e.code(), refusal = e.what();
+  } catch (const std::exception& e) {
+    code = MLPT_INTERNAL, refusal = e.what();
+  }
+  backend_->created(code, refusal);
   max_sequence_length_ = max_seq > 0 ? max_seq : config_.max_position_embeddings;
   if (backend_->group_rank() > 0)
     scheduler_ = std::thread([this] { backend_->serve(); });  // rank 0 schedules, this rank computes with it

@@ -210,7 +210,10 @@ json serve_engine(mlpt::plugin::HostServices& host, const std::string& plugin_pa
   auto transport = mlpt::plugin::Plugin::load(script["transport_plugin"].get<std::string>(), host);
   const std::string name = "engine";
   const mlpt_component_group group{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {name.data(), name.size()}, rank, ranks};
-  mlpt::components::Engine engine(plugin->component(MLPT_COMPONENT_ENGINE, "qwen35_cpu"), json::parse(settings), 16, &group);
+  json engine_settings = json::parse(settings);
+  // MLPT_TEST_RANK1_SETTINGS: JSON merged into rank 1's settings (a create that fails on one rank).
+  if (const char* extra = std::getenv("MLPT_TEST_RANK1_SETTINGS"); extra && rank == 1) engine_settings.update(json::parse(extra));
+  mlpt::components::Engine engine(plugin->component(MLPT_COMPONENT_ENGINE, "qwen35_cpu"), engine_settings, 16, &group);
   json out = {{"rank", rank}, {"shards", engine.weight_shards().count}};
   if (rank == 0) {
     out["before"] = generate_script(engine, script, true);

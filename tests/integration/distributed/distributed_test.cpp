@@ -323,3 +323,24 @@ TEST_CASE("engine group over MPI: EP=2 generates the one-rank engine's tokens, r
 TEST_CASE("engine group over MPI: TP=2 x EP=2 on four ranks generates the one-rank engine's tokens and routing") {
   check_engine_group(2, 2, 1e-5, 1e-5);
 }
+
+TEST_CASE("engine group over MPI: a create that fails on one rank fails on every rank, naming it") {
+  TempDir dir("dist_engine_create");
+  const std::string a = engine_checkpoints(dir);
+  std::filesystem::create_directories(dir / "group");
+  const json settings = {{"checkpoint", a}, {"tensor_parallel", 2}};
+  auto run = dist_test::mpirun(2, "env MLPT_TEST_RANK1_SETTINGS='{\"sampling_vocab_size\": 1000}' " + std::string(DIST_PEER_EXE) +
+                                      " engine " + MLPT_PLUGIN_DIR + "/libmlpt_reference.so '" + settings.dump() + "' " +
+                                      dir / "script.json" + " " + dir / "group");
+  INFO(run.output);
+  CHECK(run.status != 0);  // and it ended: no rank waits for the other
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(dir / ("group/rank" + std::to_string(rank) + ".json"));
+    REQUIRE(in.good());
+    const json r = json::parse(in);
+    INFO("rank " << rank << ": " << r.dump());
+    REQUIRE(r.contains("error"));
+    CHECK_THAT(r["error"].get<std::string>(), Catch::Contains("rank 1 could not create its engine") &&
+                                                  Catch::Contains("sampling_vocab_size 1000"));
+  }
+}
