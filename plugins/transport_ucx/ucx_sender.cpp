@@ -75,8 +75,11 @@ std::shared_ptr<UcxSender::Version> cut_version(const std::shared_ptr<UcxSender:
   const UcxSender::Version& own = *rank_version;
   auto v = std::make_shared<UcxSender::Version>();
   v->own = rank_version;
-  std::map<std::string, size_t> index;
+  // A rank may hold several boxes of one tensor (under tensor parallelism, its rows of each part
+  // of a fused tensor): a pull is cut from the box that holds it.
+  std::multimap<std::string, size_t> index;
   for (size_t i = 0; i < own.boxes.size(); ++i) index.emplace(own.boxes[i].name, i);
+  std::vector<size_t> source(pulls.size());
   const size_t n = pulls.size();
   v->piece_boxes.resize(n);
   v->owned.resize(n);
@@ -85,14 +88,19 @@ std::shared_ptr<UcxSender::Version> cut_version(const std::shared_ptr<UcxSender:
   v->tensors.resize(n);
   for (size_t k = 0; k < n; ++k) {
     const Pull& pull = pulls[k];
-    auto it = index.find(pull.name);
-    if (it == index.end()) throw Error(MLPT_FAILED_PRECONDITION, who + " pulls '" + pull.name + "', which this rank does not hold");
-    const OfferedTensor& o = own.boxes[it->second];
-    const DLTensor& src = own.tensors[it->second].tensor;
-    if (pull.box.offset.size() != o.box.offset.size() || !(sdk::detail::intersect(pull.box, o.box) == pull.box))
+    const auto [first, last] = index.equal_range(pull.name);
+    if (first == last) throw Error(MLPT_FAILED_PRECONDITION, who + " pulls '" + pull.name + "', which this rank does not hold");
+    auto it = std::find_if(first, last, [&](const auto& entry) {
+      const sdk::Box& box = own.boxes[entry.second].box;
+      return pull.box.offset.size() == box.offset.size() && sdk::detail::intersect(pull.box, box) == pull.box;
+    });
+    if (it == last)
       throw Error(MLPT_FAILED_PRECONDITION, who + " pulls box offset " + sdk::detail::shape_text(pull.box.offset) + " shape " +
                                                 sdk::detail::shape_text(pull.box.extent) + " of '" + pull.name +
-                                                "', which is not inside this rank's shard");
+                                                "', which is not inside one of this rank's shards");
+    source[k] = it->second;
+    const OfferedTensor& o = own.boxes[it->second];
+    const DLTensor& src = own.tensors[it->second].tensor;
     names[k] = pull.name + "#" + std::to_string(k);
     v->piece_boxes[k] = pull.box;
     mlpt_named_tensor& t = v->tensors[k];
@@ -118,11 +126,42 @@ std::shared_ptr<UcxSender::Version> cut_version(const std::shared_ptr<UcxSender:
   for (size_t k = 0; k < n; ++k) {
     TensorMeta& m = v->layout.tensors[k];
     m.name = pulls[k].name;
-    m.global_shape = own.boxes[index.at(pulls[k].name)].global_shape;
+    m.global_shape = own.boxes[source[k]].global_shape;
     m.box_offset = pulls[k].box.offset;
   }
   finish_version(*v, who);
   return v;
+}
+
+// The own layout of a rank of several, which may hold one tensor as several boxes: planned under
+// names unique per tensor entry, then given back their names (receivers tell the entries apart by
+// box; send() refuses two boxes of one name that overlap).
+Layout plan_shard_layout(const std::vector<mlpt_named_tensor>& tensors, uint64_t version, const Config& config, const std::string& who) {
+  std::vector<mlpt_named_tensor> entries(tensors);
+  std::vector<std::string> names(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    names[i] = sdk::to_string(tensors[i].name);
+    if (names[i].empty()) throw Error(MLPT_INVALID_ARGUMENT, who + ": tensor " + std::to_string(i) + " has an empty name");
+    names[i] += "#" + std::to_string(i);
+    entries[i].name = sdk::borrow(names[i]);
+  }
+  Layout layout = plan_layout(entries.data(), entries.size(), version, config.bucket_bytes, config.verify_checksum, who);
+  for (size_t i = 0; i < tensors.size(); ++i) layout.tensors[i].name = sdk::to_string(tensors[i].name);
+  return layout;
+}
+
+// Two boxes of one tensor sent by one rank must not overlap: a receiver would get those elements
+// twice, and from whichever it pulled.
+void check_disjoint_boxes(const std::vector<OfferedTensor>& boxes, const std::string& who) {
+  std::multimap<std::string, size_t> by_name;
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const auto [first, last] = by_name.equal_range(boxes[i].name);
+    for (auto it = first; it != last; ++it)
+      if (!sdk::detail::intersect(boxes[it->second].box, boxes[i].box).empty())
+        throw Error(MLPT_INVALID_ARGUMENT, who + ": tensor '" + boxes[i].name + "' is sent as entries " + std::to_string(it->second) +
+                                               " and " + std::to_string(i) + " whose shard boxes overlap");
+    by_name.emplace(boxes[i].name, i);
+  }
 }
 
 // Cuts piece `k` of a receiver's version from the rank's shard, once.
@@ -758,8 +797,11 @@ void UcxSender::send(const mlpt_transport_send_args& args) {
   const std::string who = ranks_ > 1 ? "ucx send (sender rank " + std::to_string(rank_) + " of " + std::to_string(ranks_) + ")"
                                      : std::string("ucx send");
   auto v = std::make_shared<Version>();
-  v->layout = plan_layout(args.tensors, args.num_tensors, args.version, config_.bucket_bytes, config_.verify_checksum, who);
   v->tensors.assign(args.tensors, args.tensors + args.num_tensors);
+  // A rank of several may send one tensor as several boxes (shard_named_tensors); receivers pull
+  // pieces by name and box, so the rank's own layout only needs to tell them apart.
+  v->layout = ranks_ > 1 ? plan_shard_layout(v->tensors, args.version, config_, who)
+                         : plan_layout(args.tensors, args.num_tensors, args.version, config_.bucket_bytes, config_.verify_checksum, who);
   // Which box of its global tensor each tensor is; on the wire whenever they are not all whole, or
   // several ranks send (a receiver then assembles or cuts its layout from the pieces).
   const mlpt_tensor_shard* shards = sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_send_args, shards)) ? args.shards : nullptr;
@@ -772,6 +814,7 @@ void UcxSender::send(const mlpt_transport_send_args& args) {
     boxed = boxed || !sdk::is_whole(t, shard);
     v->boxes.push_back(std::move(o));
   }
+  check_disjoint_boxes(v->boxes, who);
   if (boxed)
     for (size_t i = 0; i < v->boxes.size(); ++i)
       v->layout.tensors[i].global_shape = v->boxes[i].global_shape, v->layout.tensors[i].box_offset = v->boxes[i].box.offset;

@@ -2,11 +2,11 @@
 // variant: the coordinator, two trainer ranks that each hold a part of the tiny model, one rollout
 // worker). The ranks of a replica train the same batch share (the trainer says which replica each
 // rank is, trainer.h out_data_parallel_rank) and replica 0's ranks each publish their own shards to
-// the engine through their own sender rank of the UCX transport. The EP=2 run must learn the letters
-// task by the learning runs' one criterion (learning_curve.hpp) and its log must pass `mlpt check
-// log`; EP2 x DP2 must split the batch between its replicas. Layouts the run cannot take are refused
-// before it writes anything, naming the config and its keys. (TP=2 runs stop at the first refit:
-// the UCX sender ranks take one box per tensor name, docs/distributed.md.)
+// the engine through their own sender rank of the UCX transport (under TP several boxes of one
+// fused tensor per rank). The TP=2 and EP=2 runs must learn the letters task by the learning runs'
+// one criterion (learning_curve.hpp) and their logs must pass `mlpt check log`; EP2 x DP2 must split
+// the batch between its replicas. Layouts the run cannot take are refused before it writes
+// anything, naming the config and its keys.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -27,13 +27,19 @@ void write_tensor_parallel_config(const fs::path& file, const fs::path& out,
 
 }  // namespace
 
-TEST_CASE("mpirun -np 4 mlpt run: an EP=2 trainer learns the letters task, each rank publishing its shards") {
+TEST_CASE("mpirun -np 4 mlpt run: a TP=2 or EP=2 trainer learns the letters task, each rank publishing its shards") {
   require_tiny_model();
-  mlpt_test::TempDir dir("expert_parallel_run");
-  const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / "expert-parallel.toml";
-  write_tensor_parallel_config(config, out, {{"tensor_parallel = ", "expert_parallel = 2"}});
+  const bool tensor_parallel = GENERATE(true, false);
+  const std::string layout = tensor_parallel ? "tensor-parallel" : "expert-parallel";
+  INFO(layout);
+  mlpt_test::TempDir dir(tensor_parallel ? "tensor_parallel_run" : "expert_parallel_run");
+  const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / (layout + ".toml");
+  if (tensor_parallel)
+    write_tensor_parallel_config(config, out, {});
+  else
+    write_tensor_parallel_config(config, out, {{"tensor_parallel = ", "expert_parallel = 2"}});
   int status = 0;
-  const std::string output = mlpt_test::run_command(launch("expert-parallel", 1500, false) + config.string() + " 2>&1", &status);
+  const std::string output = mlpt_test::run_command(launch(layout, 1500, false) + config.string() + " 2>&1", &status);
   INFO(output);
   // 0 converged, 1 not converged within max_steps: both are finished runs.
   const int run_status = WEXITSTATUS(status);
@@ -43,7 +49,7 @@ TEST_CASE("mpirun -np 4 mlpt run: an EP=2 trainer learns the letters task, each 
   const auto curve = mlpt_test::read_learning_curve(out / "metrics.jsonl");
   REQUIRE(curve.rewards.size() >= 6);
   for (auto st : curve.staleness) CHECK(st <= 1);
-  WARN("expert-parallel letters run: " << curve.describe(converged));
+  WARN(layout << " letters run: " << curve.describe(converged));
   CHECK(curve.learned(converged));
 
   // Every refit was dense and carried both ranks' shards: at least the whole model's tensor bytes
