@@ -2,12 +2,12 @@
  *
  * The trainer owns the policy weights and the optimizer. Each benchmark step the host hands it the
  * step's global batch (GRPO groups flattened into sequences; since 1.2 each data-parallel replica
- * of a trainer group gets its share and the global normaliser) and the trainer computes the benchmark loss
- * (benchmark.md §3), splits the batch into micro-batches as it likes (normalising by the global
- * valid-token count), applies one optimizer step and returns metrics. After the step it publishes
- * its weights (since 1.2, publish_weights: each rank sends its own shards through the transport
- * endpoint the host binds to it, and the host never sees them; a 1.0/1.1 trainer's export_weights
- * is handed to the transport by the host).
+ * of a trainer group gets its share and the global normaliser) and the trainer computes the
+ * benchmark loss (benchmark.md §3), splits the batch into micro-batches as it likes (normalising by
+ * the global valid-token count), applies one optimizer step and returns metrics. After the step it
+ * publishes its weights (since 1.2, publish_weights: each rank sends its own shards through the
+ * transport endpoint the host binds to it, and the host never sees them; a 1.0/1.1 trainer's
+ * export_weights is handed to the transport by the host).
  *
  * Groups (mlpt.h, Component groups): train_step, compute_logprobs, save_state and load_state are
  * collective over the trainer's group; export_weights and publish_weights are per rank.
@@ -174,8 +174,8 @@ typedef struct mlpt_export_weights_args {
  * over as they are. Per rank: the host calls it on the ranks whose shards together cover every
  * tensor (the ranks of data-parallel replica 0, create args out_data_parallel_rank: all of them
  * under tensor or pipeline parallelism alone), each with its own sender endpoint (one sender rank
- * of the transport, transport.h). A
- * failing send is returned as the trainer's error with the transport's code and message. */
+ * of the transport, transport.h). A failing send is returned as the trainer's error with the
+ * transport's code and message. */
 typedef struct mlpt_publish_weights_args {
   size_t struct_size;
   mlpt_trainer* trainer;
