@@ -217,6 +217,26 @@ void Coordinator::send_unless_lost(int rank, const std::string& kind, const nloh
   }
 }
 
+void Coordinator::send_to_trainer(int g, const std::string& kind, const nlohmann::json& body) {
+  // A large message waits for its receiver (MPI's rendezvous protocol): a trainer rank that died or
+  // hangs would hold the coordinator in the send forever, before any answer could time out.
+  const int rank = placement_.trainer_rank(g);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(answer_timeout_s_ * 1000));
+  bool timed_out = false;
+  const bool sent = channel_.send(rank, kind, body, [&] {
+    if (rank_lost()) return true;
+    timed_out = Clock::now() >= deadline;
+    return timed_out;
+  });
+  if (sent) return;
+  std::lock_guard l(mutex_);
+  if (timed_out && !failure_)
+    failure_ = placement_.describe(rank) + " did not take '" + kind + "' within " +
+               std::to_string(static_cast<int64_t>(answer_timeout_s_)) + " s ([placement] answer_timeout_s): it is hung or gone";
+  changed_.notify_all();
+  throw_if_failed();
+}
+
 void Coordinator::reported(int episodes) {
   std::lock_guard l(mutex_);
   reporting_ -= episodes;
@@ -305,8 +325,8 @@ std::vector<components::Metric> Coordinator::train_step(const mlpt_train_batch& 
   // One share per data-parallel replica; the ranks of a replica get the same bytes.
   const auto shares = encoded_shares(batch, replicas_->shares());
   for (int g = 0; g < placement_.trainer_ranks(); ++g)
-    channel_.send(placement_.trainer_rank(g), "train",
-                  {{"share", shares[static_cast<size_t>(replicas_->share_of(g))]}, {"global_num_loss_tokens", global_tokens}});
+    send_to_trainer(g, "train",
+                    {{"share", shares[static_cast<size_t>(replicas_->share_of(g))]}, {"global_num_loss_tokens", global_tokens}});
   std::vector<components::Metric> metrics;
   for (int g = 0; g < placement_.trainer_ranks(); ++g) {
     RunMessage m = *answer(placement_.trainer_rank(g), "trained");
@@ -321,7 +341,7 @@ refit::RefitStats Coordinator::publish(uint64_t version) {
   // The transport's sender drops a receiver whose process is gone, so a lost worker holds up
   // neither the publishing trainer ranks' sends nor this wait. The ranks of replica 0 publish
   // together, each its own shards.
-  for (int g : replicas_->publishers()) channel_.send(placement_.trainer_rank(g), "publish", {{"version", version}});
+  for (int g : replicas_->publishers()) send_to_trainer(g, "publish", {{"version", version}});
   for (int w = 0; w < placement_.rollout_workers(); ++w)
     send_unless_lost(placement_.rollout_worker_rank(w), "refit", {{"version", version}});
   refit::RefitStats stats;
@@ -340,12 +360,12 @@ refit::RefitStats Coordinator::publish(uint64_t version) {
 }
 
 void Coordinator::save_state(const std::string& dir) {
-  for (int g = 0; g < placement_.trainer_ranks(); ++g) channel_.send(placement_.trainer_rank(g), "save", {{"dir", dir}});
+  for (int g = 0; g < placement_.trainer_ranks(); ++g) send_to_trainer(g, "save", {{"dir", dir}});
   for (int g = 0; g < placement_.trainer_ranks(); ++g) answer(placement_.trainer_rank(g), "saved");
 }
 
 uint64_t Coordinator::load_state(const std::string& dir) {
-  for (int g = 0; g < placement_.trainer_ranks(); ++g) channel_.send(placement_.trainer_rank(g), "load", {{"dir", dir}});
+  for (int g = 0; g < placement_.trainer_ranks(); ++g) send_to_trainer(g, "load", {{"dir", dir}});
   uint64_t version = 0;
   for (int g = 0; g < placement_.trainer_ranks(); ++g) {
     RunMessage m = *answer(placement_.trainer_rank(g), "loaded");

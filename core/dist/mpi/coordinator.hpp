@@ -79,6 +79,8 @@ class Coordinator final : public run::RemoteRanks {
   bool lost(int rank) const;  // callers hold mutex_
   void send_unless_lost(int rank, const std::string& kind,
                         const nlohmann::json& body = nlohmann::json::object());
+  // To trainer rank `g`; gives up, failing the run, once it has failed or after answer_timeout_s.
+  void send_to_trainer(int g, const std::string& kind, const nlohmann::json& body);
 
   MpiChannel& channel_;
   const Placement& placement_;
