@@ -341,7 +341,7 @@ struct Result {
 Result measure(const std::string& self, const std::string& model, const std::string& scenario, const TensorList& list, int reps,
                bool checksum, double fraction) {
   const int senders = scenario == "resharded" ? 2 : 1, versions = 1 + reps;  // version 1: connect, plan, fault in
-  const int port = bench_ucx::free_port();
+  const int port = free_port();
   Result r;
   try {
     std::vector<std::unique_ptr<Proc>> tx, rx;

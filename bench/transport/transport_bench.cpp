@@ -44,7 +44,6 @@ extern char** environ;
 
 namespace {
 
-using bench_ucx::free_port;
 using bench_ucx::perftest_gbps;
 using bench_ucx::spawn;
 using bench_ucx::wait_exit;

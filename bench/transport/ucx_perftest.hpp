@@ -26,6 +26,7 @@
 
 #include "core/plugin/plugin.hpp"
 #include "mlpt/transport.h"
+#include "tests/support/loopback_port.hpp"
 
 extern char** environ;
 
@@ -54,18 +55,6 @@ struct Transport {
     return a.transport;
   }
 };
-
-inline int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 inline pid_t spawn(const std::vector<std::string>& argv, const char* out_path = nullptr) {
   posix_spawn_file_actions_t fa;

@@ -22,6 +22,7 @@
 
 #include "core/plugin/plugin.hpp"
 #include "mlpt/transport.h"
+#include "tests/support/loopback_port.hpp"
 
 extern char** environ;
 
@@ -240,18 +241,6 @@ inline std::string compare_dump(const std::string& path, const TensorSet& expect
 }
 
 // ---- Processes on loopback ----
-inline int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 // A port p with p .. p + count - 1 all free on loopback (sender rank r listens at p + r).
 inline int free_ports(int count) {
   for (int attempt = 0; attempt < 100; ++attempt) {
