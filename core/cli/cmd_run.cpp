@@ -62,8 +62,9 @@ int run(const std::vector<std::string>& argv) {
   if (launched.world_size > 1) {
     outcome = dist::run_distributed(config, options);
     if (!outcome.coordinator) {  // the coordinator reports the run
-      // Under --enable-recovery the coordinator's MPI_Abort ends only itself; otherwise it ends this
-      // rank too, after the coordinator's status has become the job's.
+      // Under --enable-recovery nothing ends this rank when another is lost (not even the
+      // coordinator's MPI_Abort): it leaves. Otherwise that abort ends it, after the coordinator's
+      // status has become the job's.
       if (outcome.rank_lost && launched.mpirun_recovery) outcome.mpi->leave_job(outcome.exit_code);
       return outcome.exit_code;
     }
@@ -94,7 +95,8 @@ int run(const std::vector<std::string>& argv) {
               << std::flush;
 #ifdef MLPT_HAVE_MPI
   // A rank that is hung or gone would never finish MPI with the others: end the job instead.
-  if (outcome.rank_lost) outcome.mpi->abort_job(status);
+  if (outcome.end_job) outcome.mpi->abort_job(status);
+  if (outcome.rank_lost && launched.mpirun_recovery) outcome.mpi->leave_job(status);
 #endif
   return status;
 }

@@ -190,7 +190,7 @@ void Coordinator::lose(int rank, const std::string& why) {
                message.c_str(), name.c_str(), in_flight.size(), left);
   // Should it be alive after all (only slow), it stops: nothing is sent to it any more.
   try {
-    channel_.send(rank, "stop", nlohmann::json::object(), [] { return true; });  // never waits for it
+    channel_.send(rank, "stop", {{"rank_lost", true}}, [] { return true; });  // never waits for it
   } catch (const Error&) {
   }
   for (auto& e : in_flight)
@@ -224,7 +224,7 @@ void Coordinator::send_to_trainer(int g, const std::string& kind, const nlohmann
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(answer_timeout_s_ * 1000));
   bool timed_out = false;
   const bool sent = channel_.send(rank, kind, body, [&] {
-    if (rank_lost()) return true;
+    if (run_failed()) return true;
     timed_out = Clock::now() >= deadline;
     return timed_out;
   });
@@ -243,9 +243,14 @@ void Coordinator::reported(int episodes) {
   changed_.notify_all();
 }
 
-bool Coordinator::rank_lost() const {
+bool Coordinator::run_failed() const {
   std::lock_guard l(mutex_);
   return failure_.has_value();
+}
+
+bool Coordinator::any_rank_lost() const {
+  std::lock_guard l(mutex_);
+  return failure_.has_value() || !lost_workers_.empty();
 }
 
 void Coordinator::throw_if_failed() {
@@ -375,17 +380,18 @@ uint64_t Coordinator::load_state(const std::string& dir) {
 }
 
 void Coordinator::stop() {
-  bool abort_job = false;
+  bool rank_lost = false;
   {
     std::lock_guard l(mutex_);
     if (stopped_) return;
     stopped_ = true;
-    abort_job = failure_.has_value();  // the job then ends by MPI_Abort (rank_lost): no rank may finalize
+    // A lost rank never reaches MPI_Finalize, where every other rank would wait for it.
+    rank_lost = failure_.has_value() || !lost_workers_.empty();
   }
   changed_.notify_all();
   for (int rank = 1; rank < placement_.world_size(); ++rank) {
     try {
-      send_unless_lost(rank, "stop", {{"abort_job", abort_job}});
+      send_unless_lost(rank, "stop", {{"rank_lost", rank_lost}});
     } catch (const Error&) {  // a rank that is gone
     }
   }

@@ -56,8 +56,12 @@ class Coordinator final : public run::RemoteRanks {
 
   // Ends every rank's loop (the destructor does it too); the episodes in flight are cancelled.
   void stop();
-  // A trainer rank reported a failure or did not answer in time: it may never finish MPI.
-  bool rank_lost() const;
+  // A trainer rank reported a failure or did not answer in time: it may never finish MPI, so the
+  // job ends with MPI_Abort once the run is reported.
+  bool run_failed() const;
+  // That, or a rollout worker was lost: under mpirun --enable-recovery (where a dead rank does not
+  // end the job) no rank may call MPI_Finalize, which would wait for the lost one forever.
+  bool any_rank_lost() const;
   std::vector<std::string> lost_workers() const override;
 
  private:

@@ -45,7 +45,7 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
                             ? run_trainer_rank(config, placement, host, channel, transport_group, interrupted)
                             : run_rollout_worker(config, placement, host, channel, transport_group, interrupted);
     outcome.exit_code = end.exit_code;
-    outcome.rank_lost = end.job_aborted;
+    outcome.rank_lost = end.rank_lost;
   } else {
     std::optional<Coordinator> coordinator;
     try {
@@ -60,7 +60,8 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
     run::RunOptions with_ranks = options;
     with_ranks.remote = &*coordinator;
     outcome.summary = run::run_benchmark(config, with_ranks);
-    outcome.rank_lost = coordinator->rank_lost();
+    outcome.end_job = coordinator->run_failed();
+    outcome.rank_lost = coordinator->any_rank_lost();
   }
   return outcome;
 }

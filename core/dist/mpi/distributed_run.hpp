@@ -17,10 +17,13 @@ struct DistributedOutcome {
   bool coordinator = false;  // this process ran the loop: `summary` is the run's
   run::RunSummary summary;
   int exit_code = 0;         // of a trainer rank or rollout worker: 0 stopped, 3 failed
-  // The coordinator lost a rank (it failed, or did not answer in time): the coordinator ends the
-  // job with mpi->abort_job once the run is reported, as that rank cannot finish MPI with the
-  // others; every other rank, told so with "stop", leaves with mpi->leave_job under mpirun
-  // --enable-recovery (where that abort ends the coordinator only).
+  // Of the coordinator: a trainer rank failed or did not answer in time. It may never finish MPI
+  // with the others, so the coordinator ends the job with mpi->abort_job once the run is reported.
+  bool end_job = false;
+  // Some rank is lost (that, or a rollout worker that failed, died or went silent; of another rank:
+  // "stop" said so, or this rank failed). Under mpirun --enable-recovery, where neither a dead rank
+  // nor MPI_Abort ends the job, every rank leaves with mpi->leave_job: MPI_Finalize would wait for
+  // the lost rank forever.
   bool rank_lost = false;
   std::unique_ptr<MpiSession> mpi;  // MPI_Finalize when the outcome goes
 };

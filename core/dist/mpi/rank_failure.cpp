@@ -7,13 +7,13 @@
 
 namespace mlpt::dist {
 
-int report_rank_failure(std::exception_ptr error, MpiChannel& channel, const Placement& placement, int rank,
+RankEnd report_rank_failure(std::exception_ptr error, MpiChannel& channel, const Placement& placement, int rank,
                         const std::atomic<bool>& interrupted) {
   std::string what;
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
-    if (e.code() == MLPT_CANCELLED && interrupted.load()) return 130;  // Ctrl-C: every rank stops
+    if (e.code() == MLPT_CANCELLED && interrupted.load()) return {130, false};  // Ctrl-C: every rank stops
     what = e.what();
   } catch (const std::exception& e) {
     what = e.what();
@@ -24,7 +24,7 @@ int report_rank_failure(std::exception_ptr error, MpiChannel& channel, const Pla
     channel.send(Placement::coordinator(), "failed", {{"message", message}});
   } catch (const Error&) {  // the coordinator is gone too: the message above is all there is
   }
-  return 3;
+  return {3, true};
 }
 
 }  // namespace mlpt::dist

@@ -11,17 +11,18 @@
 
 namespace mlpt::dist {
 
-// How a trainer rank or rollout worker ended: its exit status, and whether the coordinator said it
-// ends the job with MPI_Abort (it lost a rank; "stop" with "abort_job"), so this rank must leave
-// without MPI_Finalize: a finalize would wait for the lost rank and the aborted coordinator forever.
+// How a trainer rank or rollout worker ended: its exit status, and whether some rank of the job is
+// lost (this one failed, or "stop" said so: a rank failed, hung or died). Then, under mpirun
+// --enable-recovery, this rank must leave without MPI_Finalize, which would wait for the lost rank
+// forever (without recovery, a rank that dies ends the whole job, and the others can finalize).
 struct RankEnd {
   int exit_code = 0;
-  bool job_aborted = false;
+  bool rank_lost = false;
 };
 
-// Call from a catch block with the caught `error`; returns the rank's exit status (3 failed, 130
-// interrupted).
-int report_rank_failure(std::exception_ptr error, MpiChannel& channel, const Placement& placement, int rank,
+// Call from a catch block with the caught `error`: exit status 3 and rank_lost (the coordinator
+// drops this rank or fails the run), or 130 when interrupted (Ctrl-C: every rank stops).
+RankEnd report_rank_failure(std::exception_ptr error, MpiChannel& channel, const Placement& placement, int rank,
                         const std::atomic<bool>& interrupted);
 
 }  // namespace mlpt::dist

@@ -88,13 +88,13 @@ RankEnd run_rollout_worker(const run::RunConfig& c, const Placement& placement, 
         } catch (const Error&) {       // it was not paused
         }
         pool.wait_idle();
-        return RankEnd{0, m.body.value("abort_job", false)};
+        return RankEnd{0, m.body.value("rank_lost", false)};
       } else {
         throw Error(MLPT_INTERNAL, "unknown message '" + m.kind + "' from the coordinator");
       }
     }
   } catch (...) {
-    return RankEnd{report_rank_failure(std::current_exception(), channel, placement, rank, interrupted)};
+    return report_rank_failure(std::current_exception(), channel, placement, rank, interrupted);
   }
 }
 

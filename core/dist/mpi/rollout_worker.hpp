@@ -18,8 +18,9 @@
 
 namespace mlpt::dist {
 
-// Returns 0 after "stop" (job_aborted as "stop" says), 3 after a failure the coordinator was told
-// of, 130 soon after `interrupted` is set (Ctrl-C reaches every rank).
+// Returns 0 after "stop" (rank_lost as "stop" says), 3 after a failure the coordinator was told of
+// (rank_lost: this rank is the lost one), 130 soon after `interrupted` is set (Ctrl-C reaches every
+// rank).
 RankEnd run_rollout_worker(const run::RunConfig& config, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
                        const std::string& transport_group, const std::atomic<bool>& interrupted);
 

@@ -18,9 +18,9 @@ class MpiSession {
 
   // Ends every process of the job at once (MPI_Abort): for a failure the others cannot see.
   [[noreturn]] static void abort_job(int exit_code);
-  // Ends this process without MPI_Finalize, which would wait for every rank: for a rank told that
-  // the coordinator ends the job with abort_job, under mpirun --enable-recovery (where that abort
-  // ends the coordinator only, and the others would wait in MPI_Finalize forever).
+  // Ends this process without MPI_Finalize, which would wait for every rank: for every rank of a job
+  // that lost one, under mpirun --enable-recovery (where neither the lost rank nor abort_job ends
+  // the job, and the others would wait in MPI_Finalize forever).
   [[noreturn]] static void leave_job(int exit_code);
 
  private:

@@ -90,7 +90,7 @@ RankEnd run_trainer_rank(const run::RunConfig& c, const Placement& placement, pl
     DecodedBatch share;
     for (;;) {
       RunMessage m = channel.receive(Placement::coordinator(), -1, interrupted, placement.describe(rank) + " waiting for the coordinator");
-      if (m.kind == "stop") return RankEnd{0, m.body.value("abort_job", false)};
+      if (m.kind == "stop") return RankEnd{0, m.body.value("rank_lost", false)};
       if (m.kind == "train") {
         batch_from(m.body.at("share"), share);
         uint64_t version = 0;
@@ -128,7 +128,7 @@ RankEnd run_trainer_rank(const run::RunConfig& c, const Placement& placement, pl
       }
     }
   } catch (...) {
-    return RankEnd{report_rank_failure(std::current_exception(), channel, placement, rank, interrupted)};
+    return report_rank_failure(std::current_exception(), channel, placement, rank, interrupted);
   }
 }
 

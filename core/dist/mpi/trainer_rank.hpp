@@ -17,8 +17,8 @@
 
 namespace mlpt::dist {
 
-// Returns when the coordinator says "stop" (0; job_aborted as "stop" says), after a failure it was
-// told of (3), or soon after `interrupted` is set (130: Ctrl-C reaches every rank).
+// Returns when the coordinator says "stop" (0; rank_lost as "stop" says), after a failure it was
+// told of (3; rank_lost), or soon after `interrupted` is set (130: Ctrl-C reaches every rank).
 RankEnd run_trainer_rank(const run::RunConfig& config, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
                      const std::string& transport_group, const std::atomic<bool>& interrupted);
 
