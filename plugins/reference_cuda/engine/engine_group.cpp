@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include "model/parallel/mpi_communicator.hpp"
+#include "model/parallel/mpi_group.hpp"
 #endif
 
 namespace mlpt::ref {
@@ -17,8 +18,6 @@ namespace mlpt::ref {
 using sdk::Error;
 
 namespace {
-constexpr int64_t kMeetingTimeoutMs = 600000;  // the ranks of a group start within minutes of each other
-
 #ifdef MLPT_REFERENCE_MPI
 MPI_Comm as_comm(void* c) { return static_cast<MPI_Comm>(c); }
 
@@ -67,28 +66,7 @@ EngineGroup::EngineGroup(const mlpt_component_group* group, int tp, int ep) {
   shard_ = ModelShard::of_world_rank(tp, ep, rank_);
   if (size_ == 1) return;
 #ifdef MLPT_REFERENCE_MPI
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (!initialised)
-    throw Error(MLPT_FAILED_PRECONDITION, "engine group '" + name_ + "' of " + std::to_string(size_) +
-                                              " ranks needs MPI, and this process was not started by an MPI launcher (mpirun, srun)");
-  int world_rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  const std::string key = name_ + "/world_rank/";
-  sdk::kv_put("engine group", key + std::to_string(rank_), std::to_string(world_rank));
-  std::vector<int> members(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r)
-    members[static_cast<size_t>(r)] = std::stoi(sdk::kv_get("engine group", key + std::to_string(r), kMeetingTimeoutMs));
-  MPI_Group world, ranks;
-  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), name_, "MPI_Comm_group");
-  check_mpi(MPI_Group_incl(world, size_, members.data(), &ranks), name_, "MPI_Group_incl");
-  MPI_Comm comm = MPI_COMM_NULL;
-  // Collective over the group's ranks only.
-  const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, ranks, /*tag=*/0x656e, &comm);
-  MPI_Group_free(&ranks);
-  MPI_Group_free(&world);
-  check_mpi(rc, name_, "MPI_Comm_create_group");
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  MPI_Comm comm = as_comm(meet_mpi_group("engine group", name_, rank_, size_, /*tag=*/0x656e));
   comm_ = comm;
   // The model's communicators: the tp ranks of this rank's ep_rank, the ep ranks of its tp_rank.
   auto split = [&](int color, int key_in_group, const char* what) {

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include "model/parallel/mpi_communicator.hpp"
+#include "model/parallel/mpi_group.hpp"
 #endif
 
 namespace mlpt::ref {
@@ -15,8 +16,6 @@ namespace mlpt::ref {
 using sdk::Error;
 
 namespace {
-constexpr int64_t kRendezvousTimeoutMs = 600000;  // ranks of a group start within minutes of each other
-
 #ifdef MLPT_REFERENCE_MPI
 MPI_Comm as_comm(void* c) { return static_cast<MPI_Comm>(c); }
 
@@ -52,27 +51,7 @@ TrainerGroup::TrainerGroup(const mlpt_component_group* group) {
     throw Error(MLPT_INVALID_ARGUMENT, "component_group '" + name_ + "': rank " + std::to_string(rank_) + " of " + std::to_string(size_));
   if (size_ == 1) return;
 #ifdef MLPT_REFERENCE_MPI
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (!initialised)
-    throw Error(MLPT_FAILED_PRECONDITION, "trainer group '" + name_ + "' of " + std::to_string(size_) +
-                                              " ranks needs MPI, and this process was not started by an MPI launcher (mpirun, srun)");
-  int world_rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  const std::string prefix = name_ + "/world_rank/";
-  sdk::kv_put("trainer group", prefix + std::to_string(rank_), std::to_string(world_rank));
-  std::vector<int> members(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) members[static_cast<size_t>(r)] = std::stoi(sdk::kv_get("trainer group", prefix + std::to_string(r), kRendezvousTimeoutMs));
-  MPI_Group world, ranks;
-  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
-  check_mpi(MPI_Group_incl(world, size_, members.data(), &ranks), "MPI_Group_incl");
-  MPI_Comm comm = MPI_COMM_NULL;
-  // Collective over the group's ranks only: the other processes of the run are not involved.
-  check_mpi(MPI_Comm_create_group(MPI_COMM_WORLD, ranks, /*tag=*/0x7472, &comm), "MPI_Comm_create_group");
-  MPI_Group_free(&ranks);
-  MPI_Group_free(&world);
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  comm_ = comm;
+  comm_ = meet_mpi_group("trainer group", name_, rank_, size_, /*tag=*/0x7472);
 #else
   throw Error(MLPT_UNIMPLEMENTED, "trainer group '" + name_ + "' of " + std::to_string(size_) +
                                       " ranks: this mlpt_reference plugin was built without MPI (install libopenmpi-dev and rebuild)");
