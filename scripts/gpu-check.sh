@@ -9,7 +9,9 @@
 #   3. bench_reference_cuda (GEMM peak, bandwidth; a ~1B config's training step as MFU and its
 #      decode through the engine's device step as a fraction of bandwidth),
 #   4. the NCCL transport test when there are 2 GPUs (NCCL refuses two ranks on one device); the
-#      model-parallel NCCL communicator's test runs in step 1 with one rank per visible GPU.
+#      model-parallel NCCL communicator's test runs in step 1 with one rank per visible GPU, and
+#      the CUDA model's tensor parallelism (TP=2 under mpirun) runs in step 1 on one GPU with the
+#      host-staged MPI communicator, here over NCCL when there are 2 GPUs.
 # Prints a one-screen summary; exits non-zero when anything fails, when there is no GPU, or when no
 # GPU test was registered. Target: under 8 minutes on one H200 (JOBS defaults to nproc).
 #   scripts/gpu-check.sh            # build + test + bench
@@ -40,7 +42,8 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   MLPT_GPU_TESTS=1 cmake -S . -B "$BUILD_DIR" -G Ninja -DMLPT_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     >"$LOG_DIR/configure.log" 2>&1 || { echo "gpu-check: FAILED to configure (see $LOG_DIR/configure.log)" >&2; exit 1; }
   targets=(test_reference_cuda_ops test_reference_cuda_model test_reference_cuda_trainer test_reference_cuda_engine
-           test_reference_cuda_learning test_reference_cuda_nccl mlpt-model bench_reference_cuda)
+           test_reference_cuda_learning test_reference_cuda_nccl test_reference_cuda_parallel cuda_parallel_check
+           mlpt-model bench_reference_cuda)
   [ "$gpus" -ge 2 ] && targets+=(test_transport_gpu mlpt_transport_nccl transport_nccl_peer)
   step "build (${targets[*]})" "$LOG_DIR/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" || {
     printf '%s\n' "${summary[@]}"; exit 1; }
@@ -73,8 +76,13 @@ fi
 if [ "$gpus" -ge 2 ]; then
   step "NCCL transport (2 GPUs)" "$LOG_DIR/nccl.log" \
     ctest --test-dir "$BUILD_DIR" -R '^test_transport_gpu:' --output-on-failure --timeout 300
+  step "CUDA model TP=2 over NCCL (2 GPUs)" "$LOG_DIR/tp-nccl.log" \
+    timeout -k 5 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+    "$BUILD_DIR/tests/gpu/reference_cuda/cuda_parallel_check" --config configs/models/tiny.json --communicator nccl
+  [ -f "$LOG_DIR/tp-nccl.log" ] && summary+=("  $(grep -o '"max_logprob_diff_one_rank[^,]*' "$LOG_DIR/tp-nccl.log")")
 else
   note "NCCL transport" "not run: needs 2 GPUs, found $gpus"
+  note "CUDA model TP=2 over NCCL" "not run: needs 2 GPUs, found $gpus (TP=2 staged ran in the GPU tests)"
 fi
 
 echo "== gpu-check on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) ($gpus GPU) in $(( $(date +%s) - start )) s"

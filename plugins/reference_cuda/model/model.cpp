@@ -68,21 +68,10 @@ void check_batch(const ModelConfig& c, const ForwardBatch<T>& b) {
                                                   std::to_string(c.vocab_size) + ")");
 }
 
-// A shard computes only with the groups of its layout, and a group of several ranks only with a
-// shard. (A shard's generation caches hold its own heads: SequenceCache of the shard's config.)
+// A shard's generation caches hold its own heads (SequenceCache of the shard's config).
 template <class T>
 void check_parallel(const ModelConfig& c, const ForwardBatch<T>& b) {
-  const ModelShard& s = c.shard;
-  const ModelParallel* p = b.parallel;
-  const int tp = p ? p->tensor_size() : 1, ep = p ? p->expert_size() : 1;
-  const int tp_rank = p && p->tensor ? p->tensor->rank() : 0, ep_rank = p && p->expert ? p->expert->rank() : 0;
-  if (tp != s.tp || ep != s.ep || tp_rank != s.tp_rank || ep_rank != s.ep_rank)
-    throw sdk::Error(MLPT_INVALID_ARGUMENT,
-                     "model parallel: the weights are the shard of tp rank " + std::to_string(s.tp_rank) + " of " +
-                         std::to_string(s.tp) + ", ep rank " + std::to_string(s.ep_rank) + " of " + std::to_string(s.ep) +
-                         ", but the batch's groups make this tp rank " + std::to_string(tp_rank) + " of " +
-                         std::to_string(tp) + ", ep rank " + std::to_string(ep_rank) + " of " + std::to_string(ep) +
-                         " (one rank: no groups and unsharded weights)");
+  check_groups(c.shard, b.parallel);
 }
 
 // Copies layer l's [tokens, k] slice out of / into a [tokens, layers, k] routing record.

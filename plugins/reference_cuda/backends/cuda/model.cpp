@@ -79,6 +79,8 @@ struct Workspace {
   // Op scratch and backward buffers.
   DeviceBuffer moe_scratch, gdn_scratch, attn_scratch;
   DeviceBuffer dx, dxn, dtmp, b0, b1, b2, b3, b4, b5, f0, f1, f2, f3, f4;
+  // Tensor-parallel sums: fp32 copies of bf16 partial sums, and gradients set aside.
+  DeviceBuffer tp_values, tp_earlier;
 };
 void WorkspaceDeleter::operator()(Workspace* w) const { delete w; }
 WorkspacePtr make_workspace() { return WorkspacePtr(new Workspace()); }
@@ -186,6 +188,56 @@ struct Call {
   const int64_t* offsets;    // device
   const int64_t* positions;  // device
   KvCache* kv;
+  Communicator* tensor;  // the tensor-parallel group, NULL for one rank
+};
+
+// Partial sums of this rank's heads or FFN columns summed over the tensor-parallel group, in
+// place (one rank: nothing to do). bf16 values are summed in fp32 and rounded once.
+void sum_over_tensor(const Call& c, float* values, int64_t n) {
+  if (!c.tensor || c.tensor->size() == 1 || n == 0) return;
+  c.tensor->all_reduce_sum(values, size_t(n));
+}
+void sum_over_tensor(const Call& c, bf16* values, int64_t n) {
+  if (!c.tensor || c.tensor->size() == 1 || n == 0) return;
+  float* wide = take<float>(c.ws.tp_values, n);
+  to_float(c.ctx, n, values, wide);
+  c.tensor->all_reduce_sum(wide, size_t(n));
+  to_bf16(c.ctx, n, wide, values);
+}
+
+// Gradients of tensors every head shares (per-head norms), which a shard's backward adds as partial
+// sums while they may already hold earlier micro-batches' totals: set aside and zeroed, and after
+// the layer's backward the layer's share summed over the group and the earlier totals added back
+// (model/model.cpp's PartialGradients, on the device).
+class PartialGradients {
+ public:
+  PartialGradients(const Call& c, std::vector<DeviceBuffer>& grads, std::vector<int> tensors)
+      : c_(c), grads_(grads), tensors_(std::move(tensors)) {
+    if (!c_.tensor || c_.tensor->size() == 1) tensors_.clear();
+    int64_t total = 0;
+    for (int i : tensors_) total += numel(i);
+    float* earlier = take<float>(c_.ws.tp_earlier, total);
+    for (int i : tensors_) {
+      check(cudaMemcpyAsync(earlier, grads_[i].get(), size_t(numel(i)) * 4, cudaMemcpyDeviceToDevice, c_.ctx.stream),
+            "backward: set partial gradients aside");
+      zero(c_.ctx, grads_[i].get(), size_t(numel(i)) * 4, "backward: zero partial gradients");
+      earlier += numel(i);
+    }
+  }
+  void sum() {
+    const float* earlier = c_.ws.tp_earlier.as<float>();
+    for (int i : tensors_) {
+      sum_over_tensor(c_, grads_[i].as<float>(), numel(i));
+      add_inplace(c_.ctx, numel(i), earlier, grads_[i].as<float>());
+      earlier += numel(i);
+    }
+  }
+
+ private:
+  int64_t numel(int i) const { return c_.w.layout.tensors[i].numel(); }
+  const Call& c_;
+  std::vector<DeviceBuffer>& grads_;
+  std::vector<int> tensors_;
 };
 
 void gdn_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
@@ -327,12 +379,14 @@ void layer_forward(const Call& c, int layer, bf16* x) {
     attention_forward_layer(c, layer, xn, m);
   else
     gdn_forward(c, layer, xn, m);
+  sum_over_tensor(c, m, n);  // this rank's heads' share
   add_inplace(c.ctx, n, m, x);
   bf16* h = take<bf16>(c.ws.h, n);
   check(cudaMemcpyAsync(h, x, size_t(n) * 2, cudaMemcpyDeviceToDevice, c.ctx.stream), "layer: h");
   bf16* xn2 = take<bf16>(c.ws.xn2, n);
   rmsnorm_forward(c.ctx, c.N, cf.hidden_size, x, c.w.f(L.post_norm), cf.rms_norm_eps, xn2);
   moe_forward(c, layer, xn2, m);
+  sum_over_tensor(c, m, n);  // this rank's FFN columns' share
   add_inplace(c.ctx, n, m, x);
 }
 
@@ -340,6 +394,10 @@ void layer_forward(const Call& c, int layer, bf16* x) {
 Call prepare(const Context& ctx, const DeviceWeights& w, const DeviceBatch& b, Workspace& ws) {
   const ModelConfig& c = w.config;
   const int64_t N = b.num_tokens(), S = static_cast<int64_t>(b.num_segments());
+  check_groups(c.shard, b.parallel);
+  if (b.parallel && b.parallel->expert_size() > 1)
+    throw sdk::Error(MLPT_UNIMPLEMENTED, "the CUDA model is not expert-parallel yet (expert_parallel " +
+                                             std::to_string(b.parallel->expert_size()) + "); tensor parallelism is");
   if (b.offsets.empty() || b.offsets[0] != 0) throw sdk::Error(MLPT_INVALID_ARGUMENT, "forward: offsets must start at 0");
   for (int64_t s = 0; s < S; ++s)
     if (b.offsets[s + 1] < b.offsets[s])
@@ -399,7 +457,7 @@ Call prepare(const Context& ctx, const DeviceWeights& w, const DeviceBatch& b, W
   upload_vec(ctx, ws.tokens, b.tokens, "forward: tokens");
   const int64_t* offsets = upload_vec(ctx, ws.offsets, b.offsets, "forward: offsets");
   const int64_t* positions = upload_vec(ctx, ws.positions, pos, "forward: positions");
-  return Call{ctx, w, b, ws, N, S, offsets, positions, b.kv};
+  return Call{ctx, w, b, ws, N, S, offsets, positions, b.kv, b.parallel ? b.parallel->tensor : nullptr};
 }
 
 }  // namespace
@@ -526,18 +584,20 @@ void moe_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
   const int64_t N = c.N, H = cf.hidden_size, E = cf.num_experts, k = cf.experts_per_token;
   const int64_t Is = cf.shared_intermediate;
   auto G = [&](int i) { return grads[i].as<float>(); };
+  // On a tensor-parallel shard the shared expert's and every routed expert's FFN columns are this
+  // rank's: their contributions to dxn, dlogit and dweights are partial sums, summed over the group
+  // before the replicated shared expert gate and router add theirs (once, on every rank alike).
   bf16* dlogit = take<bf16>(ws.b0, N);
   bf16* dS = take<bf16>(ws.b1, N * H);
   scaled_add_backward(c.ctx, N, H, t.s_logit.as<bf16>(), t.s_out.as<bf16>(), dout, dlogit, dS);
-  linear_backward_input(c.ctx, N, 1, H, dlogit, c.w.bf(L.shared_expert_gate), dxn, false);
-  linear_backward_weight(c.ctx, N, 1, H, dlogit, xn, G(L.shared_expert_gate));
+  sum_over_tensor(c, dlogit, N);  // <dout, s_out> needs the whole shared output
   bf16* dsh = take<bf16>(ws.b2, N * Is);
   linear_backward_input(c.ctx, N, H, Is, dS, c.w.bf(L.shared_down), dsh, false);
   linear_backward_weight(c.ctx, N, H, Is, dS, t.sh.as<bf16>(), G(L.shared_down));
   bf16* dsg = take<bf16>(ws.b3, N * Is);
   bf16* dsu = take<bf16>(ws.b4, N * Is);
   swiglu_backward(c.ctx, N, Is, t.sg.as<bf16>(), t.su.as<bf16>(), Is, dsh, dsg, dsu, Is);
-  linear_backward_input(c.ctx, N, Is, H, dsg, c.w.bf(L.shared_gate), dxn, true);
+  linear_backward_input(c.ctx, N, Is, H, dsg, c.w.bf(L.shared_gate), dxn, false);
   linear_backward_input(c.ctx, N, Is, H, dsu, c.w.bf(L.shared_up), dxn, true);
   linear_backward_weight(c.ctx, N, Is, H, dsg, xn, G(L.shared_gate));
   linear_backward_weight(c.ctx, N, Is, H, dsu, xn, G(L.shared_up));
@@ -546,6 +606,12 @@ void moe_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
   float* dweights = take<float>(ws.f0, N * k);
   experts_backward(c.ctx, shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(), c.w.bf(L.gate_up),
                    c.w.bf(L.down), dout, dxn, true, dweights, G(L.gate_up), G(L.down), ws.moe_scratch);
+  sum_over_tensor(c, dweights, N * k);
+  sum_over_tensor(c, dxn, N * H);
+
+  // The replicated parts: the shared expert gate, then the router through the gating weights.
+  linear_backward_input(c.ctx, N, 1, H, dlogit, c.w.bf(L.shared_expert_gate), dxn, true);
+  linear_backward_weight(c.ctx, N, 1, H, dlogit, xn, G(L.shared_expert_gate));
   float* dlogits = take<float>(ws.f1, N * E);
   route_backward(c.ctx, shape, N, t.logits.as<float>(), t.experts.as<int16_t>(), t.weights.as<float>(), dweights,
                  dlogits);
@@ -585,10 +651,16 @@ void backward(const Context& ctx, const DeviceWeights& w, const DeviceBatch& b, 
     rmsnorm_backward(ctx, N, H, ws.h.as<bf16>(), w.f(L.post_norm), c.rms_norm_eps, dxn, dtmp,
                      grads[L.post_norm].as<float>());
     add_inplace(ctx, N * H, dtmp, dx);  // dh
+    // A shard's heads give partial sums: of dxn and of the gradients of the per-head norms every
+    // head shares (q_norm, k_norm, the GDN output norm).
+    PartialGradients partial(call, grads, L.attention ? std::vector<int>{L.attn.q_norm, L.attn.k_norm}
+                                                      : std::vector<int>{L.gdn.norm});
     if (L.attention)
       attention_backward_layer(call, static_cast<int>(l), ws.xn.as<bf16>(), dx, dxn, grads);
     else
       gdn_backward_layer(call, static_cast<int>(l), ws.xn.as<bf16>(), dx, dxn, grads);
+    partial.sum();
+    sum_over_tensor(call, dxn, N * H);
     rmsnorm_backward(ctx, N, H, saved + l * N * H, w.f(L.input_norm), c.rms_norm_eps, dxn, dtmp,
                      grads[L.input_norm].as<float>());
     add_inplace(ctx, N * H, dtmp, dx);  // dx_in

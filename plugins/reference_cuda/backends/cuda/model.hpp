@@ -3,6 +3,15 @@
 // prefill, decode with per-sequence device state) and the backward with per-layer recomputation.
 // Weights: bf16 working copies of the matrices, fp32 for the small tensors (norm weights, conv,
 // A_log, dt_bias: Init other than normal); gradients fp32 for every tensor.
+//
+// Tensor parallelism (model/parallel/model_parallel.hpp): DeviceWeights of a shard's config (heads,
+// FFN columns split; shard_weights) and the batch's ModelParallel::tensor group; the mixer and MoE
+// outputs, and in the backward the input gradients and the per-head norms' gradients, are partial
+// sums summed over the group where the CPU model sums them, widened to fp32 for the sum (the
+// precision the communicators carry) and rounded back to bf16. The group's buffers are device
+// memory ordered on ctx.stream: an NcclCommunicator made with ctx.stream, or a StagedCommunicator
+// over MPI (backends/cuda/parallel/host_staging.hpp). Expert parallelism is not implemented on the
+// device yet: a batch whose expert group has several ranks is refused (MLPT_UNIMPLEMENTED).
 #pragma once
 
 #include <cstdint>
@@ -63,6 +72,7 @@ struct DeviceBatch {
   bool chunked = true;                // GDN form for segments longer than one token
   const int16_t* replay_experts = nullptr;  // host [N, layers, k] (R3) or NULL
   int16_t* routed_experts = nullptr;        // host out [N, layers, k] or NULL
+  const ModelParallel* parallel = nullptr;  // a shard's groups, NULL for one rank (unsharded weights)
   int64_t num_tokens() const { return offsets.back(); }
   size_t num_segments() const { return offsets.size() - 1; }
 };

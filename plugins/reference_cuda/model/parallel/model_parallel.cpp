@@ -1,10 +1,23 @@
 #include "model/parallel/model_parallel.hpp"
 
+#include <string>
 #include <type_traits>
 
 #include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref {
+
+void check_groups(const ModelShard& s, const ModelParallel* p) {
+  const int tp = p ? p->tensor_size() : 1, ep = p ? p->expert_size() : 1;
+  const int tp_rank = p && p->tensor ? p->tensor->rank() : 0, ep_rank = p && p->expert ? p->expert->rank() : 0;
+  if (tp != s.tp || ep != s.ep || tp_rank != s.tp_rank || ep_rank != s.ep_rank)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT,
+                     "model parallel: the weights are the shard of tp rank " + std::to_string(s.tp_rank) + " of " +
+                         std::to_string(s.tp) + ", ep rank " + std::to_string(s.ep_rank) + " of " + std::to_string(s.ep) +
+                         ", but the batch's groups make this tp rank " + std::to_string(tp_rank) + " of " +
+                         std::to_string(tp) + ", ep rank " + std::to_string(ep_rank) + " of " + std::to_string(ep) +
+                         " (one rank: no groups and unsharded weights)");
+}
 
 template <class T>
 void sum_over(Communicator* group, T* values, size_t count) {

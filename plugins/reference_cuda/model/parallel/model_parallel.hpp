@@ -35,6 +35,11 @@ struct ModelParallel {
   int expert_size() const { return expert ? expert->size() : 1; }
 };
 
+// A shard computes only with the groups of its layout, and a group of several ranks only with a
+// shard: throws MLPT_INVALID_ARGUMENT naming both when `parallel` (NULL: one rank) does not place
+// this rank where `shard` (the weights' ModelConfig::shard) says.
+void check_groups(const ModelShard& shard, const ModelParallel* parallel);
+
 // Partial sums of a tensor-parallel block, summed over the group in place (NULL or a group of one:
 // nothing to do). Model parallelism computes in float32, the precision the communicators carry;
 // double throws MLPT_UNIMPLEMENTED on a group of several ranks.
