@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <exception>
 #include <iterator>
 
 #include "backends/cpu/linear.hpp"
@@ -15,7 +14,6 @@
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
 #include "mlpt/sdk/plugin.hpp"
-#include "mlpt/sdk/xxhash64.hpp"
 
 namespace mlpt::ref {
 
@@ -35,34 +33,6 @@ Weights<float> zeros_like(const Weights<float>& w) {
   return z;
 }
 
-// Joins consecutive boxes that continue each other along one dimension, in the local tensor and in
-// the global one alike: a rank that holds a fused tensor whole (GDN's q | k | v under expert
-// parallelism alone) exports it as one box, which a transport taking one box per name per sender
-// rank can carry.
-std::vector<ShardBox> joined(const std::vector<ShardBox>& boxes) {
-  std::vector<ShardBox> out;
-  for (const ShardBox& b : boxes) {
-    if (!out.empty()) {
-      ShardBox& last = out.back();
-      int along = -1;
-      bool continues = last.extent.size() == b.extent.size();
-      for (size_t d = 0; continues && d < b.extent.size(); ++d) {
-        if (last.local_offset[d] == b.local_offset[d] && last.global_offset[d] == b.global_offset[d] &&
-            last.extent[d] == b.extent[d])
-          continue;
-        continues = along < 0 && b.local_offset[d] == last.local_offset[d] + last.extent[d] &&
-                    b.global_offset[d] == last.global_offset[d] + last.extent[d];
-        along = static_cast<int>(d);
-      }
-      if (continues && along >= 0) {
-        last.extent[static_cast<size_t>(along)] += b.extent[static_cast<size_t>(along)];
-        continue;
-      }
-    }
-    out.push_back(b);
-  }
-  return out;
-}
 }  // namespace
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
@@ -110,34 +80,11 @@ std::vector<ReferenceTrainer::ScoredRow> ReferenceTrainer::scored_rows(const mlp
   return rows;
 }
 
-// The ranks of a model-parallel group hold parts of one model and must train the same batch share:
-// with different shares each rank would compute a different model's step and the sums would mix
-// them silently. Each rank compares its share's fingerprint with the group's (a sum of equal values
-// is the count times the value), so every rank of a mismatched group refuses, and none waits.
-void ReferenceTrainer::check_same_share(const mlpt_train_batch& b) const {
-  const int64_t n = b.offsets[b.num_sequences];
-  uint64_t h = sdk::xxhash64(b.offsets, sizeof(int64_t) * (b.num_sequences + 1));
-  h = sdk::xxhash64(b.tokens, sizeof(int32_t) * n, h);
-  h = sdk::xxhash64(b.advantages, sizeof(float) * b.num_sequences, h);
-  const double mine[2] = {double(h >> 40), double((h >> 16) & 0xFFFFFF)};  // exact in a double, and in sums
-  double tensor[2] = {mine[0], mine[1]}, expert[2] = {mine[0], mine[1]};
-  group_.sum_tensor_parallel(tensor, 2);
-  group_.sum_expert_parallel(expert, 2);
-  const int tp = group_.shard().tp, ep = group_.shard().ep;
-  for (int i = 0; i < 2; ++i)
-    if (tensor[i] != tp * mine[i] || expert[i] != ep * mine[i])
-      throw Error(MLPT_INVALID_ARGUMENT,
-                  "trainer group rank " + std::to_string(group_.rank()) + ": the ranks of its model-parallel group (tensor_parallel " +
-                      std::to_string(tp) + " x expert_parallel " + std::to_string(ep) +
-                      ") were given different batch shares; every rank of such a group must train the same share "
-                      "(split the batch by data-parallel rank, group rank / (tensor_parallel * expert_parallel))");
-}
-
 void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   const mlpt_train_batch& b = *args.batch;
   const cpu::CoreLease cores(cpu::Phase::train, threads_);  // the process's core budget, for this step
   check_train_batch(b, config_, true);
-  if (group_.shard().sharded()) check_same_share(b);
+  if (group_.shard().sharded()) group_.check_same_share(b);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
   const PrefixGroups groups = find_prefix_groups(b);
@@ -327,76 +274,22 @@ void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
 }
 
 void ReferenceTrainer::export_weights(mlpt_export_weights_args& args) {
-  exported_ = export_named_tensors(weights_, exported_shapes_);
-  if (group_.shard().sharded()) export_shards();
-  args.out_tensors = exported_.data();
-  args.out_num_tensors = exported_.size();
-  args.out_weight_version = version_;
   if (group_.shard().sharded()) {
-    if (!MLPT_HAS_FIELD(&args, mlpt_export_weights_args, out_shards))
-      throw Error(MLPT_FAILED_PRECONDITION, "a model-parallel trainer exports shards: the host must know out_shards (ABI 1.2)");
-    args.out_shards = exported_shards_.data();
+    shard_export_.build(weights_, full_config_, group_.shard(), args);
+  } else {
+    exported_ = export_named_tensors(weights_, exported_shapes_);
+    args.out_tensors = exported_.data();
+    args.out_num_tensors = exported_.size();
   }
-}
-
-// Replaces the whole-tensor views of export_named_tensors by this rank's boxes (those that continue
-// each other joined): a view where a tensor is one box, a copy of each box where it holds several.
-void ReferenceTrainer::export_shards() {
-  std::vector<ShardPlacement> placements = shard_placements(full_config_, weights_.layout, group_.shard());
-  for (ShardPlacement& p : placements) p.boxes = joined(p.boxes);
-  std::vector<mlpt_named_tensor> whole = std::move(exported_);
-  std::vector<std::vector<int64_t>> shapes;
-  exported_ = {};
-  exported_global_.clear(), exported_offsets_.clear(), exported_copies_.clear(), exported_shards_.clear();
-  std::vector<size_t> tensor_of, copy_of;  // per box: its tensor, and its copy (or SIZE_MAX: a view)
-  for (size_t i = 0; i < placements.size(); ++i) {
-    const bool view = placements[i].boxes.size() == 1;
-    for (const ShardBox& box : placements[i].boxes) {
-      tensor_of.push_back(i);
-      shapes.push_back(box.extent);
-      exported_global_.push_back(placements[i].global_shape);
-      exported_offsets_.push_back(box.global_offset);
-      copy_of.push_back(view ? SIZE_MAX : exported_copies_.size());
-      if (view) continue;
-      int64_t n = 1;
-      for (int64_t e : box.extent) n *= e;
-      exported_copies_.emplace_back(static_cast<size_t>(n));
-      copy_local_box(weights_.values[i].data(), weights_.layout.tensors[i].shape, box, exported_copies_.back().data());
-    }
-  }
-  exported_shapes_ = std::move(shapes);  // every vector is complete: the pointers below stay valid
-  for (size_t k = 0; k < tensor_of.size(); ++k) {
-    mlpt_named_tensor t = whole[tensor_of[k]];
-    t.tensor.shape = exported_shapes_[k].data();
-    if (copy_of[k] != SIZE_MAX) t.tensor.data = exported_copies_[copy_of[k]].data();
-    exported_.push_back(t);
-    exported_shards_.push_back(mlpt_tensor_shard{MLPT_TENSOR_SHARD_STRUCT_SIZE, exported_global_[k].data(), exported_offsets_[k].data()});
-  }
-}
-
-StateRanks ReferenceTrainer::state_ranks() const {
-  return StateRanks{full_config_, group_.shard(), group_.model_group(), group_.data_parallel_rank() == 0, group_.rank(),
-                    group_.data_parallel_size(), [this](bool ok) { return group_.all_ok(ok); }};
+  args.out_weight_version = version_;
 }
 
 void ReferenceTrainer::save_state(std::string_view path) {
-  save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_, state_ranks());
+  save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_, group_.state_ranks(full_config_));
 }
 
 void ReferenceTrainer::load_state(std::string_view path) {
-  // Every rank reads its own slices; the group keeps its old state unless all of them could.
-  TrainerState st;
-  std::exception_ptr error;
-  try {
-    st = load_trainer_state(std::string(path), weights_, state_ranks());
-  } catch (...) {
-    error = std::current_exception();
-  }
-  if (!group_.all_ok(!error)) {
-    if (error) std::rethrow_exception(error);
-    throw Error(MLPT_ABORTED, "load_state " + std::string(path) +
-                                  ": another rank of the trainer group could not read its part (its error says why); the state is unchanged");
-  }
+  TrainerState st = group_.load_state(std::string(path), weights_, full_config_);
   weights_ = std::move(st.weights);
   m_ = std::move(st.m);
   v_ = std::move(st.v);

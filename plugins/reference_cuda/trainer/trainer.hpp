@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "model/model.hpp"
+#include "model/parallel/shard_export.hpp"
 #include "trainer/adamw.hpp"
 #include "trainer/grpo_loss.hpp"
 #include "trainer/trainer_common.hpp"
@@ -62,7 +63,6 @@ class ReferenceTrainer final : public sdk::Trainer {
   DataParallel data_parallel() const override { return {group_.data_parallel_rank(), group_.data_parallel_size()}; }
 
  private:
-  void check_same_share(const mlpt_train_batch& b) const;
   // A row whose next token is scored: t is the token's index in the micro-batch (predicting t + 1),
   // row its row in the packed micro-batch.
   struct ScoredRow {
@@ -73,8 +73,6 @@ class ReferenceTrainer final : public sdk::Trainer {
   ForwardBatch<float> forward_batch(PackedMicroBatch& packed) const;
   // The global L2 norm of the trainable gradients, each element of the whole model counted once.
   double global_grad_norm() const;
-  void export_shards();
-  StateRanks state_ranks() const;
 
   TrainerGroup group_;
   std::string checkpoint_;
@@ -92,11 +90,7 @@ class ReferenceTrainer final : public sdk::Trainer {
   std::vector<mlpt_metric> metrics_;
   std::vector<mlpt_named_tensor> exported_;
   std::vector<std::vector<int64_t>> exported_shapes_;
-  // Sharded export: each box's global shape and offsets, its descriptor, and the boxes copied out
-  // of a tensor that holds several.
-  std::vector<std::vector<int64_t>> exported_global_, exported_offsets_;
-  std::vector<mlpt_tensor_shard> exported_shards_;
-  std::vector<std::vector<float>> exported_copies_;
+  ShardExport shard_export_;  // a model-parallel rank's export
 };
 
 }  // namespace mlpt::ref

@@ -1,8 +1,11 @@
 #include "trainer/trainer_group.hpp"
 
+#include <exception>
 #include <vector>
 
+#include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/plugin.hpp"
+#include "mlpt/sdk/xxhash64.hpp"
 
 #ifdef MLPT_REFERENCE_MPI
 #include <mpi.h>
@@ -111,6 +114,52 @@ int64_t TrainerGroup::sum(int64_t value) const {
   double v = static_cast<double>(value);  // exact below 2^53
   sum(&v, 1);
   return static_cast<int64_t>(v);
+}
+
+// The ranks of a model-parallel group hold parts of one model and must train the same batch share:
+// with different shares each rank would compute a different model's step and the sums would mix
+// them silently. Each rank compares its share's fingerprint with the group's (a sum of equal values
+// is the count times the value), so every rank of a mismatched group refuses, and none waits.
+void TrainerGroup::check_same_share(const mlpt_train_batch& b) const {
+  const int64_t n = b.offsets[b.num_sequences];
+  uint64_t h = sdk::xxhash64(b.offsets, sizeof(int64_t) * (b.num_sequences + 1));
+  h = sdk::xxhash64(b.tokens, sizeof(int32_t) * n, h);
+  h = sdk::xxhash64(b.advantages, sizeof(float) * b.num_sequences, h);
+  const double mine[2] = {double(h >> 40), double((h >> 16) & 0xFFFFFF)};  // exact in a double, and in sums
+  double tensor[2] = {mine[0], mine[1]}, expert[2] = {mine[0], mine[1]};
+  sum_tensor_parallel(tensor, 2);
+  sum_expert_parallel(expert, 2);
+  const int tp = shard().tp, ep = shard().ep;
+  for (int i = 0; i < 2; ++i)
+    if (tensor[i] != tp * mine[i] || expert[i] != ep * mine[i])
+      throw Error(MLPT_INVALID_ARGUMENT,
+                  "trainer group rank " + std::to_string(rank_) + ": the ranks of its model-parallel group (tensor_parallel " +
+                      std::to_string(tp) + " x expert_parallel " + std::to_string(ep) +
+                      ") were given different batch shares; every rank of such a group must train the same share "
+                      "(split the batch by data-parallel rank, group rank / (tensor_parallel * expert_parallel))");
+}
+
+StateRanks TrainerGroup::state_ranks(const ModelConfig& full) const {
+  return StateRanks{full, shard_, model_group(), data_parallel_rank() == 0, rank_, data_parallel_size(),
+                    [this](bool ok) { return all_ok(ok); }};
+}
+
+TrainerState TrainerGroup::load_state(const std::string& path, const Weights<float>& current,
+                                      const ModelConfig& full) const {
+  TrainerState st;
+  std::exception_ptr error;
+  try {
+    st = load_trainer_state(path, current, state_ranks(full));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!all_ok(!error)) {
+    if (error) std::rethrow_exception(error);
+    throw Error(MLPT_ABORTED, "load_state " + path +
+                                  ": another rank of the trainer group could not read its part (its error says why); "
+                                  "the state is unchanged");
+  }
+  return st;
 }
 
 bool TrainerGroup::all_ok(bool ok) const {

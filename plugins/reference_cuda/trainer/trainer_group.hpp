@@ -18,7 +18,9 @@
 
 #include "model/parallel/communicator.hpp"
 #include "model/parallel/model_parallel.hpp"
+#include "trainer/trainer_state.hpp"
 #include "mlpt/mlpt.h"
+#include "mlpt/trainer.h"
 
 namespace mlpt::ref {
 
@@ -52,6 +54,17 @@ class TrainerGroup {
   void sum(float* values, size_t count) const;
   void sum(double* values, size_t count) const;
   int64_t sum(int64_t value) const;
+  // What save_trainer_state and load_trainer_state need of this rank (trainer_state.hpp); `full` is
+  // the whole model's config.
+  StateRanks state_ranks(const ModelConfig& full) const;
+  // load_trainer_state of this rank's slices, collective: every rank gets its state, or every rank
+  // throws (a rank that could not read its part its own error, the others MLPT_ABORTED), so the
+  // group keeps its old state unless all of them could read theirs.
+  TrainerState load_state(const std::string& path, const Weights<float>& current, const ModelConfig& full) const;
+  // The ranks of a model-parallel group hold parts of one model and must train the same batch
+  // share: throws MLPT_INVALID_ARGUMENT on every rank of a group given different shares (collective
+  // over the tensor- and expert-parallel groups).
+  void check_same_share(const mlpt_train_batch& b) const;
   // Whether every rank of the group passed ok = true (collective: a rank that failed still calls
   // it, so none waits for it).
   bool all_ok(bool ok) const;

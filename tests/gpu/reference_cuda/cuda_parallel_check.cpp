@@ -9,8 +9,9 @@
 // routing (R3), so bf16 near-ties cannot pick other experts.
 //
 // World rank 0 prints one JSON line with the measured differences; every rank exits 1 when one
-// is past its tolerance (the flags; parallel_test.cpp states the values) or when a replicated
-// tensor's gradient differs between the ranks (every rank must hold the same bits).
+// is past its tolerance (the flags; parallel_test.cpp states the values), the spread of replicated
+// tensors' gradients between the ranks included (the same sums, but the device backward's atomics
+// add in another order on each rank: the trainer takes TP rank 0's).
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -46,6 +47,7 @@ struct Tolerances {
   double grad_cosine = 0.99;                       // per tensor, against the one-rank CUDA model
   double cpu_grad_cosine = 0.98;                   // per tensor, against the CPU model
   double generation_max = 0.05;                    // |Δ logprob| of generation steps
+  double replicated_spread = 1e-4;                 // between the ranks, relative to the tensor's largest
 };
 
 struct Batch {
@@ -228,20 +230,24 @@ double min_cosine(const Weights<float>& got, const Weights<float>& ref, std::str
   return worst;
 }
 
-// Whether every tensor the shard holds whole (the same size as the full model's: replicated) has
-// the same gradient bits on every rank of `comm`.
-bool replicated_gradients_agree(const Weights<float>& shard_grads, const ModelLayout& full, MPI_Comm comm,
-                                std::string* differing) {
-  bool all = true;
+// For the tensors the shard holds whole (the same size as the full model's: replicated), the
+// largest difference of a gradient element between the ranks of `comm`, relative to the tensor's
+// largest element.
+double replicated_gradient_spread(const Weights<float>& shard_grads, const ModelLayout& full, MPI_Comm comm,
+                                  std::string* worst_name) {
+  double worst = 0;
   for (size_t i = 0; i < shard_grads.values.size(); ++i) {
     const std::vector<float>& g = shard_grads.values[i];
     if (static_cast<int64_t>(g.size()) != full.tensors[i].numel() || g.empty()) continue;
     std::vector<float> lo(g.size()), hi(g.size());
     MPI_Allreduce(g.data(), lo.data(), static_cast<int>(g.size()), MPI_FLOAT, MPI_MIN, comm);
     MPI_Allreduce(g.data(), hi.data(), static_cast<int>(g.size()), MPI_FLOAT, MPI_MAX, comm);
-    if (lo != hi) all = false, *differing += full.tensors[i].name + " ";
+    double spread = 0, scale = 1e-30;
+    for (size_t j = 0; j < g.size(); ++j)
+      spread = std::max(spread, double(hi[j]) - lo[j]), scale = std::max({scale, std::fabs(double(hi[j])), std::fabs(double(lo[j]))});
+    if (spread / scale > worst) worst = spread / scale, *worst_name = full.tensors[i].name;
   }
-  return all;
+  return worst;
 }
 
 int check(int argc, char** argv) {
@@ -260,6 +266,7 @@ int check(int argc, char** argv) {
     else if (a == "--grad-cosine") tol.grad_cosine = std::stod(value());
     else if (a == "--cpu-grad-cosine") tol.cpu_grad_cosine = std::stod(value());
     else if (a == "--generation-max") tol.generation_max = std::stod(value());
+    else if (a == "--replicated-spread") tol.replicated_spread = std::stod(value());
     else throw std::runtime_error("unknown argument " + a);
   }
   int world = 1, rank = 0, devices = 0;
@@ -296,14 +303,14 @@ int check(int argc, char** argv) {
 
   const LogprobDiff vs_one = compare(many.logprobs, one.logprobs), vs_cpu = compare(many.logprobs, cpu.logprobs);
   const LogprobDiff generation = compare(many.generation, one.generation);
-  std::string worst_one, worst_cpu, differing;
+  std::string worst_one, worst_cpu, worst_replicated;
   const double cos_one = min_cosine(many.grads, shard_weights(one.grads, layout.shard()), &worst_one);
   const double cos_cpu = min_cosine(many.grads, shard_weights(cpu.grads, layout.shard()), &worst_cpu);
-  const bool replicated_same = replicated_gradients_agree(many.grads, full.layout, MPI_COMM_WORLD, &differing);
+  const double spread = replicated_gradient_spread(many.grads, full.layout, MPI_COMM_WORLD, &worst_replicated);
   const bool experts_replayed = many.experts == one.experts;
   const bool ok = vs_one.max <= tol.logprob_max && vs_one.mean <= tol.logprob_mean && vs_cpu.max <= tol.logprob_max &&
                   vs_cpu.mean <= tol.logprob_mean && generation.max <= tol.generation_max &&
-                  cos_one >= tol.grad_cosine && cos_cpu >= tol.cpu_grad_cosine && replicated_same && experts_replayed;
+                  cos_one >= tol.grad_cosine && cos_cpu >= tol.cpu_grad_cosine && spread <= tol.replicated_spread && experts_replayed;
   int failed = ok ? 0 : 1, any = 0;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0)
@@ -320,8 +327,8 @@ int check(int argc, char** argv) {
                                 {"worst_tensor_one_rank", worst_one},
                                 {"min_grad_cosine_cpu", cos_cpu},
                                 {"worst_tensor_cpu", worst_cpu},
-                                {"replicated_gradients_equal", replicated_same},
-                                {"replicated_gradients_differing", differing},
+                                {"replicated_gradient_spread", spread},
+                                {"worst_replicated_tensor", worst_replicated},
                                 {"experts_replayed", experts_replayed},
                                 {"ok", any == 0}}
                      .dump()

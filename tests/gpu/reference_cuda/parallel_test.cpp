@@ -8,7 +8,9 @@
 // the CUDA model's own tolerances against the CPU (model_test.cpp): logprobs within 0.05 absolute
 // at every position and 0.01 on average, against both; generation steps' logprobs within 0.05;
 // gradients per tensor with cosine similarity >= 0.99 against the one-rank CUDA model's slices and
-// >= 0.98 against the CPU's. Replicated tensors' gradients are bitwise the same on both ranks.
+// >= 0.98 against the CPU's. Replicated tensors' gradients differ between the ranks by at most 1e-4
+// of the tensor's largest element (the same sums; the device backward's atomics add in another
+// order on each rank).
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -27,7 +29,7 @@ void check_tp2(const std::string& communicator) {
   const std::string cmd = "timeout -k 5 300 " + mlpt_test::mpirun_command(2) + CUDA_PARALLEL_CHECK + " --config " +
                           MLPT_SOURCE_DIR + "/configs/models/tiny.json --communicator " + communicator +
                           " --logprob-max 0.05 --logprob-mean 0.01 --generation-max 0.05 --grad-cosine 0.99"
-                          " --cpu-grad-cosine 0.98 2>&1";
+                          " --cpu-grad-cosine 0.98 --replicated-spread 1e-4 2>&1";
   const std::string out = mlpt_test::run_command(cmd, &status);
   INFO(cmd << "\n" << out);
   REQUIRE(WIFEXITED(status));
@@ -43,7 +45,7 @@ void check_tp2(const std::string& communicator) {
   CHECK(r["max_generation_logprob_diff"].get<double>() <= 0.05);
   CHECK(r["min_grad_cosine_one_rank"].get<double>() >= 0.99);
   CHECK(r["min_grad_cosine_cpu"].get<double>() >= 0.98);
-  CHECK(r["replicated_gradients_equal"].get<bool>());
+  CHECK(r["replicated_gradient_spread"].get<double>() <= 1e-4);
   CHECK(r["experts_replayed"].get<bool>());
   CHECK(WEXITSTATUS(status) == 0);
 }

@@ -7,6 +7,7 @@
 #include "backends/cuda/linear.hpp"
 #include "backends/cuda/optimizer.hpp"
 #include "model/named_tensors.hpp"
+#include "model/parallel/shard_weights.hpp"
 #include "model/vocabulary.hpp"
 #include "trainer/trainer_state.hpp"
 #include "mlpt/sdk/error.hpp"
@@ -30,22 +31,47 @@ void to_device(const Context& ctx, DeviceBuffer& d, const std::vector<float>& h)
 }
 }  // namespace
 
-CudaTrainer::CudaTrainer(std::string_view config_json) {
+CudaTrainer::CudaTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
+  int64_t tp = 1, ep = 1;
   settings_ = parse_trainer_settings(config_json, "trainer qwen35_cuda", [&](Settings& s) {
     device_ = static_cast<int>(s.integer_or("device", 0, 0));
+    tp = s.integer_or("tensor_parallel", 1, 1);
+    ep = s.integer_or("expert_parallel", 1, 1);
   });
+  if (ep > 1)
+    throw Error(MLPT_UNIMPLEMENTED, "trainer qwen35_cuda: expert_parallel " + std::to_string(ep) +
+                                        ": the CUDA model is not expert-parallel yet (tensor_parallel is; qwen35_cpu is both)");
+  group_.split_model_parallel(static_cast<int>(tp), 1);
+  if (group_.data_parallel_size() > 1)
+    throw Error(MLPT_UNIMPLEMENTED, "trainer qwen35_cuda: a group of " + std::to_string(group_.size()) +
+                                        " ranks with tensor_parallel " + std::to_string(tp) + " has " +
+                                        std::to_string(group_.data_parallel_size()) +
+                                        " data-parallel replicas; the CUDA trainer has no data parallelism yet "
+                                        "(give it a group of exactly tensor_parallel ranks)");
   select_device(device_, "trainer qwen35_cuda");
   ctx_ = create_context();
   ws_ = make_workspace();
-  Weights<float> w = load_weights<float>(settings_.checkpoint);
+  if (sharded()) {
+    tensor_ = device_communicator(*group_.model_parallel().tensor, ctx_.stream);
+    parallel_ = ModelParallel{tensor_.group.get(), nullptr};
+  }
+  Weights<float> w = sharded() ? load_shard_weights<float>(settings_.checkpoint, group_.shard())
+                               : load_weights<float>(settings_.checkpoint);
   config_ = w.config;
+  full_config_ = sharded() ? load_checkpoint_config(settings_.checkpoint) : config_;
+  const ModelLayout full_layout = make_layout(full_config_);
+  for (size_t i = 0; i < w.layout.tensors.size(); ++i)
+    replicated_.push_back(w.layout.tensors[i].numel() == full_layout.tensors[i].numel());
   valid_vocab_ = sampling_vocab_size(config_, settings_.checkpoint, settings_.sampling_vocab_size);
   trainable_ = trainable_tensors(w.layout, settings_.freeze_router);
   Weights<float> zeros = zeros_like_layout<float>(config_);
   upload_all(w, zeros, zeros);
 }
 
-CudaTrainer::~CudaTrainer() { destroy_context(ctx_); }
+CudaTrainer::~CudaTrainer() {
+  tensor_.group.reset();  // before its stream goes
+  destroy_context(ctx_);
+}
 
 void CudaTrainer::upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v) {
   weights_ = upload_weights(ctx_, w);
@@ -74,6 +100,7 @@ DeviceBatch CudaTrainer::device_batch(const mlpt_train_batch& b, const MicroBatc
   db.offsets.clear();
   for (size_t s = mb.first_seq; s <= mb.end_seq; ++s) db.offsets.push_back(b.offsets[s] - mb.first_token);
   if (b.routed_experts) db.replay_experts = b.routed_experts + mb.first_token * b.num_moe_layers * b.experts_per_token;
+  if (sharded()) db.parallel = &parallel_;
   return db;
 }
 
@@ -102,6 +129,7 @@ void CudaTrainer::train_step(mlpt_train_step_args& args) {
   check(cudaSetDevice(device_), "cudaSetDevice");  // the calling thread may be new
   const mlpt_train_batch& b = *args.batch;
   check_train_batch(b, config_, true);
+  if (sharded()) group_.check_same_share(b);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
   const std::vector<MicroBatch> mbs = split_micro_batches(b, settings_.micro_batch_tokens, true);
@@ -178,14 +206,8 @@ void CudaTrainer::train_step(mlpt_train_step_args& args) {
     work.backward_tokens += n;
   }
 
-  DeviceBuffer sum_sq(sizeof(double));
-  check(cudaMemsetAsync(sum_sq.get(), 0, sizeof(double), ctx_.stream), "trainer: norm");
-  for (size_t i = 0; i < grads_.size(); ++i)
-    if (trainable_[i]) sum_squares(ctx_, weights_.layout.tensors[i].numel(), grads_[i].as<float>(), sum_sq.as<double>());
-  double ss = 0;
-  check(cudaMemcpyAsync(&ss, sum_sq.get(), sizeof(double), cudaMemcpyDeviceToHost, ctx_.stream), "trainer: norm");
-  check(cudaStreamSynchronize(ctx_.stream), "trainer: norm");
-  const double norm = std::sqrt(ss);
+  if (sharded()) agree_on_replicated_gradients();
+  const double norm = global_grad_norm();
   if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
   const auto& o = settings_.optimizer;
   const double scale = o.grad_clip > 0 && norm > o.grad_clip ? o.grad_clip / (norm + 1e-6) : 1.0;
@@ -205,6 +227,29 @@ void CudaTrainer::train_step(mlpt_train_step_args& args) {
   args.out_weight_version = version_;
 }
 
+void CudaTrainer::agree_on_replicated_gradients() {
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (!trainable_[i] || !replicated_[i]) continue;
+    if (group_.shard().tp_rank != 0)
+      check(cudaMemsetAsync(grads_[i].get(), 0, grads_[i].bytes(), ctx_.stream), "trainer: replicated gradients");
+    tensor_.group->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
+  }
+}
+
+double CudaTrainer::global_grad_norm() {
+  // Squares of replicated tensors (taken once) and of tensors split over the TP group (summed).
+  DeviceBuffer sums(2 * sizeof(double));
+  check(cudaMemsetAsync(sums.get(), 0, sums.bytes(), ctx_.stream), "trainer: norm");
+  for (size_t i = 0; i < grads_.size(); ++i)
+    if (trainable_[i])
+      sum_squares(ctx_, weights_.layout.tensors[i].numel(), grads_[i].as<float>(), sums.as<double>() + !replicated_[i]);
+  double squares[2] = {0, 0};
+  check(cudaMemcpyAsync(squares, sums.get(), sizeof(squares), cudaMemcpyDeviceToHost, ctx_.stream), "trainer: norm");
+  check(cudaStreamSynchronize(ctx_.stream), "trainer: norm");
+  group_.sum_tensor_parallel(&squares[1], 1);
+  return std::sqrt(squares[0] + squares[1]);
+}
+
 void CudaTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
   check(cudaSetDevice(device_), "cudaSetDevice");  // the calling thread may be new
   const mlpt_train_batch& b = *args.batch;
@@ -222,6 +267,14 @@ void CudaTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
 }
 
 void CudaTrainer::export_weights(mlpt_export_weights_args& args) {
+  if (sharded()) {  // host copies: a box of a fused tensor is not contiguous in the rank's tensor
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    exported_masters_ = download(master_);
+    exported_masters_.config = config_;
+    shard_export_.build(exported_masters_, full_config_, group_.shard(), args);
+    args.out_weight_version = version_;
+    return;
+  }
   std::vector<void*> data;
   for (auto& m : master_) data.push_back(m.get());
   exported_ = named_tensor_views(weights_.layout, data, DLDevice{kDLCUDA, device_}, exported_shapes_);
@@ -239,14 +292,15 @@ void CudaTrainer::save_state(std::string_view path) {
   check(cudaSetDevice(device_), "cudaSetDevice");  // the calling thread may be new
   Weights<float> w = download(master_);
   w.config = config_;
-  save_trainer_state(std::string(path), settings_.checkpoint, w, download(m_), download(v_), step_, version_);
+  save_trainer_state(std::string(path), settings_.checkpoint, w, download(m_), download(v_), step_, version_,
+                     group_.state_ranks(full_config_));
 }
 
 void CudaTrainer::load_state(std::string_view path) {
   check(cudaSetDevice(device_), "cudaSetDevice");  // the calling thread may be new
   Weights<float> current = zeros_like_layout<float>(config_);
   current.config = config_;
-  TrainerState st = load_trainer_state(std::string(path), current);
+  TrainerState st = group_.load_state(std::string(path), current, full_config_);
   upload_all(st.weights, st.m, st.v);
   step_ = st.step;
   version_ = st.version;

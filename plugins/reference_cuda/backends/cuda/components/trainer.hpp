@@ -5,6 +5,17 @@
 // "device" (CUDA ordinal, 0); "threads" is accepted and unused. Exported weights are the fp32
 // masters as CUDA tensors (kDLCUDA, valid until the next step); states are interchangeable with
 // qwen35_cpu's.
+//
+// Tensor parallel (setting tensor_parallel, 1; ABI 1.2 component group of exactly tensor_parallel
+// ranks: data parallelism and expert_parallel > 1 are not implemented on CUDA and are refused): each
+// rank holds its shard (model/parallel/shard_weights.hpp) on its GPU, the model's sums run on a
+// device communicator made from the group's MPI one (backends/cuda/parallel/device_communicator.hpp:
+// NCCL where each rank has a GPU of its own, else host-staged MPI, so the ranks may share a GPU).
+// Every rank trains the whole batch (the group checks the ranks were given the same); replicated
+// tensors' gradients are TP rank 0's on every rank (the device backward's atomics add in another
+// order on each rank; the replicas' weights must stay equal); the clip norm counts every element
+// once. export_weights returns this rank's shards as ABI 1.2 sharded tensors, host copies (kDLCPU)
+// of the master weights; save_state and load_state are collective, as qwen35_cpu's under TP.
 #pragma once
 
 #include <string>
@@ -12,14 +23,18 @@
 
 #include "backends/cuda/context.hpp"
 #include "backends/cuda/model.hpp"
+#include "backends/cuda/parallel/device_communicator.hpp"
+#include "model/parallel/shard_export.hpp"
 #include "trainer/trainer_common.hpp"
+#include "trainer/trainer_group.hpp"
+#include "trainer/trainer_state.hpp"
 #include "mlpt/sdk/trainer.hpp"
 
 namespace mlpt::ref::cuda {
 
 class CudaTrainer final : public sdk::Trainer {
  public:
-  explicit CudaTrainer(std::string_view config_json);
+  CudaTrainer(std::string_view config_json, const mlpt_component_group* group);
   ~CudaTrainer() override;
 
   void train_step(mlpt_train_step_args& args) override;
@@ -27,6 +42,7 @@ class CudaTrainer final : public sdk::Trainer {
   void export_weights(mlpt_export_weights_args& args) override;
   void save_state(std::string_view path) override;
   void load_state(std::string_view path) override;
+  DataParallel data_parallel() const override { return {group_.data_parallel_rank(), group_.data_parallel_size()}; }
 
  private:
   DeviceBatch device_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
@@ -34,10 +50,20 @@ class CudaTrainer final : public sdk::Trainer {
   void logprobs_of(const DeviceBatch& db, const bf16* hidden, int64_t first_token, double* out);
   void upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v);
   Weights<float> download(const std::vector<DeviceBuffer>& tensors) const;
+  bool sharded() const { return group_.shard().sharded(); }
+  // Replicated tensors' gradients made TP rank 0's on every rank; the global norm of the trainable
+  // gradients, every element of the whole model counted once.
+  void agree_on_replicated_gradients();
+  double global_grad_norm();
 
   TrainerSettings settings_;
+  TrainerGroup group_;
   int device_ = 0;
   Context ctx_;
+  ModelConfig full_config_;               // the whole model's (config_ is the shard's)
+  DeviceCommunicator tensor_;             // the TP group on the device, when sharded
+  ModelParallel parallel_;                // the model's groups, when sharded
+  std::vector<bool> replicated_;          // per tensor: the same on every TP rank
   ModelConfig config_;
   DeviceWeights weights_;                             // bf16 / fp32 working copies
   std::vector<DeviceBuffer> master_, m_, v_, grads_;  // fp32, one per layout tensor
@@ -48,6 +74,8 @@ class CudaTrainer final : public sdk::Trainer {
   std::vector<mlpt_metric> metrics_;
   std::vector<mlpt_named_tensor> exported_;
   std::vector<std::vector<int64_t>> exported_shapes_;
+  Weights<float> exported_masters_;  // under TP: the host copy the shards are views of
+  ShardExport shard_export_;
 };
 
 }  // namespace mlpt::ref::cuda
