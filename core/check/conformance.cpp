@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <memory>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -193,11 +194,20 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
   }
   if (caps.supports_cancel) {
     s.check(en, "cancel", [&](std::string& ev) {
-      auto long_prompt = prompt;
-      auto running = std::async(std::launch::async, [&] { return engine->generate(request(9, 3, &long_prompt, 100000)); });
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      engine->cancel(9);
-      if (running.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      // Cancel names a request the engine knows: a 1.2 engine knows it once submit returns, a
+      // blocking one only once a host thread has called generate, so the cancel is repeated until
+      // the request ends (a single early cancel is a no-op there, and the request ran on).
+      auto result = std::make_shared<std::promise<components::Generation>>();
+      auto running = result->get_future();
+      auto long_prompt = std::make_shared<std::vector<int32_t>>(prompt);
+      engine->submit(request(9, 3, long_prompt.get(), 100000), [result, long_prompt](components::Generation&& g, std::exception_ptr e) {
+        if (e) result->set_exception(e);
+        else result->set_value(std::move(g));
+      });
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      do engine->cancel(9);
+      while (running.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready && std::chrono::steady_clock::now() < deadline);
+      if (running.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
         ev = "generate did not return within 30 s of cancel";
         return false;
       }
