@@ -43,6 +43,7 @@ if [ -z "${SKIP_BUILD:-}" ]; then
     >"$LOG_DIR/configure.log" 2>&1 || { echo "gpu-check: FAILED to configure (see $LOG_DIR/configure.log)" >&2; exit 1; }
   targets=(test_reference_cuda_ops test_reference_cuda_model test_reference_cuda_trainer test_reference_cuda_engine
            test_reference_cuda_learning test_reference_cuda_nccl test_reference_cuda_parallel cuda_parallel_check
+           test_reference_cuda_parallel_trainer dist_peer
            mlpt-model bench_reference_cuda)
   [ "$gpus" -ge 2 ] && targets+=(test_transport_gpu mlpt_transport_nccl transport_nccl_peer)
   step "build (${targets[*]})" "$LOG_DIR/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" || {

@@ -112,7 +112,9 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
   auto plugin = mlpt::plugin::Plugin::load(plugin_path, host);
   const std::string name = "trainer";
   const mlpt_component_group group{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {name.data(), name.size()}, rank, ranks};
-  mlpt::components::Trainer trainer(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), json::parse(settings), &group);
+  // MLPT_TEST_TRAINER: another trainer component of the plugin (the GPU tests' qwen35_cuda).
+  const char* component = std::getenv("MLPT_TEST_TRAINER") ? std::getenv("MLPT_TEST_TRAINER") : "qwen35_cpu";
+  mlpt::components::Trainer trainer(plugin->component(MLPT_COMPONENT_TRAINER, component), json::parse(settings), &group);
   const dist_test::BatchFile batch(batch_file);
   const mlpt_train_batch& whole = batch.abi;
   const json parsed = json::parse(settings);

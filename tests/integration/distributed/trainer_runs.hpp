@@ -140,9 +140,10 @@ inline OneRankStep one_rank_step(const TempDir& dir, const json& model_config, j
   return r;
 }
 
-inline Launch train_group(const TempDir& dir, int ranks, const json& settings) {
-  return dist_test::mpirun(ranks, std::string(DIST_PEER_EXE) + " trainer " + MLPT_PLUGIN_DIR + "/libmlpt_reference.so " +
-                                      dir / "batch.json" + " '" + settings.dump() + "' " + dir.str());
+inline Launch train_group(const TempDir& dir, int ranks, const json& settings, const std::string& trainer = "qwen35_cpu") {
+  return dist_test::mpirun(ranks, "env MLPT_TEST_TRAINER=" + trainer + " " + std::string(DIST_PEER_EXE) + " trainer " +
+                                      MLPT_PLUGIN_DIR + "/libmlpt_reference.so " + dir / "batch.json" + " '" +
+                                      settings.dump() + "' " + dir.str());
 }
 
 // The micro model with heads that split over two tensor-parallel ranks (two KV heads, two GDN key
@@ -153,5 +154,79 @@ inline json splittable_micro_config() {
   c["text_config"]["linear_num_key_heads"] = 2;
   return c;
 }
+
+// Runs one step on `ranks` ranks of tensor_parallel tp × expert_parallel ep (and data parallelism
+// over what is left), puts every rank's exported shards back in place and compares them with the
+// one-rank step's weights: the loss and gradient norm within metric_tolerance relative, every
+// weight within weight_tolerance absolute (the weights and the step are O(0.1)). `trainer` is the
+// group's trainer component (the one-rank step is always qwen35_cpu's, the reference).
+inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_tolerance, double weight_tolerance,
+                                      const std::string& trainer = "qwen35_cpu") {
+  TempDir dir("dist_mp");
+  const OneRankStep one =
+      one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", tp}, {"expert_parallel", ep}});
+  auto run = train_group(dir, ranks, one.settings, trainer);
+  INFO(run.output);
+  REQUIRE(run.status == 0);
+  std::map<std::string, std::vector<int>> covered;  // how many ranks hold each element
+  for (const auto& [name, w] : one.weights) covered[name].assign(w.size(), 0);
+  double worst_weight = 0, worst_metric = 0;
+  int sequences = 0;  // over one rank of each model-parallel group: the whole batch
+  for (int rank = 0; rank < ranks; ++rank) {
+    json r = rank_report(dir, rank);
+    INFO("rank " << rank << ": " << r.dump(2));
+    REQUIRE_FALSE(r.contains("error"));
+    CHECK(r["version"] == one.version);
+    // The clip norm's sum in a fixed order: every rank of the group gets the very same bits.
+    CHECK(r["metrics"]["grad_norm"].get<double>() == rank_report(dir, 0)["metrics"]["grad_norm"].get<double>());
+    if (rank % (tp * ep) == 0) sequences += r["sequences"].get<int>();
+    CHECK(r["sequences"] == rank_report(dir, rank - rank % (tp * ep))["sequences"]);  // one share per group
+    for (const char* key : {"loss", "grad_norm"}) {
+      INFO(key);
+      const double want = one.metrics.at(key), got = r["metrics"][key].get<double>();
+      worst_metric = std::max(worst_metric, std::fabs(got - want) / std::fabs(want));
+      CHECK(got == Approx(want).epsilon(metric_tolerance));
+    }
+    for (const char* key : {"tokens", "sequences", "forward_tokens", "backward_tokens"}) {
+      INFO(key);
+      CHECK(r["metrics"][key].get<double>() == one.metrics.at(key));
+    }
+    // The rank's shards, each a box of its global tensor.
+    const std::vector<float> data = read_floats(dir / ("rank" + std::to_string(rank) + ".weights"));
+    size_t at = 0;
+    for (const json& t : r["tensors"]) {
+      const std::string name = t["name"];
+      INFO(name);
+      REQUIRE(one.weights.count(name) == 1);
+      const auto shape = t["shape"].get<std::vector<int64_t>>(), global = t["global_shape"].get<std::vector<int64_t>>();
+      const auto offsets = t["offsets"].get<std::vector<int64_t>>();
+      int64_t n = 1, whole = 1;
+      for (size_t d = 0; d < shape.size(); ++d) n *= shape[d], whole *= global[d];
+      REQUIRE(whole == static_cast<int64_t>(one.weights.at(name).size()));
+      REQUIRE(at + static_cast<size_t>(n) <= data.size());
+      for (int64_t e = 0; e < n; ++e) {  // element e of the box → its index in the global tensor
+        int64_t rest = e, index = 0, stride = 1;
+        std::vector<int64_t> place(shape.size());
+        for (size_t d = shape.size(); d-- > 0;) place[d] = offsets[d] + rest % shape[d], rest /= shape[d];
+        for (size_t d = shape.size(); d-- > 0;) index += place[d] * stride, stride *= global[d];
+        worst_weight = std::max(worst_weight, std::fabs(double(data[at + e]) - one.weights.at(name)[index]));
+        ++covered[name][index];
+      }
+      at += static_cast<size_t>(n);
+    }
+    CHECK(at == data.size());
+  }
+  CHECK(sequences == 6);
+  // Together the ranks hold every element of every tensor (replicas more than once).
+  for (const auto& [name, counts] : covered) {
+    INFO(name);
+    CHECK(*std::min_element(counts.begin(), counts.end()) >= 1);
+  }
+  WARN("tp " << tp << " ep " << ep << " on " << ranks << " ranks: loss and grad_norm within " << worst_metric
+             << " relative, weights within " << worst_weight << " of the one-rank step (which moved them up to " << one.moved << ")");
+  CHECK(one.moved > 1e-3);
+  CHECK(worst_weight <= weight_tolerance);
+}
+
 
 }  // namespace dist_test
