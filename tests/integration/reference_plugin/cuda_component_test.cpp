@@ -41,16 +41,22 @@ std::string engine_error(const std::string& settings) {
 }
 }  // namespace
 
-TEST_CASE("the qwen35_cuda trainer is registered and names the device when it cannot start") {
+TEST_CASE("the qwen35_cuda trainer is registered, names the device when it cannot start, refuses layouts it cannot take") {
   TempDir dir("cuda_component");
   const std::string error = trainer_error(R"({"checkpoint": ")" + make_checkpoint(dir, "ck", 5) + R"(", "device": 0})");
   INFO(error);  // empty: a GPU is here and the trainer came up
   CHECK((error.empty() || error.find("trainer qwen35_cuda: CUDA device 0 is not available") != std::string::npos));
   // Unknown settings are rejected by name before any device is touched.
   CHECK_THAT(trainer_error(R"({"checkpoint": "x", "devices": 1})"), Catch::Contains("'devices'"));
+  // Model parallelism the CUDA trainer cannot take is refused by name before any device is touched:
+  // expert parallelism, and tensor parallelism without a group of that many ranks.
+  CHECK_THAT(trainer_error(R"({"checkpoint": "x", "expert_parallel": 2})"),
+             Catch::Contains("expert_parallel 2") && Catch::Contains("not expert-parallel yet"));
+  CHECK_THAT(trainer_error(R"({"checkpoint": "x", "tensor_parallel": 2})"),
+             Catch::Contains("of 1 ranks does not split") && Catch::Contains("tensor_parallel 2"));
 }
 
-TEST_CASE("the qwen35_cuda engine is registered and names the device when it cannot start") {
+TEST_CASE("the qwen35_cuda engine is registered, names the device when it cannot start, refuses model parallelism") {
   CHECK(loaded().plugin->component(MLPT_COMPONENT_ENGINE, "qwen35_cuda").description.find("CUDA") != std::string::npos);
   TempDir dir("cuda_engine_component");
   const std::string error = engine_error(R"({"checkpoint": ")" + make_checkpoint(dir, "ck", 5) +
@@ -61,4 +67,6 @@ TEST_CASE("the qwen35_cuda engine is registered and names the device when it can
   // backend's `threads` is not the CUDA backend's.
   CHECK_THAT(engine_error(R"({"checkpoint": "x", "kv_blocks": 1})"), Catch::Contains("unknown key 'kv_blocks'"));
   CHECK_THAT(engine_error(R"({"checkpoint": "x", "threads": 2})"), Catch::Contains("unknown key 'threads'"));
+  CHECK_THAT(engine_error(R"({"checkpoint": "x", "tensor_parallel": 2})"),
+             Catch::Contains("tensor_parallel") && Catch::Contains("not model-parallel yet"));
 }

@@ -44,6 +44,9 @@ CudaEngineBackend::CudaEngineBackend(sdk::Settings& s, const std::string& checkp
   device_ = static_cast<int>(s.integer_or("device", 0, 0));
   const int64_t kv_bytes = s.integer_or("kv_cache_bytes", int64_t(1) << 30, 1);
   const int64_t block = s.integer_or("kv_block_size", 16, 1);
+  for (const char* key : {"tensor_parallel", "expert_parallel"})
+    if (s.integer_or(key, 1, 1) > 1)
+      s.fail(key, "the qwen35_cuda engine is not model-parallel yet (qwen35_cpu is; the CUDA trainer is tensor-parallel)");
   s.reject_unknown();
   select_device(device_, "engine qwen35_cuda");
   ctx_ = create_context();

@@ -11,7 +11,8 @@
 //
 // Settings, besides the engine's (engine/engine.hpp): device (CUDA ordinal, 0), kv_cache_bytes
 // (the KV pool, 1 GiB; a step that finds it exhausted fails its requests with
-// MLPT_RESOURCE_EXHAUSTED), kv_block_size (tokens per KV block, 16).
+// MLPT_RESOURCE_EXHAUSTED), kv_block_size (tokens per KV block, 16). tensor_parallel and
+// expert_parallel are accepted at 1 only: the CUDA engine is not model-parallel yet.
 #pragma once
 
 #include <memory>
