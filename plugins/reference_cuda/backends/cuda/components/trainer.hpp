@@ -34,7 +34,7 @@ namespace mlpt::ref::cuda {
 
 class CudaTrainer final : public sdk::Trainer {
  public:
-  CudaTrainer(std::string_view config_json, const mlpt_component_group* group);
+  explicit CudaTrainer(std::string_view config_json, const mlpt_component_group* group = nullptr);
   ~CudaTrainer() override;
 
   void train_step(mlpt_train_step_args& args) override;
