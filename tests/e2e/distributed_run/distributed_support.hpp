@@ -1,14 +1,20 @@
 // What the distributed-run tests share: a copy of a bundled config with edits, the mpirun line that
-// starts it, the mlpt process that is one rank of a tagged job (to kill or stop it), the
-// checkpoints a run left, and the check of its result log.
+// starts it, the mlpt process that is one rank of a tagged job (to kill or stop it, once the run
+// reaches a point), the checkpoints a run left, and the check of its result log.
 #pragma once
 
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -62,6 +68,13 @@ inline void write_tiny_config(const fs::path& file, const fs::path& out,
                "${MLPT_CACHE_DIR}/runs/tiny-distributed", edits);
 }
 
+// configs/tiny-tensor-parallel.toml so.
+inline void write_tensor_parallel_config(const fs::path& file, const fs::path& out,
+                                         const std::vector<std::pair<std::string, std::string>>& edits) {
+  write_config(fs::path(MLPT_SOURCE_DIR) / "configs/tiny-tensor-parallel.toml", file, out,
+               "${MLPT_CACHE_DIR}/runs/tiny-tensor-parallel", edits);
+}
+
 // `mlpt run ` under mpirun with four ranks, bounded by `timeout_s`; MLPT_TEST_TAG=`tag` marks the
 // job's processes for process_of_rank.
 inline std::string launch(const std::string& tag, int timeout_s, bool recovery) {
@@ -83,6 +96,32 @@ inline int process_of_rank(const std::string& tag, int rank) {
       return std::stoi(name);
   }
   return -1;
+}
+
+// A command (a job tagged `tag`) during which rank `rank` of the job is sent `signal` once
+// `reached()` holds (polled every 50 ms, for at most `wait_s`).
+struct SignalledRun {
+  std::string output;
+  int status = 0;
+  int signalled = -1;  // the process signalled; -1 if none was (the run ended first, or no such rank)
+  double seconds = 0;  // the command's wall time
+};
+inline SignalledRun run_signalling_rank(const std::string& command, const std::string& tag, int rank, int signal,
+                                        const std::function<bool()>& reached, int wait_s = 300) {
+  SignalledRun r;
+  std::atomic<bool> ended{false};
+  std::thread signaller([&] {
+    for (int i = 0; i < wait_s * 20 && !ended && !reached(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (ended) return;
+    r.signalled = process_of_rank(tag, rank);
+    if (r.signalled > 0) ::kill(r.signalled, signal);
+  });
+  const auto started = std::chrono::steady_clock::now();
+  r.output = mlpt_test::run_command(command, &r.status);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ended = true;
+  signaller.join();
+  return r;
 }
 
 // The newest whole checkpoint's step in `out`/checkpoints (a save that was cut short stays a

@@ -17,16 +17,6 @@
 namespace fs = std::filesystem;
 using namespace dist_run_test;
 
-namespace {
-
-void write_tensor_parallel_config(const fs::path& file, const fs::path& out,
-                                  const std::vector<std::pair<std::string, std::string>>& edits) {
-  write_config(fs::path(MLPT_SOURCE_DIR) / "configs/tiny-tensor-parallel.toml", file, out,
-               "${MLPT_CACHE_DIR}/runs/tiny-tensor-parallel", edits);
-}
-
-}  // namespace
-
 TEST_CASE("mpirun -np 4 mlpt run: a TP=2 or EP=2 trainer learns the letters task, each rank publishing its shards") {
   require_tiny_model();
   const bool tensor_parallel = GENERATE(true, false);

@@ -5,10 +5,7 @@
 // whole, and `mpirun ... mlpt run --resume DIR` continues from it to the end.
 #include <catch2/catch.hpp>
 
-#include <atomic>
-#include <chrono>
 #include <csignal>
-#include <thread>
 
 #include "distributed_support.hpp"
 
@@ -42,22 +39,10 @@ Outcome signal_trainer_then_resume(const std::string& tag, int signal, bool reco
                      {"first_eval_samples = ", "first_eval_samples = 64000"},
                      {"trainer_ranks = 1", "trainer_ranks = 1\n" + placement}});
   const std::string line = launch(tag, 600, recovery);
-
-  int signalled = -1;
-  std::atomic<bool> ended{false};
-  std::thread stopper([&] {
-    const fs::path step_2 = o.out / "checkpoints" / "step_2" / "loop_state.json";  // renamed into place whole
-    for (int i = 0; i < 6000 && !ended && !fs::exists(step_2); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (ended) return;
-    signalled = process_of_rank(tag, 1);
-    if (signalled > 0) ::kill(signalled, signal);
-  });
-  const auto started = std::chrono::steady_clock::now();
-  o.output = mlpt_test::run_command(line + config.string() + " 2>&1", &o.status);
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  ended = true;
-  stopper.join();
+  const fs::path step_2 = o.out / "checkpoints" / "step_2" / "loop_state.json";  // renamed into place whole
+  const SignalledRun run = run_signalling_rank(line + config.string() + " 2>&1", tag, 1, signal, [&] { return fs::exists(step_2); });
+  o.output = run.output, o.status = run.status, o.seconds = run.seconds;
+  const int signalled = run.signalled;
   INFO(o.output);
   REQUIRE(signalled > 0);
   if (signal == SIGSTOP) ::kill(signalled, SIGKILL);  // should mpirun have left it behind

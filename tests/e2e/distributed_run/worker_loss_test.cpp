@@ -6,11 +6,8 @@
 // loss shows in the output, metrics.jsonl and the report, and the result log passes `mlpt check log`.
 #include <catch2/catch.hpp>
 
-#include <atomic>
-#include <chrono>
 #include <csignal>
 #include <regex>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -31,20 +28,10 @@ TEST_CASE("kill -9 of a rollout worker mid-run: the run finishes on the other wo
                      {"trainer_ranks = 1", "trainer_ranks = 1\nheartbeat_timeout_s = 10"}});
 
   // Kill rollout worker 1 (rank 3) once three steps are recorded, with the next ones' episodes in flight.
-  int killed = -1;
-  std::atomic<bool> ended{false};
-  std::thread killer([&] {
-    for (int i = 0; i < 2400 && !ended && lines(out / "metrics.jsonl") < 3; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (ended) return;
-    killed = process_of_rank("worker-loss", 3);
-    if (killed > 0) ::kill(killed, SIGKILL);
-  });
-  int status = 0;
-  const std::string output =
-      mlpt_test::run_command(launch("worker-loss", 900, true) + config.string() + " 2>&1", &status);
-  ended = true;
-  killer.join();
+  const SignalledRun run = run_signalling_rank(launch("worker-loss", 900, true) + config.string() + " 2>&1", "worker-loss", 3, SIGKILL,
+                                               [&] { return lines(out / "metrics.jsonl") >= 3; }, 240);
+  const std::string& output = run.output;
+  const int killed = run.signalled, status = run.status;
   INFO(output);
   REQUIRE(killed > 0);
   // mpirun --enable-recovery exits 0 whatever the ranks return; the coordinator prints the run's
