@@ -561,17 +561,23 @@ template void SafetensorsCheckpoint::read_box<float>(const std::string&, const s
 template void SafetensorsCheckpoint::read_box<double>(const std::string&, const std::vector<int64_t>&, const std::vector<int64_t>&,
                                                       const std::vector<int64_t>&, double*) const;
 
+std::vector<int64_t> fp8_scale_shape(const std::vector<int64_t>& shape, std::pair<int64_t, int64_t> block) {
+  if (shape.size() < 2) throw Error(MLPT_INVALID_ARGUMENT, "FP8 block quantisation needs at least two dims, got " + shape_str(shape));
+  std::vector<int64_t> scales(shape.begin(), shape.end() - 2);
+  scales.push_back((shape[shape.size() - 2] + block.first - 1) / block.first);
+  scales.push_back((shape.back() + block.second - 1) / block.second);
+  return scales;
+}
+
 Fp8Tensor quantize_fp8(const float* values, const std::vector<int64_t>& shape, std::pair<int64_t, int64_t> block) {
   if (shape.size() < 2) throw Error(MLPT_INVALID_ARGUMENT, "FP8 block quantisation needs at least two dims, got " + shape_str(shape));
   const int64_t rows = shape[shape.size() - 2], cols = shape.back();
   const auto [br, bc] = block;
   int64_t batch = 1;
   for (size_t d = 0; d + 2 < shape.size(); ++d) batch *= shape[d];
-  const int64_t srows = (rows + br - 1) / br, scols = (cols + bc - 1) / bc;
   Fp8Tensor q;
-  q.scale_shape.assign(shape.begin(), shape.end() - 2);
-  q.scale_shape.push_back(srows);
-  q.scale_shape.push_back(scols);
+  q.scale_shape = fp8_scale_shape(shape, block);
+  const int64_t srows = q.scale_shape[q.scale_shape.size() - 2], scols = q.scale_shape.back();
   q.values.resize(static_cast<size_t>(batch * rows * cols));
   q.scale_inv.assign(static_cast<size_t>(batch * srows * scols), 0.0f);
   for (int64_t b = 0; b < batch; ++b)
@@ -592,8 +598,6 @@ Fp8Tensor quantize_fp8(const float* values, const std::vector<int64_t>& shape, s
 }
 
 // ---- writing ----
-
-namespace {
 
 // Writes through a temporary name in the same directory, fsyncs, renames over `path`.
 class AtomicFile {
@@ -619,6 +623,17 @@ class AtomicFile {
       n -= static_cast<size_t>(w);
     }
   }
+  // At `offset` of the file, whatever was written before.
+  void write_at(size_t offset, const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) throw Error(MLPT_RESOURCE_EXHAUSTED, tmp_ + ": write failed: " + std::strerror(errno));
+      p += w, offset += static_cast<size_t>(w);
+      n -= static_cast<size_t>(w);
+    }
+  }
   void commit() {
     if (::fsync(fd_) != 0) throw Error(MLPT_DATA_LOSS, tmp_ + ": fsync failed: " + std::strerror(errno));
     ::close(fd_);
@@ -634,6 +649,8 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+namespace {
+
 int64_t numel_of(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -648,35 +665,65 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   f.commit();
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+SafetensorsWriter::SafetensorsWriter(std::string path, const std::vector<TensorDeclaration>& tensors,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t offset = 0;
   for (const auto& t : tensors) {
-    if (header.contains(t.name)) throw Error(MLPT_INVALID_ARGUMENT, path + ": tensor '" + t.name + "' given twice");
-    size_t bytes = static_cast<size_t>(numel_of(t.shape)) * dtype_bytes(t.dtype);
+    if (header.contains(t.name)) throw Error(MLPT_INVALID_ARGUMENT, path_ + ": tensor '" + t.name + "' given twice");
+    const size_t bytes = static_cast<size_t>(numel_of(t.shape)) * dtype_bytes(t.dtype);
     header[t.name] = {{"dtype", dtype_code(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    slots_[t.name] = {offset, offset + bytes, 0};
     offset += bytes;
   }
   std::string h = header.dump();
   while ((8 + h.size()) % 8) h += ' ';  // the data section starts 8-byte aligned
-  AtomicFile f(path);
+  for (auto& [name, slot] : slots_) slot.begin += 8 + h.size(), slot.end += 8 + h.size();
+  file_ = std::make_unique<AtomicFile>(path_);
   unsigned char len[8];
-  uint64_t hl = h.size();
+  const uint64_t hl = h.size();
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(hl >> (8 * i));
-  f.write(len, 8);
-  f.write(h.data(), h.size());
+  file_->write_at(0, len, 8);
+  file_->write_at(8, h.data(), h.size());
+}
+
+SafetensorsWriter::~SafetensorsWriter() = default;
+
+void SafetensorsWriter::append(const std::string& name, const void* bytes, size_t n) {
+  auto it = slots_.find(name);
+  if (it == slots_.end()) throw Error(MLPT_INTERNAL, path_ + ": tensor '" + name + "' was not declared");
+  Slot& slot = it->second;
+  if (slot.begin + slot.written + n > slot.end)
+    throw Error(MLPT_INTERNAL, path_ + ": tensor '" + name + "' given more bytes than its " + std::to_string(slot.end - slot.begin));
+  file_->write_at(slot.begin + slot.written, bytes, n);
+  slot.written += n;
+}
+
+void SafetensorsWriter::commit() {
+  for (const auto& [name, slot] : slots_)
+    if (slot.written != slot.end - slot.begin)
+      throw Error(MLPT_INTERNAL, path_ + ": tensor '" + name + "' got " + std::to_string(slot.written) + " of its " +
+                                     std::to_string(slot.end - slot.begin) + " bytes");
+  file_->commit();
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorDeclaration> declared;
+  for (const auto& t : tensors) declared.push_back({t.name, t.shape, t.dtype});
+  SafetensorsWriter f(path, declared, metadata);
   for (const auto& t : tensors) {
     if (t.raw) {
-      f.write(t.raw, static_cast<size_t>(numel_of(t.shape)) * dtype_bytes(t.dtype));
+      f.append(t.name, t.raw, static_cast<size_t>(numel_of(t.shape)) * dtype_bytes(t.dtype));
       continue;
     }
     if (t.dtype != Dtype::f32 && t.dtype != Dtype::bf16 && t.dtype != Dtype::f16)
       throw Error(MLPT_INVALID_ARGUMENT, path + ": tensor '" + t.name + "': float values cannot be written as " +
                                              dtype_code(t.dtype) + " (encode them and pass raw bytes)");
     const EncodedTensor e = encode_floats(t.name, t.shape, t.values, t.dtype);
-    f.write(e.bytes.data(), e.bytes.size());
+    f.append(t.name, e.bytes.data(), e.bytes.size());
   }
   f.commit();
 }

@@ -162,6 +162,10 @@ struct EncodedTensor {
 // Float values converted to `dtype` (f32, bf16 or f16; round to nearest even).
 EncodedTensor encode_floats(const std::string& name, const std::vector<int64_t>& shape, const float* values, Dtype dtype);
 
+// The shape of the block scales of an FP8 tensor of `shape` ([.., rows, cols]):
+// [.., ceil(rows / block.first), ceil(cols / block.second)].
+std::vector<int64_t> fp8_scale_shape(const std::vector<int64_t>& shape, std::pair<int64_t, int64_t> block);
+
 // Block-quantises a [.., rows, cols] float tensor to FP8 E4M3 the way the published FP8 checkpoints
 // store it: per block, scale_inv = amax / 448 and q = x / scale_inv (scale 1 for an all-zero block).
 struct Fp8Tensor {
@@ -174,6 +178,44 @@ Fp8Tensor quantize_fp8(const float* values, const std::vector<int64_t>& shape, s
 // Writes one .safetensors file atomically (tensors in the given order).
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// A tensor of a file to write: its name, shape and stored dtype.
+struct TensorDeclaration {
+  std::string name;
+  std::vector<int64_t> shape;
+  Dtype dtype = Dtype::f32;
+};
+
+class AtomicFile;  // a file written under a temporary name, renamed into place when complete
+
+// One .safetensors file written in pieces, for a writer that never holds a whole tensor: the
+// tensors are declared up front (they make the header; the file's bytes are those
+// write_safetensors writes for the same list), then each tensor's bytes arrive in order, in as
+// many appends as the writer likes, the tensors in any order. The file is built under a temporary
+// name and renamed into place by commit(); a writer destroyed uncommitted removes it. Not
+// thread-safe.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(std::string path, const std::vector<TensorDeclaration>& tensors,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // The next `n` bytes of tensor `name` (errors name the file and the tensor: undeclared, or past
+  // its end).
+  void append(const std::string& name, const void* bytes, size_t n);
+  // Refuses a file a tensor of which is incomplete (naming it); else syncs it and renames it into place.
+  void commit();
+
+ private:
+  struct Slot {
+    size_t begin = 0, end = 0, written = 0;  // in the file
+  };
+  std::string path_;
+  std::unique_ptr<AtomicFile> file_;
+  std::map<std::string, Slot> slots_;
+};
 
 // Writes a checkpoint into `dir` (created if needed): model.safetensors when everything fits in
 // `max_shard_bytes` (0 = no limit), else model-0000K-of-0000N.safetensors shards and

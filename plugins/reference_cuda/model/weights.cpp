@@ -267,26 +267,43 @@ std::vector<TensorPiece> pieces_like_source(const SafetensorsCheckpoint& source,
   return {TensorPiece{name, shape, 0}};
 }
 
+namespace {
+
+// The dtype `source` stores the piece in (`fallback` when it lacks it), and of its FP8 block scales.
+Dtype dtype_like_source(const SafetensorsCheckpoint& source, Dtype fallback, const std::string& name) {
+  const Dtype d = source.contains(name) ? source.entry(name).dtype : fallback;
+  if (d != Dtype::f8_e4m3 && !is_weight_dtype(d))
+    throw Error(MLPT_INVALID_ARGUMENT, source.file_of(name) + ": tensor '" + name + "' is stored as " + dtype_code(d) +
+                                           ", not a weight dtype");
+  return d;
+}
+Dtype scale_dtype_like_source(const SafetensorsCheckpoint& source, const std::string& scale_name) {
+  return source.contains(scale_name) ? source.entry(scale_name).dtype : Dtype::f32;
+}
+
+}  // namespace
+
 std::vector<EncodedTensor> encode_like_source(const SafetensorsCheckpoint& source, Dtype fallback, const TensorPiece& piece,
                                               const float* values) {
-  const Dtype d = source.contains(piece.name) ? source.entry(piece.name).dtype : fallback;
+  const Dtype d = dtype_like_source(source, fallback, piece.name);
   const float* v = values + piece.offset;
-  int64_t n = 1;
-  for (int64_t e : piece.shape) n *= e;
   std::vector<EncodedTensor> out;
   if (d == Dtype::f8_e4m3) {
     const std::string sname = scale_inv_name(piece.name);
-    const Dtype scale_dtype = source.contains(sname) ? source.entry(sname).dtype : Dtype::f32;
     Fp8Tensor q = quantize_fp8(v, piece.shape, source.fp8_block());
     out.push_back({piece.name, piece.shape, Dtype::f8_e4m3, std::move(q.values)});
-    out.push_back(encode_floats(sname, q.scale_shape, q.scale_inv.data(), scale_dtype));
+    out.push_back(encode_floats(sname, q.scale_shape, q.scale_inv.data(), scale_dtype_like_source(source, sname)));
     return out;
   }
-  if (!is_weight_dtype(d))
-    throw Error(MLPT_INVALID_ARGUMENT, source.file_of(piece.name) + ": tensor '" + piece.name + "' is stored as " +
-                                           dtype_code(d) + ", not a weight dtype");
   out.push_back(encode_floats(piece.name, piece.shape, v, d));
   return out;
+}
+
+std::vector<TensorDeclaration> declare_like_source(const SafetensorsCheckpoint& source, Dtype fallback, const TensorPiece& piece) {
+  const Dtype d = dtype_like_source(source, fallback, piece.name);
+  if (d != Dtype::f8_e4m3) return {{piece.name, piece.shape, d}};
+  const std::string sname = scale_inv_name(piece.name);
+  return {{piece.name, piece.shape, d}, {sname, fp8_scale_shape(piece.shape, source.fp8_block()), scale_dtype_like_source(source, sname)}};
 }
 
 std::set<std::string> names_written_like_source(const SafetensorsCheckpoint& source, const ModelConfig& config) {

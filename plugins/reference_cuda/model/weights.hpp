@@ -86,6 +86,9 @@ std::vector<TensorPiece> pieces_like_source(const SafetensorsCheckpoint& source,
 // when it lacks it): one tensor, or FP8 and its block scale.
 std::vector<EncodedTensor> encode_like_source(const SafetensorsCheckpoint& source, Dtype fallback, const TensorPiece& piece,
                                               const float* values);
+// What encode_like_source makes of the piece (names, shapes, dtypes), without encoding it: for a
+// writer that declares a file's tensors before it has their values.
+std::vector<TensorDeclaration> declare_like_source(const SafetensorsCheckpoint& source, Dtype fallback, const TensorPiece& piece);
 // Every name the model's tensors are written under like `source`: the source's other tensors are
 // the ones a save copies byte for byte.
 std::set<std::string> names_written_like_source(const SafetensorsCheckpoint& source, const ModelConfig& config);

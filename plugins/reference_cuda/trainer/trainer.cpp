@@ -41,6 +41,7 @@ ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_comp
     share_prefixes_ = extra.boolean_or("share_prefixes", true);
     tp = extra.integer_or("tensor_parallel", 1, 1);
     ep = extra.integer_or("expert_parallel", 1, 1);
+    save_piece_bytes_ = static_cast<size_t>(extra.integer_or("save_piece_bytes", static_cast<int64_t>(save_piece_bytes_), 1));
   });
   group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep));
   checkpoint_ = s.checkpoint;
@@ -285,7 +286,9 @@ void ReferenceTrainer::export_weights(mlpt_export_weights_args& args) {
 }
 
 void ReferenceTrainer::save_state(std::string_view path) {
-  save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_, group_.state_ranks(full_config_));
+  StateRanks ranks = group_.state_ranks(full_config_);
+  ranks.piece_bytes = save_piece_bytes_;
+  save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_, ranks);
 }
 
 void ReferenceTrainer::load_state(std::string_view path) {

@@ -83,6 +83,7 @@ class ReferenceTrainer final : public sdk::Trainer {
   LossSettings loss_;
   int threads_ = 1;
   bool share_prefixes_ = true;
+  size_t save_piece_bytes_ = kSavePieceBytes;  // settings save_piece_bytes: see StateRanks::piece_bytes
   int64_t micro_batch_tokens_ = 8192, valid_vocab_ = 0;
   int64_t step_ = 0;
   uint64_t version_ = 0;

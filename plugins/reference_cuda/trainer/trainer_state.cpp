@@ -9,6 +9,8 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
@@ -33,48 +35,49 @@ constexpr size_t kFileBytes = size_t{5} << 30;
 constexpr const char* kPrefixes[3] = {"master.", "exp_avg.", "exp_avg_sq."};
 constexpr const char* kOptimizerFolder = "optimizer";
 
-// The tensors one rank writes into one folder, in files of at most kFileBytes:
-// model-r<rank>-<k>.safetensors (the index, merged by group rank 0, lists them).
+// The tensors one rank writes into one folder: declared first, in the order they are written
+// (which makes the files: model-r<rank>-<k>.safetensors, the next one begun once a file holds
+// kFileBytes; the index merged by group rank 0 lists them), then each tensor's bytes appended as
+// they are gathered and encoded, piece by piece.
 class RankFiles {
  public:
   RankFiles(fs::path dir, int rank, int group_rank)
       : dir_(std::move(dir)), rank_(rank), writer_("trainer group rank " + std::to_string(group_rank)) {}
 
-  void add(EncodedTensor t) {
-    bytes_ += t.bytes.size();
-    pending_.push_back({std::move(t), nullptr});
-    if (bytes_ >= kFileBytes) flush();
-  }
-  // Stored bytes that stay valid until the next flush (a source tensor copied as it is).
-  void add_stored(const std::string& name, const std::vector<int64_t>& shape, Dtype dtype, const std::byte* bytes) {
+  void declare(TensorDeclaration t) {
+    if (files_.empty() || bytes_ >= kFileBytes) files_.emplace_back(), bytes_ = 0;
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    bytes_ += static_cast<size_t>(n) * dtype_bytes(dtype);
-    pending_.push_back({EncodedTensor{name, shape, dtype, {}}, bytes});
-    if (bytes_ >= kFileBytes) flush();
+    for (int64_t d : t.shape) n *= d;
+    bytes_ += static_cast<size_t>(n) * dtype_bytes(t.dtype);
+    file_of_[t.name] = files_.size() - 1;
+    files_.back().push_back(std::move(t));
   }
-  void flush() {
-    if (pending_.empty()) return;
-    std::vector<TensorToWrite> list;
-    for (const Pending& p : pending_)
-      list.push_back({p.tensor.name, p.tensor.shape, nullptr, p.tensor.dtype, p.stored ? p.stored : p.tensor.bytes.data()});
-    char name[64];
-    std::snprintf(name, sizeof name, "model-r%05d-%05d.safetensors", rank_, ++files_);
-    write_safetensors((dir_ / name).string(), list, {{"format", "pt"}, {"mlpt_writer", writer_}});
-    pending_.clear();
-    bytes_ = 0;
+  // Creates the declared files (their headers); appends may follow.
+  void open() {
+    for (size_t k = 0; k < files_.size(); ++k) {
+      char name[64];
+      std::snprintf(name, sizeof name, "model-r%05d-%05zu.safetensors", rank_, k + 1);
+      writers_.push_back(std::make_unique<SafetensorsWriter>((dir_ / name).string(), files_[k],
+                                                             std::map<std::string, std::string>{{"format", "pt"}, {"mlpt_writer", writer_}}));
+    }
   }
+  void append(const std::string& name, const void* bytes, size_t n) {
+    writers_.at(file_of_.at(name))->append(name, bytes, n);
+    written_ += n;
+  }
+  void commit() {
+    for (auto& w : writers_) w->commit();
+  }
+  size_t written() const { return written_; }
 
  private:
-  struct Pending {
-    EncodedTensor tensor;
-    const std::byte* stored;
-  };
   fs::path dir_;
-  int rank_, files_ = 0;
+  int rank_;
   std::string writer_;
-  std::vector<Pending> pending_;
-  size_t bytes_ = 0;
+  std::vector<std::vector<TensorDeclaration>> files_;
+  std::map<std::string, size_t> file_of_;
+  std::vector<std::unique_ptr<SafetensorsWriter>> writers_;
+  size_t bytes_ = 0, written_ = 0;
 };
 
 int64_t numel(const std::vector<int64_t>& shape) {
@@ -137,30 +140,50 @@ TensorWrite plan_tensor(const GroupPlacements& g, size_t i, bool expert_blocks) 
   return w;
 }
 
-// Gathers tensor i's values (of one quantity: weights or a moment) to the writers of its parts:
-// the returned vectors hold, on this rank, the parts it writes (empty for the others).
-std::vector<std::vector<float>> gather_parts(const GroupPlacements& g, const TensorWrite& plan, size_t i, int me,
-                                             const std::vector<float>& local, const std::vector<int64_t>& local_shape,
-                                             Communicator* group) {
+// Rows [begin, begin + rows) of every part of tensor i (counted from the part's first row), of one
+// quantity (weights or a moment), gathered to the parts' writers: on this rank, those rows of the
+// parts it writes (empty for the others). Collective over the model-parallel group. `held`: the
+// bytes of values this rank held for it at once.
+std::vector<std::vector<float>> gather_rows(const GroupPlacements& g, const TensorWrite& plan, size_t i, int me,
+                                            const std::vector<float>& local, const std::vector<int64_t>& local_shape,
+                                            Communicator* group, int64_t begin, int64_t rows, size_t* held) {
   const int size = g.tp * g.ep;
   const std::vector<int64_t>& global = g.of_rank[0][i].global_shape;
   const int64_t per_part = global[0] / plan.parts;
-  std::vector<size_t> send_counts(static_cast<size_t>(size), 0), recv_counts(static_cast<size_t>(size), 0);
+  // Each contribution's box cut to those rows of its part; a box that holds none of them sends nothing.
+  struct Cut {
+    const Contribution* c;
+    ShardBox box;
+  };
+  std::vector<Cut> cuts;
   for (const Contribution& c : plan.contributions) {
-    const size_t n = static_cast<size_t>(numel(c.box->extent));
-    if (c.rank == me) send_counts[static_cast<size_t>(c.writer)] += n;
-    if (c.writer == me) recv_counts[static_cast<size_t>(c.rank)] += n;
+    const int64_t first = c.part * per_part + begin, box_first = c.box->global_offset[0];
+    const int64_t from = std::max(first, box_first), to = std::min(first + rows, box_first + c.box->extent[0]);
+    if (from >= to) continue;
+    ShardBox box = *c.box;
+    box.local_offset[0] += from - box_first;
+    box.global_offset[0] = from;
+    box.extent[0] = to - from;
+    cuts.push_back({&c, std::move(box)});
+  }
+  std::vector<size_t> send_counts(static_cast<size_t>(size), 0), recv_counts(static_cast<size_t>(size), 0);
+  for (const Cut& cut : cuts) {
+    const size_t n = static_cast<size_t>(numel(cut.box.extent));
+    if (cut.c->rank == me) send_counts[static_cast<size_t>(cut.c->writer)] += n;
+    if (cut.c->writer == me) recv_counts[static_cast<size_t>(cut.c->rank)] += n;
   }
   // The send buffer in destination order, each destination's boxes in plan order.
   std::vector<float> send, received;
   for (int d = 0; d < size; ++d)
-    for (const Contribution& c : plan.contributions) {
-      if (c.rank != me || c.writer != d) continue;
+    for (const Cut& cut : cuts) {
+      if (cut.c->rank != me || cut.c->writer != d) continue;
       const size_t at = send.size();
-      send.resize(at + static_cast<size_t>(numel(c.box->extent)));
-      copy_local_box(local.data(), local_shape, *c.box, send.data() + at);
+      send.resize(at + static_cast<size_t>(numel(cut.box.extent)));
+      copy_local_box(local.data(), local_shape, cut.box, send.data() + at);
     }
-  if (group && size > 1) {
+  const size_t sent = send.size();
+  const bool exchanged = group && size > 1;  // else the send buffer becomes the received one
+  if (exchanged) {
     size_t total = 0;
     for (size_t n : recv_counts) total += n;
     received.resize(total);
@@ -169,21 +192,36 @@ std::vector<std::vector<float>> gather_parts(const GroupPlacements& g, const Ten
     received = std::move(send);
   }
   std::vector<std::vector<float>> parts(static_cast<size_t>(plan.parts));
-  std::vector<int64_t> part_shape = global;
-  part_shape[0] = per_part;
+  std::vector<int64_t> chunk_shape = global;
+  chunk_shape[0] = rows;
   for (int64_t p = 0; p < plan.parts; ++p)
-    if (plan.writer[static_cast<size_t>(p)] == me) parts[static_cast<size_t>(p)].assign(static_cast<size_t>(numel(part_shape)), 0.0f);
+    if (plan.writer[static_cast<size_t>(p)] == me) parts[static_cast<size_t>(p)].assign(static_cast<size_t>(numel(chunk_shape)), 0.0f);
   // Received in source-rank order, each source's boxes in plan order: the order they were sent.
-  size_t at = 0;
+  size_t at = 0, kept = 0;
   for (int s = 0; s < size; ++s)
-    for (const Contribution& c : plan.contributions) {
-      if (c.rank != s || c.writer != me) continue;
-      ShardBox place{c.box->global_offset, c.box->extent, c.box->global_offset};
-      place.local_offset[0] -= c.part * per_part;
-      place_local_box(received.data() + at, part_shape, place, parts[static_cast<size_t>(c.part)].data());
-      at += static_cast<size_t>(numel(c.box->extent));
+    for (const Cut& cut : cuts) {
+      if (cut.c->rank != s || cut.c->writer != me) continue;
+      ShardBox place{cut.box.global_offset, cut.box.extent, cut.box.global_offset};
+      place.local_offset[0] -= cut.c->part * per_part + begin;
+      place_local_box(received.data() + at, chunk_shape, place, parts[static_cast<size_t>(cut.c->part)].data());
+      at += static_cast<size_t>(numel(cut.box.extent));
     }
+  for (const auto& part : parts) kept += part.size();
+  *held = ((exchanged ? sent : 0) + received.size() + kept) * sizeof(float);
   return parts;
+}
+
+// The rows of dim 0 gathered, encoded and written at once: about `piece_bytes` of fp32 values,
+// in whole experts of a routed-expert tensor ([E, ., .]; FP8 scales are per expert), whole blocks
+// of rows of a matrix stored in FP8 (its scales then cut alike), any rows of another matrix, a
+// vector whole.
+int64_t rows_per_piece(const std::vector<int64_t>& shape, int64_t fp8_block_rows, size_t piece_bytes) {
+  const int64_t rows = shape[0];
+  if (shape.size() < 2 || rows == 0) return std::max<int64_t>(rows, 1);
+  const int64_t unit = shape.size() == 2 ? fp8_block_rows : 1;
+  const int64_t row_bytes = numel(shape) / rows * static_cast<int64_t>(sizeof(float));
+  const int64_t fit = static_cast<int64_t>(piece_bytes) / row_bytes / unit * unit;
+  return std::min(rows, std::max(unit, fit));
 }
 
 bool is_routed_expert(const ModelLayout& layout, size_t i) {
@@ -192,12 +230,13 @@ bool is_routed_expert(const ModelLayout& layout, size_t i) {
   return false;
 }
 
-// This rank's share of the writing: gathers every tensor's parts, writes the parts it owns (the
-// model like `source`, the optimizer's three tensors) and the source tensors the model does not
-// use that fall to it. Collective over ranks.model_group; a local failure (encoding, disk) is
-// returned, not thrown, so the rank still takes part in every later gather.
+// This rank's share of the writing: gathers every tensor's parts piece by piece (rows_per_piece),
+// writes the parts it owns (the model like `source`, the optimizer's three tensors) and the source
+// tensors the model does not use that fall to it, each piece encoded and appended to its file as
+// it arrives. Collective over ranks.model_group; a local failure (encoding, disk) is returned, not
+// thrown, so the rank still takes part in every later gather.
 std::exception_ptr write_rank_files(const fs::path& dir, const std::string& checkpoint, const Weights<float>* quantities[3],
-                             const StateRanks& ranks) {
+                                    const StateRanks& ranks, SaveFootprint& footprint) {
   const ModelConfig& full = ranks.full;
   const int me = ranks.shard.world_rank(), size = ranks.shard.tp * ranks.shard.ep;
   const GroupPlacements g = group_placements(full, ranks.shard);
@@ -214,49 +253,103 @@ std::exception_ptr write_rank_files(const fs::path& dir, const std::string& chec
       failure = std::current_exception();
     }
   };
+  // How each tensor is written (alike on every rank): experts stored one tensor per expert are
+  // written by block; a fused expert tensor is one tensor of the model directory, one writer's.
+  std::vector<TensorWrite> plans;
+  std::vector<char> expert;
   for (size_t i = 0; i < layout.tensors.size(); ++i) {
     const TensorSpec& spec = layout.tensors[i];
-    const bool expert = is_routed_expert(layout, i);
-    // Experts stored one tensor per expert are written by block; a fused expert tensor is one
-    // tensor of the model directory, written by one rank.
-    const bool by_block = expert && pieces_like_source(source, full, spec.name, spec.shape).size() > 1;
-    const TensorWrite plan = plan_tensor(g, i, by_block);
-    const std::vector<int64_t>& local_shape = quantities[0]->layout.tensors[i].shape;
-    for (int q = 0; q < 3; ++q) {
-      std::vector<std::vector<float>> parts =
-          gather_parts(g, plan, i, me, quantities[q]->values[i], local_shape, ranks.model_group);
-      for (int64_t p = 0; p < plan.parts; ++p) {
-        const std::vector<float>& values = parts[static_cast<size_t>(p)];
-        if (values.empty()) continue;
-        local([&] {
-          std::vector<int64_t> shape = spec.shape;
-          shape[0] /= plan.parts;
-          const int64_t first = p * shape[0];  // the part's first row: its first expert
-          if (q == 0)
-            for (const TensorPiece& piece : pieces_like_source(source, full, spec.name, shape, first))
-              for (EncodedTensor& t : encode_like_source(source, fallback, piece, values.data())) model.add(std::move(t));
-          const std::string name = kPrefixes[q] + spec.name;
-          std::vector<TensorPiece> pieces = expert ? expert_pieces(full, name, first, shape[0]) : std::vector<TensorPiece>{};
-          if (pieces.empty()) pieces.push_back({name, shape, 0});
-          for (const TensorPiece& piece : pieces)
-            optimizer.add(encode_floats(piece.name, piece.shape, values.data() + piece.offset, Dtype::f32));
-        });
-      }
-    }
+    expert.push_back(is_routed_expert(layout, i));
+    const bool by_block = expert.back() && pieces_like_source(source, full, spec.name, spec.shape).size() > 1;
+    plans.push_back(plan_tensor(g, i, by_block));
   }
+  // The tensors quantity q of rows [first, first + shape[0]) of tensor i is written as.
+  auto optimizer_pieces = [&](size_t i, int q, const std::vector<int64_t>& shape, int64_t first) {
+    const std::string name = kPrefixes[q] + layout.tensors[i].name;
+    std::vector<TensorPiece> pieces = expert[i] ? expert_pieces(full, name, first, shape[0]) : std::vector<TensorPiece>{};
+    if (pieces.empty()) pieces.push_back({name, shape, 0});
+    return pieces;
+  };
+  auto part_shape = [&](size_t i) {
+    std::vector<int64_t> shape = layout.tensors[i].shape;
+    shape[0] /= plans[i].parts;
+    return shape;
+  };
   // The source's tensors the model does not use (mtp.*, model.visual.*), byte for byte, spread
   // over the ranks.
+  std::vector<std::string> copied;
+  // Declared first, in the order they are written: the files' headers.
   local([&] {
+    for (size_t i = 0; i < layout.tensors.size(); ++i)
+      for (int q = 0; q < 3; ++q)
+        for (int64_t p = 0; p < plans[i].parts; ++p) {
+          if (plans[i].writer[static_cast<size_t>(p)] != me) continue;
+          const std::vector<int64_t> shape = part_shape(i);
+          const int64_t first = p * shape[0];  // the part's first row: its first expert
+          if (q == 0)
+            for (const TensorPiece& piece : pieces_like_source(source, full, layout.tensors[i].name, shape, first))
+              for (TensorDeclaration& t : declare_like_source(source, fallback, piece)) model.declare(std::move(t));
+          for (const TensorPiece& piece : optimizer_pieces(i, q, shape, first)) optimizer.declare({piece.name, piece.shape, Dtype::f32});
+        }
     const std::set<std::string> written = names_written_like_source(source, full);
     int k = 0;
     for (const std::string& name : source.names()) {
-      if (written.count(name)) continue;
-      if (k++ % size != me) continue;
+      if (written.count(name) || k++ % size != me) continue;
       const TensorEntry& e = source.entry(name);
-      model.add_stored(name, e.shape, e.dtype, source.stored_bytes(name));
+      model.declare({name, e.shape, e.dtype});
+      copied.push_back(name);
     }
-    model.flush();  // before `source` unmaps the stored bytes
-    optimizer.flush();
+    model.open();
+    optimizer.open();
+  });
+  for (size_t i = 0; i < layout.tensors.size(); ++i) {
+    const TensorSpec& spec = layout.tensors[i];
+    const TensorWrite& plan = plans[i];
+    const std::vector<int64_t>& local_shape = quantities[0]->layout.tensors[i].shape;
+    const std::vector<int64_t> shape = part_shape(i);
+    const bool fp8 = source.contains(spec.name) && source.entry(spec.name).dtype == Dtype::f8_e4m3;
+    const int64_t rows = rows_per_piece(shape, fp8 ? source.fp8_block().first : 1, ranks.piece_bytes);
+    for (int q = 0; q < 3; ++q)
+      for (int64_t begin = 0; begin < shape[0]; begin += rows) {
+        std::vector<int64_t> piece_shape = shape;
+        piece_shape[0] = std::min(rows, shape[0] - begin);
+        size_t held = 0;
+        std::vector<std::vector<float>> parts =
+            gather_rows(g, plan, i, me, quantities[q]->values[i], local_shape, ranks.model_group, begin, piece_shape[0], &held);
+        footprint.largest_piece_bytes = std::max(footprint.largest_piece_bytes, held);
+        for (int64_t p = 0; p < plan.parts; ++p) {
+          const std::vector<float>& values = parts[static_cast<size_t>(p)];
+          if (values.empty()) continue;
+          local([&] {
+            const int64_t first = p * shape[0] + begin;  // the piece's first row: its first expert
+            size_t bytes = 0;  // encoded, held at once
+            if (q == 0)  // the model tensor as the source stores it
+              for (const TensorPiece& piece : pieces_like_source(source, full, spec.name, piece_shape, first)) {
+                size_t encoded_bytes = 0;
+                for (const EncodedTensor& t : encode_like_source(source, fallback, piece, values.data())) {
+                  model.append(t.name, t.bytes.data(), t.bytes.size());
+                  encoded_bytes += t.bytes.size();
+                }
+                bytes = std::max(bytes, encoded_bytes);
+              }
+            for (const TensorPiece& piece : optimizer_pieces(i, q, piece_shape, first)) {
+              const EncodedTensor t = encode_floats(piece.name, piece.shape, values.data() + piece.offset, Dtype::f32);
+              optimizer.append(t.name, t.bytes.data(), t.bytes.size());
+              bytes = std::max(bytes, t.bytes.size());
+            }
+            footprint.largest_piece_bytes = std::max(footprint.largest_piece_bytes, held + bytes);
+          });
+        }
+      }
+  }
+  local([&] {
+    for (const std::string& name : copied) {
+      const TensorEntry& e = source.entry(name);
+      model.append(name, source.stored_bytes(name), static_cast<size_t>(e.end - e.begin));
+    }
+    model.commit();  // before `source` unmaps the stored bytes
+    optimizer.commit();
+    footprint.bytes_written = model.written() + optimizer.written();
   });
   return failure;
 }
@@ -302,9 +395,10 @@ std::string layout_name(int tp, int ep) {
 
 }  // namespace
 
-void save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
-                        const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version,
-                        const StateRanks& ranks) {
+SaveFootprint save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
+                                 const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version,
+                                 const StateRanks& ranks) {
+  SaveFootprint footprint;
   if (path.empty()) throw Error(MLPT_INVALID_ARGUMENT, "save_state: empty path");
   if (ranks.full.variant != CheckpointVariant::qwen3_5_moe)
     throw Error(MLPT_UNIMPLEMENTED, path + ": saving writes Qwen3.5 names; convert a qwen3_next config first");
@@ -337,7 +431,7 @@ void save_trainer_state(const std::string& path, const std::string& checkpoint, 
   step_ok([&] {
     if (!ranks.writes) return;
     const Weights<float>* quantities[3] = {&weights, &m, &v};
-    error = write_rank_files(tmp, checkpoint, quantities, ranks);
+    error = write_rank_files(tmp, checkpoint, quantities, ranks, footprint);
   });
   step_ok([&] {
     if (!leader) return;
@@ -357,6 +451,7 @@ void save_trainer_state(const std::string& path, const std::string& checkpoint, 
     write_file_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
     swap_in(tmp, target);
   });
+  return footprint;
 }
 
 TrainerState load_trainer_state(const std::string& path, const Weights<float>& current, const StateRanks& ranks) {

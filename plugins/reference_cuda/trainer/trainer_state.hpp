@@ -27,6 +27,9 @@
 
 namespace mlpt::ref {
 
+// A save's piece of a tensor by default (StateRanks::piece_bytes; the trainer's setting save_piece_bytes).
+constexpr size_t kSavePieceBytes = size_t{64} << 20;
+
 // Where this rank's part of a trainer's state lies.
 struct StateRanks {
   ModelConfig full;                     // the whole model's config (not a shard's)
@@ -38,20 +41,31 @@ struct StateRanks {
   // Whether every rank of the whole trainer group passed true (a collective every rank calls the
   // same number of times); one rank: itself.
   std::function<bool(bool)> all_ok = [](bool ok) { return ok; };
+  // The most fp32 bytes of one tensor a save gathers, encodes and writes at once (whole experts of
+  // a routed-expert tensor, blocks of rows of a matrix): what a save holds beyond the state itself.
+  size_t piece_bytes = kSavePieceBytes;
 
-  static StateRanks one(const ModelConfig& config) { return StateRanks{config, {}, nullptr, true, 0, 1, [](bool ok) { return ok; }}; }
+  static StateRanks one(const ModelConfig& config) { return StateRanks{config, {}, nullptr, true, 0, 1}; }
+};
+
+// What a save held and wrote on this rank.
+struct SaveFootprint {
+  size_t largest_piece_bytes = 0;  // the most bytes of gathered values and their encoding held at once
+  size_t bytes_written = 0;        // tensor bytes written into this rank's files
 };
 
 // Writes the state directory atomically (a complete new directory swapped in over `path`).
 // Collective over the trainer group: every rank calls it, `weights`, `m` and `v` its shard's
 // tensors. A rank's failure (disk full, a bad input dtype) fails the save on every rank, and the
-// old directory stays.
-void save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
-                        const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version,
-                        const StateRanks& ranks);
-inline void save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
-                               const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version) {
-  save_trainer_state(path, checkpoint, weights, m, v, step, version, StateRanks::one(weights.config));
+// old directory stays. Each tensor is gathered, encoded and written ranks.piece_bytes at a time,
+// so no rank holds a whole tensor (a fused expert tensor is ~17 GB in fp32 at 397B) to save it;
+// the bytes written do not depend on piece_bytes.
+SaveFootprint save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
+                                 const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version,
+                                 const StateRanks& ranks);
+inline SaveFootprint save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
+                                        const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version) {
+  return save_trainer_state(path, checkpoint, weights, m, v, step, version, StateRanks::one(weights.config));
 }
 
 struct TrainerState {

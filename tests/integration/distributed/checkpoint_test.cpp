@@ -2,8 +2,9 @@
 // EP2, TP2, TP2 x DP2): the saved directory holds every tensor of the input (published-style: BF16, experts one tensor per expert
 // in some layers and fused in others, mtp.* and vision tensors) whole, equal to a one-rank
 // trainer's save after the same step (bit for bit under EP, within TP's float rounding), scored by
-// `mlpt-model score`; a load under the same layout resumes exactly, under another layout (or one
-// rank) it reshards; a missing or corrupt file is named.
+// `mlpt-model score`, the same bytes whatever piece of a tensor the save gathers at once; a load
+// under the same layout resumes exactly, under another layout (or one rank) it reshards; a missing
+// or corrupt file is named.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -141,6 +142,22 @@ TEST_CASE("a TP=2 x EP=2 and an EP=2 trainer group save the one-rank trainer sta
 
   // Save after one step (and after a second, uninterrupted).
   require_group_ok(dir, run_group(dir, 4, layout(2, 2), "step,save=" + s1 + ",step,save=" + s2), 4);
+  // The same save gathered and written in the least pieces (one expert, one row of a matrix at a
+  // time; whole tensors above): the same files, byte for byte.
+  {
+    json pieces = layout(2, 2);
+    pieces["save_piece_bytes"] = 1;
+    const std::string p1 = dir / "tp2ep2.pieces";
+    require_group_ok(dir, run_group(dir, 4, pieces, "step,save=" + p1), 4);
+    std::vector<std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(s1))
+      if (e.is_regular_file()) files.push_back(fs::relative(e.path(), s1).string());
+    REQUIRE(files.size() > 6);
+    for (const std::string& f : files) {
+      INFO(f);
+      CHECK(mlpt_test::read_bytes(p1 + "/" + f) == mlpt_test::read_bytes(s1 + "/" + f));
+    }
+  }
   require_group_ok(dir, run_group(dir, 2, layout(1, 2), "step,save=" + e1), 2);
   // The model directory: every tensor of the input (mtp.*, vision too) in its dtypes; an index.
   CHECK(fs::exists(s1 + "/model.safetensors.index.json"));
