@@ -102,6 +102,12 @@ typedef struct mlpt_engine_model_info_args {
  *     (it generates only when rank 0 does), so a host may drive every rank alike.
  *   - query_model_info, model_info and weight_shards are per rank, answered by any rank; the model
  *     info is the same on every rank (weight_version too, once every rank's load has returned).
+ *   - A rank that fails while the group computes (halfway through a step) leaves none of the others
+ *     waiting for it: the group is broken from then on. The requests of that step fail (with rank
+ *     0's own error where rank 0 failed, with MLPT_UNAVAILABLE naming the rank where another did);
+ *     every later request on rank 0 and every later load on any rank fail with MLPT_UNAVAILABLE
+ *     naming the rank that failed; the other ranks stop serving. Only destroy remains (it waits for no rank that failed). A rank that dies or hangs
+ *     without failing is the host's to notice.
  * A host that knows nothing of groups gives none: every engine is then a group of one.
  */
 

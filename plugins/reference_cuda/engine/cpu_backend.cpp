@@ -71,9 +71,10 @@ CpuEngineBackend::CpuEngineBackend(sdk::Settings& s, const std::string& checkpoi
                                    const mlpt_component_group* group) {
   threads_ = static_cast<int>(s.integer_or("threads", 1, 1));
   const int64_t tp = s.integer_or("tensor_parallel", 1, 1), ep = s.integer_or("expert_parallel", 1, 1);
+  const int64_t fail_at_collective = s.integer_or("test_only_fail_at_collective", 0, 0);  // tests of a failing rank
   s.reject_unknown();
   prefill_mode_ = chunked_prefill ? GdnMode::chunked : GdnMode::recurrent;
-  group_ = std::make_unique<EngineGroup>(group, static_cast<int>(tp), static_cast<int>(ep));  // the ranks meet
+  group_ = std::make_unique<EngineGroup>(group, static_cast<int>(tp), static_cast<int>(ep), fail_at_collective);  // the ranks meet
   if (group_->size() == 1) {
     auto w = std::make_shared<Weights<float>>(::mlpt::ref::load_weights<float>(checkpoint));
     config_ = shard_config_ = w->config;
@@ -305,17 +306,24 @@ void CpuEngineBackend::step(const std::vector<StepSegment>& segments, int64_t va
   out.routing.assign(record_routing ? tokens.size() * static_cast<size_t>(per) : 0, 0);
   if (record_routing) fb.routed_experts = out.routing.data();
   std::unique_lock<std::mutex> channel;
-  if (ledger_) {  // the other ranks run the same forward on their shards
-    channel = std::unique_lock(channel_);
-    GroupMessage m;
-    m.ops = ledger_->take();
-    m.states = std::move(ids);
-    m.offsets = fb.offsets;
-    m.tokens = tokens;
-    group_->send(encode(m));
-    fb.parallel = &group_->model_parallel();
+  std::vector<float> hidden;
+  try {
+    if (ledger_) {  // the other ranks run the same forward on their shards
+      channel = std::unique_lock(channel_);
+      GroupMessage m;
+      m.ops = ledger_->take();
+      m.states = std::move(ids);
+      m.offsets = fb.offsets;
+      m.tokens = tokens;
+      group_->send(encode(m));
+      fb.parallel = &group_->model_parallel();
+    }
+    hidden = forward_hidden(*w, fb);
+  } catch (const std::exception& e) {
+    // The other ranks may be waiting for this one in the step's collectives: they hear why.
+    if (ledger_) group_->report_failure(e.what());
+    throw;
   }
-  const std::vector<float> hidden = forward_hidden(*w, fb);
   if (channel) channel.unlock();
 
   std::vector<const StepSegment*> sampled;
@@ -372,9 +380,11 @@ void CpuEngineBackend::serve() {
       }
       try {
         serve_step(m);
-      } catch (const Error& e) {  // rank 0 fails the step's requests: it fails the same way
-        if (e.code() == MLPT_UNAVAILABLE) throw;  // the group's communication is gone
-        sdk::log(MLPT_LOG_WARNING, "engine group", "rank " + std::to_string(group_->rank()) + ": a step failed: " + e.what());
+      } catch (const std::exception& e) {
+        // Rank 0 and the others may be waiting for this rank in the step's collectives: they hear
+        // why, and the group serves no more (a collective may be left half done).
+        group_->report_failure(e.what());
+        throw;
       }
     }
   } catch (const std::exception& e) {

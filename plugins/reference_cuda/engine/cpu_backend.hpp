@@ -6,7 +6,14 @@
 // runs in the process the engine gets the cores it leaves: backends/cpu/threads.hpp);
 // tensor_parallel, expert_parallel (1, 1): the engine is one rank of an engine group (engine.h,
 // Engine groups) of tensor_parallel × expert_parallel ranks, a model-parallel layout of one model
-// (model/parallel/model_parallel.hpp places group rank ep_rank · tp + tp_rank).
+// (model/parallel/model_parallel.hpp places group rank ep_rank · tp + tp_rank);
+// test_only_fail_at_collective (0: never), for tests of a failing rank only: this rank throws
+// instead of making its n-th collective of the model, halfway through a step.
+//
+// A rank whose step fails (rank 0's forward, another rank's part of it) tells the others why and
+// the group is broken (engine/engine_group.hpp, report_failure): none waits for it in the step's
+// collectives; every rank's later steps and loads fail with MLPT_UNAVAILABLE naming the rank that
+// failed, and the other ranks stop serving.
 //
 // In a group each rank loads only its shard of the checkpoint (load_shard_weights) and keeps its
 // part of every sequence's cache (its attention and GDN heads); rank 0 runs the scheduler and, for

@@ -413,9 +413,11 @@ void ReferenceEngine::run_step(std::vector<Request*>& active, std::vector<Comple
     active.erase(std::remove_if(active.begin(), active.end(),
                                 [&](Request* r) { return std::find(seg.begin(), seg.end(), r) != seg.end(); }),
                  active.end());
-    const auto* known = dynamic_cast<const Error*>(&e);  // an exhausted KV pool says so
-    const mlpt_error_code code =
-        known && known->code() == MLPT_RESOURCE_EXHAUSTED ? MLPT_RESOURCE_EXHAUSTED : MLPT_INTERNAL;
+    // An exhausted KV pool says so, as does an engine group that lost a rank (engine_group.hpp).
+    const auto* known = dynamic_cast<const Error*>(&e);
+    const mlpt_error_code code = known && (known->code() == MLPT_RESOURCE_EXHAUSTED || known->code() == MLPT_UNAVAILABLE)
+                                     ? known->code()
+                                     : MLPT_INTERNAL;
     std::lock_guard lk(mutex_);
     for (Request* r : seg) done.push_back(fail_locked(r, std::string("forward failed: ") + e.what(), code));
     return;

@@ -6,6 +6,10 @@
 // scheduler and sends every other rank what to compute next (`send` / `receive`), the model's
 // collectives run on the layout's tensor- and expert-parallel communicators.
 //
+// Every wait of a group's ranks for each other (the step messages, agreement, the model's
+// collectives) gives up when one of them reports a failure (report_failure), so a rank that fails
+// halfway through a step leaves none waiting: each throws an error naming it.
+//
 // A group of one needs nothing (no MPI). A larger group needs a process started by an MPI launcher
 // whose host initialised MPI, and a plugin built with MPI (MLPT_REFERENCE_MPI).
 #pragma once
@@ -21,12 +25,16 @@
 
 namespace mlpt::ref {
 
+class GroupFailure;
+
 class EngineGroup {
  public:
   // `group` NULL or of one rank: a group of one, which must have tp = ep = 1. Otherwise its size
   // must be tp · ep. Throws MLPT_INVALID_ARGUMENT naming the mismatch, MLPT_FAILED_PRECONDITION
   // without MPI initialised, MLPT_UNIMPLEMENTED in a plugin built without MPI.
-  EngineGroup(const mlpt_component_group* group, int tp, int ep);
+  // `fail_at_collective` > 0, for tests only: this rank throws instead of making its n-th
+  // collective of the model (engine setting test_only_fail_at_collective).
+  EngineGroup(const mlpt_component_group* group, int tp, int ep, int64_t fail_at_collective = 0);
   ~EngineGroup();
   EngineGroup(const EngineGroup&) = delete;
   EngineGroup& operator=(const EngineGroup&) = delete;
@@ -51,10 +59,17 @@ class EngineGroup {
   };
   std::optional<Refusal> first_refusal(mlpt_error_code code, const std::string& mine);
 
+  // This rank failed where the others may be waiting for it (halfway through a step): tells them
+  // why. The group is broken from then on (model/parallel/group_failure.hpp): send, receive,
+  // first_refusal and the model's collectives throw MLPT_UNAVAILABLE naming the failed rank on
+  // every rank, none waits for it. Only the first failure is reported; a group of one ignores it.
+  void report_failure(const std::string& why);
+
  private:
   std::string name_;
   int rank_ = 0, size_ = 1;
   void* comm_ = nullptr;  // the group's MPI communicator (messages and agreement), when size_ > 1
+  std::shared_ptr<GroupFailure> failure_;  // how its ranks hear of a failed one, when size_ > 1 (MPI only)
   ModelShard shard_;
   std::unique_ptr<Communicator> tensor_, expert_;  // the model's, when tp (ep) > 1
   ModelParallel parallel_;

@@ -6,6 +6,7 @@
 // dist_peer.cpp is the program each rank runs.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -268,4 +269,42 @@ TEST_CASE("engine group over MPI: a create that fails on one rank fails on every
     CHECK_THAT(r["error"].get<std::string>(), Catch::Contains("rank 1 could not create its engine") &&
                                                   Catch::Contains("sampling_vocab_size 1000"));
   }
+}
+
+// Rank 1 throws instead of making its third collective of the model (test_only_fail_at_collective),
+// halfway through the first step, where rank 0 waits for it in that collective. Nothing may wait
+// forever: rank 0's requests fail naming rank 1, and so does every later load on both ranks (the
+// group is broken); the job ends well within the timeout.
+TEST_CASE("engine group over MPI: a rank that fails halfway through a step leaves no rank waiting, and the errors name it") {
+  TempDir dir("dist_engine_fault");
+  const std::string a = engine_checkpoints(dir);
+  std::filesystem::create_directories(dir / "group");
+  const json settings = {{"checkpoint", a}, {"tensor_parallel", 2}};
+  const auto started = std::chrono::steady_clock::now();
+  auto run = dist_test::mpirun(2, "env MLPT_TEST_RANK1_SETTINGS='{\"test_only_fail_at_collective\": 3}' " + std::string(DIST_PEER_EXE) +
+                                      " engine " + MLPT_PLUGIN_DIR + "/libmlpt_reference.so '" + settings.dump() + "' " +
+                                      dir / "script.json" + " " + dir / "group",
+                               120);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(run.output);
+  CHECK(run.status != 0);
+  CHECK(seconds < 100);  // not the timeout's end
+  WARN("the job with a failing rank ended after " << seconds << " s");
+  std::vector<json> reports;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(dir / ("group/rank" + std::to_string(rank) + ".json"));
+    REQUIRE(in.good());
+    reports.push_back(json::parse(in));
+    INFO("rank " << rank << ": " << reports.back().dump());
+    REQUIRE(reports.back().contains("error"));
+    CHECK_THAT(reports.back()["error"].get<std::string>(), Catch::Contains("rank 1") && Catch::Contains("test-only fault"));
+  }
+  INFO("rank 0: " << reports[0].dump() << "\nrank 1: " << reports[1].dump());
+  // Rank 0's request failed in the step, where it waited for rank 1's collective.
+  CHECK_THAT(reports[0]["error"].get<std::string>(), Catch::Contains("rank 1 failed"));
+  // Rank 1's loads after it failed refused at once, naming it, rather than waiting for rank 0 (the
+  // last, the refit's, ended its script).
+  CHECK_THAT(reports[1]["error"].get<std::string>(), Catch::Contains("fetch_weights") &&
+                                                         (Catch::Contains("rank 1 no longer serves rank 0") ||
+                                                          Catch::Contains("rank 1 stopped serving rank 0")));
 }

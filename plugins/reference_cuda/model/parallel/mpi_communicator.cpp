@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mlpt/sdk/error.hpp"
+#include "model/parallel/group_failure.hpp"
 
 namespace mlpt::ref {
 
@@ -47,9 +48,20 @@ std::vector<int> displacements(const std::vector<int>& counts, const char* what)
   return out;
 }
 
+// Without `failure` the blocking call; with it the nonblocking one (`start` gives its request),
+// waited for through `failure`.
+template <class Blocking, class Start>
+void collective(GroupFailure* failure, const char* what, Blocking&& blocking, Start&& start) {
+  if (!failure) return check_mpi(blocking(), what);
+  failure->check();  // a broken group starts nothing more
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(start(&request), what);
+  failure->wait(&request, what);
+}
+
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(void* comm) : comm_(comm) {
+MpiCommunicator::MpiCommunicator(void* comm, GroupFailure* failure) : comm_(comm), failure_(failure) {
   MPI_Comm_set_errhandler(as_comm(comm_), MPI_ERRORS_RETURN);
   check_mpi(MPI_Comm_rank(as_comm(comm_), &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(as_comm(comm_), &size_), "MPI_Comm_size");
@@ -63,7 +75,7 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 template <class T>
-void sum_on_every_rank(void* comm, T* values, size_t count) {
+void sum_on_every_rank(void* comm, T* values, size_t count, GroupFailure* failure) {
   constexpr size_t kPiece = size_t{1} << 30;  // MPI counts are int
   const MPI_Datatype type = std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
   int rank = 0;
@@ -71,22 +83,31 @@ void sum_on_every_rank(void* comm, T* values, size_t count) {
   for (size_t done = 0; done < count; done += kPiece) {
     const int n = static_cast<int>(std::min(kPiece, count - done));
     T* piece = values + done;
-    check_mpi(MPI_Reduce(rank == 0 ? MPI_IN_PLACE : piece, piece, n, type, MPI_SUM, 0, as_comm(comm)), "MPI_Reduce");
-    check_mpi(MPI_Bcast(piece, n, type, 0, as_comm(comm)), "MPI_Bcast");
+    const void* send = rank == 0 ? MPI_IN_PLACE : piece;
+    collective(
+        failure, "MPI_Reduce", [&] { return MPI_Reduce(send, piece, n, type, MPI_SUM, 0, as_comm(comm)); },
+        [&](MPI_Request* r) { return MPI_Ireduce(send, piece, n, type, MPI_SUM, 0, as_comm(comm), r); });
+    collective(
+        failure, "MPI_Bcast", [&] { return MPI_Bcast(piece, n, type, 0, as_comm(comm)); },
+        [&](MPI_Request* r) { return MPI_Ibcast(piece, n, type, 0, as_comm(comm), r); });
   }
 }
 
-template void sum_on_every_rank<float>(void*, float*, size_t);
-template void sum_on_every_rank<double>(void*, double*, size_t);
+template void sum_on_every_rank<float>(void*, float*, size_t, GroupFailure*);
+template void sum_on_every_rank<double>(void*, double*, size_t, GroupFailure*);
 
 // The ranks of a tensor-parallel group route tokens from these sums and must agree to the bit.
-void MpiCommunicator::all_reduce_sum(float* values, size_t count) { sum_on_every_rank(comm_, values, count); }
+void MpiCommunicator::all_reduce_sum(float* values, size_t count) { sum_on_every_rank(comm_, values, count, failure_); }
 
 void MpiCommunicator::all_to_all_v(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts) {
   std::vector<int> sc = as_ints(send_counts, size_, "all-to-all send"), rc = as_ints(recv_counts, size_, "all-to-all receive");
   std::vector<int> sd = displacements(sc, "all-to-all send"), rd = displacements(rc, "all-to-all receive");
-  check_mpi(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, as_comm(comm_)),
-            "MPI_Alltoallv");
+  collective(
+      failure_, "MPI_Alltoallv",
+      [&] { return MPI_Alltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, as_comm(comm_)); },
+      [&](MPI_Request* r) {
+        return MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, as_comm(comm_), r);
+      });
 }
 
 void MpiCommunicator::all_gather_v(const float* send, size_t send_count, float* recv, const size_t* recv_counts) {
@@ -94,13 +115,19 @@ void MpiCommunicator::all_gather_v(const float* send, size_t send_count, float* 
   if (send_count != static_cast<size_t>(rc[static_cast<size_t>(rank_)]))
     throw sdk::Error(MLPT_INTERNAL, "model parallel: all-gather: rank " + std::to_string(rank_) + " sends " +
                                         std::to_string(send_count) + " floats, the counts say " + std::to_string(rc[static_cast<size_t>(rank_)]));
-  check_mpi(MPI_Allgatherv(send, rc[static_cast<size_t>(rank_)], MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, as_comm(comm_)),
-            "MPI_Allgatherv");
+  const int mine = rc[static_cast<size_t>(rank_)];
+  collective(
+      failure_, "MPI_Allgatherv",
+      [&] { return MPI_Allgatherv(send, mine, MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, as_comm(comm_)); },
+      [&](MPI_Request* r) { return MPI_Iallgatherv(send, mine, MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, as_comm(comm_), r); });
 }
 
 void MpiCommunicator::exchange_counts(const size_t* send_counts, size_t* recv_counts) {
   std::vector<unsigned long long> s(send_counts, send_counts + size_), r(static_cast<size_t>(size_));
-  check_mpi(MPI_Alltoall(s.data(), 1, MPI_UNSIGNED_LONG_LONG, r.data(), 1, MPI_UNSIGNED_LONG_LONG, as_comm(comm_)), "MPI_Alltoall");
+  collective(
+      failure_, "MPI_Alltoall",
+      [&] { return MPI_Alltoall(s.data(), 1, MPI_UNSIGNED_LONG_LONG, r.data(), 1, MPI_UNSIGNED_LONG_LONG, as_comm(comm_)); },
+      [&](MPI_Request* q) { return MPI_Ialltoall(s.data(), 1, MPI_UNSIGNED_LONG_LONG, r.data(), 1, MPI_UNSIGNED_LONG_LONG, as_comm(comm_), q); });
   for (int i = 0; i < size_; ++i) recv_counts[i] = static_cast<size_t>(r[static_cast<size_t>(i)]);
 }
 

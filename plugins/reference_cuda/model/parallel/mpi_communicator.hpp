@@ -12,16 +12,21 @@
 
 namespace mlpt::ref {
 
+class GroupFailure;
+
 // values[i] = the sum over the ranks of `comm` (an MPI_Comm), in place, the same bits on every rank
 // for any group size: rank 0 reduces, then broadcasts its result (MPI_Allreduce only advises
 // implementations to give every rank the same bits). Collective over `comm`; float or double.
+// With `failure` its waits give up when a rank of the group fails (group_failure.hpp).
 template <class T>
-void sum_on_every_rank(void* comm, T* values, size_t count);
+void sum_on_every_rank(void* comm, T* values, size_t count, GroupFailure* failure = nullptr);
 
 class MpiCommunicator final : public Communicator {
  public:
   // Takes ownership of `comm` (an MPI_Comm, freed by the destructor); errors return, not abort.
-  explicit MpiCommunicator(void* comm);
+  // With `failure` (not owned; it outlives this) every call waits through it: a rank of the group
+  // that fails meanwhile makes it throw MLPT_UNAVAILABLE naming that rank instead of waiting forever.
+  explicit MpiCommunicator(void* comm, GroupFailure* failure = nullptr);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -35,6 +40,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   void* comm_;
+  GroupFailure* failure_;
   int rank_ = 0, size_ = 1;
 };
 
