@@ -88,6 +88,10 @@ const std::vector<ConfigKey>& config_keys() {
          "model-parallel trainer needs a multiple of its ranks per replica, e.g. tensor_parallel x expert_parallel), "
          "ranks 1..N; rank 0 is the coordinator and every other rank a rollout worker with its own engine, sandboxes, "
          "harness and reward. One process alone ignores the table"},
+        {"placement", "engine_ranks", "integer", text(dist::PlacementSettings{}.engine_ranks),
+         "processes per rollout worker: its engine runs as one engine group of that many ranks (the engine's "
+         "tensor_parallel x expert_parallel; the transport's receivers count each rank). The ranks after the trainer "
+         "group must divide into workers of this many; each worker's first rank runs the episodes"},
         {"placement", "answer_timeout_s", "float", text(dist::PlacementSettings{}.answer_timeout_s),
          "seconds the coordinator waits for a rank's answer (a step, a refit, a checkpoint) before the run stops with an "
          "error naming the rank"},

@@ -9,8 +9,8 @@
 
 #include "core/components/instances.hpp"
 #include "core/plugin/component_set.hpp"
-#include "core/refit/refit_receiver.hpp"
 #include "core/rollout/episode.hpp"
+#include "core/run/rollout_engine.hpp"
 #include "core/run/run_config.hpp"
 #include "core/text/chat_format.hpp"
 #include "core/text/tokenizer.hpp"
@@ -23,30 +23,25 @@ int32_t end_of_turn_token(const text::Tokenizer& tokenizer, const std::filesyste
 class RolloutComponents {
  public:
   // `transport_group` names the weight stream the receiver joins (the sender uses the same name);
-  // episodes stop promptly once `cancelled` is set.
+  // episodes stop promptly once `cancelled` is set; `engine_group`: the engine group whose rank 0
+  // this worker is (NULL: an engine alone).
   RolloutComponents(const RunConfig& config, const plugin::ComponentSet& set, const std::string& transport_group,
-                    const std::atomic<bool>* cancelled);
+                    const std::atomic<bool>* cancelled, const mlpt_component_group* engine_group = nullptr);
 
   const rollout::EpisodeEnvironment& environment() const { return env_; }
-  components::Engine& engine() { return *engine_; }
-  components::Transport& receiver() { return *receiver_; }
-  // The engine gets weight version `version` (or newer) and loads it; the caller pauses it around
-  // this. Dense: the engine fetches it through the receiver itself (refit/weight_flow). Sparse
-  // (`relays_refits`): the host receives the message, rebuilds a sparse refit's against the version
-  // held (a message without the refit manifest is the weights themselves) and loads it.
-  void load_weights(uint64_t version, int64_t timeout_ms);
+  components::Engine& engine() { return engine_.engine(); }
+  components::Transport& receiver() { return engine_.receiver(); }
+  // See RolloutEngine::load_weights.
+  void load_weights(uint64_t version, int64_t timeout_ms) { engine_.load_weights(version, timeout_ms); }
 
  private:
   std::shared_ptr<const text::Tokenizer> tokenizer_;
   std::unique_ptr<text::ChatFormat> chat_;
-  std::unique_ptr<components::Engine> engine_;
-  std::unique_ptr<components::Transport> receiver_;
+  RolloutEngine engine_;
   std::unique_ptr<components::SandboxRuntime> sandboxes_;
   std::unique_ptr<components::Reward> reward_;
   std::unique_ptr<components::Harness> harness_;
   rollout::EpisodeEnvironment env_{};
-  bool relays_refits_ = false;    // [run] refit = "sparse": the host receives and rebuilds
-  refit::RefitReceiver decoder_;  // holds the last version when refits are sparse
 };
 
 }  // namespace mlpt::run

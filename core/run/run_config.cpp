@@ -156,6 +156,8 @@ RunConfig read_run_config(const std::filesystem::path& file) {
     auto placement = root.table("placement");
     c.placement.trainer_ranks = placement.get_or<int64_t>("trainer_ranks", c.placement.trainer_ranks);
     positive(placement, "trainer_ranks", c.placement.trainer_ranks);
+    c.placement.engine_ranks = placement.get_or<int64_t>("engine_ranks", c.placement.engine_ranks);
+    positive(placement, "engine_ranks", c.placement.engine_ranks);
     c.placement.answer_timeout_s = placement.get_or<double>("answer_timeout_s", c.placement.answer_timeout_s);
     positive(placement, "answer_timeout_s", c.placement.answer_timeout_s);
     c.placement.heartbeat_timeout_s =

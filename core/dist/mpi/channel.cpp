@@ -11,6 +11,7 @@ namespace mlpt::dist {
 namespace {
 
 constexpr int kMessageTag = 2;
+constexpr int kNoticeTag = 3;
 
 void check_mpi(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
@@ -43,11 +44,18 @@ void MpiChannel::send(int to, const std::string& kind, const nlohmann::json& bod
 
 bool MpiChannel::send(int to, const std::string& kind, const nlohmann::json& body,
                       const std::function<bool()>& abandon) {
+  return send_tagged(kMessageTag, to, kind, body, abandon);
+}
+
+bool MpiChannel::send_notice(int to, const std::string& kind, const std::function<bool()>& abandon) {
+  return send_tagged(kNoticeTag, to, kind, nlohmann::json::object(), abandon);
+}
+
+bool MpiChannel::send_tagged(int tag, int to, const std::string& kind, const nlohmann::json& body,
+                             const std::function<bool()>& abandon) {
   std::vector<uint8_t> bytes = encode(kind, body);
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(
-      MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, kMessageTag, comm_, &request),
-      "MPI_Isend");
+  check_mpi(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, tag, comm_, &request), "MPI_Isend");
   int delay_us = 20;
   for (;;) {
     int done = 0;
@@ -64,11 +72,15 @@ bool MpiChannel::send(int to, const std::string& kind, const nlohmann::json& bod
   }
 }
 
-std::optional<RunMessage> MpiChannel::poll(int from) {
+std::optional<RunMessage> MpiChannel::poll(int from) { return poll_tagged(kMessageTag, from); }
+
+std::optional<RunMessage> MpiChannel::poll_notice(int from) { return poll_tagged(kNoticeTag, from); }
+
+std::optional<RunMessage> MpiChannel::poll_tagged(int tag, int from) {
   int flag = 0;
   MPI_Message message;
   MPI_Status status;
-  check_mpi(MPI_Improbe(from == kAnyRank ? MPI_ANY_SOURCE : from, kMessageTag, comm_, &flag, &message, &status), "MPI_Improbe");
+  check_mpi(MPI_Improbe(from == kAnyRank ? MPI_ANY_SOURCE : from, tag, comm_, &flag, &message, &status), "MPI_Improbe");
   if (!flag) return std::nullopt;
   int count = 0;
   MPI_Get_count(&status, MPI_BYTE, &count);

@@ -38,12 +38,19 @@ class MpiChannel {
             const std::function<bool()>& abandon);
   // The next message from `from` (kAnyRank: any) if one has arrived. Thread-safe.
   std::optional<RunMessage> poll(int from = kAnyRank);
+  // Notices: messages of their own (never returned by poll or receive), read by a thread of their
+  // own while the rank's other threads may be held anywhere: the coordinator's "leave" to every rank
+  // of a dropped rollout worker that is an engine group (heartbeat.hpp). Sent as send(..., abandon).
+  bool send_notice(int to, const std::string& kind, const std::function<bool()>& abandon);
+  std::optional<RunMessage> poll_notice(int from);
   // Waits for the next message; throws MLPT_DEADLINE_EXCEEDED naming `what` after `timeout_ms`
   // (< 0: no limit) and MLPT_CANCELLED soon after `stop` is set.
   RunMessage receive(int from, int64_t timeout_ms, const std::atomic<bool>& stop, const std::string& what);
 
  private:
   std::vector<uint8_t> encode(const std::string& kind, const nlohmann::json& body) const;
+  bool send_tagged(int tag, int to, const std::string& kind, const nlohmann::json& body, const std::function<bool()>& abandon);
+  std::optional<RunMessage> poll_tagged(int tag, int from);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::mutex abandoned_mutex_;

@@ -176,7 +176,7 @@ void Coordinator::lose(int rank, const std::string& why) {
         ++it;
       }
     load_[static_cast<size_t>(w)] = 0;
-    answers_.erase(rank);
+    answers_.erase(placement_.rollout_worker_rank(w));
     lost_workers_.push_back(message);
     left = static_cast<int>(std::count(lost_.begin(), lost_.end(), false));
     if (left == 0 && !failure_) failure_ = "every rollout worker is lost; the last: " + message;
@@ -188,10 +188,18 @@ void Coordinator::lose(int rank, const std::string& why) {
                "mlpt run: %s\nmlpt run: %s is dropped: its %zu episode(s) in flight are back-filled with reward 0 "
                "as failed rollouts; %d rollout worker(s) go on\n",
                message.c_str(), name.c_str(), in_flight.size(), left);
-  // Should it be alive after all (only slow), it stops: nothing is sent to it any more.
-  try {
-    channel_.send(rank, "stop", {{"rank_lost", true}}, [] { return true; });  // never waits for it
-  } catch (const Error&) {
+  // Should it be alive after all (only slow), it stops: nothing is sent to it any more. The ranks of
+  // an engine group leave at once instead (heartbeat.hpp): they may be held in the group's
+  // collectives, waiting for the lost rank forever.
+  for (int g = 0; g < placement_.engine_ranks(); ++g) {
+    const int to = placement_.rollout_worker_rank(w, g);
+    try {
+      if (placement_.engine_ranks() > 1)
+        channel_.send_notice(to, "leave", [] { return true; });  // never waits for it
+      else
+        channel_.send(to, "stop", {{"rank_lost", true}}, [] { return true; });
+    } catch (const Error&) {
+    }
   }
   for (auto& e : in_flight)
     e.done({}, std::make_exception_ptr(Error(MLPT_UNAVAILABLE, name + " is lost (" + why + ")")));
@@ -347,8 +355,9 @@ refit::RefitStats Coordinator::publish(uint64_t version) {
   // neither the publishing trainer ranks' sends nor this wait. The ranks of replica 0 publish
   // together, each its own shards.
   for (int g : replicas_->publishers()) send_to_trainer(g, "publish", {{"version", version}});
-  for (int w = 0; w < placement_.rollout_workers(); ++w)
-    send_unless_lost(placement_.rollout_worker_rank(w), "refit", {{"version", version}});
+  for (int w = 0; w < placement_.rollout_workers(); ++w)  // every rank of an engine group loads it
+    for (int g = 0; g < placement_.engine_ranks(); ++g)
+      send_unless_lost(placement_.rollout_worker_rank(w, g), "refit", {{"version", version}});
   refit::RefitStats stats;
   for (int g : replicas_->publishers()) {
     const auto sent = run::refit_stats_from_json(answer(placement_.trainer_rank(g), "published")->body.at("refit"));

@@ -8,7 +8,8 @@
 // within `answer_timeout_s` fails the run with a message naming the rank. A rollout worker that
 // does so once serving is lost instead: its episodes in flight are back-filled (done with an
 // MLPT_UNAVAILABLE error naming it), nothing is sent to it again, and the run goes on with the
-// others until none is left.
+// others until none is left. A worker that is an engine group ([placement] engine_ranks) is lost
+// with any of its ranks; its ranks are then told to leave at once (heartbeat.hpp).
 #pragma once
 
 #include <chrono>

@@ -7,6 +7,7 @@
 
 #include "core/dist/mpi/channel.hpp"
 #include "core/dist/mpi/coordinator.hpp"
+#include "core/dist/mpi/engine_rank.hpp"
 #include "core/dist/mpi/heartbeat.hpp"
 #include "core/dist/mpi/rendezvous.hpp"
 #include "core/dist/mpi/rollout_worker.hpp"
@@ -39,10 +40,16 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
   if (outcome.coordinator) host.rendezvous().put("mlpt/run/transport_group", "mlpt-run-" + std::to_string(::getpid()));
   const std::string transport_group = host.rendezvous().get("mlpt/run/transport_group", kStartTimeoutMs, interrupted);
   std::optional<Heartbeat> heartbeat;  // every rank but the coordinator, from here to its end
-  if (role != MLPT_PROCESS_ROLE_HOST) heartbeat.emplace(channel, Placement::coordinator());
+  if (role != MLPT_PROCESS_ROLE_HOST)
+    heartbeat.emplace(channel, Placement::coordinator(), [&] {
+      std::fprintf(stderr, "mlpt run: %s: the coordinator dropped this rollout worker; leaving at once\n",
+                   placement.describe(mpi.rank()).c_str());
+      MpiSession::leave_job(3);
+    });
   if (role != MLPT_PROCESS_ROLE_HOST) {
-    const RankEnd end = role == MLPT_PROCESS_ROLE_TRAINER
-                            ? run_trainer_rank(config, placement, host, channel, transport_group, interrupted)
+    const RankEnd end = role == MLPT_PROCESS_ROLE_TRAINER ? run_trainer_rank(config, placement, host, channel, transport_group, interrupted)
+                        : placement.engine_group_rank(mpi.rank()) > 0
+                            ? run_engine_rank(config, placement, host, channel, transport_group, interrupted)
                             : run_rollout_worker(config, placement, host, channel, transport_group, interrupted);
     outcome.exit_code = end.exit_code;
     outcome.rank_lost = end.rank_lost;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/dist/mpi/engine_rank.hpp"
 #include "core/dist/mpi/rank_failure.hpp"
 #include "core/dist/run_messages.hpp"
 #include "core/error.hpp"
@@ -28,7 +29,8 @@ RankEnd run_rollout_worker(const run::RunConfig& c, const Placement& placement, 
   std::map<uint64_t, std::unique_ptr<nlohmann::json>> tasks;
   try {
     plugin::ComponentSet set(c.components, host);
-    run::RolloutComponents rollouts(c, set, transport_group, &cancelled);
+    const WorkerEngineGroup group(placement, rank, transport_group);  // of one rank, or this worker's engine_ranks
+    run::RolloutComponents rollouts(c, set, transport_group, &cancelled, group.get());
     const auto threads = static_cast<int>(std::min(c.run.rollout_threads, c.run.rollout_workers));
     rollout::RolloutPool pool(rollouts.environment(), threads, c.run.rollout_workers);
     // However this loop ends, the episodes still in flight are cancelled before the pool waits

@@ -1,5 +1,5 @@
-// A rollout worker of a distributed run: its own engine, sandboxes, harness and reward
-// (run/rollout_components.hpp), running the episodes the coordinator hands it, up to [run]
+// A rollout worker of a distributed run: its own engine (or rank 0 of its engine group, the other
+// ranks in engine_rank.hpp), sandboxes, harness and reward (run/rollout_components.hpp), running the episodes the coordinator hands it, up to [run]
 // rollout_workers at once, and sending each finished trajectory back. Every weight version comes
 // from trainer rank 0 through the transport, straight into this process. Messages from the
 // coordinator: "episode", "cancel", "refit", "stop"; answers: "ready" (with its capacity),

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../learning_curve.hpp"
 #include "mpirun_command.hpp"  // tests/support
 #include "test_util.hpp"
 
@@ -141,6 +142,56 @@ inline int last_checkpoint(const fs::path& out) {
 inline void require_tiny_model() {
   const std::string cache = MLPT_CACHE_DIR;
   if (!fs::exists(cache + "/models/tiny/config.json")) FAIL("missing " << cache << "/models/tiny: run scripts/prepare-tiny.sh");
+}
+
+// A config the run must refuse at start: what is wrong, the edits that make it, and what the error
+// must name.
+struct Refusal {
+  const char* what;
+  std::vector<std::pair<std::string, std::string>> edits;
+  std::vector<std::string> named;
+};
+
+// Each refusal's config (`write` writes it to a file with the output_dir it is given) under mpirun
+// -np 4 (job tag `tag`): the run fails naming the config file and everything the refusal names, and
+// writes nothing.
+inline void check_refusals(
+    const std::string& tag, const std::vector<Refusal>& refusals,
+    const std::function<void(const fs::path&, const fs::path&, const std::vector<std::pair<std::string, std::string>>&)>& write) {
+  require_tiny_model();
+  mlpt_test::TempDir dir(tag.c_str());
+  const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / "refused.toml";
+  for (const auto& r : refusals) {
+    INFO(r.what);
+    write(config, out, r.edits);
+    int status = 0;
+    const std::string output = mlpt_test::run_command(launch(tag, 300, false) + config.string() + " 2>&1", &status);
+    INFO(output);
+    CHECK(WEXITSTATUS(status) != 0);
+    CHECK(output.find(config.string()) != std::string::npos);
+    for (const auto& name : r.named) CHECK(output.find(name) != std::string::npos);
+    CHECK_FALSE(fs::exists(out));
+  }
+}
+
+// A letters run of `config` (job tag `tag`) under mpirun -np 4: it must finish (converged, or not
+// within max_steps), train on trajectories at most one version stale, and learn by the learning
+// runs' one criterion (learning_curve.hpp). Returns whether it converged.
+inline bool check_letters_run(const std::string& tag, const fs::path& config, const fs::path& out) {
+  int status = 0;
+  const auto started = std::chrono::steady_clock::now();
+  const std::string output = mlpt_test::run_command(launch(tag, 1500, false) + config.string() + " 2>&1", &status);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(output);
+  const int run_status = WEXITSTATUS(status);
+  REQUIRE((run_status == 0 || run_status == 1));
+  const bool converged = run_status == 0;
+  const auto curve = mlpt_test::read_learning_curve(out / "metrics.jsonl");
+  REQUIRE(curve.rewards.size() >= 6);
+  for (auto st : curve.staleness) CHECK(st <= 1);
+  WARN(tag << " letters run (" << seconds << " s): " << curve.describe(converged));
+  CHECK(curve.learned(converged));
+  return converged;
 }
 
 // Every compliance rule of the open division holds for the run's result log (reaching the target

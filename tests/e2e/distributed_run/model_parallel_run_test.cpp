@@ -11,7 +11,6 @@
 
 #include <cmath>
 
-#include "../learning_curve.hpp"
 #include "distributed_support.hpp"
 
 namespace fs = std::filesystem;
@@ -28,19 +27,7 @@ TEST_CASE("mpirun -np 4 mlpt run: a TP=2 or EP=2 trainer learns the letters task
     write_tensor_parallel_config(config, out, {});
   else
     write_tensor_parallel_config(config, out, {{"tensor_parallel = ", "expert_parallel = 2"}});
-  int status = 0;
-  const std::string output = mlpt_test::run_command(launch(layout, 1500, false) + config.string() + " 2>&1", &status);
-  INFO(output);
-  // 0 converged, 1 not converged within max_steps: both are finished runs.
-  const int run_status = WEXITSTATUS(status);
-  REQUIRE((run_status == 0 || run_status == 1));
-  const bool converged = run_status == 0;
-
-  const auto curve = mlpt_test::read_learning_curve(out / "metrics.jsonl");
-  REQUIRE(curve.rewards.size() >= 6);
-  for (auto st : curve.staleness) CHECK(st <= 1);
-  WARN(layout << " letters run: " << curve.describe(converged));
-  CHECK(curve.learned(converged));
+  const bool converged = check_letters_run(layout, config, out);
 
   // Every refit was dense and carried both ranks' shards: at least the whole model's tensor bytes
   // (the checkpoint less its header, under 64 KiB), which one rank alone (half of each split
@@ -93,31 +80,12 @@ TEST_CASE("mpirun -np 6 mlpt run: an EP2 x DP2 trainer trains two batch shares, 
 }
 
 TEST_CASE("mlpt run refuses a model-parallel trainer the placement or the refit cannot take, before writing anything") {
-  require_tiny_model();
-  mlpt_test::TempDir dir("tensor_parallel_refusals");
-  const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / "refused.toml";
-  struct Refusal {
-    const char* what;
-    std::vector<std::pair<std::string, std::string>> edits;
-    std::vector<std::string> named;  // what the error must name
-  };
-  const std::vector<Refusal> refusals = {
+  check_refusals("tensor-parallel-refused", {
       {"two trainer ranks cannot hold tensor_parallel 2 x expert_parallel 2",
        {{"tensor_parallel = ", "tensor_parallel = 2\nexpert_parallel = 2"}},
        {"[placement] trainer_ranks", "tensor_parallel 2", "expert_parallel 2"}},
       {"a sparse refit relays one rank's export, which holds half the model",
        {{"checkpoint_every_steps = ", "checkpoint_every_steps = 0\nrefit = \"sparse\""}},
        {"[run] refit = \"sparse\"", "refit = \"dense\""}},
-  };
-  for (const auto& r : refusals) {
-    INFO(r.what);
-    write_tensor_parallel_config(config, out, r.edits);
-    int status = 0;
-    const std::string output = mlpt_test::run_command(launch("tensor-parallel-refused", 300, false) + config.string() + " 2>&1", &status);
-    INFO(output);
-    CHECK(WEXITSTATUS(status) != 0);
-    CHECK(output.find(config.string()) != std::string::npos);
-    for (const auto& name : r.named) CHECK(output.find(name) != std::string::npos);
-    CHECK_FALSE(fs::exists(out));
-  }
+  }, write_tensor_parallel_config);
 }
