@@ -65,6 +65,23 @@ class Suite {
   ConformanceReport report;
 };
 
+// The transport's settings for a check that creates `receivers` receivers itself. A config written
+// for a distributed run sets "receivers" (the count of receivers a send of the reference transports
+// waits for) to its rollout workers, 2 in tiny-distributed.toml: the check's own receivers would
+// leave each send waiting for one that never comes until it times out. `note` (empty if the
+// settings are kept) says in the evidence what the check changed.
+nlohmann::json transport_settings_for_check(const plugin::ComponentSet& set, int64_t receivers, std::string& note) {
+  nlohmann::json settings = set.settings(MLPT_COMPONENT_TRANSPORT);
+  note.clear();
+  if (settings.is_object() && settings.contains("receivers") && settings["receivers"].is_number_integer() &&
+      settings["receivers"].get<int64_t>() != receivers) {
+    note = "; settings receivers = " + settings["receivers"].dump() + " (a run's rollout workers) checked as receivers = " +
+           std::to_string(receivers) + ", the receivers this check creates";
+    settings["receivers"] = receivers;
+  }
+  return settings;
+}
+
 std::string join(const std::vector<int32_t>& v, size_t max = 12) {
   std::ostringstream o;
   for (size_t i = 0; i < v.size() && i < max; ++i) o << (i ? " " : "") << v[i];
@@ -312,8 +329,10 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
     trainer->train_step(batch, &version);  // advantage 0: a new version of the same weights
     // The sender first: a receiver of a transport that finds its sender through the key-value store
     // (ucx) waits at create for the sender's address.
-    components::Transport sender(xc, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, "mlpt-conformance-flow");
-    components::Transport receiver(xc, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance-flow");
+    std::string note;
+    const nlohmann::json settings = transport_settings_for_check(set, 1, note);
+    components::Transport sender(xc, settings, MLPT_TRANSPORT_SENDER, "mlpt-conformance-flow");
+    components::Transport receiver(xc, settings, MLPT_TRANSPORT_RECEIVER, "mlpt-conformance-flow");
     engine->pause();
     auto fetched = std::async(std::launch::async, [&] { return refit::fetch(*engine, receiver, version, 60000); });
     refit::PublishResult published;
@@ -332,7 +351,7 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
     const auto after = engine->model_info().weight_version;
     ev = "the trainer published version " + std::to_string(published.version) + " (" + std::to_string(published.bytes) +
          " bytes) through the transport itself; the engine fetched and loaded version " + std::to_string(loaded) +
-         " and reports weight_version " + std::to_string(after);
+         " and reports weight_version " + std::to_string(after) + note;
     return published.by_plugin && published.version == version && loaded == version && after == version;
   });
 }
@@ -356,10 +375,12 @@ void check_sender_ranks(Suite& s, const plugin::ComponentSet& set, const std::st
     std::vector<std::unique_ptr<components::Transport>> senders;
     std::vector<mlpt_component_group> groups;
     for (int32_t r = 0; r < 2; ++r) groups.push_back({MLPT_COMPONENT_GROUP_STRUCT_SIZE, {group_name.data(), group_name.size()}, r, 2});
+    std::string note;
+    const nlohmann::json settings = transport_settings_for_check(set, 1, note);
     for (int32_t r = 0; r < 2; ++r)  // the senders first: a receiver may wait at create for their addresses
-      senders.push_back(std::make_unique<components::Transport>(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER,
-                                                                "mlpt-conformance-ranks", &groups[static_cast<size_t>(r)]));
-    components::Transport receiver(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance-ranks");
+      senders.push_back(std::make_unique<components::Transport>(c, settings, MLPT_TRANSPORT_SENDER, "mlpt-conformance-ranks",
+                                                                &groups[static_cast<size_t>(r)]));
+    components::Transport receiver(c, settings, MLPT_TRANSPORT_RECEIVER, "mlpt-conformance-ranks");
     int64_t part_shape[2] = {10, 40}, part_offsets[2] = {0, 30};
     std::vector<mlpt_named_tensor> want(2);
     want[0] = {MLPT_NAMED_TENSOR_STRUCT_SIZE, {"a", 1}, DLTensor{nullptr, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, part_shape, nullptr, 0}};
@@ -393,7 +414,7 @@ void check_sender_ranks(Suite& s, const plugin::ComponentSet& set, const std::st
     const bool same = got.get();
     ev = std::string("2 sender ranks (rows [0, 5) and [5, 10) of fp32 [10,100], bf16 [333] on both); asked for columns [30, 70) "
                      "of every row and b whole: ") +
-         (same ? "got exactly those, bitwise equal" : "DIFFER");
+         (same ? "got exactly those, bitwise equal" : "DIFFER") + note;
     return same;
   });
 }
@@ -413,8 +434,10 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
   s.check(name, "round_trip_bitwise", [&](std::string& ev) {
     // The sender first: a receiver that finds its sender through the key-value store (ucx) waits
     // at create for the sender's address.
-    sender = std::make_unique<components::Transport>(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_SENDER, "mlpt-conformance");
-    receiver = std::make_unique<components::Transport>(c, set.settings(MLPT_COMPONENT_TRANSPORT), MLPT_TRANSPORT_RECEIVER, "mlpt-conformance");
+    std::string note;
+    const nlohmann::json settings = transport_settings_for_check(set, 1, note);
+    sender = std::make_unique<components::Transport>(c, settings, MLPT_TRANSPORT_SENDER, "mlpt-conformance");
+    receiver = std::make_unique<components::Transport>(c, settings, MLPT_TRANSPORT_RECEIVER, "mlpt-conformance");
     auto got = std::async(std::launch::async, [&] {
       auto r = receiver->receive(1, 30000);
       bool same = r.count == 2 && std::memcmp(r.tensors[0].tensor.data, a.data(), a.size() * 4) == 0 &&
@@ -424,7 +447,7 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
     });
     sender->send(1, tensors.data(), tensors.size(), 30000);
     bool same = got.get();
-    ev = std::string("2 tensors (fp32 [10,100], bf16 [333]) ") + (same ? "arrived bitwise equal" : "DIFFER");
+    ev = std::string("2 tensors (fp32 [10,100], bf16 [333]) ") + (same ? "arrived bitwise equal" : "DIFFER") + note;
     return same;
   });
   if (!sender) return;
