@@ -4,7 +4,6 @@
 // the suite must say which check caught it and why. The SWE run needs scripts/build-task-images.sh.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 
 #include <sys/wait.h>
 
@@ -124,10 +123,8 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
 TEST_CASE("the UCX transport conforms in one process over loopback: round trip, wanted layout and two sender ranks") {
   // The distributed letters run's combination as shipped: its transport settings say receivers = 2
   // (the run's two rollout workers); the suite checks with the one receiver each check creates, says
-  // so, and no send waits for a receiver that never comes (each would wait out its 30 s timeout).
-  const auto started = std::chrono::steady_clock::now();
+  // so, and no send waits for a receiver that never comes (each would time out, failing its check).
   auto report = mlpt::check::check_plugins(load("tiny-distributed.toml"));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   INFO(mlpt::check::format_report(report));
   CHECK(report.passed());
   for (const char* id : {"round_trip_bitwise", "versions_monotonic", "receive_times_out", "wanted_layout_bitwise", "sender_ranks_wanted_layout"})
@@ -135,7 +132,6 @@ TEST_CASE("the UCX transport conforms in one process over loopback: round trip, 
   require_passed(report, "trainer", "weights_flow_plugin_to_plugin");
   for (const char* id : {"round_trip_bitwise", "sender_ranks_wanted_layout"})
     CHECK_THAT(find(report, "transport ucx", id)->evidence, Catch::Contains("settings receivers = 2") && Catch::Contains("receivers = 1"));
-  CHECK(seconds < 30);
   const ConformanceCheck* handed = find(report, "transport ucx", "uncut_tensor_handed_over");
   REQUIRE(handed);
   CHECK(handed->status == ConformanceCheck::Status::not_applicable);  // zero_copy = 0: receivers hold copies
