@@ -11,6 +11,10 @@
 
 namespace mlpt::refit {
 
+// How long one version's transfer may take, at either end, before it fails: a refit at 397B moves
+// hundreds of GB. Every refit of a run, in one process or many, waits this long.
+inline constexpr int64_t kTransferTimeoutMs = 600000;
+
 struct PublishResult {
   uint64_t version = 0;
   uint64_t bytes = 0;      // of the tensors published

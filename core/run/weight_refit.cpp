@@ -8,10 +8,6 @@
 
 namespace mlpt::run {
 
-namespace {
-constexpr int64_t kTransferTimeoutMs = 600000;
-}
-
 WeightRefit::WeightRefit(const RunSettings& settings, components::Trainer& trainer, components::Engine& engine,
                          components::Transport& sender, components::Transport& receiver, Observer observer)
     : trainer_(trainer), engine_(engine), sender_(sender), receiver_(receiver), observer_(std::move(observer)) {
@@ -50,8 +46,8 @@ void WeightRefit::prepare(uint64_t version) {
 refit::RefitStats WeightRefit::deliver() {
   if (!encoder_) return deliver_dense();
   // Receive on another thread: a transport may need both ends active at once.
-  auto received = std::async(std::launch::async, [&] { return receiver_.receive(version_, kTransferTimeoutMs); });
-  sender_.send(version_, message_, message_count_, kTransferTimeoutMs);
+  auto received = std::async(std::launch::async, [&] { return receiver_.receive(version_, refit::kTransferTimeoutMs); });
+  sender_.send(version_, message_, message_count_, refit::kTransferTimeoutMs);
   auto got = received.get();
   try {
     const auto& rebuilt = decoder_->apply(got.version, got.tensors, got.count);
@@ -66,8 +62,8 @@ refit::RefitStats WeightRefit::deliver() {
 
 // Plugin to plugin: the engine fetches on another thread while the trainer publishes.
 refit::RefitStats WeightRefit::deliver_dense() {
-  auto fetched = std::async(std::launch::async, [&] { return refit::fetch(engine_, receiver_, version_, kTransferTimeoutMs); });
-  const refit::PublishResult published = refit::publish(trainer_, sender_, kTransferTimeoutMs);
+  auto fetched = std::async(std::launch::async, [&] { return refit::fetch(engine_, receiver_, version_, refit::kTransferTimeoutMs); });
+  const refit::PublishResult published = refit::publish(trainer_, sender_, refit::kTransferTimeoutMs);
   const uint64_t loaded = fetched.get();
   if (published.version != version_ || loaded != version_)
     throw Error(MLPT_INTERNAL, "refit of version " + std::to_string(version_) + ": the trainer published version " +

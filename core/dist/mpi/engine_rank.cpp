@@ -2,13 +2,10 @@
 
 #include "core/error.hpp"
 #include "core/plugin/component_set.hpp"
+#include "core/refit/weight_flow.hpp"
 #include "core/run/rollout_engine.hpp"
 
 namespace mlpt::dist {
-
-namespace {
-constexpr int64_t kTransferTimeoutMs = 600000;
-}
 
 WorkerEngineGroup::WorkerEngineGroup(const Placement& placement, int rank, const std::string& transport_group)
     : name_(transport_group + "/engine/" + std::to_string(placement.rollout_worker_index(rank))) {
@@ -28,7 +25,7 @@ RankEnd run_engine_rank(const run::RunConfig& c, const Placement& placement, plu
       if (m.kind == "refit") {
         // Collective with rank 0's load of the same version (engine.h): this rank's shards only.
         engine.engine().pause();
-        engine.load_weights(m.body.at("version").get<uint64_t>(), kTransferTimeoutMs);
+        engine.load_weights(m.body.at("version").get<uint64_t>(), refit::kTransferTimeoutMs);
         engine.engine().resume();
       } else if (m.kind == "stop") {
         return RankEnd{0, m.body.value("rank_lost", false)};  // the engine's destroy waits for rank 0's

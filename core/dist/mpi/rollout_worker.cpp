@@ -10,14 +10,11 @@
 #include "core/dist/run_messages.hpp"
 #include "core/error.hpp"
 #include "core/plugin/component_set.hpp"
+#include "core/refit/weight_flow.hpp"
 #include "core/rollout/rollout_pool.hpp"
 #include "core/run/rollout_components.hpp"
 
 namespace mlpt::dist {
-
-namespace {
-constexpr int64_t kTransferTimeoutMs = 600000;
-}
 
 RankEnd run_rollout_worker(const run::RunConfig& c, const Placement& placement, plugin::HostServices& host, MpiChannel& channel,
                        const std::string& transport_group, const std::atomic<bool>& interrupted) {
@@ -80,7 +77,7 @@ RankEnd run_rollout_worker(const run::RunConfig& c, const Placement& placement, 
       } else if (m.kind == "refit") {
         // Episodes in flight wait in the paused engine; they go on with the new weights.
         rollouts.engine().pause();
-        rollouts.load_weights(m.body.at("version").get<uint64_t>(), kTransferTimeoutMs);
+        rollouts.load_weights(m.body.at("version").get<uint64_t>(), refit::kTransferTimeoutMs);
         rollouts.engine().resume();
         channel.send(Placement::coordinator(), "refitted", {{"version", m.body.at("version")}});
       } else if (m.kind == "stop") {

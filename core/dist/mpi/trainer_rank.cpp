@@ -17,7 +17,6 @@
 namespace mlpt::dist {
 
 namespace {
-constexpr int64_t kTransferTimeoutMs = 600000;
 constexpr int64_t kStartTimeoutMs = 600000;  // the trainer ranks create their trainers within minutes of each other
 
 // Every trainer rank's data-parallel replica, as each put it in the run's key-value store: each
@@ -107,10 +106,10 @@ RankEnd run_trainer_rank(const run::RunConfig& c, const Placement& placement, pl
           auto w = trainer.export_weights();
           const auto& message = encoder->prepare(w.version, w.tensors, w.count);
           stats = encoder->stats();
-          sender->send(w.version, message.data(), message.size(), kTransferTimeoutMs);
+          sender->send(w.version, message.data(), message.size(), refit::kTransferTimeoutMs);
           published_version = w.version;
         } else {  // dense: the trainer publishes through the transport itself (refit/weight_flow)
-          const auto published = refit::publish(trainer, *sender, kTransferTimeoutMs);
+          const auto published = refit::publish(trainer, *sender, refit::kTransferTimeoutMs);
           stats = refit::RefitStats{"dense"};
           stats.bytes = stats.dense_bytes = published.bytes;
           published_version = published.version;
