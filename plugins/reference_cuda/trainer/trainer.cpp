@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <iterator>
 
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
@@ -141,9 +140,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     if (!mbs[k].trains) sv = Saved{};
   }
 
-  const int64_t global_loss_tokens =
-      sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_train_step_args, global_num_loss_tokens)) ? args.global_num_loss_tokens : 0;
-  LossPlan plan = plan_loss(b, prev, loss_, global_loss_tokens, [this](int64_t n) { return group_.sum(n); });
+  LossPlan plan = group_.plan_loss(args, prev, loss_);
 
   // Pass 2, for the micro-batches that train: the loss gradient at the output head over the scored
   // rows, scattered into d(hidden), then the model backward.
@@ -203,28 +200,11 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
 
   // Data parallel: the group's gradient is the sum of its ranks' (each normalised by the global
   // N_tok), and so are the loss and the counts the metrics report.
-  if (group_.data_parallel_size() > 1) {
+  StepWork work{mbs.size(), computed_tokens, backward_tokens, head_rows, shared_tokens};
+  if (group_.data_parallel_size() > 1)
     for (size_t i = 0; i < grads_.values.size(); ++i)
       if (trainable_[i]) group_.sum(grads_.values[i].data(), grads_.values[i].size());
-    double totals[] = {total_loss,
-                       static_cast<double>(plan.num_tokens),
-                       static_cast<double>(plan.sequences),
-                       static_cast<double>(plan.truncated),
-                       static_cast<double>(plan.logprob_error_masked),
-                       static_cast<double>(plan.tis_masked),
-                       static_cast<double>(computed_tokens),
-                       static_cast<double>(backward_tokens),
-                       static_cast<double>(head_rows),
-                       static_cast<double>(shared_tokens)};
-    group_.sum(totals, std::size(totals));
-    total_loss = totals[0];
-    plan.num_tokens = static_cast<int64_t>(totals[1]), plan.sequences = static_cast<int64_t>(totals[2]);
-    plan.truncated = static_cast<int64_t>(totals[3]), plan.logprob_error_masked = static_cast<int64_t>(totals[4]);
-    plan.tis_masked = static_cast<int64_t>(totals[5]);
-    computed_tokens = static_cast<int64_t>(totals[6]), backward_tokens = static_cast<int64_t>(totals[7]);
-    head_rows = static_cast<int64_t>(totals[8]);
-    shared_tokens = static_cast<int64_t>(totals[9]);
-  }
+  group_.sum_step_totals(total_loss, plan, work);
   // The last point to stop: after it the weights change, and a stopped step must leave them as they
   // were. In a group the ranks could disagree on it, so a group stops at the step's boundary instead.
   if (group_.size() == 1 && sdk::cancelled()) throw Error(MLPT_CANCELLED, "train step cancelled before the optimizer update; weights unchanged");
@@ -235,7 +215,6 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   adamw_update(weights_, grads_, m_, v_, step_, optimizer_, scale, trainable_);
   ++version_;
 
-  const StepWork work{mbs.size(), computed_tokens, backward_tokens, head_rows, shared_tokens};
   metrics_ = step_metrics(total_loss, norm, scale, plan, work, optimizer_.lr, step_);
   args.out_metrics = metrics_.data();
   args.out_num_metrics = metrics_.size();

@@ -1,10 +1,12 @@
 #include "trainer/trainer_group.hpp"
 
 #include <exception>
+#include <iterator>
 #include <vector>
 
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/plugin.hpp"
+#include "mlpt/sdk/types.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
 
 #ifdef MLPT_REFERENCE_MPI
@@ -63,6 +65,7 @@ TrainerGroup::TrainerGroup(const mlpt_component_group* group) {
 
 TrainerGroup::~TrainerGroup() {
   model_.reset();
+  data_.reset();
   tensor_.reset();
   expert_.reset();
 #ifdef MLPT_REFERENCE_MPI
@@ -92,7 +95,7 @@ void TrainerGroup::split_model_parallel(int tp, int ep) {
   data_comm_ = split(shard_.world_rank(), dp_rank, "data parallel");
   tensor_comm_ = split(dp_rank * ep + shard_.ep_rank, shard_.tp_rank, "tensor parallel");
   expert_comm_ = split(dp_rank * tp + shard_.tp_rank, shard_.ep_rank, "expert parallel");
-  // The model's communicators own their own duplicates; the raw ones carry the double sums here.
+  // The model's and the device gradients' communicators own duplicates; the raw ones carry the double sums here.
   auto communicator = [&](void* c) {
     MPI_Comm dup = MPI_COMM_NULL;
     check_mpi(MPI_Comm_dup(as_comm(c), &dup), "MPI_Comm_dup");
@@ -101,6 +104,7 @@ void TrainerGroup::split_model_parallel(int tp, int ep) {
   model_ = std::make_unique<MpiCommunicator>(split(dp_rank, shard_.world_rank(), "model parallel"));
   if (tp > 1) tensor_ = communicator(tensor_comm_);
   if (ep > 1) expert_ = communicator(expert_comm_);
+  if (size_ > tp * ep) data_ = communicator(data_comm_);
   parallel_ = ModelParallel{tensor_.get(), expert_.get()};
 #endif
 }
@@ -114,6 +118,34 @@ int64_t TrainerGroup::sum(int64_t value) const {
   double v = static_cast<double>(value);  // exact below 2^53
   sum(&v, 1);
   return static_cast<int64_t>(v);
+}
+
+LossPlan TrainerGroup::plan_loss(const mlpt_train_step_args& args, const std::vector<double>& logp_prev,
+                                 const LossSettings& settings) const {
+  const int64_t global_loss_tokens =
+      sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_train_step_args, global_num_loss_tokens)) ? args.global_num_loss_tokens : 0;
+  return ref::plan_loss(*args.batch, logp_prev, settings, global_loss_tokens, [this](int64_t n) { return sum(n); });
+}
+
+void TrainerGroup::sum_step_totals(double& loss, LossPlan& plan, StepWork& work) const {
+  if (data_parallel_size() == 1) return;
+  double totals[] = {loss,
+                     static_cast<double>(plan.num_tokens),
+                     static_cast<double>(plan.sequences),
+                     static_cast<double>(plan.truncated),
+                     static_cast<double>(plan.logprob_error_masked),
+                     static_cast<double>(plan.tis_masked),
+                     static_cast<double>(work.forward_tokens),
+                     static_cast<double>(work.backward_tokens),
+                     static_cast<double>(work.head_rows),
+                     static_cast<double>(work.shared_prefix_tokens)};
+  sum(totals, std::size(totals));
+  loss = totals[0];
+  plan.num_tokens = static_cast<int64_t>(totals[1]), plan.sequences = static_cast<int64_t>(totals[2]);
+  plan.truncated = static_cast<int64_t>(totals[3]), plan.logprob_error_masked = static_cast<int64_t>(totals[4]);
+  plan.tis_masked = static_cast<int64_t>(totals[5]);
+  work.forward_tokens = static_cast<int64_t>(totals[6]), work.backward_tokens = static_cast<int64_t>(totals[7]);
+  work.head_rows = static_cast<int64_t>(totals[8]), work.shared_prefix_tokens = static_cast<int64_t>(totals[9]);
 }
 
 // The ranks of a model-parallel group hold parts of one model and must train the same batch share:

@@ -9,6 +9,9 @@
 // ranks is cut into dp model-parallel groups of tp · ep neighbours (group rank dp_rank · tp · ep +
 // the ModelShard's world rank); the ranks of one model-parallel group hold the shards of one model
 // and train the same batch share. sum() then sums over the dp replicas of this rank's shard only.
+//
+// What both trainers (CPU, CUDA) do alike under data parallelism lives here too: the loss plan
+// normalised over the global batch, and the step's loss and counts summed over the replicas.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +21,8 @@
 
 #include "model/parallel/communicator.hpp"
 #include "model/parallel/model_parallel.hpp"
+#include "trainer/grpo_loss.hpp"
+#include "trainer/trainer_common.hpp"
 #include "trainer/trainer_state.hpp"
 #include "mlpt/mlpt.h"
 #include "mlpt/trainer.h"
@@ -44,6 +49,9 @@ class TrainerGroup {
   // The tp · ep ranks of this rank's model-parallel group (rank = ModelShard::world_rank()); NULL
   // when the trainer is not model-parallel.
   Communicator* model_group() const { return model_.get(); }
+  // The data-parallel replicas of this rank's shard (rank = data_parallel_rank()), for gradient
+  // sums in another memory (a device communicator made from it); NULL when there is one replica.
+  Communicator* data_parallel_group() const { return data_.get(); }
   // Sums in double over this rank's tensor-parallel (resp. expert-parallel) group, in place, the
   // same bits on every rank.
   void sum_tensor_parallel(double* values, size_t count) const;
@@ -54,6 +62,16 @@ class TrainerGroup {
   void sum(float* values, size_t count) const;
   void sum(double* values, size_t count) const;
   int64_t sum(int64_t value) const;
+
+  // The loss plan of this replica's share (grpo_loss.hpp): N_tok from the step's global count of
+  // loss tokens (args.global_num_loss_tokens, when the host passed it) less what the logprob error
+  // mask removed on any replica, so the update equals the one-rank step's on the whole batch.
+  // Collective over the data-parallel replicas.
+  LossPlan plan_loss(const mlpt_train_step_args& args, const std::vector<double>& logp_prev,
+                     const LossSettings& settings) const;
+  // The step's loss and counts (plan, work) summed over the data-parallel replicas, in place, so
+  // every replica reports the whole batch's metrics; nothing to do with one replica.
+  void sum_step_totals(double& loss, LossPlan& plan, StepWork& work) const;
   // What save_trainer_state and load_trainer_state need of this rank (trainer_state.hpp); `full` is
   // the whole model's config.
   StateRanks state_ranks(const ModelConfig& full) const;
@@ -79,6 +97,7 @@ class TrainerGroup {
   ModelShard shard_;
   std::unique_ptr<Communicator> tensor_, expert_;  // what the model's forward and backward use
   std::unique_ptr<Communicator> model_;            // what a sharded save gathers tensors over
+  std::unique_ptr<Communicator> data_;             // the replicas of this shard, when more than one
   ModelParallel parallel_;
 };
 

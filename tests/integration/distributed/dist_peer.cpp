@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +42,9 @@
 #include "core/plugin/host_services.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/rl/batch_share.hpp"
+#ifdef DIST_PEER_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 using nlohmann::json;
 
@@ -95,7 +99,20 @@ void export_weights(mlpt::components::Trainer& trainer, const std::string& file,
     const DLTensor& t = w.tensors[i].tensor;
     int64_t n = 1;
     for (int k = 0; k < t.ndim; ++k) n *= t.shape[k];
-    weights.write(static_cast<const char*>(t.data), n * static_cast<int64_t>(t.dtype.bits / 8));
+    const size_t bytes = static_cast<size_t>(n) * (t.dtype.bits / 8);
+    std::vector<char> host;
+    const char* data = static_cast<const char*>(t.data) + t.byte_offset;
+    if (t.device.device_type == kDLCUDA) {  // qwen35_cuda's export of a whole model: device memory
+#ifdef DIST_PEER_CUDA
+      host.resize(bytes);
+      if (cudaMemcpy(host.data(), data, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+        throw mlpt::Error("export: copying a CUDA tensor to the host failed");
+      data = host.data();
+#else
+      throw mlpt::Error("export: a CUDA tensor, and dist_peer was built without CUDA");
+#endif
+    }
+    weights.write(data, static_cast<std::streamsize>(bytes));
     const std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
     json entry = {{"name", std::string(w.tensors[i].name.data, w.tensors[i].name.size)}, {"shape", shape},
                   {"global_shape", shape}, {"offsets", std::vector<int64_t>(shape.size(), 0)}};

@@ -10,6 +10,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -155,16 +157,53 @@ inline json splittable_micro_config() {
   return c;
 }
 
+// The same trainer (not qwen35_cpu) alone on one rank, a second reference for a group of it: its
+// loss and gradient norm within `metric` relative and its weights within `weight` absolute of the
+// group's (0: not checked).
+struct SameTrainerOnOneRank {
+  double metric = 0, weight = 0;
+};
+
+// `trainer` as a group of one (dist_peer under mpirun -np 1) on dir's batch: its metrics and its
+// exported (whole) tensors by name.
+inline std::pair<json, std::map<std::string, std::vector<float>>> one_rank_of(const TempDir& dir, json settings,
+                                                                              const std::string& trainer) {
+  TempDir alone("dist_one_rank");
+  mlpt_test::write_bytes(alone / "batch.json", mlpt_test::read_bytes(dir / "batch.json"));
+  settings["tensor_parallel"] = 1, settings["expert_parallel"] = 1;
+  auto run = train_group(alone, 1, settings, trainer);
+  INFO(run.output);
+  REQUIRE(run.status == 0);
+  const json r = rank_report(alone, 0);
+  REQUIRE_FALSE(r.contains("error"));
+  const std::vector<float> data = read_floats(alone / "rank0.weights");
+  std::map<std::string, std::vector<float>> weights;
+  size_t at = 0;
+  for (const json& t : r["tensors"]) {
+    int64_t n = 1;
+    for (int64_t d : t["shape"].get<std::vector<int64_t>>()) n *= d;
+    REQUIRE(at + static_cast<size_t>(n) <= data.size());
+    weights[t["name"]].assign(data.begin() + static_cast<std::ptrdiff_t>(at), data.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += static_cast<size_t>(n);
+  }
+  return {r["metrics"], weights};
+}
+
 // Runs one step on `ranks` ranks of tensor_parallel tp × expert_parallel ep (and data parallelism
 // over what is left), puts every rank's exported shards back in place and compares them with the
 // one-rank step's weights: the loss and gradient norm within metric_tolerance relative, every
 // weight within weight_tolerance absolute (the weights and the step are O(0.1)). `trainer` is the
-// group's trainer component (the one-rank step is always qwen35_cpu's, the reference).
+// group's trainer component (the one-rank step is always qwen35_cpu's, the reference; `same` adds
+// the trainer's own one-rank step as a second one).
 inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_tolerance, double weight_tolerance,
-                                      const std::string& trainer = "qwen35_cpu") {
+                                      const std::string& trainer = "qwen35_cpu", const SameTrainerOnOneRank& same = {}) {
   TempDir dir("dist_mp");
   const OneRankStep one =
       one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", tp}, {"expert_parallel", ep}});
+  json same_metrics;
+  std::map<std::string, std::vector<float>> same_weights;
+  if (same.weight > 0) std::tie(same_metrics, same_weights) = one_rank_of(dir, one.settings, trainer);
+  double worst_same_weight = 0, worst_same_metric = 0;
   auto run = train_group(dir, ranks, one.settings, trainer);
   INFO(run.output);
   REQUIRE(run.status == 0);
@@ -186,6 +225,11 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
       const double want = one.metrics.at(key), got = r["metrics"][key].get<double>();
       worst_metric = std::max(worst_metric, std::fabs(got - want) / std::fabs(want));
       CHECK(got == Approx(want).epsilon(metric_tolerance));
+      if (same.metric > 0) {
+        const double alone = same_metrics[key].get<double>();
+        worst_same_metric = std::max(worst_same_metric, std::fabs(got - alone) / std::fabs(alone));
+        CHECK(got == Approx(alone).epsilon(same.metric));
+      }
     }
     for (const char* key : {"tokens", "sequences", "forward_tokens", "backward_tokens"}) {
       INFO(key);
@@ -210,6 +254,8 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
         for (size_t d = shape.size(); d-- > 0;) place[d] = offsets[d] + rest % shape[d], rest /= shape[d];
         for (size_t d = shape.size(); d-- > 0;) index += place[d] * stride, stride *= global[d];
         worst_weight = std::max(worst_weight, std::fabs(double(data[at + e]) - one.weights.at(name)[index]));
+        if (same.weight > 0)
+          worst_same_weight = std::max(worst_same_weight, std::fabs(double(data[at + e]) - same_weights.at(name).at(index)));
         ++covered[name][index];
       }
       at += static_cast<size_t>(n);
@@ -226,6 +272,11 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
              << " relative, weights within " << worst_weight << " of the one-rank step (which moved them up to " << one.moved << ")");
   CHECK(one.moved > 1e-3);
   CHECK(worst_weight <= weight_tolerance);
+  if (same.weight > 0) {
+    WARN("against " << trainer << " on one rank: loss and grad_norm within " << worst_same_metric << " relative, weights within "
+                    << worst_same_weight);
+    CHECK(worst_same_weight <= same.weight);
+  }
 }
 
 

@@ -42,12 +42,6 @@ CudaTrainer::CudaTrainer(std::string_view config_json, const mlpt_component_grou
     throw Error(MLPT_UNIMPLEMENTED, "trainer qwen35_cuda: expert_parallel " + std::to_string(ep) +
                                         ": the CUDA model is not expert-parallel yet (tensor_parallel is; qwen35_cpu is both)");
   group_.split_model_parallel(static_cast<int>(tp), 1);
-  if (group_.data_parallel_size() > 1)
-    throw Error(MLPT_UNIMPLEMENTED, "trainer qwen35_cuda: a group of " + std::to_string(group_.size()) +
-                                        " ranks with tensor_parallel " + std::to_string(tp) + " has " +
-                                        std::to_string(group_.data_parallel_size()) +
-                                        " data-parallel replicas; the CUDA trainer has no data parallelism yet "
-                                        "(give it a group of exactly tensor_parallel ranks)");
   select_device(device_, "trainer qwen35_cuda");
   ctx_ = create_context();
   ws_ = make_workspace();
@@ -55,6 +49,7 @@ CudaTrainer::CudaTrainer(std::string_view config_json, const mlpt_component_grou
     tensor_ = device_communicator(*group_.model_parallel().tensor, ctx_.stream);
     parallel_ = ModelParallel{tensor_.group.get(), nullptr};
   }
+  if (group_.data_parallel_group()) data_ = device_communicator(*group_.data_parallel_group(), ctx_.stream);
   Weights<float> w = sharded() ? load_shard_weights<float>(settings_.checkpoint, group_.shard())
                                : load_weights<float>(settings_.checkpoint);
   config_ = w.config;
@@ -69,7 +64,8 @@ CudaTrainer::CudaTrainer(std::string_view config_json, const mlpt_component_grou
 }
 
 CudaTrainer::~CudaTrainer() {
-  tensor_.group.reset();  // before its stream goes
+  tensor_.group.reset();  // before their stream goes
+  data_.group.reset();
   destroy_context(ctx_);
 }
 
@@ -148,7 +144,7 @@ void CudaTrainer::train_step(mlpt_train_step_args& args) {
     work.forward_tokens += db.num_tokens();
     work.head_rows += db.num_tokens();  // the head runs on every row here
   }
-  const LossPlan plan = plan_loss(b, prev, settings_.loss);
+  LossPlan plan = group_.plan_loss(args, prev, settings_.loss);
 
   // Pass 2: per micro-batch, forward (layer inputs kept), the GRPO loss gradient at the LM head
   // in row blocks on the device, then the backward.
@@ -207,6 +203,12 @@ void CudaTrainer::train_step(mlpt_train_step_args& args) {
   }
 
   if (sharded()) agree_on_replicated_gradients();
+  // Data parallel: each replica's gradient is normalised by the global N_tok, so their sum is the
+  // whole batch's; summed on the device, the same bits on every replica.
+  if (data_.group)
+    for (size_t i = 0; i < grads_.size(); ++i)
+      if (trainable_[i]) data_.group->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
+  group_.sum_step_totals(total_loss, plan, work);
   const double norm = global_grad_norm();
   if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
   const auto& o = settings_.optimizer;

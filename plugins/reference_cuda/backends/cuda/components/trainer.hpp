@@ -6,16 +6,23 @@
 // masters as CUDA tensors (kDLCUDA, valid until the next step); states are interchangeable with
 // qwen35_cpu's.
 //
-// Tensor parallel (setting tensor_parallel, 1; ABI 1.2 component group of exactly tensor_parallel
-// ranks: data parallelism and expert_parallel > 1 are not implemented on CUDA and are refused): each
-// rank holds its shard (model/parallel/shard_weights.hpp) on its GPU, the model's sums run on a
-// device communicator made from the group's MPI one (backends/cuda/parallel/device_communicator.hpp:
-// NCCL where each rank has a GPU of its own, else host-staged MPI, so the ranks may share a GPU).
-// Every rank trains the whole batch (the group checks the ranks were given the same); replicated
-// tensors' gradients are TP rank 0's on every rank (the device backward's atomics add in another
-// order on each rank; the replicas' weights must stay equal); the clip norm counts every element
-// once. export_weights returns this rank's shards as ABI 1.2 sharded tensors, host copies (kDLCPU)
-// of the master weights; save_state and load_state are collective, as qwen35_cpu's under TP.
+// Tensor parallel (setting tensor_parallel, 1; ABI 1.2 component group of dp · tensor_parallel
+// ranks, trainer/trainer_group.hpp places them; expert_parallel > 1 is not implemented on CUDA and
+// is refused): each rank holds its shard (model/parallel/shard_weights.hpp) on its GPU, the model's
+// sums run on a device communicator made from the group's MPI one
+// (backends/cuda/parallel/device_communicator.hpp: NCCL where each rank has a GPU of its own, else
+// host-staged MPI, so the ranks may share a GPU). The ranks of a model-parallel group train the
+// same batch share (the group checks it); replicated tensors' gradients are TP rank 0's on every
+// rank (the device backward's atomics add in another order on each rank; the replicas' weights
+// must stay equal); the clip norm counts every element once. export_weights returns this rank's
+// shards as ABI 1.2 sharded tensors, host copies (kDLCPU) of the master weights.
+//
+// Data parallel, as qwen35_cpu: each of the dp replicas trains its share of the global batch, the
+// loss normalised by the global token count (TrainerGroup::plan_loss); the gradients are summed
+// over the replicas of each shard on the device (a device communicator over the data-parallel
+// group, as above), the loss and counts on the host, so clipping and AdamW are the same on every
+// replica. Every replica exports its weights; save_state and load_state are collective, the first
+// replica writes (trainer_state.hpp).
 #pragma once
 
 #include <string>
@@ -62,6 +69,7 @@ class CudaTrainer final : public sdk::Trainer {
   Context ctx_;
   ModelConfig full_config_;               // the whole model's (config_ is the shard's)
   DeviceCommunicator tensor_;             // the TP group on the device, when sharded
+  DeviceCommunicator data_;               // the data-parallel replicas of this shard, when several
   ModelParallel parallel_;                // the model's groups, when sharded
   std::vector<bool> replicated_;          // per tensor: the same on every TP rank
   ModelConfig config_;
