@@ -223,21 +223,13 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
 
 double ReferenceTrainer::global_grad_norm() const {
   if (!group_.shard().sharded()) return grad_norm(grads_, trainable_);
-  // Squares of replicated tensors (taken once), of tensors split over TP alone (replicated over
-  // EP), and of the routed experts (split over both).
-  double squares[3] = {0, 0, 0};
-  const ModelLayout full = make_layout(full_config_);
+  double squares[3] = {0, 0, 0};  // by TensorSpread
+  const std::vector<TensorSpread> spreads = tensor_spreads(weights_.layout, make_layout(full_config_));
   for (size_t i = 0; i < grads_.values.size(); ++i) {
     if (!trainable_[i]) continue;
-    int kind = 0;
-    if (weights_.layout.tensors[i].numel() != full.tensors[i].numel()) kind = 1;
-    for (const LayerTensors& l : weights_.layout.layers)
-      if (static_cast<int>(i) == l.moe.gate_up || static_cast<int>(i) == l.moe.down) kind = 2;
-    for (float x : grads_.values[i]) squares[kind] += static_cast<double>(x) * x;
+    for (float x : grads_.values[i]) squares[static_cast<int>(spreads[i])] += static_cast<double>(x) * x;
   }
-  group_.sum_expert_parallel(&squares[2], 1);
-  group_.sum_tensor_parallel(&squares[1], 2);
-  return std::sqrt(squares[0] + squares[1] + squares[2]);
+  return group_.global_norm(squares);
 }
 
 void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {

@@ -1,5 +1,6 @@
 #include "trainer/trainer_group.hpp"
 
+#include <cmath>
 #include <exception>
 #include <iterator>
 #include <vector>
@@ -113,6 +114,12 @@ void TrainerGroup::sum_tensor_parallel(double* values, size_t count) const { sum
 void TrainerGroup::sum_expert_parallel(double* values, size_t count) const { sum_in(expert_comm_, values, count); }
 void TrainerGroup::sum(float* values, size_t count) const { sum_in(data_comm_ ? data_comm_ : comm_, values, count); }
 void TrainerGroup::sum(double* values, size_t count) const { sum_in(data_comm_ ? data_comm_ : comm_, values, count); }
+
+double TrainerGroup::global_norm(double squares[3]) const {
+  sum_expert_parallel(&squares[2], 1);
+  sum_tensor_parallel(&squares[1], 2);
+  return std::sqrt(squares[0] + squares[1] + squares[2]);
+}
 
 int64_t TrainerGroup::sum(int64_t value) const {
   double v = static_cast<double>(value);  // exact below 2^53

@@ -1,9 +1,10 @@
 // The qwen35_cuda trainer as a group of ranks sharing one GPU (the model's and the data-parallel
-// gradients' sums over host-staged MPI, backends/cuda/parallel/device_communicator.hpp), started by
+// gradients' sums over host-staged MPI, backends/cuda/parallel/device_communicator.hpp; routed
+// experts dispatched through host memory, backends/cuda/parallel/staged_expert_dispatch.hpp), started by
 // mpirun as dist_peer ranks, takes one step on the micro model with heads that split; its exported
 // weights (shards put back in place), loss and gradient norm are compared with the one-rank
-// qwen35_cpu trainer's step (tests/integration/distributed/trainer_runs.hpp) and, for data
-// parallelism, with qwen35_cuda's own one-rank step.
+// qwen35_cpu trainer's step (tests/integration/distributed/trainer_runs.hpp) and, for data and
+// expert parallelism, with qwen35_cuda's own one-rank step.
 //
 // Tolerances, stated as estimates (not yet measured on a GPU; the test prints the values): against
 // qwen35_cpu, loss and gradient norm within 5e-2 relative (bf16 activations, as the CUDA model
@@ -11,7 +12,9 @@
 // by up to g / (|g| + 1) (lr 1, eps 1, betas 0: the update shows the gradient's error, which bf16
 // keeps near 1e-2 of its size). Against qwen35_cuda on one rank the bf16 rounding is the same but
 // the micro-batches hold other sequences and the replicas' fp32 gradients are added in another
-// order: 2e-2 relative and 1e-2 absolute. Every rank reports the very same gradient norm.
+// order (under EP: the routed experts' outputs are combined in fp32 and rounded once, where one
+// rank adds each into bf16): 2e-2 relative and 1e-2 absolute. Every rank reports the very same
+// gradient norm.
 #include <catch2/catch.hpp>
 
 #include "trainer_runs.hpp"
@@ -26,4 +29,12 @@ TEST_CASE("cuda trainer: two data-parallel replicas on one GPU step as the one-r
 
 TEST_CASE("cuda trainer: TP=2 x data parallel 2 on four ranks of one GPU steps as the one-rank CUDA and CPU trainers") {
   dist_test::check_model_parallel_step(4, 2, 1, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2});
+}
+
+TEST_CASE("cuda trainer: an EP=2 group on one GPU (host-staged dispatch) steps as the one-rank CUDA and CPU trainers") {
+  dist_test::check_model_parallel_step(2, 1, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2});
+}
+
+TEST_CASE("cuda trainer: TP=2 x EP=2 on four ranks of one GPU steps as the one-rank CUDA and CPU trainers") {
+  dist_test::check_model_parallel_step(4, 2, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2});
 }

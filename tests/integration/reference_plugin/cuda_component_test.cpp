@@ -48,10 +48,10 @@ TEST_CASE("the qwen35_cuda trainer is registered, names the device when it canno
   CHECK((error.empty() || error.find("trainer qwen35_cuda: CUDA device 0 is not available") != std::string::npos));
   // Unknown settings are rejected by name before any device is touched.
   CHECK_THAT(trainer_error(R"({"checkpoint": "x", "devices": 1})"), Catch::Contains("'devices'"));
-  // Model parallelism the CUDA trainer cannot take is refused by name before any device is touched:
-  // expert parallelism, and tensor parallelism without a group of that many ranks.
+  // A layout the trainer's group cannot take is refused by name before any device is touched:
+  // expert or tensor parallelism without a group of that many ranks.
   CHECK_THAT(trainer_error(R"({"checkpoint": "x", "expert_parallel": 2})"),
-             Catch::Contains("expert_parallel 2") && Catch::Contains("not expert-parallel yet"));
+             Catch::Contains("of 1 ranks does not split") && Catch::Contains("expert_parallel 2"));
   CHECK_THAT(trainer_error(R"({"checkpoint": "x", "tensor_parallel": 2})"),
              Catch::Contains("of 1 ranks does not split") && Catch::Contains("tensor_parallel 2"));
 }

@@ -16,6 +16,7 @@
 #include "backends/cuda/linear.hpp"
 #include "backends/cuda/moe.hpp"
 #include "backends/cuda/norms.hpp"
+#include "backends/cuda/parallel/staged_expert_dispatch.hpp"
 #include "backends/cuda/rope.hpp"
 #include "mlpt/sdk/error.hpp"
 
@@ -189,6 +190,8 @@ struct Call {
   const int64_t* positions;  // device
   KvCache* kv;
   Communicator* tensor;  // the tensor-parallel group, NULL for one rank
+  Communicator* expert;  // the expert-parallel group (host memory), NULL for one rank
+  bool experts_dispatched() const { return expert && expert->size() > 1; }
 };
 
 // Partial sums of this rank's heads or FFN columns summed over the tensor-parallel group, in
@@ -353,7 +356,11 @@ void moe_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
     copy_rows(c.ctx, c.ws.record_all.as<int16_t>() + layer * k, size_t(Lc * k) * 2, experts, size_t(k) * 2,
               size_t(k) * 2, N, "moe: record");
   zero(c.ctx, out, size_t(N * H) * 2, "moe: zero");
-  experts_forward(c.ctx, shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out, c.ws.moe_scratch);
+  if (c.experts_dispatched())
+    staged_experts_forward(c.ctx, *c.expert, shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out,
+                           c.ws.moe_scratch);
+  else
+    experts_forward(c.ctx, shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out, c.ws.moe_scratch);
   bf16* sg = take<bf16>(t.sg, N * Is);
   bf16* su = take<bf16>(t.su, N * Is);
   bf16* sh = take<bf16>(t.sh, N * Is);
@@ -395,9 +402,6 @@ Call prepare(const Context& ctx, const DeviceWeights& w, const DeviceBatch& b, W
   const ModelConfig& c = w.config;
   const int64_t N = b.num_tokens(), S = static_cast<int64_t>(b.num_segments());
   check_groups(c.shard, b.parallel);
-  if (b.parallel && b.parallel->expert_size() > 1)
-    throw sdk::Error(MLPT_UNIMPLEMENTED, "the CUDA model is not expert-parallel yet (expert_parallel " +
-                                             std::to_string(b.parallel->expert_size()) + "); tensor parallelism is");
   if (b.offsets.empty() || b.offsets[0] != 0) throw sdk::Error(MLPT_INVALID_ARGUMENT, "forward: offsets must start at 0");
   for (int64_t s = 0; s < S; ++s)
     if (b.offsets[s + 1] < b.offsets[s])
@@ -457,7 +461,8 @@ Call prepare(const Context& ctx, const DeviceWeights& w, const DeviceBatch& b, W
   upload_vec(ctx, ws.tokens, b.tokens, "forward: tokens");
   const int64_t* offsets = upload_vec(ctx, ws.offsets, b.offsets, "forward: offsets");
   const int64_t* positions = upload_vec(ctx, ws.positions, pos, "forward: positions");
-  return Call{ctx, w, b, ws, N, S, offsets, positions, b.kv, b.parallel ? b.parallel->tensor : nullptr};
+  return Call{ctx, w, b, ws, N, S, offsets, positions, b.kv, b.parallel ? b.parallel->tensor : nullptr,
+              b.parallel ? b.parallel->expert : nullptr};
 }
 
 }  // namespace
@@ -604,8 +609,13 @@ void moe_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
 
   const MoeShape shape = moe_shape(cf);
   float* dweights = take<float>(ws.f0, N * k);
-  experts_backward(c.ctx, shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(), c.w.bf(L.gate_up),
-                   c.w.bf(L.down), dout, dxn, true, dweights, G(L.gate_up), G(L.down), ws.moe_scratch);
+  if (c.experts_dispatched())
+    staged_experts_backward(c.ctx, *c.expert, shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(),
+                            c.w.bf(L.gate_up), c.w.bf(L.down), dout, dxn, dweights, G(L.gate_up), G(L.down),
+                            ws.moe_scratch);
+  else
+    experts_backward(c.ctx, shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(), c.w.bf(L.gate_up),
+                     c.w.bf(L.down), dout, dxn, true, dweights, G(L.gate_up), G(L.down), ws.moe_scratch);
   sum_over_tensor(c, dweights, N * k);
   sum_over_tensor(c, dxn, N * H);
 

@@ -10,8 +10,13 @@
 // sums summed over the group where the CPU model sums them, widened to fp32 for the sum (the
 // precision the communicators carry) and rounded back to bf16. The group's buffers are device
 // memory ordered on ctx.stream: an NcclCommunicator made with ctx.stream, or a StagedCommunicator
-// over MPI (backends/cuda/parallel/host_staging.hpp). Expert parallelism is not implemented on the
-// device yet: a batch whose expert group has several ranks is refused (MLPT_UNIMPLEMENTED).
+// over MPI (backends/cuda/parallel/host_staging.hpp).
+//
+// Expert parallelism (ModelParallel::expert, a host-memory communicator such as MPI's, unlike the
+// tensor group): each MoE layer's routed experts go through a host-staged dispatch
+// (backends/cuda/parallel/staged_expert_dispatch.hpp; device all-to-all kernels are future work);
+// the shard's expert tensors hold its block of experts. Everything else is computed alike on every
+// rank of the expert group.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +77,7 @@ struct DeviceBatch {
   bool chunked = true;                // GDN form for segments longer than one token
   const int16_t* replay_experts = nullptr;  // host [N, layers, k] (R3) or NULL
   int16_t* routed_experts = nullptr;        // host out [N, layers, k] or NULL
-  const ModelParallel* parallel = nullptr;  // a shard's groups, NULL for one rank (unsharded weights)
+  const ModelParallel* parallel = nullptr;  // a shard's groups (expert: host memory), NULL for one rank
   int64_t num_tokens() const { return offsets.back(); }
   size_t num_segments() const { return offsets.size() - 1; }
 };

@@ -101,8 +101,11 @@ void check_split(const cpu::MoeShape& shape, const Communicator& group) {
                                                 std::to_string(group.size()) + " expert-parallel ranks");
 }
 
-void forward_float(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const float* x,
-                   const int16_t* experts, const float* weights, const float* gate_up, const float* down, float* y) {
+}  // namespace
+
+void dispatch_experts_forward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const float* x,
+                              const int16_t* experts, const float* weights, const LocalExperts& local, float* y) {
+  check_split(shape, group);
   const int64_t H = shape.hidden, per_rank = shape.num_experts / group.size();
   const ExpertExchange ex(group, rows, shape.top_k, per_rank, experts);
   // Each pair travels as [x row, local expert id]; the owner answers E(x) (weight 1: the token's rank weighs).
@@ -111,14 +114,13 @@ void forward_float(Communicator& group, const cpu::MoeShape& shape, int64_t rows
     row[H] = static_cast<float>(ex.local_expert(pair));
   });
   const int64_t n = ex.received_rows();
-  std::vector<float> xs(static_cast<size_t>(n * H)), ones(static_cast<size_t>(n), 1.0f), outs(static_cast<size_t>(n * H), 0.0f);
-  std::vector<int16_t> local(static_cast<size_t>(n));
+  std::vector<float> xs(static_cast<size_t>(n * H)), outs(static_cast<size_t>(n * H), 0.0f);
+  std::vector<int16_t> ids(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) {
     std::copy_n(in.begin() + j * (H + 1), H, xs.begin() + j * H);
-    local[static_cast<size_t>(j)] = static_cast<int16_t>(in[static_cast<size_t>(j * (H + 1) + H)]);
+    ids[static_cast<size_t>(j)] = static_cast<int16_t>(in[static_cast<size_t>(j * (H + 1) + H)]);
   }
-  cpu::experts_forward(cpu::MoeShape{H, per_rank, 1, shape.intermediate, shape.norm_topk_prob}, n, xs.data(),
-                       local.data(), ones.data(), gate_up, down, outs.data());
+  if (n > 0) local.forward(n, xs.data(), ids.data(), outs.data());
   const std::vector<float> back = ex.answer(outs, H);
 
   std::vector<float> slice(y + ex.begin() * H, y + ex.end() * H);
@@ -133,9 +135,10 @@ void forward_float(Communicator& group, const cpu::MoeShape& shape, int64_t rows
   ex.gather(slice, H, y);
 }
 
-void backward_float(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const float* x,
-                    const int16_t* experts, const float* weights, const float* gate_up, const float* down,
-                    const float* dy, float* dx, float* dweights, float* dgate_up, float* ddown) {
+void dispatch_experts_backward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const float* x,
+                               const int16_t* experts, const float* weights, const float* dy,
+                               const LocalExperts& local, float* dx, float* dweights) {
+  check_split(shape, group);
   const int64_t H = shape.hidden, k = shape.top_k, per_rank = shape.num_experts / group.size();
   const ExpertExchange ex(group, rows, k, per_rank, experts);
   // Each pair travels as [x row, dy row, weight, local expert id]; the owner answers [dx row, dweight]
@@ -150,16 +153,15 @@ void backward_float(Communicator& group, const cpu::MoeShape& shape, int64_t row
   const int64_t n = ex.received_rows();
   std::vector<float> xs(static_cast<size_t>(n * H)), dys(static_cast<size_t>(n * H)), ws(static_cast<size_t>(n));
   std::vector<float> dxs(static_cast<size_t>(n * H), 0.0f), dws(static_cast<size_t>(n));
-  std::vector<int16_t> local(static_cast<size_t>(n));
+  std::vector<int16_t> ids(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) {
     const float* row = in.data() + j * width;
     std::copy_n(row, H, xs.begin() + j * H);
     std::copy_n(row + H, H, dys.begin() + j * H);
     ws[static_cast<size_t>(j)] = row[2 * H];
-    local[static_cast<size_t>(j)] = static_cast<int16_t>(row[2 * H + 1]);
+    ids[static_cast<size_t>(j)] = static_cast<int16_t>(row[2 * H + 1]);
   }
-  cpu::experts_backward(cpu::MoeShape{H, per_rank, 1, shape.intermediate, shape.norm_topk_prob}, n, xs.data(),
-                        local.data(), ws.data(), gate_up, down, dys.data(), dxs.data(), dws.data(), dgate_up, ddown);
+  if (n > 0) local.backward(n, xs.data(), dys.data(), ws.data(), ids.data(), dxs.data(), dws.data());
   std::vector<float> answers(static_cast<size_t>(n * (H + 1)));
   for (int64_t j = 0; j < n; ++j) {
     std::copy_n(dxs.begin() + j * H, H, answers.begin() + j * (H + 1));
@@ -180,14 +182,30 @@ void backward_float(Communicator& group, const cpu::MoeShape& shape, int64_t row
   ex.gather(dw_slice, k, dweights);
 }
 
+namespace {
+
+// This rank's block of experts on the CPU backend (weights [E/P, ...] of `shape`'s FFN width).
+LocalExperts cpu_local_experts(const cpu::MoeShape& shape, int64_t per_rank, const float* gate_up, const float* down,
+                               float* dgate_up, float* ddown) {
+  const cpu::MoeShape one{shape.hidden, per_rank, 1, shape.intermediate, shape.norm_topk_prob};
+  LocalExperts local;
+  local.forward = [=](int64_t n, const float* x, const int16_t* ids, float* out) {
+    const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+    cpu::experts_forward(one, n, x, ids, ones.data(), gate_up, down, out);
+  };
+  local.backward = [=](int64_t n, const float* x, const float* dy, const float* w, const int16_t* ids, float* dx,
+                       float* dw) { cpu::experts_backward(one, n, x, ids, w, gate_up, down, dy, dx, dw, dgate_up, ddown); };
+  return local;
+}
+
 }  // namespace
 
 template <class T>
 void dispatched_experts_forward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const T* x,
                                 const int16_t* experts, const T* weights, const T* gate_up, const T* down, T* y) {
-  check_split(shape, group);
   if constexpr (std::is_same_v<T, float>)
-    forward_float(group, shape, rows, x, experts, weights, gate_up, down, y);
+    dispatch_experts_forward(group, shape, rows, x, experts, weights,
+                             cpu_local_experts(shape, shape.num_experts / group.size(), gate_up, down, nullptr, nullptr), y);
   else
     throw sdk::Error(MLPT_UNIMPLEMENTED, "expert parallelism computes in float32 only");
 }
@@ -196,9 +214,10 @@ template <class T>
 void dispatched_experts_backward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const T* x,
                                  const int16_t* experts, const T* weights, const T* gate_up, const T* down, const T* dy,
                                  T* dx, T* dweights, T* dgate_up, T* ddown) {
-  check_split(shape, group);
   if constexpr (std::is_same_v<T, float>)
-    backward_float(group, shape, rows, x, experts, weights, gate_up, down, dy, dx, dweights, dgate_up, ddown);
+    dispatch_experts_backward(group, shape, rows, x, experts, weights, dy,
+                              cpu_local_experts(shape, shape.num_experts / group.size(), gate_up, down, dgate_up, ddown),
+                              dx, dweights);
   else
     throw sdk::Error(MLPT_UNIMPLEMENTED, "expert parallelism computes in float32 only");
 }

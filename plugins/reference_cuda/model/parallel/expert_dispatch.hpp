@@ -5,14 +5,43 @@
 // order cpu::experts_forward sums them on one rank), and the group gathers the slices so every
 // rank ends with every row. Routing happens before, on every rank alike, so replayed experts (R3)
 // travel the same way as chosen ones. The backward makes the same round trip with the gradients.
+//
+// The exchange works on host memory; what computes a rank's experts on the rows it received is a
+// callback (LocalExperts), so a backend whose experts live elsewhere (the CUDA model's, on its GPU)
+// reuses the same exchange and combine.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "backends/cpu/moe.hpp"
 #include "model/parallel/communicator.hpp"
 
 namespace mlpt::ref {
+
+// This rank's experts on the n rows it received, each a row of x [n, H] (host) with its local
+// expert id in [0, E/P) (local[n]).
+struct LocalExperts {
+  // out [n, H] (zeros on entry) = E_local(x) (weight 1: the sender weighs).
+  std::function<void(int64_t n, const float* x, const int16_t* local, float* out)> forward;
+  // Given dy [n, H] and each row's routing weight w [n]: dx [n, H] (zeros on entry) = w · dE/dx · dy,
+  // dweights [n] = <dy, E(x)>; this rank's experts' weight gradients accumulate where the callback
+  // keeps them.
+  std::function<void(int64_t n, const float* x, const float* dy, const float* w, const int16_t* local, float* dx,
+                     float* dweights)>
+      backward;
+};
+
+// y[rows, H] += Σ_i w_i · E_i(x) over the routed experts of `shape` (E split evenly over `group`),
+// with `local` computing this rank's experts. x, experts and weights (host) are the same on every
+// rank; so is y afterwards.
+void dispatch_experts_forward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const float* x,
+                              const int16_t* experts, const float* weights, const LocalExperts& local, float* y);
+// Its backward: given dy [rows, H] (the same on every rank), dx [rows, H] += the experts' input
+// gradient and dweights [rows, k] is overwritten, on every rank alike.
+void dispatch_experts_backward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const float* x,
+                               const int16_t* experts, const float* weights, const float* dy,
+                               const LocalExperts& local, float* dx, float* dweights);
 
 // y[rows, H] += Σ_i w_i · E_i(x) over the routed experts, like cpu::experts_forward, with this
 // rank holding experts [rank · E/P, (rank + 1) · E/P) of `shape.num_experts` (gate_up

@@ -171,4 +171,13 @@ template Weights<double> shard_weights<double>(const Weights<double>&, const Mod
 template Weights<float> read_shard_weights<float>(const ModelConfig&, const SafetensorsCheckpoint&, const ModelShard&, const std::string&);
 template Weights<double> read_shard_weights<double>(const ModelConfig&, const SafetensorsCheckpoint&, const ModelShard&, const std::string&);
 
+std::vector<TensorSpread> tensor_spreads(const ModelLayout& shard, const ModelLayout& full) {
+  std::vector<TensorSpread> out(shard.tensors.size(), TensorSpread::replicated);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (shard.tensors[i].numel() != full.tensors[i].numel()) out[i] = TensorSpread::tensor_split;
+  for (const LayerTensors& l : shard.layers)
+    for (int i : {l.moe.gate_up, l.moe.down}) out[static_cast<size_t>(i)] = TensorSpread::routed_experts;
+  return out;
+}
+
 }  // namespace mlpt::ref

@@ -16,6 +16,14 @@ ModelConfig shard_config(const ModelConfig& full, const ModelShard& shard);
 template <class T>
 Weights<T> shard_weights(const Weights<T>& full, const ModelShard& shard);
 
+// How a tensor of a shard is spread over the model-parallel group: whole on every rank, split over
+// the tensor-parallel group only (the same on every expert-parallel rank), or a routed expert
+// tensor (split over the expert-parallel group, and over the tensor-parallel one when tp > 1).
+// What a trainer needs to count every element of the whole model once (the gradient norm) and to
+// keep the copies of a replicated tensor equal.
+enum class TensorSpread { replicated = 0, tensor_split = 1, routed_experts = 2 };
+std::vector<TensorSpread> tensor_spreads(const ModelLayout& shard, const ModelLayout& full);
+
 // This rank's shard of checkpoint `dir`, reading only the slices it holds from the memory-mapped
 // safetensors (read_shard_weights). A Qwen3-Next checkpoint is read whole, then sliced.
 template <class T>

@@ -38,25 +38,22 @@ CudaTrainer::CudaTrainer(std::string_view config_json, const mlpt_component_grou
     tp = s.integer_or("tensor_parallel", 1, 1);
     ep = s.integer_or("expert_parallel", 1, 1);
   });
-  if (ep > 1)
-    throw Error(MLPT_UNIMPLEMENTED, "trainer qwen35_cuda: expert_parallel " + std::to_string(ep) +
-                                        ": the CUDA model is not expert-parallel yet (tensor_parallel is; qwen35_cpu is both)");
-  group_.split_model_parallel(static_cast<int>(tp), 1);
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep));
   select_device(device_, "trainer qwen35_cuda");
   ctx_ = create_context();
   ws_ = make_workspace();
-  if (sharded()) {
-    tensor_ = device_communicator(*group_.model_parallel().tensor, ctx_.stream);
-    parallel_ = ModelParallel{tensor_.group.get(), nullptr};
-  }
+  const ModelParallel& groups = group_.model_parallel();
+  if (groups.tensor) tensor_ = device_communicator(*groups.tensor, ctx_.stream);
+  if (groups.expert) expert_ = device_communicator(*groups.expert, ctx_.stream);
+  // The model exchanges routed rows over the host's expert group (host-staged dispatch, model.hpp).
+  if (sharded()) parallel_ = ModelParallel{tensor_.group.get(), groups.expert};
   if (group_.data_parallel_group()) data_ = device_communicator(*group_.data_parallel_group(), ctx_.stream);
   Weights<float> w = sharded() ? load_shard_weights<float>(settings_.checkpoint, group_.shard())
                                : load_weights<float>(settings_.checkpoint);
   config_ = w.config;
   full_config_ = sharded() ? load_checkpoint_config(settings_.checkpoint) : config_;
   const ModelLayout full_layout = make_layout(full_config_);
-  for (size_t i = 0; i < w.layout.tensors.size(); ++i)
-    replicated_.push_back(w.layout.tensors[i].numel() == full_layout.tensors[i].numel());
+  spreads_ = tensor_spreads(w.layout, full_layout);
   valid_vocab_ = sampling_vocab_size(config_, settings_.checkpoint, settings_.sampling_vocab_size);
   trainable_ = trainable_tensors(w.layout, settings_.freeze_router);
   Weights<float> zeros = zeros_like_layout<float>(config_);
@@ -65,6 +62,7 @@ CudaTrainer::CudaTrainer(std::string_view config_json, const mlpt_component_grou
 
 CudaTrainer::~CudaTrainer() {
   tensor_.group.reset();  // before their stream goes
+  expert_.group.reset();
   data_.group.reset();
   destroy_context(ctx_);
 }
@@ -230,26 +228,30 @@ void CudaTrainer::train_step(mlpt_train_step_args& args) {
 }
 
 void CudaTrainer::agree_on_replicated_gradients() {
+  // Tensor i's gradient made the one of the rank that keeps it (`keeper`) on every rank of `over`.
+  auto agree = [&](size_t i, DeviceCommunicator& over, bool keeper) {
+    if (!over.group) return;
+    if (!keeper) check(cudaMemsetAsync(grads_[i].get(), 0, grads_[i].bytes(), ctx_.stream), "trainer: replicated gradients");
+    over.group->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
+  };
   for (size_t i = 0; i < grads_.size(); ++i) {
-    if (!trainable_[i] || !replicated_[i]) continue;
-    if (group_.shard().tp_rank != 0)
-      check(cudaMemsetAsync(grads_[i].get(), 0, grads_[i].bytes(), ctx_.stream), "trainer: replicated gradients");
-    tensor_.group->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
+    if (!trainable_[i]) continue;
+    if (spreads_[i] == TensorSpread::replicated) agree(i, tensor_, group_.shard().tp_rank == 0);
+    if (spreads_[i] != TensorSpread::routed_experts) agree(i, expert_, group_.shard().ep_rank == 0);
   }
 }
 
 double CudaTrainer::global_grad_norm() {
-  // Squares of replicated tensors (taken once) and of tensors split over the TP group (summed).
-  DeviceBuffer sums(2 * sizeof(double));
+  DeviceBuffer sums(3 * sizeof(double));  // squares by TensorSpread
   check(cudaMemsetAsync(sums.get(), 0, sums.bytes(), ctx_.stream), "trainer: norm");
   for (size_t i = 0; i < grads_.size(); ++i)
     if (trainable_[i])
-      sum_squares(ctx_, weights_.layout.tensors[i].numel(), grads_[i].as<float>(), sums.as<double>() + !replicated_[i]);
-  double squares[2] = {0, 0};
+      sum_squares(ctx_, weights_.layout.tensors[i].numel(), grads_[i].as<float>(),
+                  sums.as<double>() + static_cast<int>(spreads_[i]));
+  double squares[3] = {0, 0, 0};
   check(cudaMemcpyAsync(squares, sums.get(), sizeof(squares), cudaMemcpyDeviceToHost, ctx_.stream), "trainer: norm");
   check(cudaStreamSynchronize(ctx_.stream), "trainer: norm");
-  group_.sum_tensor_parallel(&squares[1], 1);
-  return std::sqrt(squares[0] + squares[1]);
+  return group_.global_norm(squares);
 }
 
 void CudaTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {

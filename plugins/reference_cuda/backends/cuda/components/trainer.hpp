@@ -6,16 +6,17 @@
 // masters as CUDA tensors (kDLCUDA, valid until the next step); states are interchangeable with
 // qwen35_cpu's.
 //
-// Tensor parallel (setting tensor_parallel, 1; ABI 1.2 component group of dp · tensor_parallel
-// ranks, trainer/trainer_group.hpp places them; expert_parallel > 1 is not implemented on CUDA and
-// is refused): each rank holds its shard (model/parallel/shard_weights.hpp) on its GPU, the model's
-// sums run on a device communicator made from the group's MPI one
-// (backends/cuda/parallel/device_communicator.hpp: NCCL where each rank has a GPU of its own, else
-// host-staged MPI, so the ranks may share a GPU). The ranks of a model-parallel group train the
-// same batch share (the group checks it); replicated tensors' gradients are TP rank 0's on every
-// rank (the device backward's atomics add in another order on each rank; the replicas' weights
-// must stay equal); the clip norm counts every element once. export_weights returns this rank's
-// shards as ABI 1.2 sharded tensors, host copies (kDLCPU) of the master weights.
+// Model parallel (settings tensor_parallel, expert_parallel, 1; ABI 1.2 component group of dp ·
+// tp · ep ranks, trainer/trainer_group.hpp places them): each rank holds its shard
+// (model/parallel/shard_weights.hpp) on its GPU. The model's tensor-parallel sums run on a device
+// communicator made from the group's MPI one (backends/cuda/parallel/device_communicator.hpp:
+// NCCL where each rank has a GPU of its own, else host-staged MPI, so the ranks may share a GPU);
+// its routed experts are dispatched over the expert group's MPI communicator through host memory
+// (backends/cuda/model.hpp). The ranks of a model-parallel group train the same batch share (the
+// group checks it); a replicated tensor's gradient is TP rank 0's (and EP rank 0's) on every rank
+// (the device backward's atomics add in another order on each rank; the copies must stay equal);
+// the clip norm counts every element once. export_weights returns this rank's shards as ABI 1.2
+// sharded tensors, host copies (kDLCPU) of the master weights.
 //
 // Data parallel, as qwen35_cpu: each of the dp replicas trains its share of the global batch, the
 // loss normalised by the global token count (TrainerGroup::plan_loss); the gradients are summed
@@ -32,6 +33,7 @@
 #include "backends/cuda/model.hpp"
 #include "backends/cuda/parallel/device_communicator.hpp"
 #include "model/parallel/shard_export.hpp"
+#include "model/parallel/shard_weights.hpp"
 #include "trainer/trainer_common.hpp"
 #include "trainer/trainer_group.hpp"
 #include "trainer/trainer_state.hpp"
@@ -58,8 +60,8 @@ class CudaTrainer final : public sdk::Trainer {
   void upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v);
   Weights<float> download(const std::vector<DeviceBuffer>& tensors) const;
   bool sharded() const { return group_.shard().sharded(); }
-  // Replicated tensors' gradients made TP rank 0's on every rank; the global norm of the trainable
-  // gradients, every element of the whole model counted once.
+  // Replicated tensors' gradients made TP rank 0's (and EP rank 0's) on every rank; the global
+  // norm of the trainable gradients, every element of the whole model counted once.
   void agree_on_replicated_gradients();
   double global_grad_norm();
 
@@ -68,10 +70,11 @@ class CudaTrainer final : public sdk::Trainer {
   int device_ = 0;
   Context ctx_;
   ModelConfig full_config_;               // the whole model's (config_ is the shard's)
-  DeviceCommunicator tensor_;             // the TP group on the device, when sharded
+  DeviceCommunicator tensor_;             // the TP group on the device, when tp > 1
+  DeviceCommunicator expert_;             // the EP group on the device (replicated gradients), when ep > 1
   DeviceCommunicator data_;               // the data-parallel replicas of this shard, when several
   ModelParallel parallel_;                // the model's groups, when sharded
-  std::vector<bool> replicated_;          // per tensor: the same on every TP rank
+  std::vector<TensorSpread> spreads_;     // per tensor: how it is split over the model-parallel group
   ModelConfig config_;
   DeviceWeights weights_;                             // bf16 / fp32 working copies
   std::vector<DeviceBuffer> master_, m_, v_, grads_;  // fp32, one per layout tensor
