@@ -42,7 +42,9 @@ int run(const std::vector<std::string>& argv) {
   // The folder is the run: it may differ from the config's output_dir (--new-folder, or ${VARS}
   // that expand differently now).
   if (!resume_dir.empty()) config.run.output_dir = resume_dir;
-  if (resume && resume_dir.empty()) run::check_same_config(config.run.output_dir, target);
+  // A resumed run keeps the keys that define its results; those that place the work may change.
+  const std::vector<run::ConfigChange> placement_changes = resume ? run::check_resumed_config(config.run.output_dir, target)
+                                                                  : std::vector<run::ConfigChange>{};
   if (args.flag("--new-folder")) config.run.output_dir = run::free_output_dir(config.run.output_dir);
   const auto& interrupted = install_interrupt_handlers();
 
@@ -53,6 +55,11 @@ int run(const std::vector<std::string>& argv) {
     std::cerr << "mlpt run: " << config.run.name << " -> " << config.run.output_dir.string()
               << (launched.world_size > 1 ? " (" + std::to_string(launched.world_size) + " processes by " + launched.launcher + ")" : "")
               << "\n";
+  if (launched.rank == 0 && !placement_changes.empty()) {
+    std::cerr << "mlpt run: note: the run resumes with its work placed otherwise than it started (every key that defines\n"
+                 "  its results is unchanged):\n";
+    for (const auto& c : placement_changes) std::cerr << "  " << c.key << ": " << c.before << " -> " << c.after << "\n";
+  }
   if (launched.rank == 0 && launched.launcher == "mpirun" && !launched.mpirun_recovery)
     std::cerr << "mlpt run: note: mpirun ends the whole job when any rank dies; with mpirun --enable-recovery\n"
                  "  the run goes on without a rollout worker that dies (docs/distributed.md)\n";
@@ -107,8 +114,11 @@ MLPT_COMMAND("run", "CONFIG.toml [--new-folder] | --resume DIR|CONFIG.toml",
              "run the benchmark loop (async GRPO); exit 0 converged, 1 not converged, 3 failed", &run,
              "A run writes its result log, metrics, rollouts, report and checkpoints to [run] output_dir and never\n"
              "into a folder that holds another run: --new-folder takes the next free <output_dir>-N instead.\n"
-             "--resume continues the run in DIR (or the one CONFIG.toml wrote) from its last checkpoint; the\n"
-             "config must be unchanged. A resumed run is marked in its log and is not a scored result.\n\n"
+             "--resume continues the run in DIR (or the one CONFIG.toml wrote) from its last checkpoint. Only keys\n"
+             "that place the work may change (the trainer's and engine's tensor_parallel/expert_parallel,\n"
+             "[placement], threads, devices; it prints what changed); a changed key that defines the results\n"
+             "(model, data, benchmark, optimizer, seeds) is refused, naming it. A resumed run is marked in its\n"
+             "log and is not a scored result.\n\n"
              "exit status: 0 converged, 1 not converged within max_steps, 2 usage or config error (nothing ran),\n"
              "3 failed (the message says why), 130 interrupted, 128+N died on signal N (a crash; see stderr).");
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/config/toml_table.hpp"
 #include "core/error.hpp"
 #include "core/mllog/keys.hpp"
 #include "core/mllog/reader.hpp"
@@ -18,11 +19,14 @@ std::string config_sha256(const std::filesystem::path& file) {
   return *hash;
 }
 
+// The config's keys and values as written (before ${VAR} expansion, like the bytes hashed).
+nlohmann::json config_keys(const std::filesystem::path& file) { return config::to_json(config::TomlTable::parse_file(file)); }
+
 }  // namespace
 
 void write_run_marker(const std::filesystem::path& output_dir, const std::filesystem::path& config_file) {
   const auto config = std::filesystem::absolute(config_file).lexically_normal();
-  nlohmann::json marker = {{"config", config.string()}, {"config_sha256", config_sha256(config)}};
+  nlohmann::json marker = {{"config", config.string()}, {"config_sha256", config_sha256(config)}, {"config_keys", config_keys(config)}};
   const auto path = output_dir / "run.json", tmp = output_dir / "run.json.tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -48,21 +52,33 @@ nlohmann::json read_marker(const std::filesystem::path& output_dir) {
 
 std::filesystem::path config_of_run(const std::filesystem::path& output_dir) {
   const auto marker = read_marker(output_dir);
-  const auto path = output_dir / "run.json";
   const std::filesystem::path config = marker["config"].get<std::string>();
-  if (!std::filesystem::exists(config)) throw Error(MLPT_NOT_FOUND, path.string() + ": the run's config " + config.string() + " is gone");
-  if (config_sha256(config) != marker["config_sha256"].get<std::string>())
-    throw Error(MLPT_FAILED_PRECONDITION, config.string() + " changed since the run in " + output_dir.string() +
-                                              " started; a resumed run must use the config it started with");
+  if (!std::filesystem::exists(config))
+    throw Error(MLPT_NOT_FOUND, (output_dir / "run.json").string() + ": the run's config " + config.string() + " is gone");
   return config;
 }
 
-void check_same_config(const std::filesystem::path& output_dir, const std::filesystem::path& config_file) {
+std::vector<ConfigChange> check_resumed_config(const std::filesystem::path& output_dir, const std::filesystem::path& config_file) {
   const auto marker = read_marker(output_dir);
-  if (config_sha256(config_file) != marker["config_sha256"].get<std::string>())
-    throw Error(MLPT_FAILED_PRECONDITION, config_file.string() + " is not the config the run in " + output_dir.string() +
-                                              " started with (" + marker["config"].get<std::string>() +
-                                              "), or it changed since; a resumed run must use the config it started with");
+  if (config_sha256(config_file) == marker["config_sha256"].get<std::string>()) return {};
+  const std::filesystem::path started = marker["config"].get<std::string>();
+  const bool same_file = std::filesystem::absolute(config_file).lexically_normal() == started;
+  const std::string what = same_file ? config_file.string() + " changed since the run in " + output_dir.string() + " started"
+                                     : config_file.string() + " is not the config the run in " + output_dir.string() +
+                                           " started with (" + started.string() + ")";
+  if (!marker.contains("config_keys"))
+    throw Error(MLPT_FAILED_PRECONDITION, what + "; a resumed run must use the config it started with (this run's run.json "
+                                                 "predates recording the config's keys, so no change can be told apart)");
+  std::vector<ConfigChange> changes = config_changes(marker["config_keys"], config_keys(config_file));
+  std::string refused;
+  for (const auto& c : changes)
+    if (!c.places_work) refused += (refused.empty() ? "" : "; ") + c.key + " was " + c.before + ", now " + c.after;
+  if (!refused.empty())
+    throw Error(MLPT_FAILED_PRECONDITION, what + ": " + refused +
+                                              ". A resumed run keeps every key that defines its results (model, data, benchmark, "
+                                              "optimizer and loss settings, seeds); only keys that place the work may change "
+                                              "(layout, ranks, threads, devices: docs/distributed.md)");
+  return changes;
 }
 
 std::optional<std::string> run_traces(const std::filesystem::path& output_dir) {

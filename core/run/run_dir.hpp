@@ -1,24 +1,30 @@
-// A run's output folder. It remembers the config that started it (run.json: its absolute path and
-// the SHA-256 of its bytes), so `mlpt run --resume DIR` finds it again and refuses a config that
-// has changed since: a resumed run must be the same run. A folder that holds a run is never
-// written by another one: a new run refuses it (or takes the next free sibling when asked).
+// A run's output folder. It remembers the config that started it (run.json: its absolute path, the
+// SHA-256 of its bytes and its keys), so `mlpt run --resume DIR` finds it again and refuses a
+// config whose results-defining keys changed since (resume_config.hpp): a resumed run must be the
+// same run, though it may run on another placement. A folder that holds a run is never written by
+// another one: a new run refuses it (or takes the next free sibling when asked).
 #pragma once
 
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "core/run/resume_config.hpp"
 
 namespace mlpt::run {
 
 void write_run_marker(const std::filesystem::path& output_dir, const std::filesystem::path& config_file);
 
 // The config file of the run in `output_dir`; throws mlpt::Error (naming the folder) if run.json is
-// missing or malformed, the config is gone, or its bytes differ from when the run started.
+// missing or malformed or the config is gone.
 std::filesystem::path config_of_run(const std::filesystem::path& output_dir);
 
-// Throws mlpt::Error unless `config_file` has the bytes of the config the run in `output_dir`
-// started with (`mlpt run --resume CONFIG.toml` checks what `--resume DIR` checks).
-void check_same_config(const std::filesystem::path& output_dir, const std::filesystem::path& config_file);
+// Checks `config_file` against the config the run in `output_dir` started with, for `mlpt run
+// --resume DIR|CONFIG.toml`: throws mlpt::Error naming each key that defines the run's results and
+// changed (every change, when run.json predates recording the keys); returns the changes that only
+// place the work, for the run to say (empty when there are none).
+std::vector<ConfigChange> check_resumed_config(const std::filesystem::path& output_dir, const std::filesystem::path& config_file);
 
 // What in `output_dir` shows that a run wrote there (e.g. "run.json, result.txt"); nullopt when
 // the folder is absent or holds nothing a run writes.

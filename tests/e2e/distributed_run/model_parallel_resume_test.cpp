@@ -3,7 +3,8 @@
 // checkpoint the trainer group wrote:
 // - resumed from its step-2 checkpoint, a TP=2 or EP=2 run trains steps 3 and 4 as the run that
 //   went on did: the same prompts, tokens and rewards, the loss and gradient norm within the run's
-//   own noise (below). The rollouts are seeded per prompt and sample and on-policy
+//   own noise (below); so it does resumed on another layout (TP=2 under EP=2, EP=2 under TP=1
+//   with two data-parallel replicas), and a changed seed is refused, the run folder untouched. The rollouts are seeded per prompt and sample and on-policy
 //   (max_trajectory_age_steps = 0), so both attempts train on the same batch once the weights and
 //   the AdamW moments are the ones saved;
 // - the checkpoint is a model directory any layout reads: `mlpt-model score` under TP=2 and EP=2
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <csignal>
 
+#include "../folder_snapshot.hpp"
 #include "distributed_support.hpp"
 
 namespace fs = std::filesystem;
@@ -57,7 +59,7 @@ std::vector<double> score(const fs::path& checkpoint, int ranks, const std::stri
 // batch's sequences arrive in another order): step 3 measured within 2e-7 relative here, step 4
 // (which that difference has gone through one update of) within 1e-5; a resume that lost the
 // AdamW moments moves step 4's gradient norm by 12% and its loss by 70%.
-TEST_CASE("mpirun -np 4 mlpt run --resume: a TP=2 or EP=2 run resumed from its sharded step-2 checkpoint trains steps 3 and 4 as the run that went on") {
+TEST_CASE("mpirun -np 4 mlpt run --resume: a TP=2 or EP=2 run resumed from its sharded step-2 checkpoint, on its layout or another, trains steps 3 and 4 as the run that went on") {
   require_tiny_model();
   const bool tensor_parallel = GENERATE(true, false);
   const std::string layout = tensor_parallel ? "tensor-parallel" : "expert-parallel";
@@ -85,27 +87,60 @@ TEST_CASE("mpirun -np 4 mlpt run --resume: a TP=2 or EP=2 run resumed from its s
                                            {"expert_parallel", tensor_parallel ? 1 : 2},
                                            {"data_parallel", 1}}));
 
-  // As if the run had stopped after its step-2 checkpoint.
-  fs::remove_all(out / "checkpoints/step_4");
-  const std::string second = mlpt_test::run_command(line + "--resume " + out.string() + " 2>&1", &status);
-  INFO(second);
-  REQUIRE((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1));
-  CHECK_THAT(second, Catch::Contains("resumed from the step-2 checkpoint"));
-  const std::vector<nlohmann::json> resumed = metric_rows(out / "metrics.jsonl");
-  REQUIRE(resumed.size() == 4);
-  for (size_t i = 0; i < 4; ++i) {
-    const nlohmann::json &a = resumed[i], &b = went_on[i];
-    INFO("step " << i + 1 << ": resumed " << a.dump() << "\nwent on " << b.dump());
-    CHECK(a["prompts"] == b["prompts"]);
-    CHECK(a["tokens"] == b["tokens"]);
-    CHECK(a["reward_mean"] == b["reward_mean"]);
-    CHECK(a["max_staleness"] == 0);
-    const double tolerance = i < 2 ? 0 : i == 2 ? 1e-5 : 1e-3;  // steps 1, 2: the checkpoint's own rows
-    const double loss = relative(a["trainer"]["loss"], b["trainer"]["loss"]);
-    const double grad_norm = relative(a["trainer"]["grad_norm"], b["trainer"]["grad_norm"]);
-    CHECK(loss <= tolerance);
-    CHECK(grad_norm <= tolerance);
-    if (i >= 2) WARN(layout << " step " << i + 1 << " resumed vs went on: loss within " << loss << ", grad norm within " << grad_norm << " (relative)");
+  // As if the run had stopped after its step-2 checkpoint: steps 3 and 4 again, and each within
+  // `tolerance` (relative) of the run that went on.
+  auto resume_and_compare = [&](const std::string& what, double step_3_tolerance, double step_4_tolerance) {
+    INFO(what);
+    fs::remove_all(out / "checkpoints/step_4");
+    int status = 0;
+    const std::string second = mlpt_test::run_command(line + "--resume " + out.string() + " 2>&1", &status);
+    INFO(second);
+    REQUIRE((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1));
+    CHECK_THAT(second, Catch::Contains("resumed from the step-2 checkpoint"));
+    const std::vector<nlohmann::json> resumed = metric_rows(out / "metrics.jsonl");
+    REQUIRE(resumed.size() == 4);
+    for (size_t i = 0; i < 4; ++i) {
+      const nlohmann::json &a = resumed[i], &b = went_on[i];
+      INFO("step " << i + 1 << ": resumed " << a.dump() << "\nwent on " << b.dump());
+      CHECK(a["prompts"] == b["prompts"]);
+      CHECK(a["tokens"] == b["tokens"]);
+      CHECK(a["reward_mean"] == b["reward_mean"]);
+      CHECK(a["max_staleness"] == 0);
+      const double tolerance = i < 2 ? 0 : i == 2 ? step_3_tolerance : step_4_tolerance;  // steps 1, 2: the checkpoint's own rows
+      const double loss = relative(a["trainer"]["loss"], b["trainer"]["loss"]);
+      const double grad_norm = relative(a["trainer"]["grad_norm"], b["trainer"]["grad_norm"]);
+      CHECK(loss <= tolerance);
+      CHECK(grad_norm <= tolerance);
+      if (i >= 2) WARN(what << " step " << i + 1 << " resumed vs went on: loss within " << loss << ", grad norm within " << grad_norm << " (relative)");
+    }
+    return second;
+  };
+  resume_and_compare(layout + " resumed on its own layout", 1e-5, 1e-3);
+
+  // A run that lost nodes resumes on another layout: the TP=2 run under EP=2, the EP=2 run under
+  // TP=1 as two data-parallel replicas. Only keys that place the work change, so the run says what
+  // changed and trains as the run that went on, the float sums in another order (the tolerances as
+  // for the same layout; measured below).
+  const std::string other = tensor_parallel ? "expert_parallel = 2" : "";
+  std::string text = read(config);
+  text.replace(text.find(tensor_parallel ? "tensor_parallel = 2" : "expert_parallel = 2"), 19, other);
+  std::ofstream(config, std::ios::trunc) << text;
+  const std::string moved = resume_and_compare(layout + " resumed " + (tensor_parallel ? "under EP=2" : "under TP=1, DP=2"), 1e-5, 1e-3);
+  CHECK_THAT(moved, Catch::Contains("the run resumes with its work placed otherwise than it started"));
+  CHECK_THAT(moved, Catch::Contains(tensor_parallel ? "[components.trainer.settings] tensor_parallel: 2 -> (not set)"
+                                                    : "[components.trainer.settings] expert_parallel: 2 -> (not set)"));
+
+  // A key that defines the results (the seed) is refused, naming it, before anything is written.
+  const auto before = folder_snapshot(out);
+  text.replace(text.find("seed = 7"), 8, "seed = 8");
+  std::ofstream(config, std::ios::trunc) << text;
+  int refused_status = 0;
+  const std::string refused = mlpt_test::run_command(line + "--resume " + out.string() + " 2>&1", &refused_status);
+  {
+    INFO(refused);
+    CHECK(WEXITSTATUS(refused_status) == 2);
+    CHECK_THAT(refused, Catch::Contains(config.string() + " changed since the run in " + out.string() + " started: [run] seed was 7, now 8"));
+    CHECK(folder_snapshot(out) == before);
   }
 
   // The TP=2 (or EP=2) checkpoint read under the other layouts: the one-rank logprobs.

@@ -8,6 +8,7 @@
 //   time, keeps every step once in metrics.jsonl, and `check log` / `check summary` say it is not
 //   a scored result;
 // - exit codes: 1 not converged, 2 refused before running, 3 failed, 128+11 crashed.
+#include "../folder_snapshot.hpp"
 #include "../mlpt_command.hpp"
 #include "core/run/checkpoint.hpp"
 #include "core/run/rollout_record.hpp"
@@ -28,14 +29,6 @@ fs::path faulty_config(const fs::path& dir, const std::string& extra = "") {
 }
 
 std::string fault_env(const std::string& what) { return "MLPT_TEST_REWARD_FAULT=" + what; }
-
-// Every file under `dir` with its size and modification time, to show a folder was not touched.
-std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> snapshot(const fs::path& dir) {
-  std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) files[e.path().string()] = {e.file_size(), e.last_write_time()};
-  return files;
-}
 
 int mlpt_exit(const std::vector<std::string>& args, const fs::path& output, double seconds = 60) {
   return spawn_mlpt(args, output).wait(seconds);
@@ -74,20 +67,21 @@ TEST_CASE("a segfaulting plugin leaves a closed log and a whole checkpoint, then
   const auto crashed_metrics = metrics(out);
 
   // A new run into the same folder is refused before it writes anything.
-  const auto before = snapshot(out);
+  const auto before = folder_snapshot(out);
   CHECK(mlpt_exit({"run", config.string()}, dir / "again.txt") == 2);
   CHECK_THAT(read_text(dir / "again.txt"), Catch::Contains("holds another run") && Catch::Contains("--resume") &&
                                                Catch::Contains("--new-folder"));
-  CHECK(snapshot(out) == before);
+  CHECK(folder_snapshot(out) == before);
 
   // --resume CONFIG.toml with another config is refused like --resume DIR would be.
   const fs::path other = dir / "other";
   fs::create_directories(other);
-  std::string edited = read_text(config) + "# edited\n";
+  std::string edited = read_text(config);
+  edited.replace(edited.find("seed = 7"), 8, "seed = 8");
   std::ofstream(other / "run.toml") << edited;
   CHECK(mlpt_exit({"run", "--resume", (other / "run.toml").string()}, dir / "other.txt") == 2);
-  CHECK_THAT(read_text(dir / "other.txt"), Catch::Contains("not the config the run in"));
-  CHECK(snapshot(out) == before);
+  CHECK_THAT(read_text(dir / "other.txt"), Catch::Contains("not the config the run in") && Catch::Contains("[run] seed was 7, now 8"));
+  CHECK(folder_snapshot(out) == before);
 
   // Resume by config, without the fault: it runs to max_steps (not converged: exit 1).
   Process resumed = spawn_mlpt({"run", "--resume", config.string()}, dir / "resume.txt");
@@ -147,13 +141,13 @@ TEST_CASE("a segfaulting plugin leaves a closed log and a whole checkpoint, then
                          Catch::Contains("href='#rollout-"));
 
   // --new-folder takes out-2 and leaves out alone; a failing reward ends the run with exit 3.
-  const auto after_resume = snapshot(out);
+  const auto after_resume = folder_snapshot(out);
   Process fresh = spawn_mlpt({"run", config.string(), "--new-folder"}, dir / "fresh.txt", {fault_env("error:1")});
   CHECK(fresh.wait(300) == 3);
   INFO(fresh.text());
   CHECK_THAT(fresh.text(), Catch::Contains("failing on purpose"));
   CHECK(fs::exists(dir / "out-2" / "run.json"));
   CHECK(last_record(dir / "out-2" / "result.txt", "run_stop").metadata.value("status", "") == "aborted");
-  CHECK(snapshot(out) == after_resume);
+  CHECK(folder_snapshot(out) == after_resume);
   fs::remove_all(dir);
 }
