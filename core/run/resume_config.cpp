@@ -30,6 +30,8 @@ const std::vector<std::string>& places_work_keys() {
       "components.engine.settings.max_step_tokens", "components.engine.settings.session_memory_bytes",
       "components.engine.settings.prefix_cache_bytes", "components.engine.settings.kv_cache_bytes",
       "components.engine.settings.kv_block_size",
+      // Faults a test injects: it resumes without them.
+      "components.engine.settings.test_only_fail_at_collective", "components.engine.settings.test_only_fail_rank",
       // A transport moves the trainer's weights to the engines unchanged, whichever it is.
       "components.transport.*",
       // Where sandboxes keep their state on a node, and how many it runs at once.

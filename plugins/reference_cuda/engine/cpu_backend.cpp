@@ -71,10 +71,11 @@ CpuEngineBackend::CpuEngineBackend(sdk::Settings& s, const std::string& checkpoi
                                    const mlpt_component_group* group) {
   threads_ = static_cast<int>(s.integer_or("threads", 1, 1));
   const int64_t tp = s.integer_or("tensor_parallel", 1, 1), ep = s.integer_or("expert_parallel", 1, 1);
-  const int64_t fail_at_collective = s.integer_or("test_only_fail_at_collective", 0, 0);  // tests of a failing rank
+  // Tests of a failing rank: every rank reads one config, so the fault names its rank.
+  const EngineTestFault fault{s.integer_or("test_only_fail_at_collective", 0, 0), s.integer_or("test_only_fail_rank", -1, -1)};
   s.reject_unknown();
   prefill_mode_ = chunked_prefill ? GdnMode::chunked : GdnMode::recurrent;
-  group_ = std::make_unique<EngineGroup>(group, static_cast<int>(tp), static_cast<int>(ep), fail_at_collective);  // the ranks meet
+  group_ = std::make_unique<EngineGroup>(group, static_cast<int>(tp), static_cast<int>(ep), fault);  // the ranks meet
   if (group_->size() == 1) {
     auto w = std::make_shared<Weights<float>>(::mlpt::ref::load_weights<float>(checkpoint));
     config_ = shard_config_ = w->config;

@@ -7,8 +7,9 @@
 // tensor_parallel, expert_parallel (1, 1): the engine is one rank of an engine group (engine.h,
 // Engine groups) of tensor_parallel × expert_parallel ranks, a model-parallel layout of one model
 // (model/parallel/model_parallel.hpp places group rank ep_rank · tp + tp_rank);
-// test_only_fail_at_collective (0: never), for tests of a failing rank only: this rank throws
-// instead of making its n-th collective of the model, halfway through a step.
+// test_only_fail_at_collective (0: never) and test_only_fail_rank (-1: every rank), for tests of a
+// failing rank only: that group rank throws instead of making its n-th collective of the model,
+// halfway through a step.
 //
 // A rank whose step fails (rank 0's forward, another rank's part of it) tells the others why and
 // the group is broken (engine/engine_group.hpp, report_failure): none waits for it in the step's

@@ -63,7 +63,7 @@ class FailingCommunicator final : public Communicator {
 #endif
 }  // namespace
 
-EngineGroup::EngineGroup(const mlpt_component_group* group, int tp, int ep, int64_t fail_at_collective) {
+EngineGroup::EngineGroup(const mlpt_component_group* group, int tp, int ep, EngineTestFault fault) {
   if (group) {
     sdk::require_struct(group, MLPT_COMPONENT_GROUP_STRUCT_SIZE, "mlpt_component_group");
     name_ = sdk::to_string(group->name);
@@ -84,6 +84,7 @@ EngineGroup::EngineGroup(const mlpt_component_group* group, int tp, int ep, int6
   failure_ = std::make_shared<GroupFailure>(comm_, "engine group '" + name_ + "'");
   // The model's communicators: the tp ranks of this rank's ep_rank, the ep ranks of its tp_rank;
   // their waits give up when a rank of the group fails.
+  const int64_t fail_at_collective = fault.rank < 0 || fault.rank == rank_ ? fault.at_collective : 0;
   auto left = std::make_shared<int64_t>(fail_at_collective);
   auto split = [&](int color, int key_in_group, const char* what) -> std::unique_ptr<Communicator> {
     MPI_Comm out = MPI_COMM_NULL;

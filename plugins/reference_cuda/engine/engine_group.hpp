@@ -27,14 +27,21 @@ namespace mlpt::ref {
 
 class GroupFailure;
 
+// For tests only (engine settings test_only_fail_at_collective, test_only_fail_rank): with
+// `at_collective` > 0, group rank `rank` (every rank when -1) throws instead of making its
+// at_collective-th collective of the model.
+struct EngineTestFault {
+  int64_t at_collective = 0;
+  int64_t rank = -1;
+};
+
 class EngineGroup {
  public:
   // `group` NULL or of one rank: a group of one, which must have tp = ep = 1. Otherwise its size
   // must be tp · ep. Throws MLPT_INVALID_ARGUMENT naming the mismatch, MLPT_FAILED_PRECONDITION
   // without MPI initialised, MLPT_UNIMPLEMENTED in a plugin built without MPI.
-  // `fail_at_collective` > 0, for tests only: this rank throws instead of making its n-th
-  // collective of the model (engine setting test_only_fail_at_collective).
-  EngineGroup(const mlpt_component_group* group, int tp, int ep, int64_t fail_at_collective = 0);
+  // `fault`, for tests only: a rank that fails halfway through a step.
+  EngineGroup(const mlpt_component_group* group, int tp, int ep, EngineTestFault fault = {});
   ~EngineGroup();
   EngineGroup(const EngineGroup&) = delete;
   EngineGroup& operator=(const EngineGroup&) = delete;

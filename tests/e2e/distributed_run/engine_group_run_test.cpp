@@ -86,3 +86,69 @@ TEST_CASE("kill -9 of a rollout worker's engine rank: the worker is lost with it
   WARN("the run ended " << seconds << " s after it started, the engine rank killed after step 2");
   CHECK(lines(out / "metrics.jsonl") >= 2);
 }
+
+// Engine rank 1 throws instead of making its n-th collective of the model (the test-only engine
+// settings test_only_fail_at_collective and test_only_fail_rank), halfway through a generation
+// step, after some whole steps with a checkpoint each. Rank 0 of the group, waiting for it in that
+// collective, gives up; the worker's episodes fail naming rank 1 and the run stops: no rank hangs,
+// the status is not 0, and what the run wrote before (result log, metrics, every whole checkpoint)
+// is intact, so `--resume` without the fault continues from the last checkpoint to the end.
+TEST_CASE("an engine rank that fails mid-step inside mlpt run ends the run naming it, with what it wrote intact and resumable") {
+  require_tiny_model();
+  mlpt_test::TempDir dir("engine_rank_fault");
+  const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / "engine-rank-fault.toml";
+  constexpr int kSteps = 6;
+  // Engine rank 1 makes some 200 to 250 collectives a step here: it fails in step 2 to 4 (batching varies).
+  constexpr int kFailAt = 700;
+  write_engine_group_config(config, out,
+                            {{"max_steps = ", "max_steps = " + std::to_string(kSteps)},
+                             {"checkpoint_every_steps = ", "checkpoint_every_steps = 1"},
+                             {"first_eval_samples = ", "first_eval_samples = 64000"},
+                             {"tensor_parallel = 2", "tensor_parallel = 2\ntest_only_fail_at_collective = " + std::to_string(kFailAt) +
+                                                         "\ntest_only_fail_rank = 1"}});
+  const auto started = std::chrono::steady_clock::now();
+  int status = 0;
+  const std::string output = mlpt_test::run_command(launch("engine-rank-fault", 300, false) + config.string() + " 2>&1", &status);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(output);
+  CHECK(WEXITSTATUS(status) == 3);  // the run failed (the coordinator's MPI_Abort), not the timeout's 124
+  CHECK_THAT(output, Catch::Contains("engine group 'mlpt-run-") && Catch::Contains("rank 1 failed (test-only fault"));
+  CHECK_THAT(output, Catch::Contains("rollouts failed, more than max_rollout_failure_rate"));
+  const int steps = lines(out / "metrics.jsonl");
+  WARN("engine rank 1 failed at its collective " << kFailAt << ", after " << steps << " step(s); the run ended " << seconds
+                                                   << " s after it started");
+  REQUIRE(steps >= 1);
+  REQUIRE(steps < kSteps);
+
+  // The result log is closed and whole; every checkpoint is whole and holds its steps.
+  std::ifstream log(out / "result.txt");
+  nlohmann::json last;
+  for (std::string line; std::getline(log, line);) {
+    REQUIRE(line.rfind(":::MLLOG ", 0) == 0);
+    last = nlohmann::json::parse(line.substr(9));
+  }
+  CHECK(last["key"] == "run_stop");
+  CHECK(last["metadata"]["status"] == "aborted");
+  const int checkpoint = last_checkpoint(out);
+  REQUIRE(checkpoint >= 1);
+  for (int step = 1; step <= checkpoint; ++step) {
+    const fs::path saved = out / "checkpoints" / ("step_" + std::to_string(step));
+    INFO(saved);
+    const nlohmann::json loop = nlohmann::json::parse(read(saved / "loop_state.json"));
+    CHECK(loop["step"] == step);
+    CHECK(fs::exists(saved / "trainer/trainer_state.json"));
+  }
+  CHECK(mlpt_test::run_command("gzip -t " + (out / "rollouts.jsonl.gz").string() + " 2>&1", &status).empty());
+  CHECK(status == 0);
+
+  // Without the fault (a test-only setting a resume may drop), the run continues from there.
+  std::string text = read(config);
+  const std::string fault = "test_only_fail_at_collective = " + std::to_string(kFailAt);
+  text.replace(text.find(fault), fault.size(), "");
+  std::ofstream(config, std::ios::trunc) << text;
+  const std::string resumed = mlpt_test::run_command(launch("engine-rank-fault", 300, false) + "--resume " + out.string() + " 2>&1", &status);
+  INFO(resumed);
+  CHECK((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1));
+  CHECK_THAT(resumed, Catch::Contains("resumed from the step-" + std::to_string(checkpoint) + " checkpoint"));
+  CHECK(lines(out / "metrics.jsonl") == kSteps);
+}
