@@ -41,8 +41,14 @@ Config parse_config(std::string_view json, bool sender);
 
 // ---- Wire vocabulary ----
 // Sender -> receiver travels as tagged messages (so large metadata can use rendezvous).
-// Tag: bit 63 = control, bits 56..62 kind, bits 32..55 low bits of the version, bits 20..31 the
-// sender rank (a receiver of several sender ranks has one worker for all), bits 0..19 the bucket.
+// Tag: bit 63 = control, bits 56..62 kind, bits 32..55 low bits of the version (data: of the
+// stream number), bits 20..31 the sender rank (a receiver of several sender ranks has one worker for
+// all), bits 0..19 the bucket (meta: the stream number).
+//
+// One version may be streamed to one receiver twice: whole, then again as the pieces it pulls once
+// its pulls arrive. So every stream to a receiver has a number of its own, which its data tags,
+// commit, abort and the receiver's ack carry: buckets of a superseded stream never land in the new
+// one, and its ack never confirms the new one.
 enum class Kind : uint64_t {
   kData = 1, kMeta = 2, kCommit = 3, kAbort = 4, kWelcome = 5, kReject = 6, kBye = 7,
   kOffer = 8,  // a sender rank's shard boxes, asked for by a receiver that plans its pulls
@@ -55,7 +61,9 @@ inline ucp_tag_t make_tag(Kind kind, uint64_t version, uint32_t rank, uint32_t i
   return control | (static_cast<uint64_t>(kind) << 56) | ((version & 0xFFFFFF) << 32) |
          (static_cast<uint64_t>(rank & 0xFFF) << 20) | (index & (kMaxBuckets - 1));
 }
+inline constexpr uint32_t kStreamMask = kMaxBuckets - 1;  // stream numbers fit the meta tag's bucket bits
 inline Kind tag_kind(ucp_tag_t tag) { return static_cast<Kind>((tag >> 56) & 0x7F); }
+inline uint32_t tag_index(ucp_tag_t tag) { return static_cast<uint32_t>(tag & (kMaxBuckets - 1)); }
 inline uint32_t tag_rank(ucp_tag_t tag) { return static_cast<uint32_t>((tag >> 20) & 0xFFF); }
 inline constexpr ucp_tag_t kFullMask = ~0ull;
 

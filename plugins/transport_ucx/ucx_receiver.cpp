@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cinttypes>
+#include <deque>
 #include <functional>
 #include <cstdio>
 #include <optional>
@@ -81,6 +82,7 @@ namespace {
 // A version being landed: one tag receive per bucket straight into its place in the buffer.
 struct Incoming {
   std::shared_ptr<UcxReceiver::Landed> landed;
+  uint32_t stream = 0;  // the sender's number for this stream (ucx_common.hpp, Wire vocabulary)
   std::vector<void*> requests;  // NULL once complete
   size_t outstanding = 0;
   size_t done = 0;
@@ -112,6 +114,7 @@ struct Link {
   Clock::time_point retry_at;
   std::unique_ptr<Incoming> incoming;
   std::shared_ptr<UcxReceiver::Landed> complete;  // its newest part that landed whole
+  std::deque<uint32_t> superseded;                // its newest streams left before they landed
 
   std::string label() const { return "sender rank " + std::to_string(rank) + " at " + address; }
 };
@@ -177,6 +180,7 @@ class UcxReceiver::Engine {
       handle_ep_errors();
       while (poll_control()) {
       }
+      discard_superseded();
       handle_landed();
       for (auto& l : links_) try_complete(l);
       send_outbox();
@@ -317,6 +321,13 @@ class UcxReceiver::Engine {
     if (!draining_.empty())
       mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx", "receiver: receives still pending at shutdown; leaking their buffers");
     for (auto& d : draining_) (void)d.release();  // a late write must not land in freed memory
+    // The sender's goodbye (or another small control message) may come while we close: take it,
+    // or UCX warns at teardown of a message nobody received.
+    for (ucp_tag_recv_info_t info{}; ucp_tag_probe_nb(worker_, kControlBit, kControlBit, 0, &info) && info.length <= 4096;) {
+      std::vector<uint8_t> ignored(info.length);
+      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kControlBit, kControlBit, 1, &info);
+      if (!msg || take(msg, ignored) == UCS_ERR_TIMED_OUT) break;
+    }
     ucp_worker_destroy(worker_);
     worker_ = nullptr;
   }
@@ -327,10 +338,27 @@ class UcxReceiver::Engine {
     ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kControlBit, kControlBit, 1, &info);
     if (!msg) return false;
     std::vector<uint8_t> payload(info.length);
+    const ucs_status_t status = take(msg, payload);
+    if (status == UCS_ERR_TIMED_OUT) {
+      declare_gone("a control message from the sender never completed");
+      return false;
+    }
+    if (status != UCS_OK) return true;  // the sender died mid-message: its endpoint error follows
+    const uint32_t rank = tag_rank(info.sender_tag);
+    if (rank >= links_.size()) return true;  // not a rank of ours: nothing we can place
+    on_control(links_[rank], info.sender_tag, payload);
+    return true;
+  }
+
+  // Receives a probed message into `into` (sized to it). UCS_ERR_TIMED_OUT when it does not
+  // complete within 30 s: the request then stays UCX's, and so do the memory it writes to (`into`
+  // is left empty) and its completion flag.
+  ucs_status_t take(ucp_tag_message_h msg, std::vector<uint8_t>& into) {
     struct Wait {
       bool done = false;
       ucs_status_t status = UCS_OK;
-    } wait;
+    };
+    auto wait = std::make_unique<Wait>();
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
     rp.datatype = ucp_dt_make_contig(1);
@@ -340,31 +368,41 @@ class UcxReceiver::Engine {
       w->status = status;
       ucp_request_free(request);
     };
-    rp.user_data = &wait;
-    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, payload.data(), payload.size(), msg, &rp);
-    if (UCS_PTR_IS_ERR(r)) {
-      wait.done = true;
-      wait.status = UCS_PTR_STATUS(r);
-    } else if (r == nullptr) {
-      wait.done = true;
-    }
+    rp.user_data = wait.get();
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, into.data(), into.size(), msg, &rp);
+    if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
+    if (r == nullptr) return UCS_OK;
     auto until = Clock::now() + std::chrono::seconds(30);
-    while (!wait.done && Clock::now() < until) ucp_worker_progress(worker_);
-    if (!wait.done) {
-      declare_gone("a control message from the sender never completed");  // the request stays owned by UCX
-      return false;
+    while (!wait->done && Clock::now() < until) ucp_worker_progress(worker_);
+    if (!wait->done) {
+      (void)wait.release();
+      (void)new std::vector<uint8_t>(std::move(into));
+      into.clear();
+      return UCS_ERR_TIMED_OUT;
     }
-    if (wait.status != UCS_OK) return true;  // the sender died mid-message: its endpoint error follows
-    const uint32_t rank = tag_rank(info.sender_tag);
-    if (rank >= links_.size()) return true;  // not a rank of ours: nothing we can place
-    on_control(links_[rank], tag_kind(info.sender_tag), payload);
-    return true;
+    return wait->status;
   }
 
-  void on_control(Link& link, Kind kind, const std::vector<uint8_t>& payload) {
+  // Buckets of a stream this receiver stopped landing (the sender aborted it, or a newer stream
+  // superseded it) may still come: they are taken off the wire, so that the sender's sends of
+  // them complete and UCX keeps no stale data.
+  void discard_superseded() {
+    constexpr ucp_tag_t stream_mask = ~static_cast<ucp_tag_t>(kMaxBuckets - 1);  // any bucket
+    for (auto& l : links_) {
+      for (uint32_t stream : l.superseded) {
+        ucp_tag_recv_info_t info{};
+        for (ucp_tag_message_h msg; (msg = ucp_tag_probe_nb(worker_, make_tag(Kind::kData, stream, l.rank, 0), stream_mask, 1, &info));) {
+          discard_.resize(info.length);
+          (void)take(msg, discard_);
+        }
+      }
+    }
+  }
+
+  void on_control(Link& link, ucp_tag_t tag, const std::vector<uint8_t>& payload) {
     const uint8_t* at = payload.data();
     const uint8_t* end = at + payload.size();
-    switch (kind) {
+    switch (tag_kind(tag)) {
       case Kind::kWelcome: {
         if (!get(at, end, link.peer_id)) return;
         uint32_t rank = 0, ranks = 1;
@@ -391,7 +429,7 @@ class UcxReceiver::Engine {
         link_closed(link, "the " + link.label() + " closed");
         return;
       case Kind::kMeta:
-        begin(link, payload);
+        begin(link, tag_index(tag), payload);
         return;
       case Kind::kOffer: {
         uint64_t version = 0;
@@ -409,16 +447,17 @@ class UcxReceiver::Engine {
       }
       case Kind::kAbort: {
         uint64_t v = 0;
-        if (get(at, end, v) && link.incoming && link.incoming->landed->version() == v) drain(link);
+        uint32_t stream = 0;
+        if (get(at, end, v) && get(at, end, stream) && link.incoming && link.incoming->stream == stream) drain(link);
         return;
       }
       case Kind::kCommit: {
         uint64_t v = 0;
-        uint32_t n = 0;
+        uint32_t stream = 0, n = 0;
         uint8_t has = 0;
-        if (!get(at, end, v) || !get(at, end, n) || !get(at, end, has)) return;
+        if (!get(at, end, v) || !get(at, end, stream) || !get(at, end, n) || !get(at, end, has)) return;
         Incoming* in = link.incoming.get();
-        if (!in || in->landed->version() != v || n != in->landed->layout.buckets.size()) return;
+        if (!in || in->stream != stream || in->landed->version() != v || n != in->landed->layout.buckets.size()) return;
         in->sender_checksums = has != 0;
         if (has) {
           in->checksums.resize(n);
@@ -433,7 +472,7 @@ class UcxReceiver::Engine {
     }
   }
 
-  void begin(Link& link, const std::vector<uint8_t>& meta) {
+  void begin(Link& link, uint32_t stream, const std::vector<uint8_t>& meta) {
     Layout layout;
     try {
       layout = decode_metadata(meta.data(), meta.size());
@@ -444,6 +483,7 @@ class UcxReceiver::Engine {
     drain(link);  // an older version still landing is superseded
     auto in = std::make_unique<Incoming>();
     in->landed = std::make_shared<Landed>(pool_, std::move(layout));
+    in->stream = stream;
     const Layout& l = in->landed->layout;
     size_t n = l.buckets.size();
     in->requests.assign(n, nullptr);
@@ -459,7 +499,7 @@ class UcxReceiver::Engine {
       rp.user_data = op;
       ++incoming->outstanding;
       ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, incoming->landed->buffer.data + l.buckets[i].offset, l.buckets[i].size,
-                                            make_tag(Kind::kData, l.version, link.rank, static_cast<uint32_t>(i)), kFullMask, &rp);
+                                            make_tag(Kind::kData, stream, link.rank, static_cast<uint32_t>(i)), kFullMask, &rp);
       if (r == nullptr) {
         recv_done(op, UCS_OK, l.buckets[i].size);
       } else if (UCS_PTR_IS_ERR(r)) {
@@ -544,9 +584,10 @@ class UcxReceiver::Engine {
         return;
       }
     }
+    const uint32_t stream = in.stream;
     link.complete = std::move(link.incoming->landed);
     link.incoming.reset();
-    ack(link, link.complete->version(), MLPT_OK, "");
+    ack(link, link.complete->version(), stream, MLPT_OK, "");
     assemble();
   }
 
@@ -573,7 +614,7 @@ class UcxReceiver::Engine {
   void fail_version(Link& link, const std::string& why) {
     uint64_t v = link.incoming->landed->version();
     record_loss(v, why);
-    ack(link, v, MLPT_DATA_LOSS, why);
+    ack(link, v, link.incoming->stream, MLPT_DATA_LOSS, why);
     drain(link);
   }
 
@@ -584,9 +625,10 @@ class UcxReceiver::Engine {
     cv.notify_all();
   }
 
-  void ack(Link& link, uint64_t version, mlpt_error_code code, const std::string& text) {
+  void ack(Link& link, uint64_t version, uint32_t stream, mlpt_error_code code, const std::string& text) {
     std::vector<uint8_t> payload;
     put<uint64_t>(payload, version);
+    put<uint32_t>(payload, stream);
     put<uint32_t>(payload, static_cast<uint32_t>(code));
     payload.insert(payload.end(), text.begin(), text.end());
     send_am(link, kAmAck, std::move(payload));
@@ -635,6 +677,10 @@ class UcxReceiver::Engine {
   // Cancels the part being landed; its buffer returns once UCX is done with every receive.
   void drain(Link& link) {
     if (!link.incoming) return;
+    if (link.incoming->done < link.incoming->landed->layout.buckets.size()) {
+      link.superseded.push_back(link.incoming->stream);
+      if (link.superseded.size() > 8) link.superseded.pop_front();
+    }
     for (void* r : link.incoming->requests)
       if (r) ucp_request_cancel(worker_, r);
     draining_.push_back(std::move(link.incoming));
@@ -663,6 +709,7 @@ class UcxReceiver::Engine {
   std::shared_ptr<ReceiveBufferPool> pool_ = std::make_shared<ReceiveBufferPool>();
   std::vector<std::unique_ptr<Incoming>> draining_;
   std::vector<LandedBucket> landed_;
+  std::vector<uint8_t> discard_;  // where superseded buckets land
   std::vector<void*> closing_;
   int64_t total_landed_ = 0;
 };

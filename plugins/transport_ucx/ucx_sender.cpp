@@ -189,8 +189,9 @@ struct UcxSender::Peer {
   std::vector<Pull> pulls;
   bool wants_offer = false;  // it asked for this rank's shard boxes before there was a version
   bool holds_whole = false;  // it confirmed the newest version as the rank's tensors as they are
-  // The stream of one version to this peer.
+  // The stream of one version to this peer, and its number (ucx_common.hpp, Wire vocabulary).
   std::shared_ptr<Version> stream;
+  uint32_t stream_id = 0;
   size_t posted = 0, outstanding = 0;
   bool meta_sent = false, commit_sent = false;
   uint64_t acked = 0;  // newest version it confirmed holding
@@ -205,7 +206,8 @@ struct UcxSender::Op {
   Engine* engine;
   uint64_t peer;
   uint64_t version;
-  bool counted;  // part of the peer's stream of `version`
+  uint32_t stream;  // the peer's stream it belongs to
+  bool counted;     // counts towards that stream's outstanding sends
   std::shared_ptr<Version> keep;
   std::vector<uint8_t> payload;
 };
@@ -425,10 +427,10 @@ class UcxSender::Engine {
         on_pulls(*p, at, static_cast<size_t>(end - at));
       } else if (kind == kAmAck) {
         uint64_t version = 0;
-        uint32_t code = 0;
-        if (!get(at, end, version) || !get(at, end, code)) continue;
+        uint32_t stream = 0, code = 0;
+        if (!get(at, end, version) || !get(at, end, stream) || !get(at, end, code)) continue;
         std::string text(reinterpret_cast<const char*>(at), static_cast<size_t>(end - at));
-        on_ack(*p, version, static_cast<mlpt_error_code>(code), text);
+        on_ack(*p, version, stream, static_cast<mlpt_error_code>(code), text);
       }
     }
   }
@@ -483,8 +485,8 @@ class UcxSender::Engine {
     if (newest_ && !(p.holds_whole && p.acked == newest_->layout.version && !p.stream)) serve(p);
   }
 
-  void on_ack(Peer& p, uint64_t version, mlpt_error_code code, const std::string& text) {
-    if (!p.stream || p.stream->layout.version != version) return;  // a superseded version
+  void on_ack(Peer& p, uint64_t version, uint32_t stream, mlpt_error_code code, const std::string& text) {
+    if (!p.stream || p.stream_id != stream || p.stream->layout.version != version) return;  // a superseded stream
     if (code == MLPT_OK) {
       p.acked = version;
       p.holds_whole = p.stream->layout.request == 0;
@@ -513,14 +515,16 @@ class UcxSender::Engine {
       // Rule: a stream of an older version never commits once a newer send began.
       std::vector<uint8_t> payload;
       put<uint64_t>(payload, p.stream->layout.version);
+      put<uint32_t>(payload, p.stream_id);
       post_control(p, Kind::kAbort, p.stream->layout.version, std::move(payload));
     }
     p.stream = v;
+    p.stream_id = (p.stream_id + 1) & kStreamMask;
     p.posted = 0;
     p.outstanding = 0;
     p.commit_sent = false;
     p.meta_sent = true;
-    post(p, v->meta.data(), v->meta.size(), make_tag(Kind::kMeta, v->layout.version, rank_, 0), v, {}, true);
+    post(p, v->meta.data(), v->meta.size(), make_tag(Kind::kMeta, v->layout.version, rank_, p.stream_id), v, {}, true);
   }
 
   void prepare(Version& v) {
@@ -555,13 +559,14 @@ class UcxSender::Engine {
       Version& v = *p.stream;
       while (p.posted < v.prepared) {
         size_t i = p.posted++;
-        post(p, v.source[i], v.layout.buckets[i].size, make_tag(Kind::kData, v.layout.version, rank_, static_cast<uint32_t>(i)),
+        post(p, v.source[i], v.layout.buckets[i].size, make_tag(Kind::kData, p.stream_id, rank_, static_cast<uint32_t>(i)),
              p.stream, {}, true);
       }
       if (p.posted == v.layout.buckets.size() && p.outstanding == 0 && !p.commit_sent) {
         // Every bucket send completed locally: the receiver has read them all, so commit.
         std::vector<uint8_t> payload;
         put<uint64_t>(payload, v.layout.version);
+        put<uint32_t>(payload, p.stream_id);
         put<uint32_t>(payload, static_cast<uint32_t>(v.layout.buckets.size()));
         put<uint8_t>(payload, v.layout.checksums ? 1 : 0);
         if (v.layout.checksums)
@@ -573,13 +578,13 @@ class UcxSender::Engine {
   }
 
   void post_control(Peer& p, Kind kind, uint64_t version, std::vector<uint8_t> payload) {
-    auto* op = new Op{this, p.id, version, false, nullptr, std::move(payload)};
+    auto* op = new Op{this, p.id, version, p.stream_id, false, nullptr, std::move(payload)};
     send_op(p, op, op->payload.data(), op->payload.size(), make_tag(kind, version, rank_, 0));
   }
 
   void post(Peer& p, const void* data, size_t size, ucp_tag_t tag, std::shared_ptr<Version> keep,
             std::vector<uint8_t> payload, bool counted) {
-    auto* op = new Op{this, p.id, keep ? keep->layout.version : 0, counted, std::move(keep), std::move(payload)};
+    auto* op = new Op{this, p.id, keep ? keep->layout.version : 0, p.stream_id, counted, std::move(keep), std::move(payload)};
     if (counted) ++p.outstanding;
     send_op(p, op, data, size, tag);
   }
@@ -609,7 +614,7 @@ class UcxSender::Engine {
     --ops_in_flight_;
     Peer* p = find(op->peer);
     if (!p) return;
-    if (op->counted && p->stream && p->stream->layout.version == op->version && p->outstanding > 0) --p->outstanding;
+    if (op->counted && p->stream && p->stream_id == op->stream && p->outstanding > 0) --p->outstanding;
     if (status != UCS_OK && status != UCS_ERR_CANCELED && p->state != Peer::kFailed)
       fail_peer(*p, MLPT_UNAVAILABLE, "sending to it failed (" + status_text(status) + ")");
   }

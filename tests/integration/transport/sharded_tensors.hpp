@@ -75,4 +75,30 @@ inline std::vector<mlpt::sdk::Box> column_boxes(const TensorSet& whole, int64_t 
   return out;
 }
 
+// The wanted layout of receiver `index` of `count` (columns), as names/dtypes/shapes and boxes.
+struct WantedColumns {
+  TensorSet whole = whole_tensors(1);
+  std::vector<mlpt::sdk::Box> boxes;
+  std::vector<mlpt_named_tensor> tensors;
+  std::vector<mlpt_tensor_shard> shards;
+  WantedColumns(int64_t index, int64_t count) : boxes(column_boxes(whole, index, count)) {
+    tensors = whole.views;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      tensors[i].tensor.data = nullptr;
+      tensors[i].tensor.shape = boxes[i].extent.data();
+      shards.push_back(mlpt_tensor_shard{MLPT_TENSOR_SHARD_STRUCT_SIZE, whole.shapes[i].data(), boxes[i].offset.data()});
+    }
+  }
+};
+
+// The parts `boxes` of the whole set, as a receiver should hold them.
+inline TensorSet expected_parts(const TensorSet& whole, const std::vector<mlpt::sdk::Box>& boxes) {
+  ShardSet parts = cut(whole, boxes);
+  TensorSet out;
+  for (size_t i = 0; i < boxes.size(); ++i) out.add(whole.names[i], whole.dtypes[i], boxes[i].extent);
+  out.fill(0);
+  out.bytes = parts.bytes;
+  return out;
+}
+
 }  // namespace transport_test

@@ -4,11 +4,15 @@
 //   transport_ucx_peer receive <config> <count> <timeout_ms> <dump_prefix>
 //       receives <count> versions (each newer than the last), dumps each to <prefix>.<v>.bin and
 //       prints "received <v>"; then "done". An error prints "error <code> <message>", exit 2.
+//   transport_ucx_peer receive-columns <config> <last_version> <timeout_ms> <dump_prefix> <index> <count>
+//       receives column shard <index> of <count> of whole_tensors (sharded_tensors.hpp) until it
+//       holds <last_version>, dumping and printing each version it gets as "receive" does
 //   transport_ucx_peer send <config> <timeout_ms> <linger_ms> <v>...
 //       sends mixed_tensors(v) for each v, printing "sent <v>", then lingers (-1: until killed).
 #include <cstdio>
 #include <thread>
 
+#include "sharded_tensors.hpp"
 #include "transport_support.hpp"
 
 using namespace transport_test;
@@ -29,6 +33,24 @@ int main(int argc, char** argv) {
       uint64_t next = 1;
       for (int i = 0; i < count; ++i) {
         Received r = rx.receive(next, timeout);
+        write_dump(prefix + "." + std::to_string(r.version) + ".bin", r.tensors, r.count);
+        rx.release(r.version);
+        std::printf("received %llu\n", static_cast<unsigned long long>(r.version));
+        std::fflush(stdout);
+        next = r.version + 1;
+      }
+      std::printf("done\n");
+      std::fflush(stdout);
+      return 0;
+    }
+    if (mode == "receive-columns" && argc == 8) {
+      const uint64_t last = std::stoull(argv[3]);
+      const int64_t timeout = std::stoll(argv[4]);
+      const std::string prefix = argv[5];
+      WantedColumns want(std::stoll(argv[6]), std::stoll(argv[7]));
+      Endpoint rx(ucx, MLPT_TRANSPORT_RECEIVER, config);
+      for (uint64_t next = 1; next <= last;) {
+        Received r = rx.receive(next, timeout, want.tensors, want.shards.data());
         write_dump(prefix + "." + std::to_string(r.version) + ".bin", r.tensors, r.count);
         rx.release(r.version);
         std::printf("received %llu\n", static_cast<unsigned long long>(r.version));

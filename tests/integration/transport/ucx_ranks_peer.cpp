@@ -29,22 +29,6 @@ constexpr int kSenders = 2;
 
 json failure(const mlpt::Error& e) { return {{"code", static_cast<int>(e.code())}, {"message", e.what()}}; }
 
-// The wanted layout of receiver `index` of `count` (columns), as names/dtypes/shapes and boxes.
-struct Want {
-  TensorSet whole = whole_tensors(1);
-  std::vector<mlpt::sdk::Box> boxes;
-  std::vector<mlpt_named_tensor> tensors;
-  std::vector<mlpt_tensor_shard> shards;
-  Want(int64_t index, int64_t count) : boxes(column_boxes(whole, index, count)) {
-    tensors = whole.views;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      tensors[i].tensor.data = nullptr;
-      tensors[i].tensor.shape = boxes[i].extent.data();
-      shards.push_back(mlpt_tensor_shard{MLPT_TENSOR_SHARD_STRUCT_SIZE, whole.shapes[i].data(), boxes[i].offset.data()});
-    }
-  }
-};
-
 // Between the versions every rank meets at a barrier, so that each receiver sees both (a receive
 // returns the newest version: without it a fast sender's version 2 may be the first one seen).
 json reshard(Loaded& ucx, mlpt::plugin::Rendezvous& rendezvous, int rank, const std::string& out) {
@@ -65,7 +49,7 @@ json reshard(Loaded& ucx, mlpt::plugin::Rendezvous& rendezvous, int rank, const 
   }
   Endpoint rx(ucx, MLPT_TRANSPORT_RECEIVER, R"({"timeout_ms": 60000, "name": "engine-)" + std::to_string(rank) + "\"}", "rows");
   const bool whole = rank == kSenders + 3;
-  Want want(rank - kSenders, 3);
+  WantedColumns want(rank - kSenders, 3);
   json got = json::array();
   for (uint64_t v : {1, 2}) {
     Received r = whole ? rx.receive(v, 60000) : rx.receive(v, 60000, want.tensors, want.shards.data());
@@ -81,7 +65,7 @@ json mismatch(Loaded& ucx, mlpt::plugin::Rendezvous& rendezvous, int rank, int p
   json out;
   const std::string group_name = "trainer";
   const mlpt_component_group group{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {group_name.data(), group_name.size()}, rank, kSenders};
-  Want want(rank - kSenders, 3);
+  WantedColumns want(rank - kSenders, 3);
   // 1. Rank 1's rows of the q_proj stop one row short: the last row is on no rank.
   if (rank < kSenders) {
     Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"receivers": 3})", "gap", &group);

@@ -29,16 +29,6 @@ json report(const std::string& dir, int rank) {
   return json::parse(in);
 }
 
-// The parts `boxes` of the whole set, as a receiver should hold them.
-TensorSet expected_parts(const TensorSet& whole, const std::vector<mlpt::sdk::Box>& boxes) {
-  ShardSet parts = cut(whole, boxes);
-  TensorSet out;
-  for (size_t i = 0; i < boxes.size(); ++i) out.add(whole.names[i], whole.dtypes[i], boxes[i].extent);
-  out.fill(0);
-  out.bytes = parts.bytes;
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("ucx sender ranks: 2 ranks of row shards -> 3 receivers of column shards and 1 of whole tensors, bit for bit, two versions") {
