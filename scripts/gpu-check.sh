@@ -11,7 +11,8 @@
 #   4. the NCCL transport test when there are 2 GPUs (NCCL refuses two ranks on one device); the
 #      model-parallel NCCL communicator's test runs in step 1 with one rank per visible GPU, and
 #      the CUDA model's tensor parallelism (TP=2 under mpirun) runs in step 1 on one GPU with the
-#      host-staged MPI communicator, here over NCCL when there are 2 GPUs; the qwen35_cuda trainer's
+#      host-staged MPI communicator (and EP=2, TP=2 x EP=2 with host-staged expert dispatch), here
+#      TP=2 over NCCL when there are 2 GPUs; the qwen35_cuda trainer's
 #      groups (TP=2, EP=2 by host-staged dispatch, TP=2 x EP=2, data parallel 2, TP=2 x DP=2) run in
 #      step 1 (test_reference_cuda_parallel_trainer).
 # Prints a one-screen summary; exits non-zero when anything fails, when there is no GPU, or when no

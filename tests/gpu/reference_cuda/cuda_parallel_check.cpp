@@ -1,5 +1,6 @@
-// An MPI program (one process per tensor-parallel rank; parallel_test.cpp runs it under mpirun
-// -np 2) that checks the CUDA model's tensor parallelism (backends/cuda/model.hpp) on the tiny
+// An MPI program (one process per rank; parallel_test.cpp runs it under mpirun -np 2 and -np 4)
+// that checks the CUDA model's tensor and expert parallelism (backends/cuda/model.hpp; `--ep E`:
+// tp = ranks / E, the routed experts dispatched through host memory over MPI) on the tiny
 // config: each rank holds its shard (shard_weights) on the device and runs the packed forward,
 // the next-token logprobs, the backward of a fixed function of the hidden states, and generation
 // (prefill, then decode steps with device state and paged KV), the group's sums going through
@@ -252,6 +253,7 @@ double replicated_gradient_spread(const Weights<float>& shard_grads, const Model
 
 int check(int argc, char** argv) {
   std::string config_path, communicator = "staged";
+  int ep = 1;
   Tolerances tol;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -261,6 +263,7 @@ int check(int argc, char** argv) {
     };
     if (a == "--config") config_path = value();
     else if (a == "--communicator") communicator = value();
+    else if (a == "--ep") ep = std::stoi(value());
     else if (a == "--logprob-max") tol.logprob_max = std::stod(value());
     else if (a == "--logprob-mean") tol.logprob_mean = std::stod(value());
     else if (a == "--grad-cosine") tol.grad_cosine = std::stod(value());
@@ -275,13 +278,18 @@ int check(int argc, char** argv) {
   gpu::check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
   const int device = communicator == "nccl" ? rank : rank % devices;  // staged ranks may share a GPU
   gpu::select_device(device, "cuda_parallel_check");
-  const MpiModelLayout layout(/*tp=*/world, /*ep=*/1);
+  if (ep < 1 || world % ep != 0) throw std::runtime_error("--ep " + std::to_string(ep) + " does not divide the world");
+  const int tp = world / ep;
+  const MpiModelLayout layout(tp, ep);
   gpu::Context ctx = gpu::create_context();
   std::unique_ptr<Communicator> tensor;
-  if (communicator == "staged") {
+  if (tp == 1) {
+    // no tensor-parallel group
+  } else if (communicator == "staged") {
     tensor = gpu::host_staged_communicator(*layout.groups().tensor, ctx.stream);
   } else if (communicator == "nccl") {
 #ifdef MLPT_TEST_NCCL
+    if (ep != 1) throw std::runtime_error("--communicator nccl takes the whole world as the TP group (--ep 1)");
     gpu::NcclCommunicator::Id id{};
     if (rank == 0) id = gpu::NcclCommunicator::new_id();
     MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -292,7 +300,7 @@ int check(int argc, char** argv) {
   } else {
     throw std::runtime_error("--communicator must be staged or nccl, not " + communicator);
   }
-  const ModelParallel groups{tensor.get(), nullptr};
+  const ModelParallel groups{tensor.get(), layout.groups().expert};  // the expert group: MPI, host memory
 
   const ModelConfig config = load_model_config(config_path);
   const Weights<float> full = bf16_exact(init_weights<float>(config, 1234));
@@ -315,7 +323,8 @@ int check(int argc, char** argv) {
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0)
     std::cout << nlohmann::json{{"config", config_path},
-                                {"tp", world},
+                                {"tp", tp},
+                                {"ep", ep},
                                 {"communicator", communicator},
                                 {"devices", devices},
                                 {"max_logprob_diff_one_rank", vs_one.max},
