@@ -1,331 +1,85 @@
 #include "engine/cpu_backend.hpp"
 
-#include <algorithm>
 #include <utility>
 
 #include "backends/cpu/threads.hpp"
 #include "model/named_tensors.hpp"
 #include "model/parallel/shard_weights.hpp"
-#include "mlpt/sdk/plugin.hpp"
 
 namespace mlpt::ref {
-
-using sdk::Error;
-
-// Rank 0 of a group: an id for every sequence state, and the copies and drops the other ranks have
-// not been told of yet (states are copied on the scheduler thread, dropped on any).
-class StateLedger {
- public:
-  uint64_t fresh() {
-    std::lock_guard lk(mutex_);
-    return next_++;
-  }
-  uint64_t copy_of(uint64_t source) {
-    std::lock_guard lk(mutex_);
-    ops_.push_back(StateOp{next_, source});
-    return next_++;
-  }
-  void drop(uint64_t id) {
-    std::lock_guard lk(mutex_);
-    ops_.push_back(StateOp{id, 0});
-  }
-  std::vector<StateOp> take() {
-    std::lock_guard lk(mutex_);
-    return std::exchange(ops_, {});
-  }
-
- private:
-  std::mutex mutex_;
-  uint64_t next_ = 1;
-  std::vector<StateOp> ops_;
-};
 
 namespace {
 class CpuState final : public SequenceState {
  public:
-  CpuState(const ModelConfig& c, std::shared_ptr<StateLedger> ledger)
-      : cache(c), ledger_(std::move(ledger)), id_(ledger_ ? ledger_->fresh() : 0) {}
-  CpuState(const CpuState& o) : cache(o.cache), ledger_(o.ledger_), id_(ledger_ ? ledger_->copy_of(o.id_) : 0) {}
-  CpuState& operator=(const CpuState&) = delete;
-  ~CpuState() override {
-    if (ledger_) ledger_->drop(id_);
-  }
+  explicit CpuState(const ModelConfig& c) : cache(c) {}
   size_t bytes() const override { return cache.bytes(); }
   std::unique_ptr<SequenceState> clone() const override { return std::make_unique<CpuState>(*this); }
-  uint64_t id() const { return id_; }
   SequenceCache<float> cache;
-
- private:
-  std::shared_ptr<StateLedger> ledger_;  // NULL for an engine alone
-  uint64_t id_;
 };
-
-std::string shape_text(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
 }  // namespace
 
 CpuEngineBackend::CpuEngineBackend(sdk::Settings& s, const std::string& checkpoint, bool chunked_prefill,
-                                   const mlpt_component_group* group) {
+                                   const mlpt_component_group* component_group)
+    : GroupBackend(s) {
   threads_ = static_cast<int>(s.integer_or("threads", 1, 1));
-  const int64_t tp = s.integer_or("tensor_parallel", 1, 1), ep = s.integer_or("expert_parallel", 1, 1);
-  // Tests of a failing rank: every rank reads one config, so the fault names its rank.
-  const EngineTestFault fault{s.integer_or("test_only_fail_at_collective", 0, 0), s.integer_or("test_only_fail_rank", -1, -1)};
   s.reject_unknown();
   prefill_mode_ = chunked_prefill ? GdnMode::chunked : GdnMode::recurrent;
-  group_ = std::make_unique<EngineGroup>(group, static_cast<int>(tp), static_cast<int>(ep), fault);  // the ranks meet
-  if (group_->size() == 1) {
-    auto w = std::make_shared<Weights<float>>(::mlpt::ref::load_weights<float>(checkpoint));
-    config_ = shard_config_ = w->config;
-    weights_ = std::move(w);
-    return;
-  }
+  join(component_group);
   // Every rank loads its shard; a rank that cannot fails the create on all (none waits forever).
-  mlpt_error_code code = MLPT_OK;
-  std::string refusal;
-  try {
+  prepare_together(checkpoint, [&] {
+    if (!grouped()) {
+      weights_ = std::make_shared<Weights<float>>(::mlpt::ref::load_weights<float>(checkpoint));
+      config_ = shard_config_ = weights_->config;
+      return;
+    }
     config_ = load_checkpoint_config(checkpoint);
-    auto w = std::make_shared<Weights<float>>(load_shard_weights<float>(checkpoint, group_->shard()));
+    auto w = std::make_shared<Weights<float>>(load_shard_weights<float>(checkpoint, group().shard()));
     shard_config_ = w->config;
+    describe_shard(config_, *w);
     weights_ = std::move(w);
-    describe_shards();
-  } catch (const Error& e) {
-    code = e.code(), refusal = e.what();
-  } catch (const std::exception& e) {
-    code = MLPT_INTERNAL, refusal = e.what();
-  }
-  if (auto r = group_->first_refusal(code, refusal))
-    throw Error(r->code, "engine group '" + group_->name() + "': rank " + std::to_string(r->rank) +
-                             " could not load its shard of " + checkpoint + ": " + r->reason);
-  ledger_ = std::make_shared<StateLedger>();
+  });
 }
 
-void CpuEngineBackend::created(mlpt_error_code code, const std::string& refusal) {
-  if (group_->size() == 1) return EngineBackend::created(code, refusal);
-  if (auto r = group_->first_refusal(code, refusal))
-    throw Error(r->code, "engine group '" + group_->name() + "': rank " + std::to_string(r->rank) +
-                             " could not create its engine: " + r->reason);
-}
-
-CpuEngineBackend::~CpuEngineBackend() {
-  if (group_->size() == 1 || group_->rank() != 0) return;
-  try {
-    std::lock_guard ch(channel_);
-    GroupMessage stop;
-    stop.kind = GroupMessage::Kind::stop;
-    group_->send(encode(stop));
-  } catch (const std::exception& e) {
-    sdk::log(MLPT_LOG_ERROR, "engine group", "rank 0 could not tell the other ranks to stop: " + std::string(e.what()));
-  }
-}
-
-// The shard boxes of every tensor, in layout order: what weight_shards names and loads take.
-void CpuEngineBackend::describe_shards() {
-  shard_layout_ = weights_->layout;
-  const std::vector<ShardPlacement> placements = shard_placements(config_, shard_layout_, group_->shard());
-  for (size_t i = 0; i < placements.size(); ++i)
-    for (const ShardBox& b : placements[i].boxes) boxes_.push_back(Box{i, b, placements[i].global_shape});
-  for (const Box& b : boxes_) {  // views of boxes_, complete now
-    mlpt_named_tensor t{};
-    t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
-    t.name = sdk::borrow(shard_layout_.tensors[b.tensor].name);
-    t.tensor.device = DLDevice{kDLCPU, 0};
-    t.tensor.ndim = static_cast<int32_t>(b.box.extent.size());
-    t.tensor.dtype = sdk::kFloat32;
-    t.tensor.shape = const_cast<int64_t*>(b.box.extent.data());
-    box_tensors_.push_back(t);
-    box_shards_.push_back(
-        mlpt_tensor_shard{MLPT_TENSOR_SHARD_STRUCT_SIZE, b.global_shape.data(), b.box.global_offset.data()});
-  }
-}
-
-sdk::TensorLayout CpuEngineBackend::weight_layout() {
-  if (boxes_.empty()) return {};
-  return sdk::TensorLayout{box_tensors_.data(), box_shards_.data(), box_tensors_.size()};
-}
-
-std::unique_ptr<SequenceState> CpuEngineBackend::new_state() { return std::make_unique<CpuState>(shard_config_, ledger_); }
+std::unique_ptr<SequenceState> CpuEngineBackend::new_shard_state() { return std::make_unique<CpuState>(shard_config_); }
 
 std::shared_ptr<const Weights<float>> CpuEngineBackend::current_weights() {
   std::lock_guard lk(mutex_);
   return weights_;
 }
 
+std::function<void()> CpuEngineBackend::prepare_weights(Weights<float> weights) {
+  auto w = std::make_shared<const Weights<float>>(std::move(weights));
+  return [this, w] {
+    std::lock_guard lk(mutex_);
+    weights_ = w;
+  };
+}
+
 // Host memory only (import_named_tensors refuses device tensors), so `ready` says nothing here.
 void CpuEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t count, const mlpt_device_ready& /*ready*/) {
-  auto w = std::make_shared<const Weights<float>>(import_named_tensors(config_, tensors, count));
-  std::lock_guard lk(mutex_);
-  weights_ = std::move(w);
+  prepare_weights(import_named_tensors(config_, tensors, count))();
 }
 
-// This rank's shard from what the host gave: whole tensors (sliced here) or exactly its boxes.
-Weights<float> CpuEngineBackend::import_update(const mlpt_load_weights_args& a) const {
-  bool whole = true;  // shard descriptors that each cover their whole tensor say nothing more
-  for (size_t n = 0; a.shards && whole && n < a.num_tensors; ++n) {
-    const DLTensor& t = a.tensors[n].tensor;
-    for (int d = 0; whole && d < t.ndim; ++d)
-      whole = a.shards[n].offsets && a.shards[n].global_shape && a.shards[n].offsets[d] == 0 &&
-              a.shards[n].global_shape[d] == t.shape[d];
-  }
-  if (whole) return shard_weights(import_named_tensors(config_, a.tensors, a.num_tensors), group_->shard());
-  Weights<float> w;
-  w.config = shard_config_;
-  w.layout = shard_layout_;
-  for (const auto& t : w.layout.tensors) w.values.emplace_back(static_cast<size_t>(t.numel()), 0.0f);
-  std::map<std::pair<std::string, std::vector<int64_t>>, size_t> which;  // (name, global offset) -> box
-  for (size_t k = 0; k < boxes_.size(); ++k) which[{shard_layout_.tensors[boxes_[k].tensor].name, boxes_[k].box.global_offset}] = k;
-  std::vector<bool> seen(boxes_.size(), false);
-  std::vector<float> staging;
-  const std::string rank = "engine group rank " + std::to_string(group_->rank());
-  for (size_t n = 0; n < a.num_tensors; ++n) {
-    const mlpt_named_tensor& nt = a.tensors[n];
-    const mlpt_tensor_shard& sh = a.shards[n];
-    if (nt.struct_size < MLPT_NAMED_TENSOR_STRUCT_SIZE || sh.struct_size < MLPT_TENSOR_SHARD_STRUCT_SIZE)
-      throw Error(MLPT_INVALID_ARGUMENT, "tensor " + std::to_string(n) + ": struct_size too small");
-    const std::string name = sdk::to_string(nt.name);
-    const DLTensor& t = nt.tensor;
-    if (t.ndim < 1 || !t.shape || !sh.global_shape || !sh.offsets)
-      throw Error(MLPT_INVALID_ARGUMENT, "shard of '" + name + "': no shape, global shape or offsets");
-    const std::vector<int64_t> offset(sh.offsets, sh.offsets + t.ndim), global(sh.global_shape, sh.global_shape + t.ndim),
-        shape(t.shape, t.shape + t.ndim);
-    const std::string what = "shard of '" + name + "' at " + shape_text(offset);
-    auto it = which.find({name, offset});
-    if (it == which.end()) throw Error(MLPT_INVALID_ARGUMENT, what + " is not one that " + rank + " holds (see weight_shards)");
-    const Box& b = boxes_[it->second];
-    if (seen[it->second]) throw Error(MLPT_INVALID_ARGUMENT, what + " is given twice");
-    seen[it->second] = true;
-    if (shape != b.box.extent || global != b.global_shape)
-      throw Error(MLPT_INVALID_ARGUMENT, what + " has shape " + shape_text(shape) + " of " + shape_text(global) + "; " + rank +
-                                             " holds " + shape_text(b.box.extent) + " of " + shape_text(b.global_shape));
-    check_tensor_memory(what, t, false);
-    staging.resize(static_cast<size_t>(sdk::numel(t)));
-    host_tensor_to_float(t, staging.data());
-    place_local_box(staging.data(), w.layout.tensors[b.tensor].shape, b.box, w.values[b.tensor].data());
-  }
-  for (size_t k = 0; k < boxes_.size(); ++k)
-    if (!seen[k])
-      throw Error(MLPT_INVALID_ARGUMENT, "shard of '" + shard_layout_.tensors[boxes_[k].tensor].name + "' at " +
-                                             shape_text(boxes_[k].box.global_offset) + " is missing (" + rank + ")");
-  return w;
-}
-
-// Every rank: prepares its new shard, the group agrees, and all swap or none does.
-void CpuEngineBackend::load_together(uint64_t version, const mlpt_load_weights_args* args, mlpt_error_code code,
-                                     std::string refusal) {
-  std::shared_ptr<const Weights<float>> fresh;
-  if (refusal.empty()) {
-    try {
-      fresh = std::make_shared<const Weights<float>>(import_update(*args));
-    } catch (const Error& e) {
-      code = e.code(), refusal = e.what();
-    } catch (const std::exception& e) {
-      code = MLPT_INTERNAL, refusal = e.what();
-    }
-  }
-  if (auto r = group_->first_refusal(code, refusal))
-    throw Error(r->code, "engine group '" + group_->name() + "': rank " + std::to_string(r->rank) + " refused to load version " +
-                             std::to_string(version) + ": " + r->reason);
-  std::lock_guard lk(mutex_);
-  weights_ = std::move(fresh);
-}
-
-void CpuEngineBackend::load_in_group(const mlpt_load_weights_args* args, mlpt_error_code code, const std::string& refusal) {
-  if (group_->rank() == 0) {
-    std::lock_guard ch(channel_);
-    GroupMessage m;
-    m.kind = GroupMessage::Kind::load;
-    m.ops = ledger_->take();
-    m.version = args ? args->version : 0;  // 0: rank 0 has nothing to load (and refuses)
-    group_->send(encode(m));
-    load_together(m.version, args, code, refusal);
-    return;
-  }
-  // Another rank: hand the load to the serving thread, which takes part in rank 0's.
-  HostLoad load{args, code, refusal, false, std::nullopt};
-  std::unique_lock lk(host_load_mutex_);
-  if (stopped_serving_)
-    throw Error(MLPT_UNAVAILABLE, "engine group '" + group_->name() + "': rank " + std::to_string(group_->rank()) +
-                                      " no longer serves rank 0 (" + *stopped_serving_ + ")");
-  if (host_loading_) throw Error(MLPT_FAILED_PRECONDITION, "another load_weights is in progress (it is not thread-safe)");
-  host_loading_ = true;
-  host_load_ = &load;
-  host_load_changed_.notify_all();
-  host_load_changed_.wait(lk, [&] { return load.done || stopped_serving_; });
-  host_loading_ = false;
-  if (host_load_ == &load) host_load_ = nullptr;  // never taken: the serving thread ended
-  if (!load.done)
-    throw Error(MLPT_UNAVAILABLE, "engine group '" + group_->name() + "': rank " + std::to_string(group_->rank()) +
-                                      " stopped serving rank 0 (" + *stopped_serving_ + ")");
-  if (load.failed) throw *load.failed;
-}
-
-void CpuEngineBackend::serve_load(uint64_t version) {
-  HostLoad* load = nullptr;
-  {
-    std::unique_lock lk(host_load_mutex_);
-    host_load_changed_.wait(lk, [&] { return host_load_ != nullptr; });  // the host's load_weights of this rank
-    load = std::exchange(host_load_, nullptr);  // taken once: the next load of rank 0 waits for the next call
-  }
-  mlpt_error_code code = load->code;
-  std::string refusal = load->refusal;
-  if (refusal.empty() && version != 0 && load->args->version != version) {
-    code = MLPT_INVALID_ARGUMENT;
-    refusal = "it was called for version " + std::to_string(load->args->version) + ", rank 0 for " + std::to_string(version);
-  }
-  try {
-    load_together(version, load->args, code, refusal);
-  } catch (const Error& e) {
-    load->failed = e;
-  } catch (const std::exception& e) {
-    load->failed = Error(MLPT_INTERNAL, e.what());
-  }
-  std::lock_guard lk(host_load_mutex_);
-  load->done = true;
-  host_load_changed_.notify_all();
-}
-
-void CpuEngineBackend::step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing,
-                            StepOutput& out) {
+void CpuEngineBackend::run_step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing,
+                                StepOutput& out, const GroupForward& together) {
   const cpu::CoreLease cores(cpu::Phase::generate, threads_);  // what a running train step leaves
   const std::shared_ptr<const Weights<float>> w = current_weights();
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
   ForwardBatch<float> fb;
   std::vector<int32_t> tokens;
-  std::vector<uint64_t> ids;
   for (const StepSegment& g : segments) {
     tokens.insert(tokens.end(), g.tokens.begin(), g.tokens.end());
     fb.offsets.push_back(static_cast<int64_t>(tokens.size()));
-    auto* state = static_cast<CpuState*>(g.state);
-    fb.caches.push_back(&state->cache);
-    ids.push_back(state->id());
+    fb.caches.push_back(&static_cast<CpuState*>(g.state)->cache);
   }
   fb.tokens = tokens.data();
   fb.gdn_mode = prefill_mode_;
+  if (grouped()) fb.parallel = &group().model_parallel();
   out.routing.assign(record_routing ? tokens.size() * static_cast<size_t>(per) : 0, 0);
   if (record_routing) fb.routed_experts = out.routing.data();
-  std::unique_lock<std::mutex> channel;
   std::vector<float> hidden;
-  try {
-    if (ledger_) {  // the other ranks run the same forward on their shards
-      channel = std::unique_lock(channel_);
-      GroupMessage m;
-      m.ops = ledger_->take();
-      m.states = std::move(ids);
-      m.offsets = fb.offsets;
-      m.tokens = tokens;
-      group_->send(encode(m));
-      fb.parallel = &group_->model_parallel();
-    }
-    hidden = forward_hidden(*w, fb);
-  } catch (const std::exception& e) {
-    // The other ranks may be waiting for this one in the step's collectives: they hear why.
-    if (ledger_) group_->report_failure(e.what());
-    throw;
-  }
-  if (channel) channel.unlock();
+  together([&] { hidden = forward_hidden(*w, fb); });
 
   std::vector<const StepSegment*> sampled;
   std::vector<float> rows;
@@ -340,62 +94,6 @@ void CpuEngineBackend::step(const std::vector<StepSegment>& segments, int64_t va
   out.sampled.clear();
   for (size_t j = 0; j < sampled.size(); ++j)
     out.sampled.push_back(sample_token(logits.data() + j * V, valid, *sampled[j]->sample, sampled[j]->counter));
-}
-
-// A rank other than 0: rank 0's states (copied, dropped, advanced) and its steps' forward on this
-// rank's shard; rank 0 alone applies the LM head.
-void CpuEngineBackend::serve_step(const GroupMessage& m) {
-  const cpu::CoreLease cores(cpu::Phase::generate, threads_);
-  const std::shared_ptr<const Weights<float>> w = current_weights();
-  ForwardBatch<float> fb;
-  fb.tokens = m.tokens.data();
-  fb.offsets = m.offsets;
-  fb.gdn_mode = prefill_mode_;
-  fb.parallel = &group_->model_parallel();
-  for (uint64_t id : m.states) {
-    auto& cache = caches_[id];
-    if (!cache) cache = std::make_unique<SequenceCache<float>>(shard_config_);  // first named: fresh
-    fb.caches.push_back(cache.get());
-  }
-  forward_hidden(*w, fb);
-}
-
-void CpuEngineBackend::serve() {
-  std::string ended = "rank 0 was destroyed";
-  try {
-    for (;;) {
-      const GroupMessage m = decode(group_->receive());
-      for (const StateOp& op : m.ops) {
-        if (op.source == 0) {
-          caches_.erase(op.id);
-          continue;
-        }
-        auto from = caches_.find(op.source);
-        caches_[op.id] = from == caches_.end() ? std::make_unique<SequenceCache<float>>(shard_config_)
-                                               : std::make_unique<SequenceCache<float>>(*from->second);
-      }
-      if (m.kind == GroupMessage::Kind::stop) break;
-      if (m.kind == GroupMessage::Kind::load) {
-        serve_load(m.version);
-        continue;
-      }
-      try {
-        serve_step(m);
-      } catch (const std::exception& e) {
-        // Rank 0 and the others may be waiting for this rank in the step's collectives: they hear
-        // why, and the group serves no more (a collective may be left half done).
-        group_->report_failure(e.what());
-        throw;
-      }
-    }
-  } catch (const std::exception& e) {
-    ended = e.what();
-    sdk::log(MLPT_LOG_ERROR, "engine group", "rank " + std::to_string(group_->rank()) + " stops serving rank 0: " + ended);
-  }
-  caches_.clear();
-  std::lock_guard lk(host_load_mutex_);
-  stopped_serving_ = ended;
-  host_load_changed_.notify_all();
 }
 
 CpuEngine::CpuEngine(std::string_view config_json, const mlpt_component_group* group)
