@@ -14,7 +14,8 @@
 #      host-staged MPI communicator (and EP=2, TP=2 x EP=2 with host-staged expert dispatch), here
 #      TP=2 over NCCL when there are 2 GPUs; the qwen35_cuda trainer's
 #      groups (TP=2, EP=2 by host-staged dispatch, TP=2 x EP=2, data parallel 2, TP=2 x DP=2) run in
-#      step 1 (test_reference_cuda_parallel_trainer).
+#      step 1 (test_reference_cuda_parallel_trainer), and so does the qwen35_cuda engine as a TP=2
+#      group (test_reference_cuda_parallel_engine).
 # Prints a one-screen summary; exits non-zero when anything fails, when there is no GPU, or when no
 # GPU test was registered. Target: under 8 minutes on one H200 (JOBS defaults to nproc).
 #   scripts/gpu-check.sh            # build + test + bench
@@ -46,7 +47,7 @@ if [ -z "${SKIP_BUILD:-}" ]; then
     >"$LOG_DIR/configure.log" 2>&1 || { echo "gpu-check: FAILED to configure (see $LOG_DIR/configure.log)" >&2; exit 1; }
   targets=(test_reference_cuda_ops test_reference_cuda_model test_reference_cuda_trainer test_reference_cuda_engine
            test_reference_cuda_learning test_reference_cuda_nccl test_reference_cuda_parallel cuda_parallel_check
-           test_reference_cuda_parallel_trainer dist_peer
+           test_reference_cuda_parallel_trainer test_reference_cuda_parallel_engine dist_peer
            mlpt-model bench_reference_cuda)
   [ "$gpus" -ge 2 ] && targets+=(test_transport_gpu mlpt_transport_nccl transport_nccl_peer)
   step "build (${targets[*]})" "$LOG_DIR/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" || {

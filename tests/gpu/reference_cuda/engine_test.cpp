@@ -18,6 +18,7 @@
 #include "backends/cuda/components/engine_backend.hpp"
 #include "backends/cuda/components/trainer.hpp"
 #include "engine/cpu_backend.hpp"
+#include "cpu_logits.hpp"
 #include "gpu_model_fixtures.hpp"
 #include "model/counter_uniform.hpp"
 #include "model/model.hpp"
@@ -71,17 +72,6 @@ std::vector<int32_t> random_prompt(std::mt19937_64& rng, int64_t n, int64_t voca
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (auto& x : t) x = static_cast<int32_t>(rng() % uint64_t(vocab));
   return t;
-}
-
-// fp32 CPU logits after every token of `tokens`, [n, V].
-std::vector<float> cpu_logits(const Weights<float>& w, const std::vector<int32_t>& tokens) {
-  mlpt::ref::ForwardBatch<float> fb;
-  fb.tokens = tokens.data();
-  fb.offsets = {0, static_cast<int64_t>(tokens.size())};
-  const auto hidden = mlpt::ref::forward_hidden(w, fb);
-  std::vector<float> logits(tokens.size() * size_t(w.config.vocab_size));
-  mlpt::ref::lm_head_forward(w, static_cast<int64_t>(tokens.size()), hidden.data(), logits.data());
-  return logits;
 }
 
 // Where `token` sits in the CPU's sampling distribution: its cumulative interval [lo, hi) in the

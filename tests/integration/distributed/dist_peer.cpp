@@ -11,7 +11,8 @@
 //                                           expert_parallel) share one share, as the trainer requires
 //   dist_peer engine PLUGIN SETTINGS SCRIPT OUT_DIR
 //                                           an engine group of every rank (SETTINGS tensor_parallel ×
-//                                           expert_parallel; one rank: an engine alone): rank 0
+//                                           expert_parallel; one rank: an engine alone; the engine
+//                                           component MLPT_TEST_ENGINE, qwen35_cpu): rank 0
 //                                           generates SCRIPT's requests (JSON) and a session's second
 //                                           turn, the others try a request (refused); every rank
 //                                           then takes part in a load whose versions disagree and
@@ -232,7 +233,9 @@ json serve_engine(mlpt::plugin::HostServices& host, const std::string& plugin_pa
   json engine_settings = json::parse(settings);
   // MLPT_TEST_RANK1_SETTINGS: JSON merged into rank 1's settings (a create that fails on one rank).
   if (const char* extra = std::getenv("MLPT_TEST_RANK1_SETTINGS"); extra && rank == 1) engine_settings.update(json::parse(extra));
-  mlpt::components::Engine engine(plugin->component(MLPT_COMPONENT_ENGINE, "qwen35_cpu"), engine_settings, 16, &group);
+  // MLPT_TEST_ENGINE: another engine component of the plugin (the GPU tests' qwen35_cuda).
+  const char* component = std::getenv("MLPT_TEST_ENGINE") ? std::getenv("MLPT_TEST_ENGINE") : "qwen35_cpu";
+  mlpt::components::Engine engine(plugin->component(MLPT_COMPONENT_ENGINE, component), engine_settings, 16, &group);
   json out = {{"rank", rank}, {"shards", engine.weight_shards().count}};
   if (rank == 0) {
     out["before"] = generate_script(engine, script, true);

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine_runs.hpp"
 #include "trainer_runs.hpp"
 
 using nlohmann::json;
@@ -120,52 +121,6 @@ TEST_CASE("model parallel over MPI: ranks of one TP=2 group given different batc
 
 namespace {
 
-// Two checkpoints of the splittable micro model (the engines start from A; the refit brings B) and
-// the script dist_peer's engine mode runs: five requests at once (greedy, seeded, two sharing a
-// prompt: the prefix cache copies a state; one opening session 7), the session's second turn, the
-// same after the refit to B, and again after a load of A's whole tensors.
-std::string engine_checkpoints(const TempDir& dir) {
-  const std::string config = dir / "ck.config.json";
-  mlpt_test::write_bytes(config, splittable_micro_config().dump());
-  for (auto [name, seed] : {std::pair{"a", 31}, std::pair{"b", 32}}) {
-    int status = 0;
-    const std::string log = mlpt_test::run_command(std::string(MLPT_BUILD_DIR) + "/bin/mlpt-model init --config " + config +
-                                                       " --seed " + std::to_string(seed) + " --out " + dir / name + " 2>&1",
-                                                   &status);
-    INFO(log);
-    REQUIRE(status == 0);
-  }
-  const std::vector<int32_t> shared{4, 9, 16, 25, 36, 12, 3, 8, 1, 30, 22};
-  const json script = {
-      {"transport_plugin", std::string(MLPT_PLUGIN_DIR) + "/libmlpt_transport_inprocess.so"},
-      {"checkpoint_b", dir / "b"},
-      {"requests",
-       {{{"name", "greedy"}, {"id", 1}, {"tokens", {1, 2, 3, 4, 5, 6, 7}}, {"top_k", 1}, {"max_new_tokens", 8}},
-        {{"name", "seeded"}, {"id", 2}, {"tokens", {30, 2, 17, 5}}, {"seed", 11}, {"max_new_tokens", 8}},
-        {{"name", "shared_a"}, {"id", 3}, {"tokens", shared}, {"seed", 5}},
-        {{"name", "shared_b"}, {"id", 4}, {"tokens", shared}, {"seed", 6}},
-        {{"name", "session"}, {"id", 5}, {"session", 7}, {"tokens", {11, 13, 17, 19, 23}}, {"seed", 9}, {"max_new_tokens", 5}}}},
-      {"second_turn", {{"of", "session"}, {"id", 6}, {"extra", {3, 5, 7}}, {"max_new_tokens", 5}}},
-  };
-  mlpt_test::write_bytes(dir / "script.json", script.dump());
-  return dir / "a";
-}
-
-json run_engines(const TempDir& dir, int ranks, const json& settings, const std::string& out) {
-  std::filesystem::create_directories(dir / out);
-  auto run = dist_test::mpirun(ranks, std::string(DIST_PEER_EXE) + " engine " + MLPT_PLUGIN_DIR + "/libmlpt_reference.so '" +
-                                          settings.dump() + "' " + dir / "script.json" + " " + dir / out);
-  INFO(run.output);
-  REQUIRE(run.status == 0);
-  json reports = json::array();
-  for (int rank = 0; rank < ranks; ++rank) {
-    std::ifstream in(dir / (out + "/rank" + std::to_string(rank) + ".json"));
-    REQUIRE(in.good());
-    reports.push_back(json::parse(in));
-  }
-  return reports;
-}
-
 // An engine group of tp × ep ranks against one engine, on the same script: the same tokens, routed
 // experts, finish reasons and weight versions; logprobs within `tolerance` where the requests ran
 // one after the other (the same steps in both runs: "after") and within `batched_tolerance` where
@@ -174,7 +129,7 @@ json run_engines(const TempDir& dir, int ranks, const json& settings, const std:
 // a load whose versions disagree, naming the rank.
 void check_engine_group(int tp, int ep, double tolerance, double batched_tolerance) {
   TempDir dir("dist_engine");
-  const std::string a = engine_checkpoints(dir);
+  const std::string a = engine_checkpoints(dir, splittable_micro_config());
   const json one = run_engines(dir, 1, {{"checkpoint", a}}, "one")[0];
   const json group = run_engines(dir, tp * ep, {{"checkpoint", a}, {"tensor_parallel", tp}, {"expert_parallel", ep}}, "group");
   INFO("one rank: " << one.dump() << "\ngroup: " << group.dump());
@@ -252,7 +207,7 @@ TEST_CASE("engine group over MPI: TP=2 x EP=2 on four ranks generates the one-ra
 
 TEST_CASE("engine group over MPI: a create that fails on one rank fails on every rank, naming it") {
   TempDir dir("dist_engine_create");
-  const std::string a = engine_checkpoints(dir);
+  const std::string a = engine_checkpoints(dir, splittable_micro_config());
   std::filesystem::create_directories(dir / "group");
   const json settings = {{"checkpoint", a}, {"tensor_parallel", 2}};
   auto run = dist_test::mpirun(2, "env MLPT_TEST_RANK1_SETTINGS='{\"sampling_vocab_size\": 1000}' " + std::string(DIST_PEER_EXE) +
@@ -277,7 +232,7 @@ TEST_CASE("engine group over MPI: a create that fails on one rank fails on every
 // group is broken); the job ends well within the timeout.
 TEST_CASE("engine group over MPI: a rank that fails halfway through a step leaves no rank waiting, and the errors name it") {
   TempDir dir("dist_engine_fault");
-  const std::string a = engine_checkpoints(dir);
+  const std::string a = engine_checkpoints(dir, splittable_micro_config());
   std::filesystem::create_directories(dir / "group");
   const json settings = {{"checkpoint", a}, {"tensor_parallel", 2}};
   const auto started = std::chrono::steady_clock::now();

@@ -56,7 +56,7 @@ TEST_CASE("the qwen35_cuda trainer is registered, names the device when it canno
              Catch::Contains("of 1 ranks does not split") && Catch::Contains("tensor_parallel 2"));
 }
 
-TEST_CASE("the qwen35_cuda engine is registered, names the device when it cannot start, refuses model parallelism") {
+TEST_CASE("the qwen35_cuda engine is registered, names the device when it cannot start, refuses layouts it cannot take") {
   CHECK(loaded().plugin->component(MLPT_COMPONENT_ENGINE, "qwen35_cuda").description.find("CUDA") != std::string::npos);
   TempDir dir("cuda_engine_component");
   const std::string error = engine_error(R"({"checkpoint": ")" + make_checkpoint(dir, "ck", 5) +
@@ -67,6 +67,10 @@ TEST_CASE("the qwen35_cuda engine is registered, names the device when it cannot
   // backend's `threads` is not the CUDA backend's.
   CHECK_THAT(engine_error(R"({"checkpoint": "x", "kv_blocks": 1})"), Catch::Contains("unknown key 'kv_blocks'"));
   CHECK_THAT(engine_error(R"({"checkpoint": "x", "threads": 2})"), Catch::Contains("unknown key 'threads'"));
+  // Model parallelism it cannot take, before any device is touched: expert parallelism, and tensor
+  // parallelism without an engine group of that many ranks.
+  CHECK_THAT(engine_error(R"({"checkpoint": "x", "expert_parallel": 2})"),
+             Catch::Contains("expert_parallel") && Catch::Contains("not expert-parallel yet"));
   CHECK_THAT(engine_error(R"({"checkpoint": "x", "tensor_parallel": 2})"),
-             Catch::Contains("tensor_parallel") && Catch::Contains("not model-parallel yet"));
+             Catch::Contains("tensor_parallel 2") && Catch::Contains("need an engine group of 2 ranks"));
 }

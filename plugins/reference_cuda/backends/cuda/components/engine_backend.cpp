@@ -5,7 +5,9 @@
 #include <string>
 
 #include "model/named_tensors.hpp"
+#include "model/parallel/shard_weights.hpp"
 #include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/types.hpp"
 
 namespace mlpt::ref::cuda {
@@ -23,13 +25,13 @@ class CudaEngineBackend::State final : public SequenceState {
   }
   size_t bytes() const override {  // shared KV blocks count in full for every holder: an upper bound
     if (!dev_) return 0;
-    size_t b = dev_->blocks.size() * owner_.pool_->cache().bytes_per_block(owner_.config());
+    size_t b = dev_->blocks.size() * owner_.pool_->cache().bytes_per_block(owner_.weights_.config);
     for (size_t l = 0; l < dev_->conv.size(); ++l) b += dev_->conv[l].bytes() + dev_->state[l].bytes();
     return b;
   }
   std::unique_ptr<SequenceState> clone() const override { return owner_.clone(*this); }
   DeviceSequenceState& device() {  // called with the backend's lock held
-    if (!dev_) dev_.emplace(owner_.ctx_, owner_.config());
+    if (!dev_) dev_.emplace(owner_.ctx_, owner_.weights_.config);  // this rank's heads
     return *dev_;
   }
   const std::optional<DeviceSequenceState>& existing() const { return dev_; }
@@ -39,35 +41,52 @@ class CudaEngineBackend::State final : public SequenceState {
   std::optional<DeviceSequenceState> dev_;
 };
 
-CudaEngineBackend::CudaEngineBackend(sdk::Settings& s, const std::string& checkpoint, bool chunked_prefill)
-    : chunked_prefill_(chunked_prefill) {
+CudaEngineBackend::CudaEngineBackend(sdk::Settings& s, const std::string& checkpoint, bool chunked_prefill,
+                                     const mlpt_component_group* component_group)
+    : GroupBackend(s), chunked_prefill_(chunked_prefill) {
   device_ = static_cast<int>(s.integer_or("device", 0, 0));
   const int64_t kv_bytes = s.integer_or("kv_cache_bytes", int64_t(1) << 30, 1);
   const int64_t block = s.integer_or("kv_block_size", 16, 1);
-  for (const char* key : {"tensor_parallel", "expert_parallel"})
-    if (s.integer_or(key, 1, 1) > 1)
-      s.fail(key, "the qwen35_cuda engine is not model-parallel yet (qwen35_cpu is; the CUDA trainer is tensor-parallel)");
+  if (expert_parallel() > 1)
+    s.fail("expert_parallel", "the qwen35_cuda engine is not expert-parallel yet (tensor_parallel is; qwen35_cpu is both)");
   s.reject_unknown();
-  select_device(device_, "engine qwen35_cuda");
-  ctx_ = create_context();
-  weights_ = upload_weights(ctx_, ::mlpt::ref::load_weights<float>(checkpoint));
-  const KvCache probe(weights_.config, 0, block);
-  const int64_t per_block = std::max<int64_t>(static_cast<int64_t>(probe.bytes_per_block(weights_.config)), 1);
-  const int64_t blocks = weights_.config.num_attention_layers() ? kv_bytes / per_block : 1 << 20;
-  if (blocks < 1)
-    s.fail("kv_cache_bytes", std::to_string(kv_bytes) + " holds no KV block of " + std::to_string(per_block) +
-                                 " bytes (kv_block_size " + std::to_string(block) + ")");
-  pool_ = std::make_unique<KvBlockPool>(weights_.config, blocks, block);
-  ws_ = make_workspace();
+  join(component_group);
+  // Every rank readies its GPU and loads its shard; in a group one that cannot fails the create on
+  // all (none waits forever).
+  prepare_together(checkpoint, [&] {
+    select_device(device_, "engine qwen35_cuda");
+    ctx_ = create_context();
+    const Weights<float> w = grouped() ? load_shard_weights<float>(checkpoint, group().shard())
+                                       : ::mlpt::ref::load_weights<float>(checkpoint);
+    config_ = grouped() ? load_checkpoint_config(checkpoint) : w.config;
+    if (grouped()) describe_shard(config_, w);
+    weights_ = upload_weights(ctx_, w);
+    // Every rank's shard has the same shapes, so every rank's pool the same number of blocks.
+    const KvCache probe(weights_.config, 0, block);
+    const int64_t per_block = std::max<int64_t>(static_cast<int64_t>(probe.bytes_per_block(weights_.config)), 1);
+    const int64_t blocks = weights_.config.num_attention_layers() ? kv_bytes / per_block : 1 << 20;
+    if (blocks < 1)
+      s.fail("kv_cache_bytes", std::to_string(kv_bytes) + " holds no KV block of " + std::to_string(per_block) +
+                                   " bytes (kv_block_size " + std::to_string(block) + ")");
+    pool_ = std::make_unique<KvBlockPool>(weights_.config, blocks, block);
+    ws_ = make_workspace();
+  });
+  if (grouped()) {  // collective: every rank got here
+    tensor_ = device_communicator(*group().model_parallel().tensor, ctx_.stream);
+    parallel_ = ModelParallel{tensor_.group.get(), nullptr};
+    sdk::log(MLPT_LOG_INFO, "engine qwen35_cuda", "engine group '" + group().name() + "' rank " + std::to_string(group_rank()) +
+                                                       ": tensor-parallel sums over " + tensor_.kind);
+  }
 }
 
 CudaEngineBackend::~CudaEngineBackend() {
+  tensor_.group.reset();  // may hold ctx_'s stream
   ws_.reset();
   pool_.reset();
   destroy_context(ctx_);
 }
 
-std::unique_ptr<SequenceState> CudaEngineBackend::new_state() { return std::make_unique<State>(*this); }
+std::unique_ptr<SequenceState> CudaEngineBackend::new_shard_state() { return std::make_unique<State>(*this); }
 
 std::unique_ptr<SequenceState> CudaEngineBackend::clone(const State& from) {
   std::lock_guard lk(mutex_);
@@ -87,6 +106,16 @@ std::unique_ptr<SequenceState> CudaEngineBackend::clone(const State& from) {
             src.length - static_cast<int64_t>(full) * pool_->block_size());
   check(cudaStreamSynchronize(ctx_.stream), "clone sequence state");
   return copy;
+}
+
+std::function<void()> CudaEngineBackend::prepare_weights(Weights<float> weights) {
+  std::lock_guard lk(mutex_);
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  auto next = std::make_shared<DeviceWeights>(upload_weights(ctx_, weights));  // the current stay until the swap
+  return [this, next] {
+    std::lock_guard swap(mutex_);
+    weights_ = std::move(*next);
+  };
 }
 
 void CudaEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t count, const mlpt_device_ready& ready) {
@@ -126,8 +155,8 @@ void CudaEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t co
   weights_ = std::move(next);
 }
 
-void CudaEngineBackend::step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing,
-                             StepOutput& out) {
+void CudaEngineBackend::run_step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing,
+                                 StepOutput& out, const GroupForward& together) {
   std::lock_guard lk(mutex_);
   check(cudaSetDevice(device_), "cudaSetDevice");  // the scheduler thread is the engine's own
   const ModelConfig& c = weights_.config;
@@ -140,6 +169,8 @@ void CudaEngineBackend::step(const std::vector<StepSegment>& segments, int64_t v
   for (size_t s = 0; s < segments.size(); ++s) {
     const StepSegment& g = segments[s];
     DeviceSequenceState& st = static_cast<State*>(g.state)->device();
+    // Before the forward: a pool that runs out fails the step on rank 0 before the group hears of
+    // it (every rank's pool is as large and takes the same reservations, rank 0's first).
     pool_->reserve(st.blocks, st.length + static_cast<int64_t>(g.tokens.size()));
     batch.tokens.insert(batch.tokens.end(), g.tokens.begin(), g.tokens.end());
     batch.offsets.push_back(static_cast<int64_t>(batch.tokens.size()));
@@ -156,7 +187,9 @@ void CudaEngineBackend::step(const std::vector<StepSegment>& segments, int64_t v
   const int64_t per = c.num_moe_layers() * c.experts_per_token;
   out.routing.assign(record_routing ? batch.tokens.size() * size_t(per) : 0, 0);
   if (record_routing) batch.routed_experts = out.routing.data();
-  const StepResult r = generate_step(ctx_, weights_, batch, rows, valid, *ws_, scratch_);
+  if (grouped()) batch.parallel = &parallel_;
+  StepResult r;
+  together([&] { r = generate_step(ctx_, weights_, batch, rows, valid, *ws_, scratch_); });
   out.sampled.clear();
   for (size_t j = 0, h = 0; j < sampled.size(); ++j) {
     if (rows.host_logits[j]) {
@@ -171,9 +204,9 @@ void CudaEngineBackend::step(const std::vector<StepSegment>& segments, int64_t v
   }
 }
 
-CudaEngine::CudaEngine(std::string_view config_json)
-    : ReferenceEngine(config_json, "engine qwen35_cuda", [](sdk::Settings& s, const std::string& dir, bool chunked) {
-        return std::make_unique<CudaEngineBackend>(s, dir, chunked);
+CudaEngine::CudaEngine(std::string_view config_json, const mlpt_component_group* group)
+    : ReferenceEngine(config_json, "engine qwen35_cuda", [group](sdk::Settings& s, const std::string& dir, bool chunked) {
+        return std::make_unique<CudaEngineBackend>(s, dir, chunked, group);
       }) {}
 
 }  // namespace mlpt::ref::cuda

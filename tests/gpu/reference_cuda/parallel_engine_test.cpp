@@ -1,0 +1,162 @@
+// The qwen35_cuda engine as a tensor-parallel engine group: two ranks sharing one GPU (the model's
+// sums over host-staged MPI), started by mpirun as dist_peer ranks on two checkpoints of the tiny
+// config (tests/integration/distributed/engine_runs.hpp), generate greedily (top_k 1: sessions, a
+// shared prompt through the prefix cache), take part in refused loads, fetch checkpoint B as their
+// shard boxes cut by the in-process transport (the sharded refit), generate again, load A's whole
+// tensors and generate a third time. The same script runs on the one-rank CUDA engine and on the
+// qwen35_cpu engine group (TP=2), and every greedy token of the three is held to the fp32 CPU
+// model's logits after the same tokens (the weights of its phase), computed here.
+//
+// Tolerances, stated (estimates: not yet measured on a GPU; the test prints the values): every
+// CUDA token (group or one rank) within 0.1 of the CPU model's largest logit at its position (bf16
+// weights and activations move logprobs by up to 0.05, engine_test.cpp; TP rounds its partial sums
+// once more), every CPU group token within 1e-4 of it (fp32 sums in another order). So wherever the
+// CPU's best logit leads by more than 0.2 all three pick the same token; where the CUDA group's
+// tokens first differ from the one-rank CUDA engine's or the CPU group's, the CPU logits of the two
+// tokens are within 0.2 (a near-tie that rounding may tip either way).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "cpu_logits.hpp"
+#include "engine_runs.hpp"
+#include "model/model.hpp"
+
+using nlohmann::json;
+using namespace dist_test;
+using cuda_testing::cpu_logits;
+
+namespace {
+
+constexpr double kCudaShortfall = 0.1, kCpuShortfall = 1e-4, kNearTie = 2 * kCudaShortfall;
+
+// Greedy requests only: a plain prompt, a longer one (prefill over several GDN chunks), two sharing
+// a prompt (the prefix cache copies a state on every rank), a session and its second turn.
+json greedy_requests() {
+  std::vector<int32_t> longer, shared{4, 9, 16, 25, 36, 12, 3, 8, 1, 30, 22};
+  for (int i = 0; i < 70; ++i) longer.push_back((i * 37 + 11) % 1000);
+  return {{"requests",
+           {{{"name", "plain"}, {"id", 1}, {"tokens", {1, 2, 3, 4, 5, 6, 7}}, {"top_k", 1}, {"max_new_tokens", 8}},
+            {{"name", "longer"}, {"id", 2}, {"tokens", longer}, {"top_k", 1}, {"max_new_tokens", 8}},
+            {{"name", "shared_a"}, {"id", 3}, {"tokens", shared}, {"top_k", 1}, {"max_new_tokens", 6}},
+            {{"name", "shared_b"}, {"id", 4}, {"tokens", shared}, {"top_k", 1}, {"max_new_tokens", 6}},
+            {{"name", "session"}, {"id", 5}, {"session", 7}, {"tokens", {11, 13, 17, 19, 23}}, {"top_k", 1}, {"max_new_tokens", 5}}}},
+          {"second_turn", {{"of", "session"}, {"id", 6}, {"extra", {3, 5, 7}}, {"top_k", 1}, {"max_new_tokens", 5}}}};
+}
+
+// The prompt a run's request `name` had (a second turn continues the run's own first turn).
+std::vector<int32_t> prompt_of(const json& script, const json& run_phase, const std::string& name) {
+  const json& turn = script["second_turn"];
+  const std::string of = name == "second_turn" ? turn["of"].get<std::string>() : name;
+  std::vector<int32_t> p;
+  for (const json& r : script["requests"])
+    if (r["name"] == of) p = r["tokens"].get<std::vector<int32_t>>();
+  if (name != "second_turn") return p;
+  for (int32_t t : run_phase[of]["tokens"]) p.push_back(t);
+  for (int32_t t : turn["extra"]) p.push_back(t);
+  return p;
+}
+
+// How a run's greedy tokens sit in the CPU model's logits after the same tokens.
+struct Greedy {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;  // per generated position, [V]
+  double shortfall = 0;                    // the largest (best logit − the chosen token's)
+};
+
+Greedy follow_cpu(const mlpt::ref::Weights<float>& w, std::vector<int32_t> seq, const json& generated) {
+  Greedy g;
+  g.tokens = generated.get<std::vector<int32_t>>();
+  const size_t prompt = seq.size();
+  seq.insert(seq.end(), g.tokens.begin(), g.tokens.end());
+  seq.pop_back();  // nothing follows the last token
+  const auto logits = cpu_logits(w, seq);
+  const size_t V = size_t(w.config.vocab_size);
+  for (size_t j = 0; j < g.tokens.size(); ++j) {
+    const float* l = logits.data() + (prompt - 1 + j) * V;
+    g.logits.emplace_back(l, l + V);
+    g.shortfall = std::max(g.shortfall, double(*std::max_element(l, l + V)) - l[g.tokens[j]]);
+  }
+  return g;
+}
+
+// Where `a` and `b` first differ (their prefixes agree, so the CPU logits there are the same): the
+// CPU's logit gap between their two tokens; -1 when one is a prefix of the other.
+double gap_at_divergence(const Greedy& a, const Greedy& b, size_t& at) {
+  for (at = 0; at < std::min(a.tokens.size(), b.tokens.size()); ++at)
+    if (a.tokens[at] != b.tokens[at]) return std::fabs(double(a.logits[at][a.tokens[at]]) - a.logits[at][b.tokens[at]]);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("cuda engine group: TP=2 on one GPU generates the one-rank CUDA engine's and the CPU group's greedy tokens, and refits from shards") {
+  TempDir dir("cuda_engine_group");
+  const json config = json::parse(std::ifstream(std::string(MLPT_SOURCE_DIR) + "/configs/models/tiny.json"));
+  const std::string a = engine_checkpoints(dir, config, greedy_requests());
+  const json script = json::parse(std::ifstream(dir / "script.json"));
+  const json one = run_engines(dir, 1, {{"checkpoint", a}}, "cuda_one", "qwen35_cuda")[0];
+  const json group = run_engines(dir, 2, {{"checkpoint", a}, {"tensor_parallel", 2}}, "cuda_group", "qwen35_cuda");
+  const json cpu = run_engines(dir, 2, {{"checkpoint", a}, {"tensor_parallel", 2}}, "cpu_group", "qwen35_cpu")[0];
+  INFO("one CUDA engine: " << one.dump() << "\nCUDA group: " << group.dump() << "\nCPU group: " << cpu.dump());
+  REQUIRE_FALSE(one.contains("error"));
+  REQUIRE_FALSE(cpu.contains("error"));
+
+  const mlpt::ref::Weights<float> weights_a = mlpt::ref::load_weights<float>(dir / "a"),
+                                  weights_b = mlpt::ref::load_weights<float>(dir / "b");
+  const std::map<std::string, const mlpt::ref::Weights<float>*> phases = {
+      {"before", &weights_a}, {"after", &weights_b}, {"again", &weights_a}};
+  double worst_group = 0, worst_one = 0, worst_cpu = 0;
+  int identical_one = 0, identical_cpu = 0, compared = 0;
+  bool refit_changed = false;
+  for (const auto& [phase, w] : phases) {
+    for (const auto& [name, want] : one[phase].items()) {
+      INFO(phase << " " << name);
+      const json& got = group[0][phase][name];
+      CHECK(got["version"] == want["version"]);
+      CHECK(got["finish"] == want["finish"]);
+      const Greedy g = follow_cpu(*w, prompt_of(script, group[0][phase], name), got["tokens"]);
+      const Greedy o = follow_cpu(*w, prompt_of(script, one[phase], name), want["tokens"]);
+      const Greedy c = follow_cpu(*w, prompt_of(script, cpu[phase], name), cpu[phase][name]["tokens"]);
+      worst_group = std::max(worst_group, g.shortfall);
+      worst_one = std::max(worst_one, o.shortfall);
+      worst_cpu = std::max(worst_cpu, c.shortfall);
+      CHECK(g.shortfall <= kCudaShortfall);
+      CHECK(o.shortfall <= kCudaShortfall);
+      CHECK(c.shortfall <= kCpuShortfall);
+      for (const auto& [other, count] : {std::pair{&o, &identical_one}, std::pair{&c, &identical_cpu}}) {
+        size_t at = 0;
+        const double gap = gap_at_divergence(g, *other, at);
+        INFO("first differs at generated position " << at << ", CPU logit gap " << gap);
+        CHECK(gap <= kNearTie);
+        *count += gap < 0 && g.tokens.size() == other->tokens.size();
+      }
+      ++compared;
+      if (phase == "after") refit_changed |= want["tokens"] != one["before"][name]["tokens"];
+    }
+  }
+  CHECK(compared == 18);       // six generations in each of the three phases
+  CHECK(refit_changed);        // checkpoint B's weights were in use after the refit
+  for (int rank = 0; rank < 2; ++rank) {
+    const json& r = group[rank];
+    INFO("rank " << rank);
+    REQUIRE_FALSE(r.contains("error"));
+    CHECK(r["shards"].get<int>() > 0);  // its shard boxes (weight_shards)
+    CHECK(r["weight_version"] == 1);
+    CHECK(r["fetched"] == 1);
+    CHECK_THAT(r["mismatch"]["message"].get<std::string>(), Catch::Contains("rank 1 refused to load version 1"));
+    CHECK(r["version_after_mismatch"] == 0);  // no rank loaded
+    CHECK_THAT(r["missing_shard"]["message"].get<std::string>(), Catch::Contains("is missing"));
+    // The refit brought each rank its shard boxes only.
+    CHECK(r["received_bytes"].get<double>() > 0);
+    CHECK(r["received_bytes"].get<double>() < one["model_bytes"].get<double>());
+    if (rank > 0) CHECK_THAT(r["follower_generate"]["message"].get<std::string>(), Catch::Contains("requests go to rank 0"));
+  }
+  WARN("CUDA engine group TP=2: greedy tokens at most " << worst_group << " below the CPU model's best logit (one CUDA rank: "
+                                                        << worst_one << ", CPU group: " << worst_cpu << "); of " << compared
+                                                        << " generations " << identical_one << " equal the one-rank CUDA engine's, "
+                                                        << identical_cpu << " the CPU group's");
+}
