@@ -1,16 +1,18 @@
-// The qwen35_cuda engine as a tensor-parallel engine group: two ranks sharing one GPU (the model's
-// sums over host-staged MPI), started by mpirun as dist_peer ranks on two checkpoints of the tiny
-// config (tests/integration/distributed/engine_runs.hpp), generate greedily (top_k 1: sessions, a
-// shared prompt through the prefix cache), take part in refused loads, fetch checkpoint B as their
-// shard boxes cut by the in-process transport (the sharded refit), generate again, load A's whole
+// The qwen35_cuda engine as a model-parallel engine group: TP=2, EP=2 and TP=2 × EP=2 ranks sharing
+// one GPU (tensor-parallel sums over host-staged MPI, routed experts by host-staged dispatch),
+// started by mpirun as dist_peer ranks on two checkpoints of the tiny config
+// (tests/integration/distributed/engine_runs.hpp), generate greedily (top_k 1: sessions, a shared
+// prompt through the prefix cache), take part in refused loads, fetch checkpoint B as their shard
+// boxes cut by the in-process transport (the sharded refit), generate again, load A's whole
 // tensors and generate a third time. The same script runs on the one-rank CUDA engine and on the
-// qwen35_cpu engine group (TP=2), and every greedy token of the three is held to the fp32 CPU
-// model's logits after the same tokens (the weights of its phase), computed here.
+// qwen35_cpu engine group of the same layout, and every greedy token of the three is held to the
+// fp32 CPU model's logits after the same tokens (the weights of its phase), computed here.
 //
 // Tolerances, stated (estimates: not yet measured on a GPU; the test prints the values): every
 // CUDA token (group or one rank) within 0.1 of the CPU model's largest logit at its position (bf16
 // weights and activations move logprobs by up to 0.05, engine_test.cpp; TP rounds its partial sums
-// once more), every CPU group token within 1e-4 of it (fp32 sums in another order). So wherever the
+// once more, EP computes each expert's rows apart), every CPU group token within 1e-4 of it (fp32
+// sums in another order). So wherever the
 // CPU's best logit leads by more than 0.2 all three pick the same token; where the CUDA group's
 // tokens first differ from the one-rank CUDA engine's or the CPU group's, the CPU logits of the two
 // tokens are within 0.2 (a near-tie that rounding may tip either way).
@@ -91,16 +93,18 @@ double gap_at_divergence(const Greedy& a, const Greedy& b, size_t& at) {
   return -1;
 }
 
-}  // namespace
-
-TEST_CASE("cuda engine group: TP=2 on one GPU generates the one-rank CUDA engine's and the CPU group's greedy tokens, and refits from shards") {
+// A CUDA engine group of tp × ep ranks on one GPU against one CUDA engine and the CPU group of the
+// same layout, on the greedy script.
+void check_cuda_engine_group(int tp, int ep) {
   TempDir dir("cuda_engine_group");
   const json config = json::parse(std::ifstream(std::string(MLPT_SOURCE_DIR) + "/configs/models/tiny.json"));
   const std::string a = engine_checkpoints(dir, config, greedy_requests());
   const json script = json::parse(std::ifstream(dir / "script.json"));
+  const json layout = {{"checkpoint", a}, {"tensor_parallel", tp}, {"expert_parallel", ep}};
+  const int ranks = tp * ep;
   const json one = run_engines(dir, 1, {{"checkpoint", a}}, "cuda_one", "qwen35_cuda")[0];
-  const json group = run_engines(dir, 2, {{"checkpoint", a}, {"tensor_parallel", 2}}, "cuda_group", "qwen35_cuda");
-  const json cpu = run_engines(dir, 2, {{"checkpoint", a}, {"tensor_parallel", 2}}, "cpu_group", "qwen35_cpu")[0];
+  const json group = run_engines(dir, ranks, layout, "cuda_group", "qwen35_cuda");
+  const json cpu = run_engines(dir, ranks, layout, "cpu_group", "qwen35_cpu")[0];
   INFO("one CUDA engine: " << one.dump() << "\nCUDA group: " << group.dump() << "\nCPU group: " << cpu.dump());
   REQUIRE_FALSE(one.contains("error"));
   REQUIRE_FALSE(cpu.contains("error"));
@@ -140,7 +144,7 @@ TEST_CASE("cuda engine group: TP=2 on one GPU generates the one-rank CUDA engine
   }
   CHECK(compared == 18);       // six generations in each of the three phases
   CHECK(refit_changed);        // checkpoint B's weights were in use after the refit
-  for (int rank = 0; rank < 2; ++rank) {
+  for (int rank = 0; rank < ranks; ++rank) {
     const json& r = group[rank];
     INFO("rank " << rank);
     REQUIRE_FALSE(r.contains("error"));
@@ -155,8 +159,22 @@ TEST_CASE("cuda engine group: TP=2 on one GPU generates the one-rank CUDA engine
     CHECK(r["received_bytes"].get<double>() < one["model_bytes"].get<double>());
     if (rank > 0) CHECK_THAT(r["follower_generate"]["message"].get<std::string>(), Catch::Contains("requests go to rank 0"));
   }
-  WARN("CUDA engine group TP=2: greedy tokens at most " << worst_group << " below the CPU model's best logit (one CUDA rank: "
+  WARN("CUDA engine group TP=" << tp << " EP=" << ep << ": greedy tokens at most " << worst_group << " below the CPU model's best logit (one CUDA rank: "
                                                         << worst_one << ", CPU group: " << worst_cpu << "); of " << compared
                                                         << " generations " << identical_one << " equal the one-rank CUDA engine's, "
                                                         << identical_cpu << " the CPU group's");
+}
+
+}  // namespace
+
+TEST_CASE("cuda engine group: TP=2 on one GPU generates the one-rank CUDA engine's and the CPU group's greedy tokens, and refits from shards") {
+  check_cuda_engine_group(2, 1);
+}
+
+TEST_CASE("cuda engine group: EP=2 on one GPU generates the one-rank CUDA engine's and the CPU group's greedy tokens, and refits from shards") {
+  check_cuda_engine_group(1, 2);
+}
+
+TEST_CASE("cuda engine group: TP=2 x EP=2 on one GPU generates the one-rank CUDA engine's and the CPU group's greedy tokens") {
+  check_cuda_engine_group(2, 2);
 }

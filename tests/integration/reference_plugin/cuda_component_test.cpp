@@ -67,10 +67,9 @@ TEST_CASE("the qwen35_cuda engine is registered, names the device when it cannot
   // backend's `threads` is not the CUDA backend's.
   CHECK_THAT(engine_error(R"({"checkpoint": "x", "kv_blocks": 1})"), Catch::Contains("unknown key 'kv_blocks'"));
   CHECK_THAT(engine_error(R"({"checkpoint": "x", "threads": 2})"), Catch::Contains("unknown key 'threads'"));
-  // Model parallelism it cannot take, before any device is touched: expert parallelism, and tensor
-  // parallelism without an engine group of that many ranks.
+  // Model parallelism without an engine group of that many ranks, before any device is touched.
   CHECK_THAT(engine_error(R"({"checkpoint": "x", "expert_parallel": 2})"),
-             Catch::Contains("expert_parallel") && Catch::Contains("not expert-parallel yet"));
+             Catch::Contains("expert_parallel 2") && Catch::Contains("need an engine group of 2 ranks"));
   CHECK_THAT(engine_error(R"({"checkpoint": "x", "tensor_parallel": 2})"),
              Catch::Contains("tensor_parallel 2") && Catch::Contains("need an engine group of 2 ranks"));
 }

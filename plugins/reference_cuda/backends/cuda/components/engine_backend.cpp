@@ -47,8 +47,6 @@ CudaEngineBackend::CudaEngineBackend(sdk::Settings& s, const std::string& checkp
   device_ = static_cast<int>(s.integer_or("device", 0, 0));
   const int64_t kv_bytes = s.integer_or("kv_cache_bytes", int64_t(1) << 30, 1);
   const int64_t block = s.integer_or("kv_block_size", 16, 1);
-  if (expert_parallel() > 1)
-    s.fail("expert_parallel", "the qwen35_cuda engine is not expert-parallel yet (tensor_parallel is; qwen35_cpu is both)");
   s.reject_unknown();
   join(component_group);
   // Every rank readies its GPU and loads its shard; in a group one that cannot fails the create on
@@ -72,10 +70,14 @@ CudaEngineBackend::CudaEngineBackend(sdk::Settings& s, const std::string& checkp
     ws_ = make_workspace();
   });
   if (grouped()) {  // collective: every rank got here
-    tensor_ = device_communicator(*group().model_parallel().tensor, ctx_.stream);
-    parallel_ = ModelParallel{tensor_.group.get(), nullptr};
-    sdk::log(MLPT_LOG_INFO, "engine qwen35_cuda", "engine group '" + group().name() + "' rank " + std::to_string(group_rank()) +
-                                                       ": tensor-parallel sums over " + tensor_.kind);
+    const ModelParallel& groups = group().model_parallel();
+    if (groups.tensor) {
+      tensor_ = device_communicator(*groups.tensor, ctx_.stream);
+      sdk::log(MLPT_LOG_INFO, "engine qwen35_cuda", "engine group '" + group().name() + "' rank " +
+                                                         std::to_string(group_rank()) + ": tensor-parallel sums over " + tensor_.kind);
+    }
+    // The model exchanges routed rows over the host's expert group (host-staged dispatch, model.hpp).
+    parallel_ = ModelParallel{tensor_.group.get(), groups.expert};
   }
 }
 
