@@ -69,8 +69,9 @@ inline constexpr ucp_tag_t kFullMask = ~0ull;
 
 // Receiver -> sender travels as active messages with these ids; payloads start with the peer id the
 // sender assigned in its welcome. kAmAsk asks for the sender rank's shard boxes (answered by kOffer);
-// kAmPull says which boxes of which tensors to send this receiver from now on.
-enum AmId : unsigned { kAmHello = 1, kAmAck = 2, kAmAsk = 3, kAmPull = 4 };
+// kAmPull says which boxes of which tensors to send this receiver from now on; kAmWhole (one sender
+// rank) asks for every version as the rank sends it. A receiver gets nothing before it said which.
+enum AmId : unsigned { kAmHello = 1, kAmAck = 2, kAmAsk = 3, kAmPull = 4, kAmWhole = 5 };
 
 // A box of a global tensor on the wire: ndim, then offsets and extents.
 void put_box(std::vector<uint8_t>& out, const std::vector<int64_t>& offset, const std::vector<int64_t>& extent);

@@ -798,8 +798,13 @@ void UcxReceiver::receive(mlpt_transport_receive_args& args) {
     throw Error(MLPT_FAILED_PRECONDITION, "ucx: receiver '" + config_.name + "' still holds version " +
                                               std::to_string(e.held->version) + "; release it before receiving again");
   const bool has_want = sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards)) && args.num_want > 0;
-  // One rank sends everything it holds unasked; a layout, or several ranks, needs pulls.
-  if (has_want || ranks_ > 1) request_layout(args, lock);
+  // A layout, or several ranks, needs pulls; one rank's tensors as they are are asked for once.
+  if (has_want || ranks_ > 1) {
+    request_layout(args, lock);
+  } else if (!asked_whole_) {
+    e.outbox.push_back(Outgoing{0, kAmWhole, {}});
+    asked_whole_ = true;
+  }
   auto fits = [&](const Assembled& a) { return a.request == 0 || a.request == e.accepted_request; };
   auto have = [&] { return e.newest && e.newest->version >= args.min_version && fits(*e.newest); };
   auto lost = [&] { return e.loss && e.loss->version >= args.min_version && (!e.newest || e.loss->version > e.newest->version); };

@@ -47,6 +47,7 @@ class UcxReceiver {
   size_t ranks_ = 1;
   std::vector<uint8_t> requested_;  // the wanted layout the pulls in place are for
   uint64_t request_ = 0;            // their id
+  bool asked_whole_ = false;        // the one sender rank was asked for its tensors as they are
   ucp_context_h context_ = nullptr;
   std::unique_ptr<Engine> engine_;
   std::thread thread_;

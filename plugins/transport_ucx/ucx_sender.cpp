@@ -188,6 +188,7 @@ struct UcxSender::Peer {
   uint64_t request = 0;
   std::vector<Pull> pulls;
   bool wants_offer = false;  // it asked for this rank's shard boxes before there was a version
+  bool wants_whole = false;  // it asked for every version as this (only) rank sends it
   bool holds_whole = false;  // it confirmed the newest version as the rank's tensors as they are
   // The stream of one version to this peer, and its number (ucx_common.hpp, Wire vocabulary).
   std::shared_ptr<Version> stream;
@@ -295,7 +296,7 @@ class UcxSender::Engine {
     am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     am.cb = &Engine::on_am;
     am.arg = this;
-    for (unsigned id : {kAmHello, kAmAck, kAmAsk, kAmPull}) {
+    for (unsigned id : {kAmHello, kAmAck, kAmAsk, kAmPull, kAmWhole}) {
       am.id = id;
       check(ucp_worker_set_am_recv_handler(worker_, &am), "ucx sender: registering message handlers");
     }
@@ -425,6 +426,9 @@ class UcxSender::Engine {
         if (newest_) send_offer(*p);
       } else if (kind == kAmPull) {
         on_pulls(*p, at, static_cast<size_t>(end - at));
+      } else if (kind == kAmWhole) {
+        p->wants_whole = true;
+        if (newest_ && p->acked != newest_->layout.version && !p->stream) serve(*p);
       } else if (kind == kAmAck) {
         uint64_t version = 0;
         uint32_t stream = 0, code = 0;
@@ -450,12 +454,13 @@ class UcxSender::Engine {
     if (newest_) serve(p);  // a late receiver gets the newest version at once
   }
 
-  // The newest version to `p`: the pieces it pulls, or (one rank) everything; several ranks wait
-  // for a receiver's pulls.
+  // The newest version to `p`: the pieces it pulls, or (one rank, when it asked) everything. A
+  // receiver that has not said which yet gets nothing: one that pulls its pieces is never streamed
+  // the version whole first.
   void serve(Peer& p) {
     if (p.state != Peer::kReady || !newest_) return;
     if (!p.has_pulls) {
-      if (ranks_ == 1) start_stream(p, newest_);
+      if (ranks_ == 1 && p.wants_whole) start_stream(p, newest_);
       return;
     }
     std::shared_ptr<Version> cut;

@@ -137,7 +137,7 @@ TEST_CASE("ucx: receivers that pull their shards while the version streams to th
   }
 }
 
-TEST_CASE("ucx: a receiver that never arrives times out the send, a late one gets the newest version on connect") {
+TEST_CASE("ucx: a receiver that never arrives times out the send, a late one gets the newest version once it asks") {
   Loaded ucx("ucx");
   int port = free_port();
   Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"address": ")" + address(port) + R"("})");
@@ -148,12 +148,31 @@ TEST_CASE("ucx: a receiver that never arrives times out the send, a late one get
   CHECK(f.seconds < 0.3 + 1.5);
   f = failure_of([&] { tx.send(2, v2.views, 300); });
   CHECK(f.code == MLPT_DEADLINE_EXCEEDED);
-  // Nobody sends again: the late receiver is served version 2, the newest, as it connects.
+  // Nobody sends again: the late receiver is served version 2, the newest, on its first receive.
   auto prefix = dump_prefix("late");
   Child late = receiver(rx_config(port, "late-engine"), 1, prefix);
   CHECK(late.line(20000) == "received 2");
   CHECK(late.wait(20000) == 0);
   CHECK(compare_dump(prefix + ".2.bin", v2) == "");
+}
+
+// Nothing is streamed to a receiver before its first receive says what it wants (whole, or the
+// pieces it pulls): one that pulls is never sent the version whole first.
+TEST_CASE("ucx: a connected receiver that has not asked is sent nothing, and the newest version once it asks") {
+  Loaded ucx("ucx");
+  const int port = free_port();
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"address": ")" + address(port) + R"("})");
+  Endpoint rx(ucx, MLPT_TRANSPORT_RECEIVER, rx_config(port, "quiet-engine"));
+  auto v1 = mixed_tensors(1);
+  auto f = failure_of([&] { tx.send(1, v1.views, 1000); });
+  CHECK(f.code == MLPT_DEADLINE_EXCEEDED);
+  CHECK_THAT(f.message, Catch::Contains("'quiet-engine'") && Catch::Contains("never said which pieces it wants"));
+  Received r = rx.receive(1, 20000);
+  CHECK(r.version == 1);
+  const std::string dump = dump_prefix("quiet") + ".1.bin";
+  write_dump(dump, r.tensors, r.count);
+  CHECK(compare_dump(dump, v1) == "");
+  rx.release(r.version);
 }
 
 TEST_CASE("ucx: a receiver killed midway fails the send within its timeout, naming the receiver") {
