@@ -201,8 +201,10 @@ void Coordinator::lose(int rank, const std::string& why) {
     } catch (const Error&) {
     }
   }
-  for (auto& e : in_flight)
-    e.done({}, std::make_exception_ptr(Error(MLPT_UNAVAILABLE, name + " is lost (" + why + ")")));
+  // Without a worker the run ends: its back-filled episodes say so, whichever failure the run
+  // reports first (they may push it over max_rollout_failure_rate before it hears of this one).
+  const std::string lost = name + " is lost (" + why + ")" + (left == 0 ? "; every rollout worker is lost" : "");
+  for (auto& e : in_flight) e.done({}, std::make_exception_ptr(Error(MLPT_UNAVAILABLE, lost)));
   reported(static_cast<int>(in_flight.size()));
 }
 
