@@ -96,8 +96,10 @@ typedef struct mlpt_transport_binding {
  * sender ranks). Blocks until every receiver the config expects holds the data (or, zero-copy, can
  * be handed the pointers) or until `timeout_ms`: a receiver that fails or never arrives gives
  * MLPT_DEADLINE_EXCEEDED / MLPT_UNAVAILABLE naming it; the sender is never blocked beyond the
- * timeout. Zero-copy transports require the tensors to stay valid and unchanged until the next
- * send or destroy (the trainer's export and publish guarantee that). */
+ * timeout. A receiver may get nothing before its first receive says what it wants (its layout),
+ * so a host receives while it sends (on another thread or process). Zero-copy transports require
+ * the tensors to stay valid and unchanged until the next send or destroy (the trainer's export and
+ * publish guarantee that). */
 typedef struct mlpt_transport_send_args {
   size_t struct_size;
   mlpt_transport* transport;
