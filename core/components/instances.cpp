@@ -81,11 +81,15 @@ Engine::Engine(plugin::Component component, const nlohmann::json& settings, int 
     api_->destroy(engine_);
     throw;
   }
-  if (!async_) blocking_ = std::make_unique<exec::WorkerPool>(blocking_threads);
+  if (!async_) {
+    blocking_ = std::make_unique<exec::WorkerPool>(blocking_threads);
+    blocking_cancels_ = std::make_unique<BlockingCancels>([this](uint64_t id) { cancel_in_engine(id); });
+  }
 }
 
 Engine::~Engine() {
   blocking_.reset();  // its calls finish first
+  blocking_cancels_.reset();  // and nothing cancels in the engine any more
   plugin::CallScope scope(component_, "destroy");
   api_->destroy(engine_);
 }
@@ -120,14 +124,18 @@ void Engine::submit(const GenerateRequest& r, GenerationDone done) {
   pending->request.tokens = &pending->tokens;
   if (!async_) {
     std::shared_ptr<Pending> p(std::move(pending));
+    blocking_cancels_->queued(r.request_id);
     blocking_->post([p] {
       Generation g;
       std::exception_ptr error;
+      BlockingCancels& cancels = *p->engine->blocking_cancels_;
+      cancels.started(p->request.request_id);
       try {
         g = p->engine->generate_blocking(p->request);
       } catch (...) {
         error = std::current_exception();
       }
+      cancels.finished(p->request.request_id);
       p->done(std::move(g), error);
     });
     return;
@@ -236,6 +244,13 @@ Generation Engine::generate_blocking(const GenerateRequest& r) const {
 }
 
 void Engine::cancel(uint64_t request_id) {
+  if (blocking_cancels_)
+    blocking_cancels_->cancel(request_id);
+  else
+    cancel_in_engine(request_id);
+}
+
+void Engine::cancel_in_engine(uint64_t request_id) {
   mlpt_cancel_args a{MLPT_CANCEL_ARGS_STRUCT_SIZE, engine_, request_id};
   plugin::CallScope scope(component_, "cancel");
   plugin::check(component_, api_->cancel(&a), "cancel");

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/components/blocking_cancels.hpp"
 #include "core/error.hpp"
 #include "core/exec/executor.hpp"
 #include "core/plugin/call_scope.hpp"
@@ -72,6 +73,8 @@ class Engine {
   // the request at once (then `done` never runs). `request.tokens` is copied. Thread-safe.
   void submit(const GenerateRequest& request, GenerationDone done);
   Generation generate(const GenerateRequest& request);  // submit and wait; thread-safe
+  // Stops a request in flight. An older engine's is cancelled again until its generate returns: it
+  // learns the id only inside generate (blocking_cancels.hpp).
   void cancel(uint64_t request_id);
   void session_release(uint64_t session_id);
   void pause();
@@ -93,6 +96,7 @@ class Engine {
   static void on_ready(void* pending, mlpt_engine_request* request);
   Generation take_result(mlpt_engine_request* request, const GenerateRequest& asked) const;
   Generation generate_blocking(const GenerateRequest& request) const;  // the 1.0/1.1 call
+  void cancel_in_engine(uint64_t request_id);
 
   plugin::Component component_;
 
@@ -101,6 +105,7 @@ class Engine {
   bool async_ = false;
   int64_t moe_layers_ = 0, experts_per_token_ = 0;
   std::unique_ptr<exec::WorkerPool> blocking_;  // only for engines without submit
+  std::unique_ptr<BlockingCancels> blocking_cancels_;  // their cancels (blocking_cancels.hpp)
   std::optional<sdk::TensorLayout> shards_;
 };
 

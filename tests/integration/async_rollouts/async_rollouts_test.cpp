@@ -9,6 +9,9 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
+#include <map>
+#include <condition_variable>
 #include <thread>
 
 #include "core/components/instances.hpp"
@@ -202,4 +205,44 @@ TEST_CASE("an engine of ABI 1.1 (no submit) runs the same episodes through the h
   // baseline), so the episodes add no more than the pool's own.
   CHECK(adapted.extra_threads <= kThreads);
   check_same(adapted.trajectories, reference);
+}
+
+// An engine of ABI 1.1 learns a request's id only inside its blocking generate: a cancel that comes
+// while the request still waits for a host thread (or before its thread is inside generate) must
+// still stop it, not let it run to max_new_tokens.
+TEST_CASE("an engine of ABI 1.1: a request cancelled before its generate starts stops at once") {
+  auto component = letters().engine_component();
+  static mlpt_engine_api legacy;
+  legacy = *component.table<mlpt_engine_api>();
+  legacy.struct_size = MLPT_ENGINE_API_STRUCT_SIZE_1_1;
+  component.api = &legacy;
+  components::Engine engine(component, letters().engine_settings(), 1);  // one host thread: the second request queues
+  REQUIRE_FALSE(engine.asynchronous());
+  REQUIRE(engine.capabilities().supports_cancel);
+  constexpr int32_t kMaxNew = 20000;
+  const std::vector<int32_t> prompt{1, 2, 3};
+  std::mutex m;
+  std::condition_variable cv;
+  std::map<uint64_t, components::Generation> done;
+  for (uint64_t id : {1, 2}) {
+    components::GenerateRequest r;
+    r.request_id = id;
+    r.tokens = &prompt;
+    r.max_new_tokens = kMaxNew;  // no stop tokens: only a cancel ends it early
+    engine.submit(r, [&, id](components::Generation&& g, std::exception_ptr error) {
+      REQUIRE_FALSE(error);
+      std::lock_guard l(m);
+      done[id] = std::move(g);
+      cv.notify_all();
+    });
+  }
+  engine.cancel(2);  // queued behind request 1: its generate has not started
+  engine.cancel(1);  // just submitted: its thread may not be inside generate yet
+  std::unique_lock l(m);
+  REQUIRE(cv.wait_for(l, std::chrono::seconds(300), [&] { return done.size() == 2; }));
+  for (uint64_t id : {1, 2}) {
+    INFO("request " << id << ": " << done[id].tokens.size() << " tokens");
+    CHECK(done[id].finish_reason == MLPT_FINISH_CANCELLED);
+    CHECK(done[id].tokens.size() < static_cast<size_t>(kMaxNew));
+  }
 }
