@@ -189,14 +189,18 @@ TEST_CASE("256 concurrent letters episodes on 8 host threads give what the block
   check_same(async.trajectories, blocking);
 }
 
-TEST_CASE("an engine of ABI 1.1 (no submit) runs the same episodes through the host's blocking pool") {
-  // The reference engine's own table, cut to its 1.1 size: what a plugin built before 1.2 offers.
+// The reference engine's own table, cut to its 1.1 size: what a plugin built before 1.2 offers.
+static plugin::Component legacy_engine_component() {
   auto component = letters().engine_component();
   static mlpt_engine_api legacy;
   legacy = *component.table<mlpt_engine_api>();
   legacy.struct_size = MLPT_ENGINE_API_STRUCT_SIZE_1_1;
   component.api = &legacy;
-  components::Engine old_engine(component, letters().engine_settings(), kThreads);
+  return component;
+}
+
+TEST_CASE("an engine of ABI 1.1 (no submit) runs the same episodes through the host's blocking pool") {
+  components::Engine old_engine(legacy_engine_component(), letters().engine_settings(), kThreads);
   REQUIRE_FALSE(old_engine.asynchronous());
   components::Engine new_engine(letters().engine_component(), letters().engine_settings());
   auto reference = run_blocking(new_engine, 1);
@@ -211,12 +215,7 @@ TEST_CASE("an engine of ABI 1.1 (no submit) runs the same episodes through the h
 // while the request still waits for a host thread (or before its thread is inside generate) must
 // still stop it, not let it run to max_new_tokens.
 TEST_CASE("an engine of ABI 1.1: a request cancelled before its generate starts stops at once") {
-  auto component = letters().engine_component();
-  static mlpt_engine_api legacy;
-  legacy = *component.table<mlpt_engine_api>();
-  legacy.struct_size = MLPT_ENGINE_API_STRUCT_SIZE_1_1;
-  component.api = &legacy;
-  components::Engine engine(component, letters().engine_settings(), 1);  // one host thread: the second request queues
+  components::Engine engine(legacy_engine_component(), letters().engine_settings(), 1);  // one host thread: the second request queues
   REQUIRE_FALSE(engine.asynchronous());
   REQUIRE(engine.capabilities().supports_cancel);
   constexpr int32_t kMaxNew = 20000;
