@@ -14,8 +14,8 @@
 #      host-staged MPI communicator (and EP=2, TP=2 x EP=2 with host-staged expert dispatch), here
 #      TP=2 over NCCL when there are 2 GPUs; the qwen35_cuda trainer's
 #      groups (TP=2, EP=2 by host-staged dispatch, TP=2 x EP=2, data parallel 2, TP=2 x DP=2) run in
-#      step 1 (test_reference_cuda_parallel_trainer), and so does the qwen35_cuda engine as a TP=2
-#      group (test_reference_cuda_parallel_engine).
+#      step 1 (test_reference_cuda_parallel_trainer), and so does the qwen35_cuda engine as TP=2,
+#      EP=2 and TP=2 x EP=2 groups (test_reference_cuda_parallel_engine).
 # Prints a one-screen summary; exits non-zero when anything fails, when there is no GPU, or when no
 # GPU test was registered. Target: under 8 minutes on one H200 (JOBS defaults to nproc).
 #   scripts/gpu-check.sh            # build + test + bench
