@@ -206,7 +206,6 @@ struct UcxSender::Peer {
 struct UcxSender::Op {
   Engine* engine;
   uint64_t peer;
-  uint64_t version;
   uint32_t stream;  // the peer's stream it belongs to
   bool counted;     // counts towards that stream's outstanding sends
   std::shared_ptr<Version> keep;
@@ -583,13 +582,13 @@ class UcxSender::Engine {
   }
 
   void post_control(Peer& p, Kind kind, uint64_t version, std::vector<uint8_t> payload) {
-    auto* op = new Op{this, p.id, version, p.stream_id, false, nullptr, std::move(payload)};
+    auto* op = new Op{this, p.id, p.stream_id, false, nullptr, std::move(payload)};
     send_op(p, op, op->payload.data(), op->payload.size(), make_tag(kind, version, rank_, 0));
   }
 
   void post(Peer& p, const void* data, size_t size, ucp_tag_t tag, std::shared_ptr<Version> keep,
             std::vector<uint8_t> payload, bool counted) {
-    auto* op = new Op{this, p.id, keep ? keep->layout.version : 0, p.stream_id, counted, std::move(keep), std::move(payload)};
+    auto* op = new Op{this, p.id, p.stream_id, counted, std::move(keep), std::move(payload)};
     if (counted) ++p.outstanding;
     send_op(p, op, data, size, tag);
   }
