@@ -17,15 +17,22 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/generate.hpp"
+#include "device_model/generate.hpp"
 #include "backends/cuda/head.hpp"
 #include "backends/cuda/linear.hpp"
-#include "backends/cuda/model.hpp"
+#include "backends/cuda/cuda_ops.hpp"
+#include "device_model/model.hpp"
 #include "model/config.hpp"
 #include "model/weights.hpp"
 
-using namespace mlpt::ref;
 using namespace mlpt::ref::cuda;
+using mlpt::ref::Buffer;
+using mlpt::ref::ModelConfig;
+using mlpt::ref::Weights;
+using mlpt::ref::init_weights;
+using mlpt::ref::parameter_count;
+using mlpt::ref::parse_model_config;
+namespace dev = mlpt::ref::dev;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -109,6 +116,7 @@ int main(int argc, char** argv) {
   }
   try {
     Context ctx = create_context();
+    CudaOps ops(ctx);
     const double peak = gemm_tflops(ctx), bw = copy_gbps(ctx);
     std::printf("peak: cuBLAS BF16 GEMM 8192^3 %.1f TFLOP/s\n", peak);
     std::printf("bandwidth: device copy %.0f GB/s\n", bw);
@@ -116,39 +124,41 @@ int main(int argc, char** argv) {
     const ModelConfig cfg = bench_config();
     const auto t_init = Clock::now();
     Weights<float> host = init_weights<float>(cfg, 1);
-    DeviceWeights w = upload_weights(ctx, host);
+    dev::DeviceWeights w = dev::upload_weights(ops, host);
     host = Weights<float>{};
     std::printf("config: %.2fB parameters, %.2fB active per token (init+upload %.1f s)\n",
                 double(parameter_count(cfg)) / 1e9, active_params(cfg) / 1e9, seconds_since(t_init));
-    auto ws = make_workspace();
+    auto ws = dev::make_workspace();
     const int64_t V = cfg.vocab_size, H = cfg.hidden_size;
 
     // Training step: forward, head, logprob gradient, backward (gradients fp32, not applied).
     {
-      DeviceBatch b;
+      dev::DeviceBatch b;
       const int64_t N = train_seqs * train_len;
       b.tokens.resize(size_t(N));
       for (int64_t i = 0; i < N; ++i) b.tokens[i] = int32_t((i * 7919) % V);
       for (int64_t s = 1; s <= train_seqs; ++s) b.offsets.push_back(s * train_len);
       std::vector<int16_t> experts(size_t(N * cfg.num_layers * cfg.experts_per_token));
-      std::vector<DeviceBuffer> grads;
-      for (const auto& t : w.layout.tensors) grads.emplace_back(size_t(t.numel()) * 4);
-      DeviceBuffer hidden, inputs, logits(size_t(N * V) * 4), lse(size_t(N) * 4), lp(size_t(N) * 4),
+      std::vector<Buffer> grads;
+      for (const auto& t : w.layout.tensors) grads.emplace_back(ops, size_t(t.numel()) * 4);
+      Buffer hidden, inputs;
+      DeviceBuffer logits(size_t(N * V) * 4), lse(size_t(N) * 4), lp(size_t(N) * 4),
           coef(size_t(N) * 4), targets(size_t(N) * 4), dl(size_t(N * V) * 2), dh(size_t(N * H) * 2);
       check(cudaMemset(targets.get(), 0, targets.bytes()), "memset");
       std::vector<float> c(size_t(N), -1.f / float(N));
       check(cudaMemcpy(coef.get(), c.data(), c.size() * 4, cudaMemcpyHostToDevice), "copy");
       auto train_step = [&] {
         b.routed_experts = experts.data();
-        forward_hidden(ctx, w, b, *ws, hidden, &inputs);
-        logits_forward(ctx, N, V, H, hidden.as<bf16>(), w.bf(w.layout.lm_head), logits.as<float>());
+        dev::forward_hidden(ops, w, b, *ws, hidden, &inputs);
+        const bf16* hb = as_cuda(hidden.as<mlpt::ref::bf16>());
+        logits_forward(ctx, N, V, H, hb, as_cuda(w.bf(w.layout.lm_head)), logits.as<float>());
         token_logprobs(ctx, N, V, V, logits.as<float>(), targets.as<int32_t>(), lp.as<float>(), lse.as<float>());
         token_logprobs_backward(ctx, N, V, V, logits.as<float>(), lse.as<float>(), targets.as<int32_t>(),
                                 coef.as<float>(), dl.as<bf16>());
-        linear_backward_input(ctx, N, V, H, dl.as<bf16>(), w.bf(w.layout.lm_head), dh.as<bf16>(), false);
-        linear_backward_weight(ctx, N, V, H, dl.as<bf16>(), hidden.as<bf16>(), grads[w.layout.lm_head].as<float>());
+        linear_backward_input(ctx, N, V, H, dl.as<bf16>(), as_cuda(w.bf(w.layout.lm_head)), dh.as<bf16>(), false);
+        linear_backward_weight(ctx, N, V, H, dl.as<bf16>(), hb, grads[w.layout.lm_head].as<float>());
         b.routed_experts = nullptr;
-        backward(ctx, w, b, inputs, experts.data(), dh.as<bf16>(), grads, true, *ws);
+        dev::backward(ops, w, b, inputs, experts.data(), as_ref(dh.as<bf16>()), grads, true, *ws);
       };
       train_step();  // warm up (allocations)
       const int reps = 3;
@@ -164,23 +174,23 @@ int main(int argc, char** argv) {
     // state and the paged KV cache, LM head, sampling), at batch 1 and at --decode-batch.
     for (const int64_t batch : {int64_t(1), decode_batch}) {
       const int64_t bs = 64;
-      KvBlockPool pool(cfg, batch * ((prefill + decode_steps + 1 + bs - 1) / bs), bs);
-      std::vector<std::unique_ptr<DeviceSequenceState>> states;
-      DeviceBatch pre;
+      dev::KvBlockPool pool(ops, cfg, batch * ((prefill + decode_steps + 1 + bs - 1) / bs), bs);
+      std::vector<std::unique_ptr<dev::DeviceSequenceState>> states;
+      dev::DeviceBatch pre;
       pre.kv = &pool.cache();
       for (int64_t s = 0; s < batch; ++s) {
-        states.push_back(std::make_unique<DeviceSequenceState>(ctx, cfg));
+        states.push_back(std::make_unique<dev::DeviceSequenceState>(ops, cfg));
         pool.reserve(states.back()->blocks, prefill + decode_steps + 1);
         for (int64_t i = 0; i < prefill; ++i) pre.tokens.push_back(int32_t((s * 131 + i * 17) % V));
         pre.offsets.push_back(pre.offsets.back() + prefill);
         pre.states.push_back(states[s].get());
       }
-      StepScratch scratch;
-      generate_step(ctx, w, pre, SampleRows{}, V, *ws, scratch);
-      DeviceBatch step;
+      dev::StepScratch scratch;
+      dev::generate_step(ops, w, pre, dev::SampleRows{}, V, *ws, scratch);
+      dev::DeviceBatch step;
       step.kv = &pool.cache();
       step.chunked = false;
-      SampleRows rows;
+      dev::SampleRows rows;
       for (int64_t s = 0; s < batch; ++s) {
         step.tokens.push_back(int32_t(s % V));
         step.offsets.push_back(s + 1);
@@ -190,7 +200,7 @@ int main(int argc, char** argv) {
         rows.host_logits.push_back(false);
       }
       auto decode_step = [&] {
-        const StepResult r = generate_step(ctx, w, step, rows, V, *ws, scratch);
+        const dev::StepResult r = dev::generate_step(ops, w, step, rows, V, *ws, scratch);
         std::copy(r.tokens.begin(), r.tokens.end(), step.tokens.begin());  // feed what was drawn
       };
       decode_step();  // warm up

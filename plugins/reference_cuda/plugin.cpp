@@ -1,6 +1,9 @@
-// The mlpt_reference plugin: the Qwen3.5 MoE reference engine and trainer on the CPU backend,
-// and, when built with CUDA (MLPT_REFERENCE_CUDA), the engine and trainer on the CUDA backend.
+// The mlpt_reference plugin: the Qwen3.5 MoE reference engine and trainer on the CPU backend
+// (qwen35_cpu), the GPU components' code on the CPU with bf16 emulated (qwen35_bf16), and, when
+// built with CUDA (MLPT_REFERENCE_CUDA), the engine and trainer on the GPU (qwen35_cuda).
+#include "engine/bf16_engine.hpp"
 #include "engine/cpu_backend.hpp"
+#include "trainer/bf16_trainer.hpp"
 #include "trainer/trainer.hpp"
 #ifdef MLPT_REFERENCE_CUDA
 #include "backends/cuda/components/engine_backend.hpp"
@@ -35,5 +38,9 @@ MLPT_SDK_PLUGIN("mlpt-reference", "0.1.0",
                 mlpt::sdk::engine_component<mlpt::ref::CpuEngine>(
                     "qwen35_cpu", "Qwen3.5 MoE reference engine (CPU, fp32, continuous batching)", &kEngineCaps),
                 mlpt::sdk::trainer_component<mlpt::ref::ReferenceTrainer>(
-                    "qwen35_cpu", "Qwen3.5 MoE reference GRPO trainer (CPU, fp32 AdamW, R3 replay)", &kTrainerCaps)
+                    "qwen35_cpu", "Qwen3.5 MoE reference GRPO trainer (CPU, fp32 AdamW, R3 replay)", &kTrainerCaps),
+                mlpt::sdk::engine_component<mlpt::ref::Bf16Engine>(
+                    "qwen35_bf16", "Qwen3.5 MoE engine: qwen35_cuda's code on the CPU, bf16 emulated", &kEngineCaps),
+                mlpt::sdk::trainer_component<mlpt::ref::Bf16Trainer>(
+                    "qwen35_bf16", "Qwen3.5 MoE GRPO trainer: qwen35_cuda's code on the CPU, bf16 emulated", &kTrainerCaps)
                     MLPT_REFERENCE_CUDA_COMPONENTS)

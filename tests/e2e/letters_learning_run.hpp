@@ -31,6 +31,18 @@ inline mlpt::run::RunConfig tiny_letters_config() {
   return mlpt::run::read_run_config(std::string(MLPT_SOURCE_DIR) + "/configs/tiny.toml");
 }
 
+// `config` with both model components (the trainer and the engine, qwen35_cpu) named `name`.
+inline mlpt::run::RunConfig with_model_components(mlpt::run::RunConfig config, const std::string& name) {
+  int swapped = 0;
+  for (auto& c : config.components)
+    if ((c.kind == MLPT_COMPONENT_TRAINER || c.kind == MLPT_COMPONENT_ENGINE) && c.name == "qwen35_cpu") {
+      c.name = name;
+      ++swapped;
+    }
+  REQUIRE(swapped == 2);
+  return config;
+}
+
 // Runs `config` in a per-process folder (two suites on one machine must not share one), removed
 // afterwards, and checks the run. `what` names it in the curve's message.
 inline void check_letters_run_learns(mlpt::run::RunConfig config, const std::string& what) {

@@ -1,11 +1,12 @@
 // The seam between the reference engine's scheduler (engine.cpp: requests, continuous batching,
 // sessions, prefix cache, pause and weight versions) and the hardware that runs the model: a
 // backend owns the weights and the per-sequence generation state and runs one step over a packed
-// batch. The CPU backend (engine/cpu_backend.cpp, fp32) and the CUDA backend
-// (backends/cuda/components/engine_backend.cpp, bf16 on a GPU) implement it; the scheduler is one.
+// batch. The CPU backend (engine/cpu_backend.cpp, fp32) and the device backend
+// (engine/device_backend.cpp, bf16 on any device platform: qwen35_cuda, qwen35_bf16) implement it;
+// the scheduler is one.
 //
-// A backend may be one rank of an engine group (engine.h, Engine groups; the CPU backend with
-// tensor_parallel / expert_parallel, the CUDA backend with tensor_parallel): rank 0's backend runs
+// A backend may be one rank of an engine group (engine.h, Engine groups; both backends with
+// tensor_parallel / expert_parallel): rank 0's backend runs
 // every step on all ranks (it tells the others what to compute), the others only serve() it. Both
 // backends implement the group functions through one protocol (engine/group_backend.hpp); the
 // defaults here are those of an engine alone.

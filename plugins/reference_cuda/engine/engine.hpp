@@ -1,5 +1,5 @@
 // The reference inference engine (mlpt/engine.h): one scheduler for the components "qwen35_cpu"
-// (engine/cpu_backend.hpp) and "qwen35_cuda" (backends/cuda/components/engine_backend.hpp); the
+// (engine/cpu_backend.hpp), "qwen35_cuda" and "qwen35_bf16" (engine/device_backend.hpp); the
 // model step and the per-sequence state are the backend's (engine/backend.hpp).
 //
 // Continuous batching: submit() from any thread queues a request and returns; one scheduler thread

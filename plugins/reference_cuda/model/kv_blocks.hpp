@@ -3,7 +3,7 @@
 // session's turn) shares the blocks its source has filled to the end: positions below a sequence's
 // length are never written again, so a full block is read-only for every holder. Only the last,
 // partly filled block is copied. The memory itself is the backend's (the CUDA backend's
-// KvBlockPool, backends/cuda/generate.hpp). Thread-safe: sequences die on any thread.
+// KvBlockPool, device_model/generate.hpp). Thread-safe: sequences die on any thread.
 #pragma once
 
 #include <cstdint>

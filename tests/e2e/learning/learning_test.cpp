@@ -8,3 +8,13 @@
 TEST_CASE("the async GRPO loop raises the reward of the tiny model on the letters task") {
   mlpt_test::check_letters_run_learns(mlpt_test::tiny_letters_config(), "letters task");
 }
+
+// The GPU components' code on the CPU: configs/tiny.toml with the qwen35_bf16 trainer and engine
+// (trainer/device_trainer, engine/device_backend over the bf16-emulating ops) in place of
+// qwen35_cpu; the weights go from the trainer's masters through the in-process transport into the
+// engine's bf16 copies. It must learn by the same criterion; the GPU test runs the same with
+// qwen35_cuda.
+TEST_CASE("the letters run on the qwen35_bf16 trainer and engine (the GPU components' code) learns as the CPU run does") {
+  mlpt_test::check_letters_run_learns(mlpt_test::with_model_components(mlpt_test::tiny_letters_config(), "qwen35_bf16"),
+                                      "letters task on qwen35_bf16");
+}

@@ -27,7 +27,8 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cuda/head.hpp"
-#include "backends/cuda/model.hpp"
+#include "backends/cuda/cuda_ops.hpp"
+#include "device_model/model.hpp"
 #include "backends/cuda/parallel/host_staging.hpp"
 #include "model/model.hpp"
 #include "model/parallel/mpi_communicator.hpp"
@@ -40,6 +41,7 @@
 
 using namespace mlpt::ref;
 namespace gpu = mlpt::ref::cuda;
+namespace dev = mlpt::ref::dev;
 
 namespace {
 
@@ -78,7 +80,7 @@ std::vector<float> d_hidden_values(size_t n) {
 // The weights the device holds (bf16 where it keeps bf16), so the CPU model starts from the same values.
 Weights<float> bf16_exact(Weights<float> w) {
   for (size_t i = 0; i < w.values.size(); ++i)
-    if (!gpu::is_fp32_tensor(w.layout, static_cast<int>(i)))
+    if (!dev::is_fp32_tensor(w.layout, static_cast<int>(i)))
       for (float& x : w.values[i]) x = __bfloat162float(__float2bfloat16(x));
   return w;
 }
@@ -90,12 +92,13 @@ struct Result {
   Weights<float> grads;
 };
 
-std::vector<float> logprobs_of(const gpu::Context& ctx, const gpu::DeviceWeights& w, const gpu::bf16* hidden,
+std::vector<float> logprobs_of(gpu::CudaOps& ops, const dev::DeviceWeights& w, const gpu::bf16* hidden,
                                const std::vector<int32_t>& targets) {
+  const gpu::Context& ctx = ops.context();
   const int64_t n = static_cast<int64_t>(targets.size()), V = w.config.vocab_size, H = w.config.hidden_size;
   gpu::DeviceBuffer logits(size_t(n * V) * 4), lp(size_t(n) * 4), lse(size_t(n) * 4), t(size_t(n) * 4);
   gpu::check(cudaMemcpyAsync(t.get(), targets.data(), size_t(n) * 4, cudaMemcpyHostToDevice, ctx.stream), "targets");
-  gpu::logits_forward(ctx, n, V, H, hidden, w.bf(w.layout.lm_head), logits.as<float>());
+  gpu::logits_forward(ctx, n, V, H, hidden, gpu::as_cuda(w.bf(w.layout.lm_head)), logits.as<float>());
   gpu::token_logprobs(ctx, n, V, V, logits.as<float>(), t.as<int32_t>(), lp.as<float>(), lse.as<float>());
   std::vector<float> out(static_cast<size_t>(n));
   gpu::check(cudaMemcpyAsync(out.data(), lp.get(), size_t(n) * 4, cudaMemcpyDeviceToHost, ctx.stream), "logprobs");
@@ -105,24 +108,24 @@ std::vector<float> logprobs_of(const gpu::Context& ctx, const gpu::DeviceWeights
 
 // Prefill of both sequences' first 30 and 15 tokens in one batch, then 4 decode steps of one token
 // each (recurrent GDN, paged attention): the logprobs of every step's next tokens.
-std::vector<float> generate(const gpu::Context& ctx, const gpu::DeviceWeights& w, const Batch& b,
-                            const ModelParallel* parallel, gpu::Workspace& ws) {
-  gpu::KvCache kv(w.config, 6, 16);
-  gpu::DeviceSequenceState first(ctx, w.config), second(ctx, w.config);
+std::vector<float> generate(gpu::CudaOps& ops, const dev::DeviceWeights& w, const Batch& b,
+                            const ModelParallel* parallel, dev::Workspace& ws) {
+  dev::KvCache kv(ops, w.config, 6, 16);
+  dev::DeviceSequenceState first(ops, w.config), second(ops, w.config);
   first.blocks = {0, 2, 4};
   second.blocks = {5, 3, 1};
   std::vector<float> out;
   auto step = [&](std::vector<int32_t> ids, int64_t split, std::vector<int32_t> next) {
-    gpu::DeviceBatch db;
+    dev::DeviceBatch db;
     db.tokens = std::move(ids);
     db.offsets = {0, split, static_cast<int64_t>(db.tokens.size())};
     db.states = {&first, &second};
     db.kv = &kv;
     db.chunked = db.tokens.size() > 2;
     db.parallel = parallel;
-    gpu::DeviceBuffer hidden;
-    gpu::forward_hidden(ctx, w, db, ws, hidden, nullptr);
-    const std::vector<float> lp = logprobs_of(ctx, w, hidden.as<gpu::bf16>(), next);
+    Buffer hidden;
+    dev::forward_hidden(ops, w, db, ws, hidden, nullptr);
+    const std::vector<float> lp = logprobs_of(ops, w, gpu::as_cuda(hidden.as<bf16>()), next);
     out.insert(out.end(), lp.begin(), lp.end());
   };
   const int64_t o = b.offsets[1];
@@ -136,29 +139,30 @@ std::vector<float> generate(const gpu::Context& ctx, const gpu::DeviceWeights& w
   return out;
 }
 
-Result run_cuda(const gpu::Context& ctx, const Weights<float>& w, const Batch& b, const std::vector<int16_t>* replay,
+Result run_cuda(gpu::CudaOps& ops, const Weights<float>& w, const Batch& b, const std::vector<int16_t>* replay,
                 const ModelParallel* parallel) {
-  const gpu::DeviceWeights dw = gpu::upload_weights(ctx, w);
-  auto ws = gpu::make_workspace();
+  const gpu::Context& ctx = ops.context();
+  const dev::DeviceWeights dw = dev::upload_weights(ops, w);
+  auto ws = dev::make_workspace();
   const ModelConfig& c = w.config;
   const int64_t N = b.offsets.back(), H = c.hidden_size;
   Result r;
   r.experts.assign(size_t(N * c.num_layers * c.experts_per_token), -1);
-  gpu::DeviceBatch db;
+  dev::DeviceBatch db;
   db.tokens = b.tokens;
   db.offsets = b.offsets;
   db.replay_experts = replay ? replay->data() : nullptr;
   db.routed_experts = r.experts.data();
   db.parallel = parallel;
-  gpu::DeviceBuffer hidden, inputs;
-  gpu::forward_hidden(ctx, dw, db, *ws, hidden, &inputs);
-  r.logprobs = logprobs_of(ctx, dw, hidden.as<gpu::bf16>(), b.targets);
+  Buffer hidden, inputs;
+  dev::forward_hidden(ops, dw, db, *ws, hidden, &inputs);
+  r.logprobs = logprobs_of(ops, dw, gpu::as_cuda(hidden.as<bf16>()), b.targets);
   for (int64_t t = 0; t < N; ++t)
     if (!b.scored(t)) r.logprobs[size_t(t)] = 0;
 
-  std::vector<gpu::DeviceBuffer> grads;
+  std::vector<Buffer> grads;
   for (const auto& v : w.values) {
-    grads.emplace_back(std::max<size_t>(v.size(), 1) * 4);
+    grads.emplace_back(ops, std::max<size_t>(v.size(), 1) * 4);
     gpu::check(cudaMemsetAsync(grads.back().get(), 0, grads.back().bytes(), ctx.stream), "zero gradients");
   }
   std::vector<gpu::bf16> dh;
@@ -166,14 +170,14 @@ Result run_cuda(const gpu::Context& ctx, const Weights<float>& w, const Batch& b
   gpu::DeviceBuffer d_hidden(dh.size() * 2);
   gpu::check(cudaMemcpyAsync(d_hidden.get(), dh.data(), dh.size() * 2, cudaMemcpyHostToDevice, ctx.stream), "d_hidden");
   db.routed_experts = nullptr;
-  gpu::backward(ctx, dw, db, inputs, r.experts.data(), d_hidden.as<gpu::bf16>(), grads, true, *ws);
+  dev::backward(ops, dw, db, inputs, r.experts.data(), d_hidden.as<bf16>(), grads, true, *ws);
   r.grads = Weights<float>{w.config, w.layout, {}};
   for (size_t i = 0; i < w.values.size(); ++i) {
     r.grads.values.emplace_back(w.values[i].size());
     gpu::check(cudaMemcpy(r.grads.values[i].data(), grads[i].get(), w.values[i].size() * 4, cudaMemcpyDeviceToHost),
                "gradients");
   }
-  r.generation = generate(ctx, dw, b, parallel, *ws);
+  r.generation = generate(ops, dw, b, parallel, *ws);
   return r;
 }
 
@@ -305,8 +309,9 @@ int check(int argc, char** argv) {
   const ModelConfig config = load_model_config(config_path);
   const Weights<float> full = bf16_exact(init_weights<float>(config, 1234));
   const Batch batch(config.vocab_size);
-  const Result one = run_cuda(ctx, full, batch, nullptr, nullptr);
-  const Result many = run_cuda(ctx, shard_weights(full, layout.shard()), batch, &one.experts, &groups);
+  gpu::CudaOps ops(ctx);
+  const Result one = run_cuda(ops, full, batch, nullptr, nullptr);
+  const Result many = run_cuda(ops, shard_weights(full, layout.shard()), batch, &one.experts, &groups);
   const Result cpu = run_cpu(full, batch, one.experts);
 
   const LogprobDiff vs_one = compare(many.logprobs, one.logprobs), vs_cpu = compare(many.logprobs, cpu.logprobs);

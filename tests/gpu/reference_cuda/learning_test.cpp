@@ -10,13 +10,6 @@
 TEST_CASE("the letters run on the qwen35_cuda trainer and engine learns as the CPU run does") {
   int gpus = 0;
   REQUIRE((cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0));
-  auto config = mlpt_test::tiny_letters_config();
-  int swapped = 0;
-  for (auto& c : config.components)
-    if ((c.kind == MLPT_COMPONENT_TRAINER || c.kind == MLPT_COMPONENT_ENGINE) && c.name == "qwen35_cpu") {
-      c.name = "qwen35_cuda";
-      ++swapped;
-    }
-  REQUIRE(swapped == 2);
-  mlpt_test::check_letters_run_learns(config, "letters task on qwen35_cuda");
+  mlpt_test::check_letters_run_learns(mlpt_test::with_model_components(mlpt_test::tiny_letters_config(), "qwen35_cuda"),
+                                      "letters task on qwen35_cuda");
 }

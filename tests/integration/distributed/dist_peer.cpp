@@ -321,6 +321,8 @@ int main(int argc, char** argv) {
     else throw mlpt::Error("unknown mode " + mode);
   } catch (const std::exception& e) {
     out["error"] = e.what();
+    // Also on stderr: mpirun forwards it, so a test that fails on the exit status shows why.
+    std::cerr << "dist_peer rank " << mpi.rank() << " of " << mpi.world_size() << ": " << e.what() << std::endl;
   }
   std::ofstream(out_dir + "/rank" + std::to_string(mpi.rank()) + ".json") << out.dump(2) << "\n";
   return out.contains("error") ? 1 : 0;

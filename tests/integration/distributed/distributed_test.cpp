@@ -102,6 +102,19 @@ TEST_CASE("model parallel over MPI: TP=2 x EP=2 on four ranks, and TP=2 x data p
   check_model_parallel_step(4, 2, 1, 1e-6, 1e-6);
 }
 
+// qwen35_bf16 is qwen35_cuda's trainer code on the CPU, bf16 emulated: its groups run the device
+// model's tensor and expert parallelism (host-staged dispatch) and the device trainer's gradient
+// agreement here, against qwen35_cpu on one rank and against itself on one rank. Tolerances those
+// of the GPU group tests (tests/gpu/reference_cuda/parallel_trainer_test.cpp): 5e-2 relative on the
+// metrics, 2e-2 absolute on the weights against qwen35_cpu; 2e-2 and 1e-2 against itself.
+// Before, the device trainer under EP sized its weights, masters and exports from the shard's
+// config (which counts all experts), not the shard's layout (E/ep of them): buffer overruns.
+TEST_CASE("model parallel over MPI: qwen35_bf16 (the GPU trainer's code) as EP=2, TP=2 and TP=2 x EP=2 groups steps as one rank does") {
+  dist_test::check_model_parallel_step(2, 1, 2, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2});
+  dist_test::check_model_parallel_step(2, 2, 1, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2});
+  dist_test::check_model_parallel_step(4, 2, 2, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2});
+}
+
 TEST_CASE("model parallel over MPI: ranks of one TP=2 group given different batch shares refuse the step, each naming why") {
   TempDir dir("dist_mp_share");
   const OneRankStep one = one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", 2}, {"expert_parallel", 1}});

@@ -155,7 +155,11 @@ TEST_CASE("sequences with zero advantage skip the backward and the step is uncha
   CHECK(ms["backward_tokens"] == 12 + 9);
   CHECK(ms["head_rows"] == 8 + 10 + 6 + 5);  // only rows whose next token is scored (not the prompts)
   double worst = max_weight_diff(skipped, full);
-  CHECK(worst < 1e-6);  // Adam steps of ~lr = 3e-3: a missed contribution would show at O(lr)
+  // Adam steps of ~lr = 3e-3: a missed contribution would show at O(lr). The two backwards sum the
+  // same gradients in another order (other micro-batch contents), and where a gradient is a sum
+  // that cancels to near Adam's eps its fp32 rounding moves the step by up to ~lr · 1e-3: 1.3e-6
+  // with OpenBLAS's Haswell and Zen kernels, under 1e-6 with SkylakeX's. Bound lr / 30.
+  CHECK(worst < 1e-4);
 
   // A whole batch of zero advantages: no backward at all, and AdamW still steps.
   Trainer idle(settings(ck, kFastLr));

@@ -11,16 +11,14 @@
 // Templates are instantiated for float and double.
 #pragma once
 
+#include "ops/shapes.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
 namespace mlpt::ref::cpu {
 
-struct AttentionShape {
-  int64_t num_heads;     // H
-  int64_t num_kv_heads;  // Hkv, divides H
-  int64_t head_dim;      // D
-};
+using AttentionShape = ::mlpt::ref::AttentionShape;  // ops/shapes.hpp
 
 template <class T>
 void attention_forward(const AttentionShape& shape, const int64_t* q_offsets,

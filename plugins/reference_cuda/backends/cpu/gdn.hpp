@@ -12,17 +12,14 @@
 // Templates are instantiated for float (the backend) and double (finite-difference tests).
 #pragma once
 
+#include "ops/shapes.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
 namespace mlpt::ref::cpu {
 
-struct GdnShape {
-  int64_t num_key_heads;    // Hk
-  int64_t num_value_heads;  // Hv, a multiple of Hk
-  int64_t key_dim;          // dk
-  int64_t value_dim;        // dv
-};
+using GdnShape = ::mlpt::ref::GdnShape;  // ops/shapes.hpp
 
 // The token-by-token recurrence: the definition, and the decode step (T = 1 per sequence).
 template <class T>

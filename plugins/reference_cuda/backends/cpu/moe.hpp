@@ -4,17 +4,13 @@
 // shared expert's linears go through linear.hpp. CPU reference backend; T is float or double.
 #pragma once
 
+#include "ops/shapes.hpp"
+
 #include <cstdint>
 
 namespace mlpt::ref::cpu {
 
-struct MoeShape {
-  int64_t hidden;        // H
-  int64_t num_experts;   // E
-  int64_t top_k;         // k
-  int64_t intermediate;  // I
-  bool norm_topk_prob;   // renormalise the top-k probabilities (Qwen3.5: true)
-};
+using MoeShape = ::mlpt::ref::MoeShape;  // ops/shapes.hpp
 
 // logits [rows, E] -> experts [rows, k] (int16) and weights [rows, k]. With `replay` ([rows, k])
 // the experts are taken from it (R3) and only the weights are computed from the logits:

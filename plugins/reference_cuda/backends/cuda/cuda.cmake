@@ -7,10 +7,8 @@ if(NOT MLPT_HAVE_CUDA)
 endif()
 
 file(GLOB MLPT_REF_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.cu ${CMAKE_CURRENT_LIST_DIR}/*.cpp)
-# Device buffers staged through the host for an MPI communicator (no NCCL needed), and the
-# expert-parallel dispatch staged the same way.
-list(APPEND MLPT_REF_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/parallel/host_staging.cpp
-     ${CMAKE_CURRENT_LIST_DIR}/parallel/staged_expert_dispatch.cpp)
+# Device buffers staged through the host for an MPI communicator (no NCCL needed).
+list(APPEND MLPT_REF_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/parallel/host_staging.cpp)
 add_library(mlpt_ref_cuda_ops STATIC ${MLPT_REF_CUDA_SOURCES})
 # Headers are included as "backends/cuda/<op>.hpp".
 target_include_directories(mlpt_ref_cuda_ops PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../..)

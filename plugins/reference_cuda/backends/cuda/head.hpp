@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backends/cuda/context.hpp"
+#include "ops/shapes.hpp"
 
 namespace mlpt::ref::cuda {
 
@@ -20,13 +21,7 @@ void token_logprobs(const Context& ctx, int64_t rows, int64_t V, int64_t valid, 
 void token_logprobs_backward(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,
                              const float* lse, const int32_t* targets, const float* coef, bf16* dlogits);
 
-// One row's sampling request (device array of them). The uniform draw is
-// mlpt::ref::counter_uniform(seed, counter) (model/counter_uniform.hpp), the same function.
-struct SamplingRow {
-  float temperature;  // > 0
-  float top_p;        // (0, 1]
-  uint64_t seed, counter;
-};
+using SamplingRow = ::mlpt::ref::SamplingRow;  // ops/shapes.hpp; the draw is counter_uniform(seed, counter)
 
 // Samples one id per row from softmax(logits / temperature) over [0, valid), restricted to the
 // top-p set when top_p < 1: the ids whose probability is at least the threshold τ where the mass

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backends/cuda/context.hpp"
+#include "ops/shapes.hpp"
 
 namespace mlpt::ref::cuda {
 
@@ -16,11 +17,7 @@ void grpo_token_loss(const Context& ctx, int64_t n, const float* pw, const float
 // *sum_sq += Σ g² (fp64 accumulator on the device).
 void sum_squares(const Context& ctx, int64_t n, const float* g, double* sum_sq);
 
-struct AdamWStep {
-  double lr, beta1, beta2, eps, weight_decay;
-  int64_t step;       // 1-based
-  double grad_scale;  // gradient multiplier (clipping)
-};
+using AdamWStep = ::mlpt::ref::AdamWStep;  // ops/shapes.hpp
 // One update of n parameters: master (fp32), m, v updated in place, working (bf16, may be NULL)
 // refreshed from the new master weights.
 void adamw_update(const Context& ctx, int64_t n, const AdamWStep& s, const float* grad, float* master, float* m,

@@ -1,23 +1,22 @@
-// The engine's model step on the device (qwen35-architecture.md §4): a packed batch of sequences,
-// each continuing from its own DeviceSequenceState (GDN state and conv windows, fixed size) and
-// KV blocks handed out by a KvBlockPool, through forward_hidden (model.hpp), then the LM head and
-// sampling (head.hpp) for the segments whose last token is to be followed by a new one.
+// The engine's model step on the device model (qwen35-architecture.md §4): a packed batch of
+// sequences, each continuing from its own DeviceSequenceState (GDN state and conv windows, fixed
+// size) and KV blocks handed out by a KvBlockPool, through forward_hidden (model.hpp), then the LM
+// head and sampling through the ops for the segments whose last token is to be followed by a new one.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "backends/cuda/head.hpp"
-#include "backends/cuda/model.hpp"
+#include "device_model/model.hpp"
 #include "model/kv_blocks.hpp"
 
-namespace mlpt::ref::cuda {
+namespace mlpt::ref::dev {
 
 // A KvCache whose blocks are lent to sequences, shared by their copies where filled
 // (model/kv_blocks.hpp). Thread-safe (sequences die on any thread).
 class KvBlockPool : public KvBlockLedger {
  public:
-  KvBlockPool(const ModelConfig& c, int64_t num_blocks, int64_t block_size);
+  KvBlockPool(Ops& ops, const ModelConfig& c, int64_t num_blocks, int64_t block_size);
   KvCache& cache() { return cache_; }
 
  private:
@@ -26,7 +25,7 @@ class KvBlockPool : public KvBlockLedger {
 
 // Copies the first `tokens` positions of the keys and values in blocks `from` into blocks `to`
 // (same block size; `to` already reserved), every attention layer.
-void copy_kv(const Context& ctx, const ModelConfig& c, KvCache& kv, const std::vector<int32_t>& from,
+void copy_kv(Ops& ops, const ModelConfig& c, KvCache& kv, const std::vector<int32_t>& from,
              const std::vector<int32_t>& to, int64_t tokens);
 
 // Which segments sample a token after the step, with what.
@@ -42,15 +41,15 @@ struct StepResult {
   std::vector<float> logits;     // [rows with host_logits, V] fp32, in row order
 };
 
-// Device buffers of generate_step, reused across steps.
+// Buffers of generate_step, reused across steps.
 struct StepScratch {
-  DeviceBuffer hidden, rows, row_ids, logits, params, tokens, logprobs;
+  Buffer hidden, rows, row_ids, logits, params, tokens, logprobs;
 };
 
 // One engine step: batch.states (every segment has one, with KV blocks reserved for its new
 // tokens) advance by their segments; routed experts recorded when batch.routed_experts. Then
 // per sample row the last token's logits, sampled over [0, valid). Synchronous.
-StepResult generate_step(const Context& ctx, const DeviceWeights& w, const DeviceBatch& batch, const SampleRows& rows,
+StepResult generate_step(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, const SampleRows& rows,
                          int64_t valid, Workspace& ws, StepScratch& scratch);
 
-}  // namespace mlpt::ref::cuda
+}  // namespace mlpt::ref::dev

@@ -1,0 +1,310 @@
+#include "trainer/device_trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/named_tensors.hpp"
+#include "model/vocabulary.hpp"
+#include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/types.hpp"
+
+namespace mlpt::ref {
+
+using sdk::Error;
+
+namespace {
+constexpr int64_t kHeadBlock = 1024;  // LM-head rows at a time: logits never exist for a whole batch
+
+std::vector<Buffer> fp32_tensors(Ops& ops, const ModelLayout& layout) {
+  std::vector<Buffer> out;
+  for (const auto& t : layout.tensors) out.emplace_back(ops, size_t(std::max<int64_t>(t.numel(), 1)) * 4);
+  return out;
+}
+}  // namespace
+
+DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_group* group,
+                             const std::string& component, const std::function<void(Settings&)>& platform_keys,
+                             const std::function<std::unique_ptr<DevicePlatform>()>& make_platform)
+    : group_(group) {
+  int64_t tp = 1, ep = 1;
+  settings_ = parse_trainer_settings(config_json, component, [&](Settings& s) {
+    tp = s.integer_or("tensor_parallel", 1, 1);
+    ep = s.integer_or("expert_parallel", 1, 1);
+    if (platform_keys) platform_keys(s);
+  });
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep));
+  platform_ = make_platform();
+  ws_ = dev::make_workspace();
+  const ModelParallel& groups = group_.model_parallel();
+  std::string kind;
+  if (groups.tensor) tensor_ = platform_->device_group(*groups.tensor, kind);
+  if (groups.expert) expert_ = platform_->device_group(*groups.expert, kind);
+  // The model exchanges routed rows over the host's expert group (host-staged dispatch).
+  if (sharded()) parallel_ = ModelParallel{tensor_.get(), groups.expert};
+  if (group_.data_parallel_group()) data_ = platform_->device_group(*group_.data_parallel_group(), kind);
+  Weights<float> w = sharded() ? load_shard_weights<float>(settings_.checkpoint, group_.shard())
+                               : load_weights<float>(settings_.checkpoint);
+  config_ = w.config;
+  full_config_ = sharded() ? load_checkpoint_config(settings_.checkpoint) : config_;
+  const ModelLayout full_layout = make_layout(full_config_);
+  spreads_ = tensor_spreads(w.layout, full_layout);
+  valid_vocab_ = sampling_vocab_size(config_, settings_.checkpoint, settings_.sampling_vocab_size);
+  trainable_ = trainable_tensors(w.layout, settings_.freeze_router);
+  Weights<float> zeros = w;
+  for (auto& t : zeros.values) std::fill(t.begin(), t.end(), 0.f);
+  upload_all(w, zeros, zeros);
+}
+
+DeviceTrainer::~DeviceTrainer() {
+  tensor_.reset();  // before the platform's streams go
+  expert_.reset();
+  data_.reset();
+}
+
+void DeviceTrainer::upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v) {
+  Ops& o = ops();
+  weights_ = dev::upload_weights(o, w);
+  master_ = fp32_tensors(o, w.layout), m_ = fp32_tensors(o, w.layout), v_ = fp32_tensors(o, w.layout);
+  grads_ = fp32_tensors(o, w.layout);
+  for (size_t i = 0; i < w.values.size(); ++i) {
+    const size_t bytes = w.values[i].size() * 4;
+    o.to_device(master_[i].get(), w.values[i].data(), bytes);
+    o.to_device(m_[i].get(), m.values[i].data(), bytes);
+    o.to_device(v_[i].get(), v.values[i].data(), bytes);
+  }
+}
+
+// In this rank's layout: a shard's expert tensors hold E/ep experts where config_ counts all E.
+Weights<float> DeviceTrainer::shard_zeros() const {
+  Weights<float> w{config_, weights_.layout, {}};
+  for (const auto& t : weights_.layout.tensors) w.values.emplace_back(size_t(t.numel()), 0.f);
+  return w;
+}
+
+Weights<float> DeviceTrainer::download(const std::vector<Buffer>& tensors) const {
+  Weights<float> w = shard_zeros();
+  for (size_t i = 0; i < w.values.size(); ++i) ops().to_host(w.values[i].data(), tensors[i].get(), w.values[i].size() * 4);
+  return w;
+}
+
+dev::DeviceBatch DeviceTrainer::device_batch(const mlpt_train_batch& b, const MicroBatch& mb) const {
+  dev::DeviceBatch db;
+  db.tokens.assign(b.tokens + mb.first_token, b.tokens + mb.end_token);
+  db.offsets.clear();
+  for (size_t s = mb.first_seq; s <= mb.end_seq; ++s) db.offsets.push_back(b.offsets[s] - mb.first_token);
+  if (b.routed_experts) db.replay_experts = b.routed_experts + mb.first_token * b.num_moe_layers * b.experts_per_token;
+  if (sharded()) db.parallel = &parallel_;
+  return db;
+}
+
+void DeviceTrainer::logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, int64_t first_token, double* out) {
+  Ops& o = ops();
+  const int64_t n = db.num_tokens(), H = config_.hidden_size, V = config_.vocab_size;
+  std::vector<int32_t> targets(size_t(n), 0);
+  for (size_t s = 0; s + 1 < db.offsets.size(); ++s)
+    for (int64_t t = db.offsets[s]; t + 1 < db.offsets[s + 1]; ++t) targets[t] = db.tokens[t + 1];
+  Buffer logits(o, size_t(std::max<int64_t>(std::min(kHeadBlock, n), 1)) * size_t(V) * 4), lse, lp, dt;
+  const int32_t* d_targets = upload(o, dt, targets);
+  float* d_lse = take<float>(o, lse, n);
+  float* d_lp = take<float>(o, lp, n);
+  for (int64_t r0 = 0; r0 < n; r0 += kHeadBlock) {
+    const int64_t rows = std::min(kHeadBlock, n - r0);
+    o.logits_forward(rows, V, H, hidden + r0 * H, weights_.bf(weights_.layout.lm_head), logits.as<float>());
+    o.token_logprobs(rows, V, valid_vocab_, logits.as<float>(), d_targets + r0, d_lp + r0, d_lse + r0);
+  }
+  std::vector<float> h(static_cast<size_t>(n));
+  if (n) o.to_host(h.data(), d_lp, size_t(n) * 4);
+  for (size_t s = 0; s + 1 < db.offsets.size(); ++s)
+    for (int64_t t = db.offsets[s]; t + 1 < db.offsets[s + 1]; ++t) out[first_token + t + 1] = h[t];
+}
+
+void DeviceTrainer::train_step(mlpt_train_step_args& args) {
+  platform_->bind_thread();  // the calling thread may be new
+  Ops& o = ops();
+  const mlpt_train_batch& b = *args.batch;
+  check_train_batch(b, config_, true);
+  if (sharded()) group_.check_same_share(b);
+  const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
+  const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
+  const std::vector<MicroBatch> mbs = split_micro_batches(b, settings_.micro_batch_tokens, true);
+  StepWork work{mbs.size()};
+
+  // Pass 1: logp_prev under the current weights (the routing each micro-batch used is recorded).
+  std::vector<double> prev(static_cast<size_t>(N), 0.0);
+  std::vector<std::vector<int16_t>> experts(mbs.size());
+  for (size_t k = 0; k < mbs.size(); ++k) {
+    dev::DeviceBatch db = device_batch(b, mbs[k]);
+    experts[k].resize(size_t(db.num_tokens() * per));
+    db.routed_experts = experts[k].data();
+    Buffer hidden;
+    dev::forward_hidden(o, weights_, db, *ws_, hidden, nullptr);
+    logprobs_of(db, hidden.as<bf16>(), mbs[k].first_token, prev.data());
+    work.forward_tokens += db.num_tokens();
+    work.head_rows += db.num_tokens();  // the head runs on every row here
+  }
+  LossPlan plan = group_.plan_loss(args, prev, settings_.loss);
+
+  // Pass 2: per micro-batch, forward (layer inputs kept), the GRPO loss gradient at the LM head
+  // in row blocks, then the backward.
+  for (auto& g : grads_) o.zero(g.get(), g.bytes());
+  double total_loss = 0;
+  const bool router_grad = !config_.num_layers || trainable_[weights_.layout.layers[0].moe.router];
+  for (size_t k = 0; k < mbs.size(); ++k) {
+    if (!mbs[k].trains) continue;  // no sequence here can change the weights
+    dev::DeviceBatch db = device_batch(b, mbs[k]);
+    db.replay_experts = experts[k].data();  // the routing logp_prev was computed with
+    const int64_t n = db.num_tokens(), first = mbs[k].first_token;
+    Buffer hidden, inputs;
+    dev::forward_hidden(o, weights_, db, *ws_, hidden, &inputs);
+    std::vector<int32_t> targets(size_t(n), 0);
+    std::vector<float> pw(size_t(n), 0.f), lp_prev(size_t(n), 0.f);
+    for (size_t s = 0; s + 1 < db.offsets.size(); ++s)
+      for (int64_t t = db.offsets[s]; t + 1 < db.offsets[s + 1]; ++t) {
+        targets[t] = db.tokens[t + 1];
+        pw[t] = static_cast<float>(plan.weight[first + t + 1]);
+        lp_prev[t] = static_cast<float>(prev[first + t + 1]);
+      }
+    if (std::all_of(pw.begin(), pw.end(), [](float x) { return x == 0.f; })) continue;  // masked: zero gradient
+    const size_t blk = size_t(std::min(kHeadBlock, n));
+    Buffer logits(o, blk * size_t(V) * 4), dlogits(o, blk * size_t(V) * 2), lse, lp, dt, dpw, dprev, loss, coef,
+        dh(o, size_t(n * H) * 2);
+    const int32_t* d_targets = upload(o, dt, targets);
+    const float* d_pw = upload(o, dpw, pw);
+    const float* d_prev = upload(o, dprev, lp_prev);
+    float* d_lse = take<float>(o, lse, n);
+    float* d_lp = take<float>(o, lp, n);
+    float* d_loss = take<float>(o, loss, n);
+    float* d_coef = take<float>(o, coef, n);
+    o.zero(d_loss, size_t(n) * 4);
+    o.zero(dh.get(), dh.bytes());
+    for (int64_t r0 = 0; r0 < n; r0 += kHeadBlock) {
+      const int64_t rows = std::min(kHeadBlock, n - r0);
+      if (std::all_of(pw.begin() + r0, pw.begin() + r0 + rows, [](float x) { return x == 0.f; })) continue;
+      const bf16* hb = hidden.as<bf16>() + r0 * H;
+      const bf16* head = weights_.bf(weights_.layout.lm_head);
+      o.logits_forward(rows, V, H, hb, head, logits.as<float>());
+      o.token_logprobs(rows, V, valid_vocab_, logits.as<float>(), d_targets + r0, d_lp + r0, d_lse + r0);
+      o.grpo_token_loss(rows, d_pw + r0, d_lp + r0, d_prev + r0, settings_.loss.ppo_clip, settings_.loss.clip_low,
+                        settings_.loss.clip_high, d_loss + r0, d_coef + r0);
+      o.token_logprobs_backward(rows, V, valid_vocab_, logits.as<float>(), d_lse + r0, d_targets + r0, d_coef + r0,
+                                dlogits.as<bf16>());
+      o.linear_backward_input(rows, V, H, dlogits.as<bf16>(), head, dh.as<bf16>() + r0 * H, false);
+      o.linear_backward_weight(rows, V, H, dlogits.as<bf16>(), hb, grads_[weights_.layout.lm_head].as<float>());
+    }
+    std::vector<float> token_loss(static_cast<size_t>(n));
+    o.to_host(token_loss.data(), d_loss, size_t(n) * 4);
+    for (int64_t t = 0; t < n; ++t)
+      if (pw[t] != 0.f) total_loss += token_loss[t];
+    db.routed_experts = nullptr;
+    dev::backward(o, weights_, db, inputs, experts[k].data(), dh.as<bf16>(), grads_, router_grad, *ws_);
+    work.backward_tokens += n;
+  }
+
+  if (sharded()) agree_on_replicated_gradients();
+  // Data parallel: each replica's gradient is normalised by the global N_tok, so their sum is the
+  // whole batch's; summed on the device, the same bits on every replica.
+  if (data_)
+    for (size_t i = 0; i < grads_.size(); ++i)
+      if (trainable_[i]) data_->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
+  group_.sum_step_totals(total_loss, plan, work);
+  const double norm = global_grad_norm();
+  if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
+  const auto& opt = settings_.optimizer;
+  const double scale = opt.grad_clip > 0 && norm > opt.grad_clip ? opt.grad_clip / (norm + 1e-6) : 1.0;
+  ++step_;
+  const AdamWStep st{opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step_, scale};
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (!trainable_[i]) continue;
+    o.adamw_update(weights_.layout.tensors[i].numel(), st, grads_[i].as<float>(), master_[i].as<float>(),
+                   m_[i].as<float>(), v_[i].as<float>(), nullptr);
+    dev::assign_tensor(o, weights_, static_cast<int>(i), master_[i].as<float>());
+  }
+  o.synchronize();
+  ++version_;
+  metrics_ = step_metrics(total_loss, norm, scale, plan, work, opt.lr, step_);
+  args.out_metrics = metrics_.data();
+  args.out_num_metrics = metrics_.size();
+  args.out_weight_version = version_;
+}
+
+void DeviceTrainer::agree_on_replicated_gradients() {
+  // Tensor i's gradient made the one of the rank that keeps it (`keeper`) on every rank of `over`.
+  auto agree = [&](size_t i, Communicator* over, bool keeper) {
+    if (!over) return;
+    if (!keeper) ops().zero(grads_[i].get(), grads_[i].bytes());
+    over->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
+  };
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (!trainable_[i]) continue;
+    if (spreads_[i] == TensorSpread::replicated) agree(i, tensor_.get(), group_.shard().tp_rank == 0);
+    if (spreads_[i] != TensorSpread::routed_experts) agree(i, expert_.get(), group_.shard().ep_rank == 0);
+  }
+}
+
+double DeviceTrainer::global_grad_norm() {
+  Ops& o = ops();
+  Buffer sums(o, 3 * sizeof(double));  // squares by TensorSpread
+  o.zero(sums.get(), sums.bytes());
+  for (size_t i = 0; i < grads_.size(); ++i)
+    if (trainable_[i])
+      o.sum_squares(weights_.layout.tensors[i].numel(), grads_[i].as<float>(),
+                    sums.as<double>() + static_cast<int>(spreads_[i]));
+  double squares[3] = {0, 0, 0};
+  o.to_host(squares, sums.get(), sizeof(squares));
+  return group_.global_norm(squares);
+}
+
+void DeviceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
+  platform_->bind_thread();  // the calling thread may be new
+  const mlpt_train_batch& b = *args.batch;
+  check_train_batch(b, config_, false);
+  if (!args.out_logprobs) throw Error(MLPT_INVALID_ARGUMENT, "out_logprobs is NULL");
+  const int64_t N = b.offsets[b.num_sequences];
+  std::vector<double> lp(static_cast<size_t>(N), 0.0);  // first token of each sequence: 0
+  for (const MicroBatch& mb : split_micro_batches(b, settings_.micro_batch_tokens, false)) {
+    dev::DeviceBatch db = device_batch(b, mb);
+    Buffer hidden;
+    dev::forward_hidden(ops(), weights_, db, *ws_, hidden, nullptr);
+    logprobs_of(db, hidden.as<bf16>(), mb.first_token, lp.data());
+  }
+  for (int64_t t = 0; t < N; ++t) args.out_logprobs[t] = static_cast<float>(lp[t]);
+}
+
+void DeviceTrainer::export_weights(mlpt_export_weights_args& args) {
+  platform_->bind_thread();
+  if (sharded()) {  // host copies: a box of a fused tensor is not contiguous in the rank's tensor
+    exported_masters_ = download(master_);
+    exported_masters_.config = config_;
+    shard_export_.build(exported_masters_, full_config_, group_.shard(), args);
+    args.out_weight_version = version_;
+    return;
+  }
+  std::vector<void*> data;
+  for (auto& m : master_) data.push_back(m.get());
+  exported_ = named_tensor_views(weights_.layout, data, platform_->dl_device(), exported_shapes_);
+  args.out_tensors = exported_.data();
+  args.out_num_tensors = exported_.size();
+  args.out_weight_version = version_;
+  // Readiness (mlpt.h, Device memory): the step's writes to the master weights are finished here.
+  ops().synchronize();
+  if (mlpt::sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_ready)))
+    args.out_ready = mlpt_device_ready{MLPT_DEVICE_READY_STRUCT_SIZE, MLPT_READY_ON_RETURN, platform_->stream(), nullptr};
+}
+
+void DeviceTrainer::save_state(std::string_view path) {
+  platform_->bind_thread();  // the calling thread may be new
+  Weights<float> w = download(master_);
+  w.config = config_;
+  save_trainer_state(std::string(path), settings_.checkpoint, w, download(m_), download(v_), step_, version_,
+                     group_.state_ranks(full_config_));
+}
+
+void DeviceTrainer::load_state(std::string_view path) {
+  platform_->bind_thread();  // the calling thread may be new
+  TrainerState st = group_.load_state(std::string(path), shard_zeros(), full_config_);
+  upload_all(st.weights, st.m, st.v);
+  step_ = st.step;
+  version_ = st.version;
+}
+
+}  // namespace mlpt::ref

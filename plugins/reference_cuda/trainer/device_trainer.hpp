@@ -1,0 +1,93 @@
+// The GRPO trainer on the device model (device_model/model.hpp), for any DevicePlatform: the step
+// of trainer/trainer.hpp (micro-batches, logp_prev pass, loss plan, LM head and GRPO loss gradient
+// through the ops, backward with recomputation, global-norm clipping, AdamW on fp32 master weights
+// with fp32 moments) with bf16 working weights. The "qwen35_cuda" trainer is this class on a GPU
+// (backends/cuda/components/trainer.hpp); on the host platform (device_model/platform.hpp) the
+// same code runs in CI with bf16 emulated. Settings: qwen35_cpu's, plus the platform's own keys.
+// Exported weights are the fp32 masters in the platform's memory (valid until the next step);
+// states are interchangeable with qwen35_cpu's.
+//
+// Model parallel (settings tensor_parallel, expert_parallel, 1; ABI 1.2 component group of dp ·
+// tp · ep ranks, trainer/trainer_group.hpp places them): each rank holds its shard
+// (model/parallel/shard_weights.hpp). The model's tensor-parallel sums run on the platform's
+// device group made from the group's MPI one; its routed experts are dispatched over the expert
+// group's MPI communicator through host memory (device_model/staged_experts.hpp). The ranks of a
+// model-parallel group train the same batch share (the group checks it); a replicated tensor's
+// gradient is TP rank 0's (and EP rank 0's) on every rank (the device backward's atomics add in
+// another order on each rank; the copies must stay equal); the clip norm counts every element
+// once. export_weights returns this rank's shards as ABI 1.2 sharded tensors, host copies
+// (kDLCPU) of the master weights.
+//
+// Data parallel, as qwen35_cpu: each of the dp replicas trains its share of the global batch, the
+// loss normalised by the global token count (TrainerGroup::plan_loss); the gradients are summed
+// over the replicas of each shard on the device, the loss and counts on the host, so clipping and
+// AdamW are the same on every replica. Every replica exports its weights; save_state and
+// load_state are collective, the first replica writes (trainer_state.hpp).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_model/model.hpp"
+#include "model/parallel/shard_export.hpp"
+#include "model/parallel/shard_weights.hpp"
+#include "device_model/platform.hpp"
+#include "trainer/trainer_common.hpp"
+#include "trainer/trainer_group.hpp"
+#include "trainer/trainer_state.hpp"
+#include "mlpt/sdk/trainer.hpp"
+
+namespace mlpt::ref {
+
+class DeviceTrainer : public sdk::Trainer {
+ public:
+  // `component` names it in errors ("trainer qwen35_cuda"); `platform_keys` reads the platform's
+  // own settings; `make_platform` is called once they are read, before anything touches a device.
+  DeviceTrainer(std::string_view config_json, const mlpt_component_group* group, const std::string& component,
+                const std::function<void(Settings&)>& platform_keys,
+                const std::function<std::unique_ptr<DevicePlatform>()>& make_platform);
+  ~DeviceTrainer() override;
+
+  void train_step(mlpt_train_step_args& args) override;
+  void compute_logprobs(mlpt_compute_logprobs_args& args) override;
+  void export_weights(mlpt_export_weights_args& args) override;
+  void save_state(std::string_view path) override;
+  void load_state(std::string_view path) override;
+  DataParallel data_parallel() const override { return {group_.data_parallel_rank(), group_.data_parallel_size()}; }
+
+ private:
+  dev::DeviceBatch device_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
+  // Next-token logprobs of a forward's hidden states into out[first_token + t + 1] (host).
+  void logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, int64_t first_token, double* out);
+  void upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v);
+  Weights<float> download(const std::vector<Buffer>& tensors) const;  // host copies, this rank's layout
+  Weights<float> shard_zeros() const;  // zeros in this rank's layout (weights_.layout)
+  bool sharded() const { return group_.shard().sharded(); }
+  void agree_on_replicated_gradients();
+  double global_grad_norm();
+  Ops& ops() const { return platform_->ops(); }
+
+  TrainerSettings settings_;
+  TrainerGroup group_;
+  std::unique_ptr<DevicePlatform> platform_;  // first made, last gone: every buffer below is its memory
+  ModelConfig full_config_;                   // the whole model's (config_ is the shard's)
+  std::unique_ptr<Communicator> tensor_, expert_, data_;  // device groups over the TP, EP, DP groups
+  ModelParallel parallel_;                    // the model's groups, when sharded
+  std::vector<TensorSpread> spreads_;         // per tensor: how it is split over the model-parallel group
+  ModelConfig config_;
+  dev::DeviceWeights weights_;                       // bf16 / fp32 working copies
+  std::vector<Buffer> master_, m_, v_, grads_;       // fp32, one per layout tensor
+  std::vector<bool> trainable_;
+  dev::WorkspacePtr ws_;
+  int64_t valid_vocab_ = 0, step_ = 0;
+  uint64_t version_ = 0;
+  std::vector<mlpt_metric> metrics_;
+  std::vector<mlpt_named_tensor> exported_;
+  std::vector<std::vector<int64_t>> exported_shapes_;
+  Weights<float> exported_masters_;  // under TP: the host copy the shards are views of
+  ShardExport shard_export_;
+};
+
+}  // namespace mlpt::ref
