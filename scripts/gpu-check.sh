@@ -47,7 +47,13 @@ registered() {  # registered BUILD_DIR: the GPU tests are registered (not the :n
 }
 
 build() {  # build BUILD_DIR: configure with the GPU tests registered, build the GPU targets
-  MLPT_GPU_TESTS=1 cmake -S . -B "$1" -G Ninja -DMLPT_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
+  local launcher=()
+  if command -v ccache >/dev/null; then  # as scripts/build.sh: paths hashed relative to the tree
+    export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
+  MLPT_GPU_TESTS=1 cmake -S . -B "$1" -G Ninja -DMLPT_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null ||
+    return 1
   local have=() t
   for t in "${gpu_targets[@]}"; do ninja -C "$1" -t query "$t" >/dev/null 2>&1 && have+=("$t"); done
   cmake --build "$1" -j "${JOBS:-$(nproc)}" --target "${have[@]}" mlpt_reference mlpt_transport_inprocess mlpt_task_letters

@@ -64,6 +64,17 @@ inline std::vector<double> next_token_logprobs(const std::vector<float>& logits,
   return lp;
 }
 
+// fp32 reference logits after every token of `tokens`, [n, V].
+inline std::vector<float> cpu_logits(const Weights<float>& w, const std::vector<int32_t>& tokens) {
+  mlpt::ref::ForwardBatch<float> fb;
+  fb.tokens = tokens.data();
+  fb.offsets = {0, static_cast<int64_t>(tokens.size())};
+  const auto hidden = mlpt::ref::forward_hidden(w, fb);
+  std::vector<float> logits(tokens.size() * size_t(w.config.vocab_size));
+  mlpt::ref::lm_head_forward(w, static_cast<int64_t>(tokens.size()), hidden.data(), logits.data());
+  return logits;
+}
+
 // The fp32 reference: logprobs, its routing record, and (when asked) the residual stream entering
 // every layer and leaving the last, (L + 1) x N x H.
 struct ReferenceRun {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "device_engine_groups.hpp"
 #include "engine_runs.hpp"
 #include "trainer_runs.hpp"
 
@@ -216,6 +217,14 @@ TEST_CASE("engine group over MPI: EP=2 generates the one-rank engine's tokens, r
 
 TEST_CASE("engine group over MPI: TP=2 x EP=2 on four ranks generates the one-rank engine's tokens and routing") {
   check_engine_group(2, 2, 1e-5, 1e-5);
+}
+
+// qwen35_bf16's engine is qwen35_cuda's code on the CPU: its groups run the device model's TP sums
+// and host-staged expert dispatch, sharded refits and group loads here, held to the fp32 model's
+// logits as the GPU test holds qwen35_cuda's (device_engine_groups.hpp).
+TEST_CASE("engine group over MPI: qwen35_bf16 (the GPU engine's code) as TP=2 and EP=2 groups generates the engine alone's and the CPU group's greedy tokens") {
+  dist_test::check_device_engine_group("qwen35_bf16", 2, 1);
+  dist_test::check_device_engine_group("qwen35_bf16", 1, 2);
 }
 
 TEST_CASE("engine group over MPI: a create that fails on one rank fails on every rank, naming it") {
