@@ -64,13 +64,13 @@ inline void check_forward_against_reference(Ops& ops) {
     const auto got = device_logprobs(ops, d, hidden, tokens, offsets);
     const LogprobGap g = logprob_gap(got, ref.logprobs, offsets);
     const Excess e = gaps_beyond_sensitivity(got, ref.logprobs, sensitivity, offsets, 4.0, 0.01);
-    INFO((chunked ? "chunked" : "recurrent") << " GDN: max |Δ logprob| " << g.worst << " at token " << g.at
-                                             << ", mean " << g.mean << "; worst against sensitivity: token "
-                                             << e.worst_token << " Δ " << e.worst_gap << " vs s " << e.worst_sensitivity
-                                             << " (mean s " << mean_sensitivity << ")"
-                                             << "; " << e.count << " tokens beyond 4 s + 0.01; "
-                                             << first_divergence(trace.residual, ref.residual, cfg.num_layers,
-                                                                 offsets.back(), cfg.hidden_size, 0.05));
+    INFO((chunked ? "chunked" : "recurrent")
+         << " GDN: max |Δ logprob| " << g.worst << " at token " << g.at << ", mean " << g.mean
+         << "; worst against sensitivity: token " << e.worst_token << " Δ " << e.worst_gap << " vs s "
+         << e.worst_sensitivity << " (mean s " << mean_sensitivity << ")"
+         << "; " << e.count << " tokens beyond 4 s + 0.01; "
+         << first_divergence(trace.residual, ref.residual, cfg.num_layers, offsets.back(), cfg.hidden_size,
+                             0.05));
     CHECK(routed == ref.routed);  // replayed
     CHECK(e.count == 0);
     CHECK(g.mean < 3 * mean_sensitivity + 0.005);
@@ -174,7 +174,8 @@ inline void check_decode_equals_full_forward(Ops& ops) {
     step.replay_experts = routed.data() + at * per;
     dev::forward_hidden(ops, d, step, *ws, hidden, nullptr);
     Buffer logits(ops, size_t(len * V) * 4);
-    ops.logits_forward(len, V, cfg.hidden_size, hidden.as<bf16>(), d.bf(d.layout.lm_head), logits.as<float>());
+    ops.logits_forward(len, V, cfg.hidden_size, hidden.as<bf16>(), d.bf(d.layout.lm_head),
+                       logits.as<float>());
     std::vector<float> host(size_t(len * V));
     ops.to_host(host.data(), logits.get(), host.size() * 4);
     for (int64_t t = 0; t < len && at + t + 1 < n; ++t)
@@ -215,11 +216,12 @@ inline void check_against_oracle(Ops& device, Ops& oracle) {
   const Run got = run(device), want = run(oracle);
   const LogprobGap g = logprob_gap(got.logprobs, want.logprobs, offsets);
   const Excess e = gaps_beyond_sensitivity(got.logprobs, want.logprobs, sensitivity, offsets, 2.0, 2e-3);
-  const std::string where =
-      first_divergence(got.trace.residual, want.trace.residual, cfg.num_layers, offsets.back(), cfg.hidden_size, 0.02);
-  INFO(device.name() << " vs " << oracle.name() << ": max |Δ logprob| " << g.worst << " at token " << g.at << ", mean "
-                     << g.mean << "; " << e.count << " tokens beyond 2 s + 2e-3 (worst: token " << e.worst_token
-                     << " Δ " << e.worst_gap << " vs s " << e.worst_sensitivity << "); " << where);
+  const std::string where = first_divergence(got.trace.residual, want.trace.residual, cfg.num_layers,
+                                             offsets.back(), cfg.hidden_size, 0.02);
+  INFO(device.name() << " vs " << oracle.name() << ": max |Δ logprob| " << g.worst << " at token " << g.at
+                     << ", mean " << g.mean << "; " << e.count << " tokens beyond 2 s + 2e-3 (worst: token "
+                     << e.worst_token << " Δ " << e.worst_gap << " vs s " << e.worst_sensitivity << "); "
+                     << where);
   CHECK(e.count == 0);
   CHECK(where.rfind("no divergence", 0) == 0);
 }

@@ -7,12 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "device_model/model.hpp"
 #include "model/config.hpp"
@@ -28,15 +27,31 @@ using mlpt::ref::Weights;
 // 4 layers (GDN, GDN, GDN, attention), hidden 64, 8 experts top-2: the GPU tests' model.
 inline ModelConfig small_config(int64_t layers = 4) {
   nlohmann::json text = {
-      {"model_type", "qwen3_5_moe_text"}, {"vocab_size", 300}, {"hidden_size", 64}, {"num_hidden_layers", layers},
-      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 32}, {"linear_num_key_heads", 2},
-      {"linear_num_value_heads", 4}, {"linear_key_head_dim", 16}, {"linear_value_head_dim", 16},
-      {"linear_conv_kernel_dim", 4}, {"num_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
-      {"shared_expert_intermediate_size", 32}, {"norm_topk_prob", true}, {"rms_norm_eps", 1e-6},
+      {"model_type", "qwen3_5_moe_text"},
+      {"vocab_size", 300},
+      {"hidden_size", 64},
+      {"num_hidden_layers", layers},
+      {"num_attention_heads", 4},
+      {"num_key_value_heads", 2},
+      {"head_dim", 32},
+      {"linear_num_key_heads", 2},
+      {"linear_num_value_heads", 4},
+      {"linear_key_head_dim", 16},
+      {"linear_value_head_dim", 16},
+      {"linear_conv_kernel_dim", 4},
+      {"num_experts", 8},
+      {"num_experts_per_tok", 2},
+      {"moe_intermediate_size", 32},
+      {"shared_expert_intermediate_size", 32},
+      {"norm_topk_prob", true},
+      {"rms_norm_eps", 1e-6},
       {"max_position_embeddings", 4096},
-      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}}},
-      {"initializer_range", 0.1}, {"dtype", "bfloat16"}};
-  return mlpt::ref::parse_model_config({{"model_type", "qwen3_5_moe"}, {"text_config", text}}, "small_config");
+      {"rope_parameters",
+       {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}}},
+      {"initializer_range", 0.1},
+      {"dtype", "bfloat16"}};
+  return mlpt::ref::parse_model_config({{"model_type", "qwen3_5_moe"}, {"text_config", text}},
+                                       "small_config");
 }
 
 // Weights whose bf16 tensors are exactly representable, so both sides start from the same values.
@@ -56,7 +71,8 @@ inline std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64
 
 // Log-softmax of each row's target from fp32 logits [rows, V]; the last token of each segment gets 0.
 inline std::vector<double> next_token_logprobs(const std::vector<float>& logits, int64_t V,
-                                               const std::vector<int32_t>& tokens, const std::vector<int64_t>& offsets) {
+                                               const std::vector<int32_t>& tokens,
+                                               const std::vector<int64_t>& offsets) {
   std::vector<double> lp(tokens.size(), 0.0);
   for (size_t s = 0; s + 1 < offsets.size(); ++s)
     for (int64_t t = offsets[s]; t + 1 < offsets[s + 1]; ++t)
@@ -102,7 +118,8 @@ inline ReferenceRun reference_run(const Weights<float>& w, const std::vector<int
 
 // The device model's next-token logprobs from its final hidden states (LM head through the ops).
 inline std::vector<double> device_logprobs(mlpt::ref::Ops& ops, const mlpt::ref::dev::DeviceWeights& w,
-                                           const mlpt::ref::Buffer& hidden, const std::vector<int32_t>& tokens,
+                                           const mlpt::ref::Buffer& hidden,
+                                           const std::vector<int32_t>& tokens,
                                            const std::vector<int64_t>& offsets) {
   const int64_t V = w.config.vocab_size, H = w.config.hidden_size, N = static_cast<int64_t>(tokens.size());
   mlpt::ref::Buffer logits(ops, size_t(std::max<int64_t>(N * V, 1)) * 4);
@@ -133,11 +150,12 @@ inline LogprobGap logprob_gap(const std::vector<double>& a, const std::vector<do
 // Where two residual-stream traces ((L + 1) x N x H) first part: the first layer whose output
 // differs anywhere by more than `rel` of that layer's scale (max |value| of the reference), and the
 // first token there. Says "no divergence" when none does. For the message of a failing check.
-inline std::string first_divergence(const std::vector<float>& got, const std::vector<float>& want, int64_t layers,
-                                    int64_t N, int64_t H, double rel) {
+inline std::string first_divergence(const std::vector<float>& got, const std::vector<float>& want,
+                                    int64_t layers, int64_t N, int64_t H, double rel) {
   std::ostringstream out;
   if (got.size() != want.size() || want.size() != size_t((layers + 1) * N * H))
-    return "traces differ in size (" + std::to_string(got.size()) + " vs " + std::to_string(want.size()) + ")";
+    return "traces differ in size (" + std::to_string(got.size()) + " vs " + std::to_string(want.size()) +
+           ")";
   for (int64_t l = 0; l <= layers; ++l) {
     double scale = 0, worst = 0;
     const size_t base = size_t(l * N * H);
@@ -149,8 +167,8 @@ inline std::string first_divergence(const std::vector<float>& got, const std::ve
         if (d > rel * scale) {
           out << (l == 0 ? std::string("the embedding") : "the output of layer " + std::to_string(l - 1))
               << " parts first at token " << t << ", channel " << c << ": " << got[base + size_t(t * H + c)]
-              << " vs " << want[base + size_t(t * H + c)] << " (|Δ| " << d << " > " << rel << " x scale " << scale
-              << ")";
+              << " vs " << want[base + size_t(t * H + c)] << " (|Δ| " << d << " > " << rel << " x scale "
+              << scale << ")";
           return out.str();
         }
       }
@@ -198,14 +216,17 @@ struct GradientSpread {
 inline double cosine(const std::vector<float>& a, const std::vector<float>& b, double* na = nullptr,
                      double* nb = nullptr) {
   double dot = 0, x = 0, y = 0;
-  for (size_t i = 0; i < a.size(); ++i) dot += double(a[i]) * b[i], x += double(a[i]) * a[i], y += double(b[i]) * b[i];
+  for (size_t i = 0; i < a.size(); ++i)
+    dot += double(a[i]) * b[i], x += double(a[i]) * a[i], y += double(b[i]) * b[i];
   if (na) *na = std::sqrt(x);
   if (nb) *nb = std::sqrt(y);
   return x == 0 && y == 0 ? 1.0 : dot / std::sqrt(x * y);
 }
-inline std::vector<std::vector<float>> reference_gradient(const Weights<float>& w, const std::vector<int32_t>& tokens,
+inline std::vector<std::vector<float>> reference_gradient(const Weights<float>& w,
+                                                          const std::vector<int32_t>& tokens,
                                                           const std::vector<int64_t>& offsets,
-                                                          const std::vector<float>& R, const int16_t* replay) {
+                                                          const std::vector<float>& R,
+                                                          const int16_t* replay) {
   mlpt::ref::ForwardBatch<float> fb;
   fb.tokens = tokens.data();
   fb.offsets = offsets;
@@ -218,8 +239,9 @@ inline std::vector<std::vector<float>> reference_gradient(const Weights<float>& 
   return g.values;
 }
 inline GradientSpread reference_gradient_spread(const Weights<float>& w, const std::vector<int32_t>& tokens,
-                                                const std::vector<int64_t>& offsets, const std::vector<float>& R,
-                                                const int16_t* replay, int seeds = 6) {
+                                                const std::vector<int64_t>& offsets,
+                                                const std::vector<float>& R, const int16_t* replay,
+                                                int seeds = 6) {
   GradientSpread s;
   s.base = reference_gradient(w, tokens, offsets, R, replay);
   s.min_cosine.assign(s.base.size(), 1.0);
@@ -241,15 +263,16 @@ struct Excess {
   double worst_gap = 0, worst_sensitivity = 0, worst_ratio = 0;
 };
 inline Excess gaps_beyond_sensitivity(const std::vector<double>& a, const std::vector<double>& b,
-                                      const std::vector<double>& sensitivity, const std::vector<int64_t>& offsets,
-                                      double factor, double floor) {
+                                      const std::vector<double>& sensitivity,
+                                      const std::vector<int64_t>& offsets, double factor, double floor) {
   Excess e;
   for (size_t s = 0; s + 1 < offsets.size(); ++s)
     for (int64_t t = offsets[s]; t + 1 < offsets[s + 1]; ++t) {
       const double gap = std::fabs(a[size_t(t)] - b[size_t(t)]), sens = sensitivity[size_t(t)];
       const double ratio = (gap - floor) / std::max(sens, 1e-12);
       if (gap > factor * sens + floor) ++e.count;
-      if (ratio > e.worst_ratio) e.worst_ratio = ratio, e.worst_token = t, e.worst_gap = gap, e.worst_sensitivity = sens;
+      if (ratio > e.worst_ratio)
+        e.worst_ratio = ratio, e.worst_token = t, e.worst_gap = gap, e.worst_sensitivity = sens;
     }
   return e;
 }

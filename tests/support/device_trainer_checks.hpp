@@ -12,8 +12,9 @@
 // under them, which is why a fixed 10% failed on the first GPU run (74 vs 374) without a defect.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -22,18 +23,16 @@
 #include <random>
 #include <string>
 
-#include <unistd.h>
-
 #include "device_model_fixtures.hpp"
 #include "model/named_tensors.hpp"
 #include "trainer/trainer.hpp"
 
 namespace trainer_testing {
 
-using model_testing::bf16_exact_weights;
-using model_testing::small_config;
 using mlpt::ref::ModelConfig;
 using mlpt::ref::Weights;
+using model_testing::bf16_exact_weights;
+using model_testing::small_config;
 
 // A directory of its own (per process), removed with everything in it.
 struct ScratchDir {
@@ -45,7 +44,6 @@ struct ScratchDir {
   ~ScratchDir() { std::filesystem::remove_all(path); }
 };
 
-
 // Four sequences of prompt + response; advantages ±1; generation logprobs filled per trainer.
 struct Batch {
   std::vector<int32_t> tokens;
@@ -55,8 +53,8 @@ struct Batch {
   mlpt_train_batch view{};
   Batch() {
     std::mt19937_64 rng(5);
-    for (auto [len, resp, a] : std::vector<std::tuple<int, int, float>>{{30, 8, 1}, {50, 12, -1}, {20, 5, 1},
-                                                                       {70, 20, -1}}) {
+    for (auto [len, resp, a] :
+         std::vector<std::tuple<int, int, float>>{{30, 8, 1}, {50, 12, -1}, {20, 5, 1}, {70, 20, -1}}) {
       for (int i = 0; i < len; ++i) {
         tokens.push_back(static_cast<int32_t>(rng() % 300));
         loss_mask.push_back(i >= len - resp);
@@ -105,24 +103,26 @@ inline std::map<std::string, double> step(mlpt::sdk::Trainer& t, Batch& b) {
   return m;
 }
 // Every token's logprob gap within 4 s_t + 0.01 of the CPU's, s_t the sensitivity at weights `w`.
-inline void check_logprobs(const std::vector<float>& gpu, const std::vector<float>& cpu, const Weights<float>& w, Batch& b,
-                    const char* when) {
+inline void check_logprobs(const std::vector<float>& gpu, const std::vector<float>& cpu,
+                           const Weights<float>& w, Batch& b, const char* when) {
   const auto s = model_testing::reference_sensitivity(w, b.tokens, b.offsets, nullptr, 6, true);
   // The trainer reports the logprob of token t at t (the CPU model's at t − 1): shift to the model's.
   std::vector<double> g(b.tokens.size(), 0.0), c(b.tokens.size(), 0.0);
   for (size_t i = 1; i < g.size(); ++i) g[i - 1] = gpu[i], c[i - 1] = cpu[i];
   const auto e = model_testing::gaps_beyond_sensitivity(g, c, s, b.offsets, 4.0, 0.01);
-  INFO(when << ": " << e.count << " tokens beyond 4 s + 0.01; worst token " << e.worst_token << " gap " << e.worst_gap
-            << " vs s " << e.worst_sensitivity);
+  INFO(when << ": " << e.count << " tokens beyond 4 s + 0.01; worst token " << e.worst_token << " gap "
+            << e.worst_gap << " vs s " << e.worst_sensitivity);
   CHECK(e.count == 0);
 }
 
 // The CPU trainer's first-step gradient norm at `w` and at 4 perturbations of it: [min, max].
-inline std::pair<double, double> cpu_grad_norm_range(const Weights<float>& w, const ScratchDir& dir, const std::string& extra) {
+inline std::pair<double, double> cpu_grad_norm_range(const Weights<float>& w, const ScratchDir& dir,
+                                                     const std::string& extra) {
   double lo = INFINITY, hi = 0;
   for (int seed = -1; seed < 4; ++seed) {
     const auto ck = dir.path / ("ck-perturbed" + std::to_string(seed + 1));
-    mlpt::ref::save_checkpoint(ck.string(), seed < 0 ? w : model_testing::perturbed_weights(w, seed), mlpt::ref::Dtype::f32);
+    mlpt::ref::save_checkpoint(ck.string(), seed < 0 ? w : model_testing::perturbed_weights(w, seed),
+                               mlpt::ref::Dtype::f32);
     mlpt::ref::ReferenceTrainer t(R"({"checkpoint": ")" + ck.string() + "\", " + extra, nullptr);
     Batch b;
     on_policy(t, b);
@@ -141,18 +141,18 @@ inline double objective(mlpt::sdk::Trainer& t, Batch& b) {
   return j;
 }
 
-
 // The device trainer `make(settings)` makes, against qwen35_cpu. `exported_on` is the device type
 // its exported tensors must name; `read(tensor, out)` copies one to the host.
 inline void check_device_trainer(
-    const std::function<std::unique_ptr<mlpt::sdk::Trainer>(const std::string&)>& make, DLDeviceType exported_on,
-    const std::function<void(const DLTensor&, std::vector<float>&)>& read) {
+    const std::function<std::unique_ptr<mlpt::sdk::Trainer>(const std::string&)>& make,
+    DLDeviceType exported_on, const std::function<void(const DLTensor&, std::vector<float>&)>& read) {
   ScratchDir dir("device_trainer_test");
   const auto cfg = small_config();
   const Weights<float> w = bf16_exact_weights(cfg, 11);
   mlpt::ref::save_checkpoint((dir.path / "ck").string(), w, mlpt::ref::Dtype::f32);
-  const std::string settings = R"({"checkpoint": ")" + (dir.path / "ck").string() +
-                               R"(", "micro_batch_tokens": 100, "optimizer": {"lr": 0.003, "grad_clip": 1.0}})";
+  const std::string settings =
+      R"({"checkpoint": ")" + (dir.path / "ck").string() +
+      R"(", "micro_batch_tokens": 100, "optimizer": {"lr": 0.003, "grad_clip": 1.0}})";
   mlpt::ref::ReferenceTrainer cpu(settings, nullptr);  // one rank, no group
   auto gpu_owner = make(settings);
   mlpt::sdk::Trainer& gpu = *gpu_owner;

@@ -14,14 +14,15 @@ void copy_kv(Ops& ops, const ModelConfig& c, KvCache& kv, const std::vector<int3
              const std::vector<int32_t>& to, int64_t tokens) {
   const int64_t n = (tokens + kv.block_size - 1) / kv.block_size;
   if (static_cast<int64_t>(from.size()) < n || static_cast<int64_t>(to.size()) < n)
-    throw sdk::Error(MLPT_INTERNAL, "copy_kv: " + std::to_string(tokens) + " tokens need " + std::to_string(n) +
-                                        " blocks on both sides");
+    throw sdk::Error(MLPT_INTERNAL, "copy_kv: " + std::to_string(tokens) + " tokens need " +
+                                        std::to_string(n) + " blocks on both sides");
   const size_t block = size_t(kv.block_size * c.num_kv_heads * c.head_dim) * sizeof(bf16);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (!c.attention_layer[l]) continue;
     for (Buffer* pool : {&kv.k[l], &kv.v[l]}) {
       char* base = pool->as<char>();
-      for (int64_t b = 0; b < n; ++b) ops.copy(base + size_t(to[b]) * block, base + size_t(from[b]) * block, block);
+      for (int64_t b = 0; b < n; ++b)
+        ops.copy(base + size_t(to[b]) * block, base + size_t(from[b]) * block, block);
     }
   }
 }
@@ -61,7 +62,8 @@ StepResult generate_step(Ops& ops, const DeviceWeights& w, const DeviceBatch& ba
   const size_t kept = static_cast<size_t>(std::count(rows.host_logits.begin(), rows.host_logits.end(), true));
   out.logits.resize(kept * size_t(V));
   for (size_t r = 0, j = 0; r < R; ++r)
-    if (rows.host_logits[r]) ops.to_host(out.logits.data() + (j++) * size_t(V), logits + r * size_t(V), size_t(V) * 4);
+    if (rows.host_logits[r])
+      ops.to_host(out.logits.data() + (j++) * size_t(V), logits + r * size_t(V), size_t(V) * 4);
   return out;
 }
 

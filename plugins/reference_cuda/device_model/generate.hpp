@@ -1,4 +1,4 @@
-// The engine's model step on the device model (qwen35-architecture.md §4): a packed batch of
+// The engine's model step on the device model (generation with per-sequence state): a packed batch of
 // sequences, each continuing from its own DeviceSequenceState (GDN state and conv windows, fixed
 // size) and KV blocks handed out by a KvBlockPool, through forward_hidden (model.hpp), then the LM
 // head and sampling through the ops for the segments whose last token is to be followed by a new one.
@@ -30,15 +30,15 @@ void copy_kv(Ops& ops, const ModelConfig& c, KvCache& kv, const std::vector<int3
 
 // Which segments sample a token after the step, with what.
 struct SampleRows {
-  std::vector<size_t> segment;       // segment whose last token's logits are sampled
-  std::vector<SamplingRow> params;   // per row
-  std::vector<bool> host_logits;     // per row: also return its logits to the host (e.g. top-k)
+  std::vector<size_t> segment;      // segment whose last token's logits are sampled
+  std::vector<SamplingRow> params;  // per row
+  std::vector<bool> host_logits;    // per row: also return its logits to the host (e.g. top-k)
 };
 
 struct StepResult {
-  std::vector<int32_t> tokens;   // per sample row (drawn on the device)
-  std::vector<float> logprobs;   // per sample row, under the distribution drawn from
-  std::vector<float> logits;     // [rows with host_logits, V] fp32, in row order
+  std::vector<int32_t> tokens;  // per sample row (drawn on the device)
+  std::vector<float> logprobs;  // per sample row, under the distribution drawn from
+  std::vector<float> logits;    // [rows with host_logits, V] fp32, in row order
 };
 
 // Buffers of generate_step, reused across steps.

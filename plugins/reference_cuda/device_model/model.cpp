@@ -35,7 +35,8 @@ struct Workspace {
   AttentionTape attn;
   MoeTape moe;
   // Batch description on the device.
-  Buffer tokens, offsets, positions, replay_all, record_all, replay_layer, conv_ptrs, state_ptrs, table, kv_lengths;
+  Buffer tokens, offsets, positions, replay_all, record_all, replay_layer, conv_ptrs, state_ptrs, table,
+      kv_lengths;
   std::vector<int64_t> host_offsets;
   bool has_states = false, replay = false;
   int64_t max_blocks = 0;
@@ -44,10 +45,16 @@ struct Workspace {
   // Tensor-parallel sums: fp32 copies of bf16 partial sums, and gradients set aside.
   Buffer tp_values, tp_earlier;
 };
-void WorkspaceDeleter::operator()(Workspace* w) const { delete w; }
-WorkspacePtr make_workspace() { return WorkspacePtr(new Workspace()); }
+void WorkspaceDeleter::operator()(Workspace* w) const {
+  delete w;
+}
+WorkspacePtr make_workspace() {
+  return WorkspacePtr(new Workspace());
+}
 
-bool is_fp32_tensor(const ModelLayout& layout, int i) { return layout.tensors[i].init != Init::normal; }
+bool is_fp32_tensor(const ModelLayout& layout, int i) {
+  return layout.tensors[i].init != Init::normal;
+}
 
 DeviceWeights allocate_weights(Ops& ops, const ModelConfig& c, const ModelLayout& layout) {
   DeviceWeights d{c, layout, {}};
@@ -60,7 +67,8 @@ DeviceWeights allocate_weights(Ops& ops, const ModelConfig& c, const ModelLayout
 DeviceWeights upload_weights(Ops& ops, const Weights<float>& w) {
   DeviceWeights d = allocate_weights(ops, w.config, w.layout);
   if (w.values.size() != d.layout.tensors.size())
-    throw sdk::Error(MLPT_INTERNAL, "upload_weights: " + std::to_string(w.values.size()) + " tensors for a layout of " +
+    throw sdk::Error(MLPT_INTERNAL, "upload_weights: " + std::to_string(w.values.size()) +
+                                        " tensors for a layout of " +
                                         std::to_string(d.layout.tensors.size()));
   Buffer staging;
   for (size_t i = 0; i < w.values.size(); ++i) {
@@ -135,7 +143,8 @@ KvCache::KvCache(Ops& ops, const ModelConfig& c, int64_t blocks, int64_t bs)
 }
 
 size_t KvCache::bytes_per_block(const ModelConfig& c, int64_t block_size) {
-  return size_t(2 * block_size * c.num_kv_heads * c.head_dim) * sizeof(bf16) * size_t(c.num_attention_layers());
+  return size_t(2 * block_size * c.num_kv_heads * c.head_dim) * sizeof(bf16) *
+         size_t(c.num_attention_layers());
 }
 
 namespace {
@@ -233,7 +242,8 @@ void gdn_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
     states = upload(c.ops, c.ws.state_ptrs, sp);
   }
   bf16* conv = take<bf16>(c.ops, t.conv, N * C);
-  c.ops.causal_conv_silu_forward(C, cf.conv_kernel, c.offsets, c.S, N, qkv, c.w.f(L.conv), conv_caches, true, conv);
+  c.ops.causal_conv_silu_forward(C, cf.conv_kernel, c.offsets, c.S, N, qkv, c.w.f(L.conv), conv_caches, true,
+                                 conv);
   float* q = take<float>(c.ops, t.q, N * kd);
   float* k = take<float>(c.ops, t.k, N * kd);
   bf16* v = take<bf16>(c.ops, t.v, N * vd);
@@ -283,9 +293,10 @@ void attention_forward_layer(const Call& c, int layer, const bf16* xn, bf16* out
     bf16* vp = c.kv->v[layer].as<bf16>();
     const int32_t* table = c.ws.table.as<int32_t>();
     const int64_t* lengths = c.ws.kv_lengths.as<int64_t>();
-    c.ops.paged_kv_write(shape, c.offsets, lengths, c.S, N, k, v, kp, vp, table, c.ws.max_blocks, c.kv->block_size);
+    c.ops.paged_kv_write(shape, c.offsets, lengths, c.S, N, k, v, kp, vp, table, c.ws.max_blocks,
+                         c.kv->block_size);
     c.ops.attention_forward_paged(shape, c.offsets, lengths, c.S, N, q, kp, vp, table, c.ws.max_blocks,
-                            c.kv->block_size, o);
+                                  c.kv->block_size, o);
   }
   bf16* gated = take<bf16>(c.ops, t.gated, N * nh * D);
   c.ops.sigmoid_gate_forward(N * nh, D, o, D, qg + D, 2 * D, gated);
@@ -309,18 +320,19 @@ void moe_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
   const int16_t* replay = nullptr;
   if (c.ws.replay) {
     int16_t* r = take<int16_t>(c.ops, c.ws.replay_layer, N * k);
-    c.ops.copy_rows(r, size_t(k) * 2, c.ws.replay_all.as<int16_t>() + layer * k, size_t(Lc * k) * 2, size_t(k) * 2,
-              N);
+    c.ops.copy_rows(r, size_t(k) * 2, c.ws.replay_all.as<int16_t>() + layer * k, size_t(Lc * k) * 2,
+                    size_t(k) * 2, N);
     replay = r;
   }
   const MoeShape shape = moe_shape(cf);
   c.ops.route(shape, N, logits, replay, experts, weights, nullptr);
   if (c.batch.routed_experts)
     c.ops.copy_rows(c.ws.record_all.as<int16_t>() + layer * k, size_t(Lc * k) * 2, experts, size_t(k) * 2,
-              size_t(k) * 2, N);
+                    size_t(k) * 2, N);
   c.ops.zero(out, size_t(N * H) * 2);
   if (c.experts_dispatched())
-    staged_experts_forward(c.ops, *c.expert, shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out);
+    staged_experts_forward(c.ops, *c.expert, shape, N, xn, experts, weights, c.w.bf(L.gate_up),
+                           c.w.bf(L.down), out);
   else
     c.ops.experts_forward(shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out);
   bf16* sg = take<bf16>(c.ops, t.sg, N * Is);
@@ -383,22 +395,32 @@ Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& 
   upload(ops, ws.tokens, b.tokens);
   const int64_t* offsets = upload(ops, ws.offsets, b.offsets);
   const int64_t* positions = upload(ops, ws.positions, plan.positions);
-  return Call{ops, w, b, ws, N, S, offsets, positions, b.kv, b.parallel ? b.parallel->tensor : nullptr,
+  return Call{ops,
+              w,
+              b,
+              ws,
+              N,
+              S,
+              offsets,
+              positions,
+              b.kv,
+              b.parallel ? b.parallel->tensor : nullptr,
               b.parallel ? b.parallel->expert : nullptr};
 }
 
 }  // namespace
 
 BatchPlan plan_batch(const ModelConfig& c, const DeviceBatch& b) {
-  if (b.offsets.empty() || b.offsets[0] != 0) throw sdk::Error(MLPT_INVALID_ARGUMENT, "forward: offsets must start at 0");
+  if (b.offsets.empty() || b.offsets[0] != 0)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "forward: offsets must start at 0");
   const int64_t S = static_cast<int64_t>(b.num_segments());
   for (int64_t s = 0; s < S; ++s)
     if (b.offsets[s + 1] < b.offsets[s])
       throw sdk::Error(MLPT_INVALID_ARGUMENT, "forward: offsets decrease at segment " + std::to_string(s));
   const int64_t N = b.num_tokens();
   if (static_cast<int64_t>(b.tokens.size()) != N)
-    throw sdk::Error(MLPT_INTERNAL, "forward: " + std::to_string(b.tokens.size()) + " tokens for offsets ending at " +
-                                        std::to_string(N));
+    throw sdk::Error(MLPT_INTERNAL, "forward: " + std::to_string(b.tokens.size()) +
+                                        " tokens for offsets ending at " + std::to_string(N));
   for (int64_t t = 0; t < N; ++t)
     if (b.tokens[t] < 0 || b.tokens[t] >= c.vocab_size)
       throw sdk::Error(MLPT_INVALID_ARGUMENT, "token " + std::to_string(b.tokens[t]) + " at position " +
@@ -408,8 +430,8 @@ BatchPlan plan_batch(const ModelConfig& c, const DeviceBatch& b) {
   if (b.replay_experts)
     for (int64_t i = 0; i < N * Lc * k; ++i)
       if (b.replay_experts[i] < 0 || b.replay_experts[i] >= c.num_experts)
-        throw sdk::Error(MLPT_INVALID_ARGUMENT, "routed_experts: layer " + std::to_string((i / k) % Lc) + ", token " +
-                                                    std::to_string(i / (k * Lc)) + ": expert " +
+        throw sdk::Error(MLPT_INVALID_ARGUMENT, "routed_experts: layer " + std::to_string((i / k) % Lc) +
+                                                    ", token " + std::to_string(i / (k * Lc)) + ": expert " +
                                                     std::to_string(b.replay_experts[i]) + " is outside [0, " +
                                                     std::to_string(c.num_experts) + ")");
   if (!b.states.empty() && static_cast<int64_t>(b.states.size()) != S)
@@ -422,22 +444,25 @@ BatchPlan plan_batch(const ModelConfig& c, const DeviceBatch& b) {
     plan.kv_lengths.resize(static_cast<size_t>(S));
     for (int64_t s = 0; s < S; ++s) {
       const DeviceSequenceState* st = b.states[s];
-      if (!st) throw sdk::Error(MLPT_INTERNAL, "forward: with states, every segment needs one (segment " +
-                                                   std::to_string(s) + " has none)");
+      if (!st)
+        throw sdk::Error(MLPT_INTERNAL, "forward: with states, every segment needs one (segment " +
+                                            std::to_string(s) + " has none)");
       plan.kv_lengths[s] = st->length + (b.offsets[s + 1] - b.offsets[s]);
       if (static_cast<int64_t>(st->blocks.size()) * b.kv->block_size < plan.kv_lengths[s])
         throw sdk::Error(MLPT_INTERNAL, "forward: segment " + std::to_string(s) + " has KV blocks for " +
-                                            std::to_string(st->blocks.size() * b.kv->block_size) + " tokens, needs " +
-                                            std::to_string(plan.kv_lengths[s]));
+                                            std::to_string(st->blocks.size() * b.kv->block_size) +
+                                            " tokens, needs " + std::to_string(plan.kv_lengths[s]));
       for (int32_t blk : st->blocks)
         if (blk < 0 || blk >= b.kv->num_blocks)
           throw sdk::Error(MLPT_INTERNAL, "forward: segment " + std::to_string(s) + " names KV block " +
-                                              std::to_string(blk) + " of a pool of " + std::to_string(b.kv->num_blocks));
+                                              std::to_string(blk) + " of a pool of " +
+                                              std::to_string(b.kv->num_blocks));
       plan.max_blocks = std::max<int64_t>(plan.max_blocks, static_cast<int64_t>(st->blocks.size()));
     }
     plan.block_table.assign(size_t(S * plan.max_blocks), 0);
     for (int64_t s = 0; s < S; ++s)
-      std::copy(b.states[s]->blocks.begin(), b.states[s]->blocks.end(), plan.block_table.begin() + s * plan.max_blocks);
+      std::copy(b.states[s]->blocks.begin(), b.states[s]->blocks.end(),
+                plan.block_table.begin() + s * plan.max_blocks);
   }
   plan.positions.resize(static_cast<size_t>(N));
   for (int64_t s = 0; s < S; ++s) {
@@ -470,7 +495,8 @@ void forward_hidden(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Work
   tap(Lc);
   bf16* out = take<bf16>(ops, hidden, N * H);
   ops.rmsnorm_forward(N, H, x, w.f(w.layout.final_norm), c.rms_norm_eps, out);
-  if (b.routed_experts && N * Lc * k > 0) ops.to_host(b.routed_experts, ws.record_all.get(), size_t(N * Lc * k) * 2);
+  if (b.routed_experts && N * Lc * k > 0)
+    ops.to_host(b.routed_experts, ws.record_all.get(), size_t(N * Lc * k) * 2);
   ops.synchronize();
   for (size_t s = 0; s < b.num_segments(); ++s)
     if (!b.states.empty() && b.states[s]) b.states[s]->length += b.offsets[s + 1] - b.offsets[s];
@@ -493,8 +519,8 @@ void gdn_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
   c.ops.linear_backward_weight(N, H, vd, dout, t.y.as<bf16>(), G(L.out));
   bf16* d_o = take<bf16>(ops, ws.b1, N * vd);
   bf16* dz = take<bf16>(ops, ws.b2, N * vd);
-  c.ops.gated_rmsnorm_backward(N * Hv, dv, t.o.as<bf16>(), t.z.as<bf16>(), c.w.f(L.norm), cf.rms_norm_eps, dy, d_o,
-                         dz, G(L.norm));
+  c.ops.gated_rmsnorm_backward(N * Hv, dv, t.o.as<bf16>(), t.z.as<bf16>(), c.w.f(L.norm), cf.rms_norm_eps, dy,
+                               d_o, dz, G(L.norm));
   float* dq = take<float>(ops, ws.f0, N * kd);
   float* dk_ = take<float>(ops, ws.f1, N * kd);
   float* dg = take<float>(ops, ws.f2, N * Hv);
@@ -502,19 +528,19 @@ void gdn_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
   bf16* dv_ = take<bf16>(ops, ws.b3, N * vd);
   const GdnShape shape{Hk, Hv, dk, dv};
   c.ops.gdn_backward(shape, c.offsets, ws.host_offsets.data(), c.S, t.q.as<float>(), t.k.as<float>(),
-               t.v.as<bf16>(), t.g.as<float>(), t.beta.as<float>(), d_o, dq, dk_, dv_, dg, dbeta);
+                     t.v.as<bf16>(), t.g.as<float>(), t.beta.as<float>(), d_o, dq, dk_, dv_, dg, dbeta);
   bf16* da = take<bf16>(ops, ws.b4, N * Hv);
   bf16* db = take<bf16>(ops, ws.b5, N * Hv);
-  c.ops.gdn_gates_backward(N, Hv, t.a.as<bf16>(), t.b.as<bf16>(), c.w.f(L.a_log), c.w.f(L.dt_bias), dg, dbeta, da,
-                     db, G(L.a_log), G(L.dt_bias));
+  c.ops.gdn_gates_backward(N, Hv, t.a.as<bf16>(), t.b.as<bf16>(), c.w.f(L.a_log), c.w.f(L.dt_bias), dg, dbeta,
+                           da, db, G(L.a_log), G(L.dt_bias));
   bf16* dconv = take<bf16>(ops, ws.b0, N * C);  // dy is no longer needed
   const bf16* conv = t.conv.as<bf16>();
   c.ops.l2norm_backward(N * Hk, Hk, dk, conv, C, kL2Eps, 1.0 / std::sqrt(double(dk)), dq, dconv, C);
   c.ops.l2norm_backward(N * Hk, Hk, dk, conv + kd, C, kL2Eps, 1.0, dk_, dconv + kd, C);
   c.ops.copy_rows(dconv + 2 * kd, size_t(C) * 2, dv_, size_t(vd) * 2, size_t(vd) * 2, N);
   bf16* dqkv = take<bf16>(ops, ws.b1, N * C);  // d_o is no longer needed
-  c.ops.causal_conv_silu_backward(C, cf.conv_kernel, c.offsets, c.S, N, t.qkv.as<bf16>(), c.w.f(L.conv), dconv, dqkv,
-                            G(L.conv));
+  c.ops.causal_conv_silu_backward(C, cf.conv_kernel, c.offsets, c.S, N, t.qkv.as<bf16>(), c.w.f(L.conv),
+                                  dconv, dqkv, G(L.conv));
   c.ops.linear_backward_input(N, C, H, dqkv, c.w.bf(L.qkv), dxn, false);
   c.ops.linear_backward_input(N, vd, H, dz, c.w.bf(L.z), dxn, true);
   c.ops.linear_backward_input(N, Hv, H, db, c.w.bf(L.b), dxn, true);
@@ -539,20 +565,22 @@ void attention_backward_layer(const Call& c, int layer, const bf16* xn, const bf
   c.ops.linear_backward_weight(N, H, nh * D, dout, t.gated.as<bf16>(), G(L.o));
   bf16* d_o = take<bf16>(ops, ws.b1, N * nh * D);
   bf16* dqg = take<bf16>(ops, ws.b2, N * nh * 2 * D);
-  c.ops.sigmoid_gate_backward(N * nh, D, t.o.as<bf16>(), D, t.qg.as<bf16>() + D, 2 * D, dgated, d_o, D, dqg + D,
-                        2 * D);
+  c.ops.sigmoid_gate_backward(N * nh, D, t.o.as<bf16>(), D, t.qg.as<bf16>() + D, 2 * D, dgated, d_o, D,
+                              dqg + D, 2 * D);
   bf16* dq = take<bf16>(ops, ws.b3, N * nh * D);
   bf16* dk = take<bf16>(ops, ws.b4, N * nkv * D);
   bf16* dv = take<bf16>(ops, ws.b5, N * nkv * D);
   const AttentionShape shape{nh, nkv, D};
-  c.ops.attention_backward(shape, c.offsets, c.offsets, c.S, N, N, t.q.as<bf16>(), t.k.as<bf16>(), t.v.as<bf16>(),
-                     t.o.as<bf16>(), t.lse.as<float>(), d_o, dq, dk, dv);
+  c.ops.attention_backward(shape, c.offsets, c.offsets, c.S, N, N, t.q.as<bf16>(), t.k.as<bf16>(),
+                           t.v.as<bf16>(), t.o.as<bf16>(), t.lse.as<float>(), d_o, dq, dk, dv);
   c.ops.rope_backward(N, nh, D, cf.rotary_dim, cf.rope_theta, c.positions, dq);
   c.ops.rope_backward(N, nkv, D, cf.rotary_dim, cf.rope_theta, c.positions, dk);
-  bf16* dq_raw = take<bf16>(ops, ws.b0, N * nh * D);  // dgated is no longer needed
+  bf16* dq_raw = take<bf16>(ops, ws.b0, N * nh * D);   // dgated is no longer needed
   bf16* dk_raw = take<bf16>(ops, ws.b1, N * nkv * D);  // neither is d_o
-  c.ops.rmsnorm_backward(N * nh, D, t.q_raw.as<bf16>(), c.w.f(L.q_norm), cf.rms_norm_eps, dq, dq_raw, G(L.q_norm));
-  c.ops.rmsnorm_backward(N * nkv, D, t.k_raw.as<bf16>(), c.w.f(L.k_norm), cf.rms_norm_eps, dk, dk_raw, G(L.k_norm));
+  c.ops.rmsnorm_backward(N * nh, D, t.q_raw.as<bf16>(), c.w.f(L.q_norm), cf.rms_norm_eps, dq, dq_raw,
+                         G(L.q_norm));
+  c.ops.rmsnorm_backward(N * nkv, D, t.k_raw.as<bf16>(), c.w.f(L.k_norm), cf.rms_norm_eps, dk, dk_raw,
+                         G(L.k_norm));
   c.ops.copy_rows(dqg, size_t(2 * D) * 2, dq_raw, size_t(D) * 2, size_t(D) * 2, N * nh);
   c.ops.linear_backward_input(N, nh * 2 * D, H, dqg, c.w.bf(L.q), dxn, false);
   c.ops.linear_backward_input(N, nkv * D, H, dk_raw, c.w.bf(L.k), dxn, true);
@@ -597,7 +625,7 @@ void moe_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
                             c.w.bf(L.gate_up), c.w.bf(L.down), dout, dxn, dweights, G(L.gate_up), G(L.down));
   else
     c.ops.experts_backward(shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(), c.w.bf(L.gate_up),
-                     c.w.bf(L.down), dout, dxn, true, dweights, G(L.gate_up), G(L.down));
+                           c.w.bf(L.down), dout, dxn, true, dweights, G(L.gate_up), G(L.down));
   sum_over_tensor(c, dweights, N * k);
   sum_over_tensor(c, dxn, N * H);
 
@@ -605,8 +633,8 @@ void moe_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
   c.ops.linear_backward_input(N, 1, H, dlogit, c.w.bf(L.shared_expert_gate), dxn, true);
   c.ops.linear_backward_weight(N, 1, H, dlogit, xn, G(L.shared_expert_gate));
   float* dlogits = take<float>(ops, ws.f1, N * E);
-  c.ops.route_backward(shape, N, t.logits.as<float>(), t.experts.as<int16_t>(), t.weights.as<float>(), dweights,
-                 dlogits);
+  c.ops.route_backward(shape, N, t.logits.as<float>(), t.experts.as<int16_t>(), t.weights.as<float>(),
+                       dweights, dlogits);
   bf16* dl = take<bf16>(ops, ws.b5, N * E);
   c.ops.to_bf16(N * E, dlogits, dl);
   c.ops.linear_backward_input(N, E, H, dl, c.w.bf(L.router), dxn, true);
@@ -620,7 +648,8 @@ void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, const Buff
               Workspace& ws) {
   const ModelConfig& c = w.config;
   for (auto* st : b.states)
-    if (st) throw sdk::Error(MLPT_INTERNAL, "backward: batches with generation states are not differentiable");
+    if (st)
+      throw sdk::Error(MLPT_INTERNAL, "backward: batches with generation states are not differentiable");
   DeviceBatch replayed = b;  // recompute each layer with the routing the forward used
   replayed.replay_experts = experts;
   replayed.routed_experts = nullptr;
@@ -631,7 +660,7 @@ void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, const Buff
   bf16* dxn = take<bf16>(ops, ws.dxn, N * H);
   bf16* dtmp = take<bf16>(ops, ws.dtmp, N * H);
   ops.rmsnorm_backward(N, H, saved + Lc * N * H, w.f(w.layout.final_norm), c.rms_norm_eps, d_hidden, dx,
-                   grads[w.layout.final_norm].as<float>());
+                       grads[w.layout.final_norm].as<float>());
   for (int64_t l = Lc - 1; l >= 0; --l) {
     const LayerTensors& L = w.layout.layers[l];
     bf16* x = take<bf16>(ops, ws.x, N * H);
@@ -640,12 +669,13 @@ void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, const Buff
     // x_out = h + MoE(norm2(h)); h = x_in + mixer(norm1(x_in)).
     moe_backward_layer(call, static_cast<int>(l), ws.xn2.as<bf16>(), dx, dxn, grads, router_grad);
     ops.rmsnorm_backward(N, H, ws.h.as<bf16>(), w.f(L.post_norm), c.rms_norm_eps, dxn, dtmp,
-                     grads[L.post_norm].as<float>());
+                         grads[L.post_norm].as<float>());
     ops.add_inplace(N * H, dtmp, dx);  // dh
     // A shard's heads give partial sums: of dxn and of the gradients of the per-head norms every
     // head shares (q_norm, k_norm, the GDN output norm).
-    PartialGradients partial(call, grads, L.attention ? std::vector<int>{L.attn.q_norm, L.attn.k_norm}
-                                                      : std::vector<int>{L.gdn.norm});
+    PartialGradients partial(
+        call, grads,
+        L.attention ? std::vector<int>{L.attn.q_norm, L.attn.k_norm} : std::vector<int>{L.gdn.norm});
     if (L.attention)
       attention_backward_layer(call, static_cast<int>(l), ws.xn.as<bf16>(), dx, dxn, grads);
     else
@@ -653,7 +683,7 @@ void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, const Buff
     partial.sum();
     sum_over_tensor(call, dxn, N * H);
     ops.rmsnorm_backward(N, H, saved + l * N * H, w.f(L.input_norm), c.rms_norm_eps, dxn, dtmp,
-                     grads[L.input_norm].as<float>());
+                         grads[L.input_norm].as<float>());
     ops.add_inplace(N * H, dtmp, dx);  // dx_in
   }
   ops.embedding_backward(N, H, ws.tokens.as<int32_t>(), dx, grads[w.layout.embed].as<float>());

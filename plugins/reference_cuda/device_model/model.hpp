@@ -1,4 +1,4 @@
-// The Qwen3.5 MoE text model as the backends run it (qwen35-architecture.md §2-§4), written once
+// The Qwen3.5 MoE text model as the backends run it (model/ is its fp32 definition), written once
 // over the ops interface (ops/ops.hpp): forward of a packed batch (training, prefill, decode with
 // per-sequence state) and the backward with per-layer recomputation. The CUDA backend runs it with
 // its kernels (backends/cuda/cuda_ops.hpp), the CPU with bf16 storage emulated

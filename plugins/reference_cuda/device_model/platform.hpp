@@ -5,9 +5,9 @@
 // memory is the device memory), on which the GPU components' code runs in CI.
 #pragma once
 
-#include <memory>
-
 #include <dlpack/dlpack.h>
+
+#include <memory>
 
 #include "mlpt/mlpt.h"
 #include "model/parallel/communicator.hpp"
@@ -60,8 +60,12 @@ class HostPlatform final : public DevicePlatform {
     int rank() const override { return g_.rank(); }
     int size() const override { return g_.size(); }
     void all_reduce_sum(float* v, size_t n) override { g_.all_reduce_sum(v, n); }
-    void all_to_all_v(const float* s, const size_t* sc, float* r, const size_t* rc) override { g_.all_to_all_v(s, sc, r, rc); }
-    void all_gather_v(const float* s, size_t sc, float* r, const size_t* rc) override { g_.all_gather_v(s, sc, r, rc); }
+    void all_to_all_v(const float* s, const size_t* sc, float* r, const size_t* rc) override {
+      g_.all_to_all_v(s, sc, r, rc);
+    }
+    void all_gather_v(const float* s, size_t sc, float* r, const size_t* rc) override {
+      g_.all_gather_v(s, sc, r, rc);
+    }
     void exchange_counts(const size_t* s, size_t* r) override { g_.exchange_counts(s, r); }
 
    private:

@@ -43,8 +43,8 @@ struct ReceivedRows {
 };
 
 // This rank's block of experts, computed by the ops (MoeShape of E/P experts, one per row).
-LocalExperts local_experts(Ops& ops, const MoeShape& shape, int64_t per_rank, const bf16* gate_up, const bf16* down,
-                           float* dgate_up, float* ddown) {
+LocalExperts local_experts(Ops& ops, const MoeShape& shape, int64_t per_rank, const bf16* gate_up,
+                           const bf16* down, float* dgate_up, float* ddown) {
   const MoeShape one{shape.hidden, per_rank, 1, shape.intermediate, shape.norm_topk_prob};
   const int64_t H = shape.hidden;
   LocalExperts local;
@@ -59,9 +59,9 @@ LocalExperts local_experts(Ops& ops, const MoeShape& shape, int64_t per_rank, co
     const std::vector<float> e = widened_to_host(ops, y.as<bf16>(), n * H);
     std::copy(e.begin(), e.end(), out);
   };
-  local.backward = [&ops, one, H, gate_up, down, dgate_up, ddown](int64_t n, const float* xs, const float* dys,
-                                                                  const float* ws, const int16_t* ids, float* dxs,
-                                                                  float* dws) {
+  local.backward = [&ops, one, H, gate_up, down, dgate_up, ddown](
+                       int64_t n, const float* xs, const float* dys, const float* ws, const int16_t* ids,
+                       float* dxs, float* dws) {
     const ReceivedRows rows(ops, n, H, xs, ids);
     const size_t nh = size_t(std::max<int64_t>(n * H, 1)), nn = size_t(std::max<int64_t>(n, 1));
     Buffer dy(ops, nh * 2), w(ops, nn * 4), dx(ops, nh * 2), dw(ops, nn * 4);
@@ -80,15 +80,16 @@ LocalExperts local_experts(Ops& ops, const MoeShape& shape, int64_t per_rank, co
 }  // namespace
 
 void staged_experts_forward(Ops& ops, Communicator& group, const MoeShape& shape, int64_t rows, const bf16* x,
-                            const int16_t* experts, const float* weights, const bf16* gate_up, const bf16* down,
-                            bf16* y) {
+                            const int16_t* experts, const float* weights, const bf16* gate_up,
+                            const bf16* down, bf16* y) {
   if (rows == 0) return;  // every rank has the same rows: none of them exchanges
   const int64_t H = shape.hidden, k = shape.top_k;
   const std::vector<float> xh = widened_to_host(ops, x, rows * H);
   const std::vector<int16_t> eh = to_host(ops, experts, rows * k);
   const std::vector<float> wh = to_host(ops, weights, rows * k);
   std::vector<float> yh(static_cast<size_t>(rows * H), 0.0f);
-  const LocalExperts local = local_experts(ops, shape, shape.num_experts / group.size(), gate_up, down, nullptr, nullptr);
+  const LocalExperts local =
+      local_experts(ops, shape, shape.num_experts / group.size(), gate_up, down, nullptr, nullptr);
   dispatch_experts_forward(group, shape, rows, xh.data(), eh.data(), wh.data(), local, yh.data());
   Buffer combined(ops, size_t(rows * H) * 2);
   narrowed_to_device(ops, yh.data(), rows * H, combined.as<bf16>());
@@ -96,9 +97,10 @@ void staged_experts_forward(Ops& ops, Communicator& group, const MoeShape& shape
   ops.synchronize();  // `combined` goes away at return
 }
 
-void staged_experts_backward(Ops& ops, Communicator& group, const MoeShape& shape, int64_t rows, const bf16* x,
-                             const int16_t* experts, const float* weights, const bf16* gate_up, const bf16* down,
-                             const bf16* dy, bf16* dx, float* dweights, float* dgate_up, float* ddown) {
+void staged_experts_backward(Ops& ops, Communicator& group, const MoeShape& shape, int64_t rows,
+                             const bf16* x, const int16_t* experts, const float* weights, const bf16* gate_up,
+                             const bf16* down, const bf16* dy, bf16* dx, float* dweights, float* dgate_up,
+                             float* ddown) {
   if (rows == 0) return;
   const int64_t H = shape.hidden, k = shape.top_k;
   const std::vector<float> xh = widened_to_host(ops, x, rows * H);
@@ -106,9 +108,10 @@ void staged_experts_backward(Ops& ops, Communicator& group, const MoeShape& shap
   const std::vector<int16_t> eh = to_host(ops, experts, rows * k);
   const std::vector<float> wh = to_host(ops, weights, rows * k);
   std::vector<float> dxh(static_cast<size_t>(rows * H), 0.0f), dwh(static_cast<size_t>(rows * k), 0.0f);
-  const LocalExperts local = local_experts(ops, shape, shape.num_experts / group.size(), gate_up, down, dgate_up, ddown);
-  dispatch_experts_backward(group, shape, rows, xh.data(), eh.data(), wh.data(), dyh.data(), local, dxh.data(),
-                            dwh.data());
+  const LocalExperts local =
+      local_experts(ops, shape, shape.num_experts / group.size(), gate_up, down, dgate_up, ddown);
+  dispatch_experts_backward(group, shape, rows, xh.data(), eh.data(), wh.data(), dyh.data(), local,
+                            dxh.data(), dwh.data());
   Buffer combined(ops, size_t(rows * H) * 2);
   narrowed_to_device(ops, dxh.data(), rows * H, combined.as<bf16>());
   ops.add_inplace(rows * H, combined.as<bf16>(), dx);

@@ -17,14 +17,15 @@ namespace mlpt::ref::dev {
 
 // y[rows, H] += Σ_i w_i · E_i(x), as Ops::experts_forward, with the experts split over `group`.
 void staged_experts_forward(Ops& ops, Communicator& group, const MoeShape& shape, int64_t rows, const bf16* x,
-                            const int16_t* experts, const float* weights, const bf16* gate_up, const bf16* down,
-                            bf16* y);
+                            const int16_t* experts, const float* weights, const bf16* gate_up,
+                            const bf16* down, bf16* y);
 
 // Its backward, as Ops::experts_backward with accumulate_dx: dx [rows, H] += the experts' input
 // gradient, dweights [rows, k] fp32 overwritten (the same on every rank); this rank's experts'
 // gradients accumulate into dgate_up / ddown (fp32, its block).
-void staged_experts_backward(Ops& ops, Communicator& group, const MoeShape& shape, int64_t rows, const bf16* x,
-                             const int16_t* experts, const float* weights, const bf16* gate_up, const bf16* down,
-                             const bf16* dy, bf16* dx, float* dweights, float* dgate_up, float* ddown);
+void staged_experts_backward(Ops& ops, Communicator& group, const MoeShape& shape, int64_t rows,
+                             const bf16* x, const int16_t* experts, const float* weights, const bf16* gate_up,
+                             const bf16* down, const bf16* dy, bf16* dx, float* dweights, float* dgate_up,
+                             float* ddown);
 
 }  // namespace mlpt::ref::dev

@@ -4,11 +4,11 @@
 #include <optional>
 #include <string>
 
-#include "model/named_tensors.hpp"
-#include "model/parallel/shard_weights.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/types.hpp"
+#include "model/named_tensors.hpp"
+#include "model/parallel/shard_weights.hpp"
 
 namespace mlpt::ref {
 
@@ -30,7 +30,7 @@ class DeviceEngineBackend::State final : public SequenceState {
     return b;
   }
   std::unique_ptr<SequenceState> clone() const override { return owner_.clone(*this); }
-  dev::DeviceSequenceState& device() {  // called with the backend's lock held
+  dev::DeviceSequenceState& device() {                              // called with the backend's lock held
     if (!dev_) dev_.emplace(owner_.ops(), owner_.weights_.config);  // this rank's heads
     return *dev_;
   }
@@ -41,10 +41,11 @@ class DeviceEngineBackend::State final : public SequenceState {
   std::optional<dev::DeviceSequenceState> dev_;
 };
 
-DeviceEngineBackend::DeviceEngineBackend(sdk::Settings& s, const std::string& checkpoint, bool chunked_prefill,
-                                         const mlpt_component_group* component_group, const std::string& component,
-                                         const std::function<void(sdk::Settings&)>& platform_keys,
-                                         const std::function<std::unique_ptr<DevicePlatform>()>& make_platform)
+DeviceEngineBackend::DeviceEngineBackend(
+    sdk::Settings& s, const std::string& checkpoint, bool chunked_prefill,
+    const mlpt_component_group* component_group, const std::string& component,
+    const std::function<void(sdk::Settings&)>& platform_keys,
+    const std::function<std::unique_ptr<DevicePlatform>()>& make_platform)
     : GroupBackend(s), component_(component), chunked_prefill_(chunked_prefill) {
   if (platform_keys) platform_keys(s);
   const int64_t kv_bytes = s.integer_or("kv_cache_bytes", int64_t(1) << 30, 1);
@@ -65,8 +66,9 @@ DeviceEngineBackend::DeviceEngineBackend(sdk::Settings& s, const std::string& ch
         std::max<int64_t>(static_cast<int64_t>(dev::KvCache::bytes_per_block(weights_.config, block)), 1);
     const int64_t blocks = weights_.config.num_attention_layers() ? kv_bytes / per_block : 1 << 20;
     if (blocks < 1)
-      s.fail("kv_cache_bytes", std::to_string(kv_bytes) + " holds no KV block of " + std::to_string(per_block) +
-                                   " bytes (kv_block_size " + std::to_string(block) + ")");
+      s.fail("kv_cache_bytes", std::to_string(kv_bytes) + " holds no KV block of " +
+                                   std::to_string(per_block) + " bytes (kv_block_size " +
+                                   std::to_string(block) + ")");
     pool_ = std::make_unique<dev::KvBlockPool>(ops(), weights_.config, blocks, block);
     ws_ = dev::make_workspace();
   });
@@ -75,8 +77,9 @@ DeviceEngineBackend::DeviceEngineBackend(sdk::Settings& s, const std::string& ch
     if (groups.tensor) {
       std::string kind;
       tensor_ = platform_->device_group(*groups.tensor, kind);
-      sdk::log(MLPT_LOG_INFO, component_, "engine group '" + group().name() + "' rank " +
-                                              std::to_string(group_rank()) + ": tensor-parallel sums over " + kind);
+      sdk::log(MLPT_LOG_INFO, component_,
+               "engine group '" + group().name() + "' rank " + std::to_string(group_rank()) +
+                   ": tensor-parallel sums over " + kind);
     }
     // The model exchanges routed rows over the host's expert group (host-staged dispatch).
     parallel_ = ModelParallel{tensor_.get(), groups.expert};
@@ -89,7 +92,9 @@ DeviceEngineBackend::~DeviceEngineBackend() {
   pool_.reset();
 }
 
-std::unique_ptr<SequenceState> DeviceEngineBackend::new_shard_state() { return std::make_unique<State>(*this); }
+std::unique_ptr<SequenceState> DeviceEngineBackend::new_shard_state() {
+  return std::make_unique<State>(*this);
+}
 
 std::unique_ptr<SequenceState> DeviceEngineBackend::clone(const State& from) {
   std::lock_guard lk(mutex_);
@@ -106,7 +111,7 @@ std::unique_ptr<SequenceState> DeviceEngineBackend::clone(const State& from) {
   pool_->reserve(dst.blocks, src.length);
   if (dst.blocks.size() > full)
     dev::copy_kv(ops(), weights_.config, pool_->cache(), {src.blocks[full]}, {dst.blocks[full]},
-            src.length - static_cast<int64_t>(full) * pool_->block_size());
+                 src.length - static_cast<int64_t>(full) * pool_->block_size());
   ops().synchronize();
   return copy;
 }
@@ -114,14 +119,16 @@ std::unique_ptr<SequenceState> DeviceEngineBackend::clone(const State& from) {
 std::function<void()> DeviceEngineBackend::prepare_weights(Weights<float> weights) {
   std::lock_guard lk(mutex_);
   platform_->bind_thread();
-  auto next = std::make_shared<dev::DeviceWeights>(dev::upload_weights(ops(), weights));  // the current stay until the swap
+  auto next = std::make_shared<dev::DeviceWeights>(
+      dev::upload_weights(ops(), weights));  // the current stay until the swap
   return [this, next] {
     std::lock_guard swap(mutex_);
     weights_ = std::move(*next);
   };
 }
 
-void DeviceEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t count, const mlpt_device_ready& ready) {
+void DeviceEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t count,
+                                       const mlpt_device_ready& ready) {
   std::lock_guard lk(mutex_);
   platform_->bind_thread();
   // The producer's writes may still be queued (mlpt.h, Device memory): the copies below wait for them.
@@ -130,7 +137,8 @@ void DeviceEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t 
   platform_->wait_for(ready);
   // Checked against this rank's layout (a shard's expert tensors hold its block of experts).
   const std::vector<int> index = match_named_tensors(weights_.layout, tensors, count, true);
-  dev::DeviceWeights next = dev::allocate_weights(ops(), weights_.config, weights_.layout);  // the current stay until all is copied
+  dev::DeviceWeights next =
+      dev::allocate_weights(ops(), weights_.config, weights_.layout);  // the current stay until all is copied
   Buffer staging;
   std::vector<float> host;
   for (size_t n = 0; n < count; ++n) {
@@ -140,11 +148,13 @@ void DeviceEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t 
     float* dst = take<float>(ops(), staging, numel);
     if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
       if (!(t.dtype == sdk::kFloat32))
-        throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + weights_.layout.tensors[i].name + "' is in device memory as " +
-                                               sdk::dtype_name(t.dtype) + "; device tensors must be float32");
+        throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + weights_.layout.tensors[i].name +
+                                               "' is in device memory as " + sdk::dtype_name(t.dtype) +
+                                               "; device tensors must be float32");
       if (!platform_->copy_device_tensor(t, size_t(numel) * 4, dst))
-        throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + weights_.layout.tensors[i].name + "' is in memory " + component_ +
-                                               " cannot read (device type " + std::to_string(t.device.device_type) + ")");
+        throw Error(MLPT_INVALID_ARGUMENT, "tensor '" + weights_.layout.tensors[i].name + "' is in memory " +
+                                               component_ + " cannot read (device type " +
+                                               std::to_string(t.device.device_type) + ")");
     } else {
       host.resize(size_t(numel));
       host_tensor_to_float(t, host.data());
@@ -156,8 +166,8 @@ void DeviceEngineBackend::load_weights(const mlpt_named_tensor* tensors, size_t 
   weights_ = std::move(next);
 }
 
-void DeviceEngineBackend::run_step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing,
-                                 StepOutput& out, const GroupForward& together) {
+void DeviceEngineBackend::run_step(const std::vector<StepSegment>& segments, int64_t valid,
+                                   bool record_routing, StepOutput& out, const GroupForward& together) {
   std::lock_guard lk(mutex_);
   platform_->bind_thread();  // the scheduler thread is the engine's own
   const ModelConfig& c = weights_.config;
@@ -198,8 +208,8 @@ void DeviceEngineBackend::run_step(const std::vector<StepSegment>& segments, int
       out.sampled.push_back(sample_token(logits, valid, *sampled[j]->sample, sampled[j]->counter));
     } else {
       if (r.tokens[j] < 0)
-        throw Error(MLPT_INTERNAL, "sampling found no token for position " + std::to_string(sampled[j]->counter) +
-                                       " (its logits are not finite)");
+        throw Error(MLPT_INTERNAL, "sampling found no token for position " +
+                                       std::to_string(sampled[j]->counter) + " (its logits are not finite)");
       out.sampled.push_back(SampledToken{r.tokens[j], r.logprobs[j]});
     }
   }

@@ -62,7 +62,7 @@ class DeviceEngineBackend final : public GroupBackend {
 
   std::string component_;
   bool chunked_prefill_ = true;
-  ModelConfig config_;  // the whole model's (weights_.config is this rank's part)
+  ModelConfig config_;                        // the whole model's (weights_.config is this rank's part)
   std::unique_ptr<DevicePlatform> platform_;  // first made, last gone: every buffer below is its memory
   dev::DeviceWeights weights_;
   std::unique_ptr<dev::KvBlockPool> pool_;

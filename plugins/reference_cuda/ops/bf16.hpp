@@ -30,6 +30,8 @@ inline bf16 to_bf16(float f) {
 }
 
 // f rounded to the nearest bf16 value, as a float.
-inline float round_bf16(float f) { return to_float(to_bf16(f)); }
+inline float round_bf16(float f) {
+  return to_float(to_bf16(f));
+}
 
 }  // namespace mlpt::ref

@@ -4,12 +4,12 @@
 //   - backends/cpu/bf16_ops.hpp: the CPU kernels on host memory, storing every bf16 buffer rounded
 //     as the CUDA backend stores it: the exact oracle of the GPU's numerics, run in CI.
 //
-// Conventions (qwen35-architecture.md §7, in this repository's docs/model.md): activations and
-// their gradients are bf16; every reduction and product accumulates in fp32; the numerically
-// sensitive tensors are fp32 (GDN q, k, gates and state; router logits and weights; softmax
-// statistics; weight gradients; the small weights: norms, conv, A_log, dt_bias). Pointers are the
-// backend's memory ("device memory": host memory for the CPU backend) unless a parameter says
-// "host". Ops may run asynchronously; the memory calls that return data to the host wait.
+// Conventions (docs/gpu-backend.md): activations and their gradients are bf16; every reduction and
+// product accumulates in fp32; the numerically sensitive tensors are fp32 (GDN q, k, gates and
+// state; router logits and weights; softmax statistics; weight gradients; the small weights: norms,
+// conv, A_log, dt_bias). Pointers are the backend's memory ("device memory": host memory for the
+// CPU backend) unless a parameter says "host". Ops may run asynchronously; the memory calls that
+// return data to the host wait.
 //
 // Scratch memory is the backend's own. An Ops object serves one thread at a time.
 #pragma once
@@ -65,13 +65,15 @@ class Ops {
                               float* logits) = 0;
   // The rows of `ids` (device int32): x[t] = E[ids[t]]; backward: dE[ids[t]] += dx[t] (fp32).
   virtual void embedding_forward(int64_t tokens, int64_t H, const int32_t* ids, const bf16* E, bf16* x) = 0;
-  virtual void embedding_backward(int64_t tokens, int64_t H, const int32_t* ids, const bf16* dx, float* dE) = 0;
+  virtual void embedding_backward(int64_t tokens, int64_t H, const int32_t* ids, const bf16* dx,
+                                  float* dE) = 0;
 
   // ---- Norms (w fp32; dw += fp32) ----------------------------------------------------------
   // Zero-centred RMSNorm: y = x / rms(x) · (1 + w).
-  virtual void rmsnorm_forward(int64_t rows, int64_t D, const bf16* x, const float* w, double eps, bf16* y) = 0;
-  virtual void rmsnorm_backward(int64_t rows, int64_t D, const bf16* x, const float* w, double eps, const bf16* dy,
-                                bf16* dx, float* dw) = 0;
+  virtual void rmsnorm_forward(int64_t rows, int64_t D, const bf16* x, const float* w, double eps,
+                               bf16* y) = 0;
+  virtual void rmsnorm_backward(int64_t rows, int64_t D, const bf16* x, const float* w, double eps,
+                                const bf16* dy, bf16* dx, float* dw) = 0;
   // GDN output norm: y = w · o / rms(o) · silu(z).
   virtual void gated_rmsnorm_forward(int64_t rows, int64_t D, const bf16* o, const bf16* z, const float* w,
                                      double eps, bf16* y) = 0;
@@ -79,23 +81,23 @@ class Ops {
                                       double eps, const bf16* dy, bf16* d_o, bf16* dz, float* dw) = 0;
   // Per head: y = scale · x / sqrt(Σx² + eps). Row r = (token r / heads, head r % heads) reads
   // x + (r / heads)·x_stride + (r % heads)·D; y is [rows, D] fp32. Backward writes dx with dx_stride.
-  virtual void l2norm_forward(int64_t rows, int64_t heads, int64_t D, const bf16* x, int64_t x_stride, double eps,
-                              double scale, float* y) = 0;
-  virtual void l2norm_backward(int64_t rows, int64_t heads, int64_t D, const bf16* x, int64_t x_stride, double eps,
-                               double scale, const float* dy, bf16* dx, int64_t dx_stride) = 0;
+  virtual void l2norm_forward(int64_t rows, int64_t heads, int64_t D, const bf16* x, int64_t x_stride,
+                              double eps, double scale, float* y) = 0;
+  virtual void l2norm_backward(int64_t rows, int64_t heads, int64_t D, const bf16* x, int64_t x_stride,
+                               double eps, double scale, const float* dy, bf16* dx, int64_t dx_stride) = 0;
 
   // ---- Gates and activations (strides in elements) -----------------------------------------
   virtual void gdn_gates_forward(int64_t rows, int64_t Hv, const bf16* a, const bf16* b, const float* a_log,
                                  const float* dt_bias, float* g, float* beta) = 0;
   virtual void gdn_gates_backward(int64_t rows, int64_t Hv, const bf16* a, const bf16* b, const float* a_log,
-                                  const float* dt_bias, const float* dg, const float* dbeta, bf16* da, bf16* db,
-                                  float* d_a_log, float* d_dt_bias) = 0;
+                                  const float* dt_bias, const float* dg, const float* dbeta, bf16* da,
+                                  bf16* db, float* d_a_log, float* d_dt_bias) = 0;
   // y = o · sigmoid(gate) (attention output gate).
-  virtual void sigmoid_gate_forward(int64_t rows, int64_t D, const bf16* o, int64_t o_stride, const bf16* gate,
-                                    int64_t gate_stride, bf16* y) = 0;
-  virtual void sigmoid_gate_backward(int64_t rows, int64_t D, const bf16* o, int64_t o_stride, const bf16* gate,
-                                     int64_t gate_stride, const bf16* dy, bf16* d_o, int64_t d_o_stride,
-                                     bf16* dgate, int64_t dgate_stride) = 0;
+  virtual void sigmoid_gate_forward(int64_t rows, int64_t D, const bf16* o, int64_t o_stride,
+                                    const bf16* gate, int64_t gate_stride, bf16* y) = 0;
+  virtual void sigmoid_gate_backward(int64_t rows, int64_t D, const bf16* o, int64_t o_stride,
+                                     const bf16* gate, int64_t gate_stride, const bf16* dy, bf16* d_o,
+                                     int64_t d_o_stride, bf16* dgate, int64_t dgate_stride) = 0;
   // h = silu(g) · u.
   virtual void swiglu_forward(int64_t rows, int64_t I, const bf16* g, const bf16* u, int64_t gu_stride,
                               bf16* h) = 0;
@@ -115,30 +117,30 @@ class Ops {
   // Causal depthwise conv + SiLU; `caches`: a device array of device pointers ([K−1, C] bf16
   // windows, NULL entries and a NULL array meaning zeros), updated with `update_caches`.
   virtual void causal_conv_silu_forward(int64_t C, int64_t K, const int64_t* offsets, int64_t num_seqs,
-                                        int64_t num_tokens, const bf16* x, const float* w, bf16* const* caches,
-                                        bool update_caches, bf16* y) = 0;
+                                        int64_t num_tokens, const bf16* x, const float* w,
+                                        bf16* const* caches, bool update_caches, bf16* y) = 0;
   // From zero windows: dx overwritten, dw += (fp32).
   virtual void causal_conv_silu_backward(int64_t C, int64_t K, const int64_t* offsets, int64_t num_seqs,
-                                         int64_t num_tokens, const bf16* x, const float* w, const bf16* dy, bf16* dx,
-                                         float* dw) = 0;
+                                         int64_t num_tokens, const bf16* x, const float* w, const bf16* dy,
+                                         bf16* dx, float* dw) = 0;
   // The Gated DeltaNet recurrence, token by token or chunked (the same function); `states` a device
   // array of per-sequence [Hv, dk, dv] fp32 states (read, then overwritten) or NULL (zeros).
   virtual void gdn_recurrent_forward(const GdnShape& shape, const int64_t* offsets, int64_t num_seqs,
                                      const float* q, const float* k, const bf16* v, const float* g,
                                      const float* beta, float* const* states, bf16* out) = 0;
-  virtual void gdn_chunked_forward(const GdnShape& shape, const int64_t* offsets, int64_t num_seqs, const float* q,
-                                   const float* k, const bf16* v, const float* g, const float* beta,
-                                   float* const* states, bf16* out) = 0;
+  virtual void gdn_chunked_forward(const GdnShape& shape, const int64_t* offsets, int64_t num_seqs,
+                                   const float* q, const float* k, const bf16* v, const float* g,
+                                   const float* beta, float* const* states, bf16* out) = 0;
   // From zero states; every output overwritten. host_offsets: the same offsets on the host.
   virtual void gdn_backward(const GdnShape& shape, const int64_t* offsets, const int64_t* host_offsets,
                             int64_t num_seqs, const float* q, const float* k, const bf16* v, const float* g,
-                            const float* beta, const bf16* d_out, float* d_q, float* d_k, bf16* d_v, float* d_g,
-                            float* d_beta) = 0;
+                            const float* beta, const bf16* d_out, float* d_q, float* d_k, bf16* d_v,
+                            float* d_g, float* d_beta) = 0;
   // Causal GQA attention; the queries of sequence s are the last tokens of its keys. lse [q tokens,
   // heads] fp32 is what this backend's backward needs.
-  virtual void attention_forward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
-                                 int64_t num_seqs, int64_t num_q_tokens, const bf16* q, const bf16* k, const bf16* v,
-                                 bf16* out, float* lse) = 0;
+  virtual void attention_forward(const AttentionShape& shape, const int64_t* q_offsets,
+                                 const int64_t* kv_offsets, int64_t num_seqs, int64_t num_q_tokens,
+                                 const bf16* q, const bf16* k, const bf16* v, bf16* out, float* lse) = 0;
   // Against paged pools [blocks, block_size, Hkv, D]; kv_lengths (device int64) count this step's tokens;
   // block_table device int32 [num_seqs, max_blocks].
   virtual void attention_forward_paged(const AttentionShape& shape, const int64_t* q_offsets,
@@ -147,21 +149,24 @@ class Ops {
                                        const int32_t* block_table, int64_t max_blocks, int64_t block_size,
                                        bf16* out) = 0;
   // Writes this step's keys and values at positions [kv_length − n, kv_length) of each sequence.
-  virtual void paged_kv_write(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_lengths,
-                              int64_t num_seqs, int64_t num_q_tokens, const bf16* k, const bf16* v, bf16* k_pool,
-                              bf16* v_pool, const int32_t* block_table, int64_t max_blocks, int64_t block_size) = 0;
-  virtual void attention_backward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
-                                  int64_t num_seqs, int64_t num_q_tokens, int64_t num_kv_tokens, const bf16* q,
-                                  const bf16* k, const bf16* v, const bf16* out, const float* lse,
-                                  const bf16* d_out, bf16* d_q, bf16* d_k, bf16* d_v) = 0;
+  virtual void paged_kv_write(const AttentionShape& shape, const int64_t* q_offsets,
+                              const int64_t* kv_lengths, int64_t num_seqs, int64_t num_q_tokens,
+                              const bf16* k, const bf16* v, bf16* k_pool, bf16* v_pool,
+                              const int32_t* block_table, int64_t max_blocks, int64_t block_size) = 0;
+  virtual void attention_backward(const AttentionShape& shape, const int64_t* q_offsets,
+                                  const int64_t* kv_offsets, int64_t num_seqs, int64_t num_q_tokens,
+                                  int64_t num_kv_tokens, const bf16* q, const bf16* k, const bf16* v,
+                                  const bf16* out, const float* lse, const bf16* d_out, bf16* d_q, bf16* d_k,
+                                  bf16* d_v) = 0;
 
   // ---- Mixture of experts --------------------------------------------------------------------
   // Top-k of softmax(logits) (ties to the lower index) or, with `replay` [rows, k], those experts;
   // weights fp32 [rows, k]. bad_replays (device int, may be NULL) counts replayed ids out of range.
   virtual void route(const MoeShape& shape, int64_t rows, const float* logits, const int16_t* replay,
                      int16_t* experts, float* weights, int* bad_replays) = 0;
-  virtual void route_backward(const MoeShape& shape, int64_t rows, const float* logits, const int16_t* experts,
-                              const float* weights, const float* dweights, float* dlogits) = 0;
+  virtual void route_backward(const MoeShape& shape, int64_t rows, const float* logits,
+                              const int16_t* experts, const float* weights, const float* dweights,
+                              float* dlogits) = 0;
   // y[rows, H] += Σ_i w_i · down_e(silu(gate_e x) · up_e x) for the k experts of each row;
   // gate_up [E, 2I, H], down [E, H, I].
   virtual void experts_forward(const MoeShape& shape, int64_t rows, const bf16* x, const int16_t* experts,
@@ -170,32 +175,35 @@ class Ops {
   // be NULL) accumulate.
   virtual void experts_backward(const MoeShape& shape, int64_t rows, const bf16* x, const int16_t* experts,
                                 const float* weights, const bf16* gate_up, const bf16* down, const bf16* dy,
-                                bf16* dx, bool accumulate_dx, float* dweights, float* dgate_up, float* ddown) = 0;
+                                bf16* dx, bool accumulate_dx, float* dweights, float* dgate_up,
+                                float* ddown) = 0;
 
   // ---- The trainer's head, loss and optimizer -------------------------------------------------
   // logprob[r] = log_softmax(logits[r, 0:valid])[targets[r]], lse[r] the row's log-sum-exp.
-  virtual void token_logprobs(int64_t rows, int64_t V, int64_t valid, const float* logits, const int32_t* targets,
-                              float* logprob, float* lse) = 0;
+  virtual void token_logprobs(int64_t rows, int64_t V, int64_t valid, const float* logits,
+                              const int32_t* targets, float* logprob, float* lse) = 0;
   // dlogits[r, :] = coef[r] · (onehot(targets[r]) − softmax(logits[r, 0:valid])), bf16 (0 on padding
   // ids and on rows with coef 0): the gradient of Σ_r coef[r] · logprob[r].
-  virtual void token_logprobs_backward(int64_t rows, int64_t V, int64_t valid, const float* logits, const float* lse,
-                                       const int32_t* targets, const float* coef, bf16* dlogits) = 0;
+  virtual void token_logprobs_backward(int64_t rows, int64_t V, int64_t valid, const float* logits,
+                                       const float* lse, const int32_t* targets, const float* coef,
+                                       bf16* dlogits) = 0;
   // Per token with weight pw ≠ 0: r = exp(logp_theta − logp_prev); loss = −pw · r, or with ppo_clip
   // −min(pw·r, pw·clip(r, 1 − clip_low, 1 + clip_high)); coef = d loss / d logp_theta (0 where clipped).
   virtual void grpo_token_loss(int64_t n, const float* pw, const float* logp_theta, const float* logp_prev,
-                               bool ppo_clip, double clip_low, double clip_high, float* loss, float* coef) = 0;
+                               bool ppo_clip, double clip_low, double clip_high, float* loss,
+                               float* coef) = 0;
   // *sum_sq (device double) += Σ g².
   virtual void sum_squares(int64_t n, const float* g, double* sum_sq) = 0;
   // ---- The engine's sampler ------------------------------------------------------------------
   // One id per row from its logits [rows, V] over [0, valid) with params[r] (device array), as
   // model/sampling.hpp's sample_token draws it (without top-k); logprob under the distribution
   // drawn from. A row whose logits are not finite gets token −1.
-  virtual void sample_tokens(int64_t rows, int64_t V, int64_t valid, const float* logits, const SamplingRow* params,
-                             int32_t* tokens, float* logprob) = 0;
+  virtual void sample_tokens(int64_t rows, int64_t V, int64_t valid, const float* logits,
+                             const SamplingRow* params, int32_t* tokens, float* logprob) = 0;
 
   // AdamW on fp32 master weights and moments; `working` (bf16, may be NULL) gets the new weights.
-  virtual void adamw_update(int64_t n, const AdamWStep& s, const float* grad, float* master, float* m, float* v,
-                            bf16* working) = 0;
+  virtual void adamw_update(int64_t n, const AdamWStep& s, const float* grad, float* master, float* m,
+                            float* v, bf16* working) = 0;
 };
 
 // Memory of an Ops backend that frees itself. Empty until the first reserve; bytes uninitialised.
@@ -218,7 +226,9 @@ class Buffer {
 
   void* get() const { return ptr_; }
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
   // Grows (never shrinks) to at least `bytes` of `ops`' memory; contents are lost when it grows.
   void reserve(Ops& ops, size_t bytes) {

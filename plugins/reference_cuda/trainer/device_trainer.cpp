@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/named_tensors.hpp"
-#include "model/vocabulary.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/types.hpp"
+#include "model/named_tensors.hpp"
+#include "model/vocabulary.hpp"
 
 namespace mlpt::ref {
 
@@ -23,7 +23,8 @@ std::vector<Buffer> fp32_tensors(Ops& ops, const ModelLayout& layout) {
 }  // namespace
 
 DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_group* group,
-                             const std::string& component, const std::function<void(Settings&)>& platform_keys,
+                             const std::string& component,
+                             const std::function<void(Settings&)>& platform_keys,
                              const std::function<std::unique_ptr<DevicePlatform>()>& make_platform)
     : group_(group) {
   int64_t tp = 1, ep = 1;
@@ -83,7 +84,8 @@ Weights<float> DeviceTrainer::shard_zeros() const {
 
 Weights<float> DeviceTrainer::download(const std::vector<Buffer>& tensors) const {
   Weights<float> w = shard_zeros();
-  for (size_t i = 0; i < w.values.size(); ++i) ops().to_host(w.values[i].data(), tensors[i].get(), w.values[i].size() * 4);
+  for (size_t i = 0; i < w.values.size(); ++i)
+    ops().to_host(w.values[i].data(), tensors[i].get(), w.values[i].size() * 4);
   return w;
 }
 
@@ -92,12 +94,14 @@ dev::DeviceBatch DeviceTrainer::device_batch(const mlpt_train_batch& b, const Mi
   db.tokens.assign(b.tokens + mb.first_token, b.tokens + mb.end_token);
   db.offsets.clear();
   for (size_t s = mb.first_seq; s <= mb.end_seq; ++s) db.offsets.push_back(b.offsets[s] - mb.first_token);
-  if (b.routed_experts) db.replay_experts = b.routed_experts + mb.first_token * b.num_moe_layers * b.experts_per_token;
+  if (b.routed_experts)
+    db.replay_experts = b.routed_experts + mb.first_token * b.num_moe_layers * b.experts_per_token;
   if (sharded()) db.parallel = &parallel_;
   return db;
 }
 
-void DeviceTrainer::logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, int64_t first_token, double* out) {
+void DeviceTrainer::logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, int64_t first_token,
+                                double* out) {
   Ops& o = ops();
   const int64_t n = db.num_tokens(), H = config_.hidden_size, V = config_.vocab_size;
   std::vector<int32_t> targets(size_t(n), 0);
@@ -164,10 +168,11 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
         pw[t] = static_cast<float>(plan.weight[first + t + 1]);
         lp_prev[t] = static_cast<float>(prev[first + t + 1]);
       }
-    if (std::all_of(pw.begin(), pw.end(), [](float x) { return x == 0.f; })) continue;  // masked: zero gradient
+    if (std::all_of(pw.begin(), pw.end(), [](float x) { return x == 0.f; }))
+      continue;  // masked: zero gradient
     const size_t blk = size_t(std::min(kHeadBlock, n));
-    Buffer logits(o, blk * size_t(V) * 4), dlogits(o, blk * size_t(V) * 2), lse, lp, dt, dpw, dprev, loss, coef,
-        dh(o, size_t(n * H) * 2);
+    Buffer logits(o, blk * size_t(V) * 4), dlogits(o, blk * size_t(V) * 2), lse, lp, dt, dpw, dprev, loss,
+        coef, dh(o, size_t(n * H) * 2);
     const int32_t* d_targets = upload(o, dt, targets);
     const float* d_pw = upload(o, dpw, pw);
     const float* d_prev = upload(o, dprev, lp_prev);
@@ -184,12 +189,13 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
       const bf16* head = weights_.bf(weights_.layout.lm_head);
       o.logits_forward(rows, V, H, hb, head, logits.as<float>());
       o.token_logprobs(rows, V, valid_vocab_, logits.as<float>(), d_targets + r0, d_lp + r0, d_lse + r0);
-      o.grpo_token_loss(rows, d_pw + r0, d_lp + r0, d_prev + r0, settings_.loss.ppo_clip, settings_.loss.clip_low,
-                        settings_.loss.clip_high, d_loss + r0, d_coef + r0);
-      o.token_logprobs_backward(rows, V, valid_vocab_, logits.as<float>(), d_lse + r0, d_targets + r0, d_coef + r0,
-                                dlogits.as<bf16>());
+      o.grpo_token_loss(rows, d_pw + r0, d_lp + r0, d_prev + r0, settings_.loss.ppo_clip,
+                        settings_.loss.clip_low, settings_.loss.clip_high, d_loss + r0, d_coef + r0);
+      o.token_logprobs_backward(rows, V, valid_vocab_, logits.as<float>(), d_lse + r0, d_targets + r0,
+                                d_coef + r0, dlogits.as<bf16>());
       o.linear_backward_input(rows, V, H, dlogits.as<bf16>(), head, dh.as<bf16>() + r0 * H, false);
-      o.linear_backward_weight(rows, V, H, dlogits.as<bf16>(), hb, grads_[weights_.layout.lm_head].as<float>());
+      o.linear_backward_weight(rows, V, H, dlogits.as<bf16>(), hb,
+                               grads_[weights_.layout.lm_head].as<float>());
     }
     std::vector<float> token_loss(static_cast<size_t>(n));
     o.to_host(token_loss.data(), d_loss, size_t(n) * 4);
@@ -205,7 +211,8 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   // whole batch's; summed on the device, the same bits on every replica.
   if (data_)
     for (size_t i = 0; i < grads_.size(); ++i)
-      if (trainable_[i]) data_->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
+      if (trainable_[i])
+        data_->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
   group_.sum_step_totals(total_loss, plan, work);
   const double norm = global_grad_norm();
   if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
@@ -288,7 +295,8 @@ void DeviceTrainer::export_weights(mlpt_export_weights_args& args) {
   // Readiness (mlpt.h, Device memory): the step's writes to the master weights are finished here.
   ops().synchronize();
   if (mlpt::sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_ready)))
-    args.out_ready = mlpt_device_ready{MLPT_DEVICE_READY_STRUCT_SIZE, MLPT_READY_ON_RETURN, platform_->stream(), nullptr};
+    args.out_ready =
+        mlpt_device_ready{MLPT_DEVICE_READY_STRUCT_SIZE, MLPT_READY_ON_RETURN, platform_->stream(), nullptr};
 }
 
 void DeviceTrainer::save_state(std::string_view path) {

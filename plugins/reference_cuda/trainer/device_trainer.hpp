@@ -31,13 +31,13 @@
 #include <vector>
 
 #include "device_model/model.hpp"
+#include "device_model/platform.hpp"
+#include "mlpt/sdk/trainer.hpp"
 #include "model/parallel/shard_export.hpp"
 #include "model/parallel/shard_weights.hpp"
-#include "device_model/platform.hpp"
 #include "trainer/trainer_common.hpp"
 #include "trainer/trainer_group.hpp"
 #include "trainer/trainer_state.hpp"
-#include "mlpt/sdk/trainer.hpp"
 
 namespace mlpt::ref {
 
@@ -55,7 +55,9 @@ class DeviceTrainer : public sdk::Trainer {
   void export_weights(mlpt_export_weights_args& args) override;
   void save_state(std::string_view path) override;
   void load_state(std::string_view path) override;
-  DataParallel data_parallel() const override { return {group_.data_parallel_rank(), group_.data_parallel_size()}; }
+  DataParallel data_parallel() const override {
+    return {group_.data_parallel_rank(), group_.data_parallel_size()};
+  }
 
  private:
   dev::DeviceBatch device_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
@@ -74,11 +76,11 @@ class DeviceTrainer : public sdk::Trainer {
   std::unique_ptr<DevicePlatform> platform_;  // first made, last gone: every buffer below is its memory
   ModelConfig full_config_;                   // the whole model's (config_ is the shard's)
   std::unique_ptr<Communicator> tensor_, expert_, data_;  // device groups over the TP, EP, DP groups
-  ModelParallel parallel_;                    // the model's groups, when sharded
-  std::vector<TensorSpread> spreads_;         // per tensor: how it is split over the model-parallel group
+  ModelParallel parallel_;                                // the model's groups, when sharded
+  std::vector<TensorSpread> spreads_;  // per tensor: how it is split over the model-parallel group
   ModelConfig config_;
-  dev::DeviceWeights weights_;                       // bf16 / fp32 working copies
-  std::vector<Buffer> master_, m_, v_, grads_;       // fp32, one per layout tensor
+  dev::DeviceWeights weights_;                  // bf16 / fp32 working copies
+  std::vector<Buffer> master_, m_, v_, grads_;  // fp32, one per layout tensor
   std::vector<bool> trainable_;
   dev::WorkspacePtr ws_;
   int64_t valid_vocab_ = 0, step_ = 0;

@@ -1,5 +1,5 @@
 // An MPI program (one process per rank; parallel_test.cpp runs it under mpirun -np 2 and -np 4)
-// that checks the CUDA model's tensor and expert parallelism (backends/cuda/model.hpp; `--ep E`:
+// that checks the CUDA model's tensor and expert parallelism (device_model/model.hpp on CudaOps; `--ep E`:
 // tp = ranks / E, the routed experts dispatched through host memory over MPI) on the tiny
 // config: each rank holds its shard (shard_weights) on the device and runs the packed forward,
 // the next-token logprobs, the backward of a fixed function of the hidden states, and generation

@@ -1,6 +1,6 @@
 // The qwen35_cuda trainer as a group of ranks sharing one GPU (the model's and the data-parallel
 // gradients' sums over host-staged MPI, backends/cuda/parallel/device_communicator.hpp; routed
-// experts dispatched through host memory, backends/cuda/parallel/staged_expert_dispatch.hpp), started by
+// experts dispatched through host memory, device_model/staged_experts.hpp), started by
 // mpirun as dist_peer ranks, takes one step on the micro model with heads that split; its exported
 // weights (shards put back in place), loss and gradient norm are compared with the one-rank
 // qwen35_cpu trainer's step (tests/integration/distributed/trainer_runs.hpp) and, for data and

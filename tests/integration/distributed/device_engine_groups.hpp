@@ -23,9 +23,8 @@
 // fp32 itself moves a gap by more than bf16's estimate (the first GPU run diverged at a gap of 0.247).
 #pragma once
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -37,8 +36,8 @@
 
 namespace dist_test {
 
-using nlohmann::json;
 using model_testing::cpu_logits;
+using nlohmann::json;
 
 inline constexpr double kCudaShortfall = 0.1, kCpuShortfall = 1e-4, kNearTie = 2 * kCudaShortfall;
 
@@ -48,12 +47,22 @@ inline json greedy_requests() {
   std::vector<int32_t> longer, shared{4, 9, 16, 25, 36, 12, 3, 8, 1, 30, 22};
   for (int i = 0; i < 70; ++i) longer.push_back((i * 37 + 11) % 1000);
   return {{"requests",
-           {{{"name", "plain"}, {"id", 1}, {"tokens", {1, 2, 3, 4, 5, 6, 7}}, {"top_k", 1}, {"max_new_tokens", 8}},
+           {{{"name", "plain"},
+             {"id", 1},
+             {"tokens", {1, 2, 3, 4, 5, 6, 7}},
+             {"top_k", 1},
+             {"max_new_tokens", 8}},
             {{"name", "longer"}, {"id", 2}, {"tokens", longer}, {"top_k", 1}, {"max_new_tokens", 8}},
             {{"name", "shared_a"}, {"id", 3}, {"tokens", shared}, {"top_k", 1}, {"max_new_tokens", 6}},
             {{"name", "shared_b"}, {"id", 4}, {"tokens", shared}, {"top_k", 1}, {"max_new_tokens", 6}},
-            {{"name", "session"}, {"id", 5}, {"session", 7}, {"tokens", {11, 13, 17, 19, 23}}, {"top_k", 1}, {"max_new_tokens", 5}}}},
-          {"second_turn", {{"of", "session"}, {"id", 6}, {"extra", {3, 5, 7}}, {"top_k", 1}, {"max_new_tokens", 5}}}};
+            {{"name", "session"},
+             {"id", 5},
+             {"session", 7},
+             {"tokens", {11, 13, 17, 19, 23}},
+             {"top_k", 1},
+             {"max_new_tokens", 5}}}},
+          {"second_turn",
+           {{"of", "session"}, {"id", 6}, {"extra", {3, 5, 7}}, {"top_k", 1}, {"max_new_tokens", 5}}}};
 }
 
 // The prompt a run's request `name` had (a second turn continues the run's own first turn).
@@ -80,12 +89,14 @@ struct Greedy {
   double spread(size_t j, int32_t a, int32_t b) const {
     double s = 0;
     for (const auto& p : perturbed[j])
-      s = std::max(s, std::fabs(double(p[size_t(a)] - p[size_t(b)]) - double(logits[j][size_t(a)] - logits[j][size_t(b)])));
+      s = std::max(s, std::fabs(double(p[size_t(a)] - p[size_t(b)]) -
+                                double(logits[j][size_t(a)] - logits[j][size_t(b)])));
     return s;
   }
 };
 
-inline Greedy follow_cpu(const mlpt::ref::Weights<float>& w, std::vector<int32_t> seq, const json& generated) {
+inline Greedy follow_cpu(const mlpt::ref::Weights<float>& w, std::vector<int32_t> seq,
+                         const json& generated) {
   Greedy g;
   g.tokens = generated.get<std::vector<int32_t>>();
   const size_t prompt = seq.size();
@@ -93,15 +104,19 @@ inline Greedy follow_cpu(const mlpt::ref::Weights<float>& w, std::vector<int32_t
   seq.pop_back();  // nothing follows the last token
   const auto logits = cpu_logits(w, seq);
   std::vector<std::vector<float>> others;
-  for (int seed = 0; seed < 4; ++seed) others.push_back(cpu_logits(model_testing::perturbed_weights(w, seed), seq));
+  for (int seed = 0; seed < 4; ++seed)
+    others.push_back(cpu_logits(model_testing::perturbed_weights(w, seed), seq));
   const size_t V = size_t(w.config.vocab_size);
   for (size_t j = 0; j < g.tokens.size(); ++j) {
     const float* l = logits.data() + (prompt - 1 + j) * V;
     g.logits.emplace_back(l, l + V);
     g.perturbed.emplace_back();
-    for (const auto& o : others) g.perturbed.back().emplace_back(o.begin() + long((prompt - 1 + j) * V), o.begin() + long((prompt + j) * V));
+    for (const auto& o : others)
+      g.perturbed.back().emplace_back(o.begin() + long((prompt - 1 + j) * V),
+                                      o.begin() + long((prompt + j) * V));
     const int32_t best = int32_t(std::max_element(l, l + V) - l);
-    g.shortfall = std::max(g.shortfall, double(l[best] - l[g.tokens[j]]) - 4 * g.spread(j, best, g.tokens[j]));
+    g.shortfall =
+        std::max(g.shortfall, double(l[best] - l[g.tokens[j]]) - 4 * g.spread(j, best, g.tokens[j]));
     g.raw_shortfall = std::max(g.raw_shortfall, double(l[best] - l[g.tokens[j]]));
   }
   return g;
@@ -130,7 +145,8 @@ inline void check_device_engine_group(const std::string& engine, int tp, int ep)
   const json one = run_engines(dir, 1, {{"checkpoint", a}}, "device_one", engine)[0];
   const json group = run_engines(dir, ranks, layout, "device_group", engine);
   const json cpu = run_engines(dir, ranks, layout, "cpu_group", "qwen35_cpu")[0];
-  INFO("one " << engine << " engine: " << one.dump() << "\n" << engine << " group: " << group.dump() << "\nCPU group: " << cpu.dump());
+  INFO("one " << engine << " engine: " << one.dump() << "\n"
+              << engine << " group: " << group.dump() << "\nCPU group: " << cpu.dump());
   REQUIRE_FALSE(one.contains("error"));
   REQUIRE_FALSE(cpu.contains("error"));
 
@@ -167,8 +183,8 @@ inline void check_device_engine_group(const std::string& engine, int tp, int ep)
       if (phase == "after") refit_changed |= want["tokens"] != one["before"][name]["tokens"];
     }
   }
-  CHECK(compared == 18);       // six generations in each of the three phases
-  CHECK(refit_changed);        // checkpoint B's weights were in use after the refit
+  CHECK(compared == 18);  // six generations in each of the three phases
+  CHECK(refit_changed);   // checkpoint B's weights were in use after the refit
   for (int rank = 0; rank < ranks; ++rank) {
     const json& r = group[rank];
     INFO("rank " << rank);
@@ -176,19 +192,21 @@ inline void check_device_engine_group(const std::string& engine, int tp, int ep)
     CHECK(r["shards"].get<int>() > 0);  // its shard boxes (weight_shards)
     CHECK(r["weight_version"] == 1);
     CHECK(r["fetched"] == 1);
-    CHECK_THAT(r["mismatch"]["message"].get<std::string>(), Catch::Contains("rank 1 refused to load version 1"));
+    CHECK_THAT(r["mismatch"]["message"].get<std::string>(),
+               Catch::Contains("rank 1 refused to load version 1"));
     CHECK(r["version_after_mismatch"] == 0);  // no rank loaded
     CHECK_THAT(r["missing_shard"]["message"].get<std::string>(), Catch::Contains("is missing"));
     // The refit brought each rank its shard boxes only.
     CHECK(r["received_bytes"].get<double>() > 0);
     CHECK(r["received_bytes"].get<double>() < one["model_bytes"].get<double>());
-    if (rank > 0) CHECK_THAT(r["follower_generate"]["message"].get<std::string>(), Catch::Contains("requests go to rank 0"));
+    if (rank > 0)
+      CHECK_THAT(r["follower_generate"]["message"].get<std::string>(),
+                 Catch::Contains("requests go to rank 0"));
   }
-  WARN(engine << " engine group TP=" << tp << " EP=" << ep << ": greedy tokens at most " << worst_group << " below the CPU model's best logit (one rank: "
-                                                        << worst_one << ", CPU group: " << worst_cpu << "); of " << compared
-                                                        << " generations " << identical_one << " equal the one-rank engine's, "
-                                                        << identical_cpu << " the CPU group's");
+  WARN(engine << " engine group TP=" << tp << " EP=" << ep << ": greedy tokens at most " << worst_group
+              << " below the CPU model's best logit (one rank: " << worst_one << ", CPU group: " << worst_cpu
+              << "); of " << compared << " generations " << identical_one << " equal the one-rank engine's, "
+              << identical_cpu << " the CPU group's");
 }
-
 
 }  // namespace dist_test

@@ -2,9 +2,8 @@
 // (backends/cpu/bf16_ops.hpp) against the fp32 reference model (model/model.hpp): the host logic
 // (bf16 rounding, uploads, batch plans) exactly, and the whole forward, backward and decode within
 // bounds that follow from bf16's rounding (each bound's derivation is next to it).
-#include <catch2/catch.hpp>
-
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -35,7 +34,6 @@ uint16_t reference_bf16_bits(float f) {
   return uint16_t((up ? lo + 0x10000u : lo) >> 16);
 }
 
-
 }  // namespace
 
 TEST_CASE("bf16: rounding to nearest even matches an independent rounding, specials kept") {
@@ -55,11 +53,13 @@ TEST_CASE("bf16: rounding to nearest even matches an independent rounding, speci
   CHECK(checked > 190000);
   // Exact ties: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 and goes to the even 1.
   CHECK(mlpt::ref::to_bf16(1.0f + std::ldexp(1.0f, -8)).bits == mlpt::ref::to_bf16(1.0f).bits);
-  CHECK(mlpt::ref::to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)).bits == uint16_t(mlpt::ref::to_bf16(1.0f).bits + 2));
+  CHECK(mlpt::ref::to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)).bits ==
+        uint16_t(mlpt::ref::to_bf16(1.0f).bits + 2));
   CHECK(std::isinf(mlpt::ref::round_bf16(std::numeric_limits<float>::max())));
   CHECK(std::isinf(mlpt::ref::round_bf16(-std::numeric_limits<float>::infinity())));
   CHECK(std::isnan(mlpt::ref::round_bf16(std::numeric_limits<float>::quiet_NaN())));
-  CHECK(std::isnan(mlpt::ref::round_bf16(std::bit_cast<float>(0x7f800001u))));  // a signalling NaN stays a NaN
+  CHECK(
+      std::isnan(mlpt::ref::round_bf16(std::bit_cast<float>(0x7f800001u))));  // a signalling NaN stays a NaN
   CHECK(mlpt::ref::round_bf16(-0.0f) == 0.0f);
   CHECK(std::signbit(mlpt::ref::round_bf16(-0.0f)));
 }
@@ -76,7 +76,8 @@ TEST_CASE("device model: every uploaded tensor lands in its own place, as its bf
     REQUIRE(back.size() == w.values[i].size());
     const bool f32 = dev::is_fp32_tensor(w.layout, static_cast<int>(i));
     size_t wrong = 0;
-    for (size_t j = 0; j < back.size(); ++j) wrong += back[j] != (f32 ? w.values[i][j] : mlpt::ref::round_bf16(w.values[i][j]));
+    for (size_t j = 0; j < back.size(); ++j)
+      wrong += back[j] != (f32 ? w.values[i][j] : mlpt::ref::round_bf16(w.values[i][j]));
     CHECK(wrong == 0);
   }
   // assign_tensor writes one tensor and no other.
@@ -127,7 +128,8 @@ TEST_CASE("device model: a batch's plan (positions, block table, KV lengths) and
   }
   SECTION("too few blocks for the new tokens") {
     a.blocks = {3};
-    CHECK_THROWS_WITH(dev::plan_batch(cfg, batch), Catch::Contains("segment 0 has KV blocks for 4 tokens, needs 7"));
+    CHECK_THROWS_WITH(dev::plan_batch(cfg, batch),
+                      Catch::Contains("segment 0 has KV blocks for 4 tokens, needs 7"));
   }
   SECTION("a block outside the pool") {
     b.blocks = {8};

@@ -70,7 +70,9 @@ void* Bf16Ops::allocate(size_t bytes) {
   if (!p) throw std::bad_alloc();
   return p;
 }
-void Bf16Ops::release(void* p) noexcept { std::free(p); }
+void Bf16Ops::release(void* p) noexcept {
+  std::free(p);
+}
 void Bf16Ops::to_device(void* dst, const void* host, size_t bytes) {
   if (bytes) std::memcpy(dst, host, bytes);
 }
@@ -80,10 +82,11 @@ void Bf16Ops::to_host(void* host, const void* src, size_t bytes) {
 void Bf16Ops::copy(void* dst, const void* src, size_t bytes) {
   if (bytes && dst != src) std::memmove(dst, src, bytes);
 }
-void Bf16Ops::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, int64_t rows) {
+void Bf16Ops::copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                        int64_t rows) {
   for (int64_t r = 0; r < rows; ++r)
-    std::memmove(static_cast<char*>(dst) + size_t(r) * dst_pitch, static_cast<const char*>(src) + size_t(r) * src_pitch,
-                 width);
+    std::memmove(static_cast<char*>(dst) + size_t(r) * dst_pitch,
+                 static_cast<const char*>(src) + size_t(r) * src_pitch, width);
 }
 void Bf16Ops::zero(void* p, size_t bytes) {
   if (bytes) std::memset(p, 0, bytes);
@@ -91,7 +94,9 @@ void Bf16Ops::zero(void* p, size_t bytes) {
 
 // ---- Elementwise -----------------------------------------------------------------------------
 
-void Bf16Ops::to_bf16(int64_t n, const float* x, bf16* y) { narrow(x, n, y); }
+void Bf16Ops::to_bf16(int64_t n, const float* x, bf16* y) {
+  narrow(x, n, y);
+}
 void Bf16Ops::to_float(int64_t n, const bf16* x, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = ref::to_float(x[i]);
 }
@@ -108,7 +113,8 @@ void Bf16Ops::linear_forward(int64_t M, int64_t N, int64_t K, const bf16* x, con
                              bool accumulate) {
   if (M == 0 || N == 0) return;
   F Y = accumulate ? widen(y, M * N) : F(size_t(M * N), 0.f);
-  if (K > 0) cpu::linear_forward<float>(M, N, K, widen(x, M * K).data(), widen(W, N * K).data(), Y.data(), accumulate);
+  if (K > 0)
+    cpu::linear_forward<float>(M, N, K, widen(x, M * K).data(), widen(W, N * K).data(), Y.data(), accumulate);
   narrow(Y.data(), M * N, y);
 }
 void Bf16Ops::linear_backward_input(int64_t M, int64_t N, int64_t K, const bf16* dy, const bf16* W, bf16* dx,
@@ -116,19 +122,23 @@ void Bf16Ops::linear_backward_input(int64_t M, int64_t N, int64_t K, const bf16*
   if (M == 0 || K == 0) return;
   F DX = accumulate ? widen(dx, M * K) : F(size_t(M * K), 0.f);
   if (N > 0)
-    cpu::linear_backward_input<float>(M, N, K, widen(dy, M * N).data(), widen(W, N * K).data(), DX.data(), accumulate);
+    cpu::linear_backward_input<float>(M, N, K, widen(dy, M * N).data(), widen(W, N * K).data(), DX.data(),
+                                      accumulate);
   narrow(DX.data(), M * K, dx);
 }
-void Bf16Ops::linear_backward_weight(int64_t M, int64_t N, int64_t K, const bf16* dy, const bf16* x, float* dW) {
+void Bf16Ops::linear_backward_weight(int64_t M, int64_t N, int64_t K, const bf16* dy, const bf16* x,
+                                     float* dW) {
   if (M == 0 || N == 0 || K == 0) return;
   cpu::linear_backward_weight<float>(M, N, K, widen(dy, M * N).data(), widen(x, M * K).data(), dW);
 }
-void Bf16Ops::logits_forward(int64_t rows, int64_t V, int64_t H, const bf16* hidden, const bf16* W, float* logits) {
+void Bf16Ops::logits_forward(int64_t rows, int64_t V, int64_t H, const bf16* hidden, const bf16* W,
+                             float* logits) {
   if (rows == 0 || V == 0) return;
   cpu::linear_forward<float>(rows, V, H, widen(hidden, rows * H).data(), widen(W, V * H).data(), logits);
 }
 void Bf16Ops::embedding_forward(int64_t tokens, int64_t H, const int32_t* ids, const bf16* E, bf16* x) {
-  for (int64_t t = 0; t < tokens; ++t) std::memcpy(x + t * H, E + int64_t(ids[t]) * H, size_t(H) * sizeof(bf16));
+  for (int64_t t = 0; t < tokens; ++t)
+    std::memcpy(x + t * H, E + int64_t(ids[t]) * H, size_t(H) * sizeof(bf16));
 }
 void Bf16Ops::embedding_backward(int64_t tokens, int64_t H, const int32_t* ids, const bf16* dx, float* dE) {
   for (int64_t t = 0; t < tokens; ++t)
@@ -142,53 +152,56 @@ void Bf16Ops::rmsnorm_forward(int64_t rows, int64_t D, const bf16* x, const floa
   cpu::rmsnorm_forward<float>(rows, D, widen(x, rows * D).data(), w, eps, Y.data());
   narrow(Y.data(), rows * D, y);
 }
-void Bf16Ops::rmsnorm_backward(int64_t rows, int64_t D, const bf16* x, const float* w, double eps, const bf16* dy,
-                               bf16* dx, float* dw) {
+void Bf16Ops::rmsnorm_backward(int64_t rows, int64_t D, const bf16* x, const float* w, double eps,
+                               const bf16* dy, bf16* dx, float* dw) {
   F DX(size_t(rows * D));
-  cpu::rmsnorm_backward<float>(rows, D, widen(x, rows * D).data(), w, eps, widen(dy, rows * D).data(), DX.data(), dw);
+  cpu::rmsnorm_backward<float>(rows, D, widen(x, rows * D).data(), w, eps, widen(dy, rows * D).data(),
+                               DX.data(), dw);
   narrow(DX.data(), rows * D, dx);
 }
-void Bf16Ops::gated_rmsnorm_forward(int64_t rows, int64_t D, const bf16* o, const bf16* z, const float* w, double eps,
-                                    bf16* y) {
+void Bf16Ops::gated_rmsnorm_forward(int64_t rows, int64_t D, const bf16* o, const bf16* z, const float* w,
+                                    double eps, bf16* y) {
   F Y(size_t(rows * D));
-  cpu::gated_rmsnorm_forward<float>(rows, D, widen(o, rows * D).data(), widen(z, rows * D).data(), w, eps, Y.data());
+  cpu::gated_rmsnorm_forward<float>(rows, D, widen(o, rows * D).data(), widen(z, rows * D).data(), w, eps,
+                                    Y.data());
   narrow(Y.data(), rows * D, y);
 }
-void Bf16Ops::gated_rmsnorm_backward(int64_t rows, int64_t D, const bf16* o, const bf16* z, const float* w, double eps,
-                                     const bf16* dy, bf16* d_o, bf16* dz, float* dw) {
+void Bf16Ops::gated_rmsnorm_backward(int64_t rows, int64_t D, const bf16* o, const bf16* z, const float* w,
+                                     double eps, const bf16* dy, bf16* d_o, bf16* dz, float* dw) {
   F DO(size_t(rows * D)), DZ(size_t(rows * D));
   cpu::gated_rmsnorm_backward<float>(rows, D, widen(o, rows * D).data(), widen(z, rows * D).data(), w, eps,
                                      widen(dy, rows * D).data(), DO.data(), DZ.data(), dw);
   narrow(DO.data(), rows * D, d_o);
   narrow(DZ.data(), rows * D, dz);
 }
-void Bf16Ops::l2norm_forward(int64_t rows, int64_t heads, int64_t D, const bf16* x, int64_t x_stride, double eps,
-                             double scale, float* y) {
+void Bf16Ops::l2norm_forward(int64_t rows, int64_t heads, int64_t D, const bf16* x, int64_t x_stride,
+                             double eps, double scale, float* y) {
   if (rows <= 0) return;
   cpu::l2norm_forward<float>(rows, D, gather_heads(x, rows, heads, D, x_stride).data(), D, eps, scale, y);
 }
-void Bf16Ops::l2norm_backward(int64_t rows, int64_t heads, int64_t D, const bf16* x, int64_t x_stride, double eps,
-                              double scale, const float* dy, bf16* dx, int64_t dx_stride) {
+void Bf16Ops::l2norm_backward(int64_t rows, int64_t heads, int64_t D, const bf16* x, int64_t x_stride,
+                              double eps, double scale, const float* dy, bf16* dx, int64_t dx_stride) {
   if (rows <= 0) return;
   F DX(size_t(rows * D));
-  cpu::l2norm_backward<float>(rows, D, gather_heads(x, rows, heads, D, x_stride).data(), D, eps, scale, dy, DX.data(),
-                              D);
-  for (int64_t r = 0; r < rows; ++r) narrow(DX.data() + r * D, D, dx + (r / heads) * dx_stride + (r % heads) * D);
+  cpu::l2norm_backward<float>(rows, D, gather_heads(x, rows, heads, D, x_stride).data(), D, eps, scale, dy,
+                              DX.data(), D);
+  for (int64_t r = 0; r < rows; ++r)
+    narrow(DX.data() + r * D, D, dx + (r / heads) * dx_stride + (r % heads) * D);
 }
 
 // ---- Gates and activations -------------------------------------------------------------------
 
 void Bf16Ops::gdn_gates_forward(int64_t rows, int64_t Hv, const bf16* a, const bf16* b, const float* a_log,
                                 const float* dt_bias, float* g, float* beta) {
-  cpu::gdn_gates_forward<float>(rows, Hv, widen(a, rows * Hv).data(), widen(b, rows * Hv).data(), a_log, dt_bias, g,
-                                beta);
+  cpu::gdn_gates_forward<float>(rows, Hv, widen(a, rows * Hv).data(), widen(b, rows * Hv).data(), a_log,
+                                dt_bias, g, beta);
 }
 void Bf16Ops::gdn_gates_backward(int64_t rows, int64_t Hv, const bf16* a, const bf16* b, const float* a_log,
-                                 const float* dt_bias, const float* dg, const float* dbeta, bf16* da, bf16* db,
-                                 float* d_a_log, float* d_dt_bias) {
+                                 const float* dt_bias, const float* dg, const float* dbeta, bf16* da,
+                                 bf16* db, float* d_a_log, float* d_dt_bias) {
   F DA(size_t(rows * Hv)), DB(size_t(rows * Hv));
-  cpu::gdn_gates_backward<float>(rows, Hv, widen(a, rows * Hv).data(), widen(b, rows * Hv).data(), a_log, dt_bias, dg,
-                                 dbeta, DA.data(), DB.data(), d_a_log, d_dt_bias);
+  cpu::gdn_gates_backward<float>(rows, Hv, widen(a, rows * Hv).data(), widen(b, rows * Hv).data(), a_log,
+                                 dt_bias, dg, dbeta, DA.data(), DB.data(), d_a_log, d_dt_bias);
   narrow(DA.data(), rows * Hv, da);
   narrow(DB.data(), rows * Hv, db);
 }
@@ -199,28 +212,29 @@ void Bf16Ops::sigmoid_gate_forward(int64_t rows, int64_t D, const bf16* o, int64
                                    widen_rows(gate, rows, D, gate_stride).data(), D, Y.data());
   narrow(Y.data(), rows * D, y);
 }
-void Bf16Ops::sigmoid_gate_backward(int64_t rows, int64_t D, const bf16* o, int64_t o_stride, const bf16* gate,
-                                    int64_t gate_stride, const bf16* dy, bf16* d_o, int64_t d_o_stride, bf16* dgate,
-                                    int64_t dgate_stride) {
+void Bf16Ops::sigmoid_gate_backward(int64_t rows, int64_t D, const bf16* o, int64_t o_stride,
+                                    const bf16* gate, int64_t gate_stride, const bf16* dy, bf16* d_o,
+                                    int64_t d_o_stride, bf16* dgate, int64_t dgate_stride) {
   F DO(size_t(rows * D)), DG(size_t(rows * D));
   cpu::sigmoid_gate_backward<float>(rows, D, widen_rows(o, rows, D, o_stride).data(), D,
-                                    widen_rows(gate, rows, D, gate_stride).data(), D, widen(dy, rows * D).data(),
-                                    DO.data(), D, DG.data(), D);
+                                    widen_rows(gate, rows, D, gate_stride).data(), D,
+                                    widen(dy, rows * D).data(), DO.data(), D, DG.data(), D);
   narrow_rows(DO.data(), rows, D, d_o, d_o_stride);
   narrow_rows(DG.data(), rows, D, dgate, dgate_stride);
 }
-void Bf16Ops::swiglu_forward(int64_t rows, int64_t I, const bf16* g, const bf16* u, int64_t gu_stride, bf16* h) {
+void Bf16Ops::swiglu_forward(int64_t rows, int64_t I, const bf16* g, const bf16* u, int64_t gu_stride,
+                             bf16* h) {
   F Hh(size_t(rows * I));
   cpu::swiglu_forward<float>(rows, I, widen_rows(g, rows, I, gu_stride).data(),
                              widen_rows(u, rows, I, gu_stride).data(), I, Hh.data());
   narrow(Hh.data(), rows * I, h);
 }
-void Bf16Ops::swiglu_backward(int64_t rows, int64_t I, const bf16* g, const bf16* u, int64_t gu_stride, const bf16* dh,
-                              bf16* dg, bf16* du, int64_t dgu_stride) {
+void Bf16Ops::swiglu_backward(int64_t rows, int64_t I, const bf16* g, const bf16* u, int64_t gu_stride,
+                              const bf16* dh, bf16* dg, bf16* du, int64_t dgu_stride) {
   F DG(size_t(rows * I)), DU(size_t(rows * I));
   cpu::swiglu_backward<float>(rows, I, widen_rows(g, rows, I, gu_stride).data(),
-                              widen_rows(u, rows, I, gu_stride).data(), I, widen(dh, rows * I).data(), DG.data(),
-                              DU.data(), I);
+                              widen_rows(u, rows, I, gu_stride).data(), I, widen(dh, rows * I).data(),
+                              DG.data(), DU.data(), I);
   narrow_rows(DG.data(), rows, I, dg, dgu_stride);
   narrow_rows(DU.data(), rows, I, du, dgu_stride);
 }
@@ -279,8 +293,8 @@ void Bf16Ops::causal_conv_silu_forward(int64_t C, int64_t K, const int64_t* offs
       if (ptrs[size_t(s)]) narrow(ptrs[size_t(s)], W * C, caches[s]);
 }
 void Bf16Ops::causal_conv_silu_backward(int64_t C, int64_t K, const int64_t* offsets, int64_t num_seqs,
-                                        int64_t num_tokens, const bf16* x, const float* w, const bf16* dy, bf16* dx,
-                                        float* dw) {
+                                        int64_t num_tokens, const bf16* x, const float* w, const bf16* dy,
+                                        bf16* dx, float* dw) {
   F DX(size_t(num_tokens * C), 0.f);
   cpu::causal_conv_silu_backward<float>(C, K, offsets, size_t(num_seqs), widen(x, num_tokens * C).data(), w,
                                         widen(dy, num_tokens * C).data(), DX.data(), dw);
@@ -290,9 +304,9 @@ void Bf16Ops::causal_conv_silu_backward(int64_t C, int64_t K, const int64_t* off
 namespace {
 // Runs `form` (chunked or recurrent) one sequence at a time, each from and back into its state.
 template <class Form>
-void gdn_forward_emulated(Form form, const GdnShape& shape, const int64_t* offsets, int64_t num_seqs, const float* q,
-                          const float* k, const bf16* v, const float* g, const float* beta, float* const* states,
-                          bf16* out) {
+void gdn_forward_emulated(Form form, const GdnShape& shape, const int64_t* offsets, int64_t num_seqs,
+                          const float* q, const float* k, const bf16* v, const float* g, const float* beta,
+                          float* const* states, bf16* out) {
   const int64_t T = num_seqs ? offsets[num_seqs] : 0, vd = shape.num_value_heads * shape.value_dim;
   const int64_t SS = shape.num_value_heads * shape.key_dim * shape.value_dim;
   const F V = widen(v, T * vd);
@@ -307,15 +321,17 @@ void gdn_forward_emulated(Form form, const GdnShape& shape, const int64_t* offse
 }
 }  // namespace
 
-void Bf16Ops::gdn_recurrent_forward(const GdnShape& shape, const int64_t* offsets, int64_t num_seqs, const float* q,
-                                    const float* k, const bf16* v, const float* g, const float* beta,
-                                    float* const* states, bf16* out) {
-  gdn_forward_emulated(&cpu::gdn_recurrent_forward<float>, shape, offsets, num_seqs, q, k, v, g, beta, states, out);
+void Bf16Ops::gdn_recurrent_forward(const GdnShape& shape, const int64_t* offsets, int64_t num_seqs,
+                                    const float* q, const float* k, const bf16* v, const float* g,
+                                    const float* beta, float* const* states, bf16* out) {
+  gdn_forward_emulated(&cpu::gdn_recurrent_forward<float>, shape, offsets, num_seqs, q, k, v, g, beta, states,
+                       out);
 }
-void Bf16Ops::gdn_chunked_forward(const GdnShape& shape, const int64_t* offsets, int64_t num_seqs, const float* q,
-                                  const float* k, const bf16* v, const float* g, const float* beta,
-                                  float* const* states, bf16* out) {
-  gdn_forward_emulated(&cpu::gdn_chunked_forward<float>, shape, offsets, num_seqs, q, k, v, g, beta, states, out);
+void Bf16Ops::gdn_chunked_forward(const GdnShape& shape, const int64_t* offsets, int64_t num_seqs,
+                                  const float* q, const float* k, const bf16* v, const float* g,
+                                  const float* beta, float* const* states, bf16* out) {
+  gdn_forward_emulated(&cpu::gdn_chunked_forward<float>, shape, offsets, num_seqs, q, k, v, g, beta, states,
+                       out);
 }
 void Bf16Ops::gdn_backward(const GdnShape& shape, const int64_t* offsets, const int64_t*, int64_t num_seqs,
                            const float* q, const float* k, const bf16* v, const float* g, const float* beta,
@@ -327,15 +343,15 @@ void Bf16Ops::gdn_backward(const GdnShape& shape, const int64_t* offsets, const 
   narrow(DV.data(), T * vd, d_v);
 }
 
-void Bf16Ops::attention_forward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
-                                int64_t num_seqs, int64_t num_q_tokens, const bf16* q, const bf16* k, const bf16* v,
-                                bf16* out, float* lse) {
+void Bf16Ops::attention_forward(const AttentionShape& shape, const int64_t* q_offsets,
+                                const int64_t* kv_offsets, int64_t num_seqs, int64_t num_q_tokens,
+                                const bf16* q, const bf16* k, const bf16* v, bf16* out, float* lse) {
   const int64_t H = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim;
   const int64_t Tkv = num_seqs ? kv_offsets[num_seqs] : 0;
   const F Q = widen(q, num_q_tokens * H * D), Kf = widen(k, Tkv * Hkv * D), Vf = widen(v, Tkv * Hkv * D);
   F O(size_t(num_q_tokens * H * D));
-  cpu::attention_forward<float>(shape, q_offsets, kv_offsets, size_t(num_seqs), Q.data(), Kf.data(), Vf.data(),
-                                O.data());
+  cpu::attention_forward<float>(shape, q_offsets, kv_offsets, size_t(num_seqs), Q.data(), Kf.data(),
+                                Vf.data(), O.data());
   narrow(O.data(), num_q_tokens * H * D, out);
   if (!lse) return;
   // The softmax statistics the CUDA backward keeps: log Σ_j exp(q·k_j / √D) over the causal keys.
@@ -361,10 +377,11 @@ void Bf16Ops::attention_forward(const AttentionShape& shape, const int64_t* q_of
       }
   }
 }
-void Bf16Ops::attention_forward_paged(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_lengths,
-                                      int64_t num_seqs, int64_t num_q_tokens, const bf16* q, const bf16* k_pool,
-                                      const bf16* v_pool, const int32_t* block_table, int64_t max_blocks,
-                                      int64_t block_size, bf16* out) {
+void Bf16Ops::attention_forward_paged(const AttentionShape& shape, const int64_t* q_offsets,
+                                      const int64_t* kv_lengths, int64_t num_seqs, int64_t num_q_tokens,
+                                      const bf16* q, const bf16* k_pool, const bf16* v_pool,
+                                      const int32_t* block_table, int64_t max_blocks, int64_t block_size,
+                                      bf16* out) {
   const int64_t H = shape.num_heads, row = shape.num_kv_heads * shape.head_dim, D = shape.head_dim;
   const F Q = widen(q, num_q_tokens * H * D);
   F O(size_t(num_q_tokens * H * D), 0.f);
@@ -373,7 +390,8 @@ void Bf16Ops::attention_forward_paged(const AttentionShape& shape, const int64_t
     if (nq == 0) continue;
     F Kf(size_t(L * row)), Vf(size_t(L * row));
     for (int64_t p = 0; p < L; ++p) {
-      const int64_t at = (int64_t(block_table[s * max_blocks + p / block_size]) * block_size + p % block_size) * row;
+      const int64_t at =
+          (int64_t(block_table[s * max_blocks + p / block_size]) * block_size + p % block_size) * row;
       for (int64_t c = 0; c < row; ++c) {
         Kf[size_t(p * row + c)] = ref::to_float(k_pool[at + c]);
         Vf[size_t(p * row + c)] = ref::to_float(v_pool[at + c]);
@@ -386,29 +404,33 @@ void Bf16Ops::attention_forward_paged(const AttentionShape& shape, const int64_t
   narrow(O.data(), num_q_tokens * H * D, out);
 }
 void Bf16Ops::paged_kv_write(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_lengths,
-                             int64_t num_seqs, int64_t, const bf16* k, const bf16* v, bf16* k_pool, bf16* v_pool,
-                             const int32_t* block_table, int64_t max_blocks, int64_t block_size) {
+                             int64_t num_seqs, int64_t, const bf16* k, const bf16* v, bf16* k_pool,
+                             bf16* v_pool, const int32_t* block_table, int64_t max_blocks,
+                             int64_t block_size) {
   const int64_t row = shape.num_kv_heads * shape.head_dim;
   for (int64_t s = 0; s < num_seqs; ++s) {
     const int64_t n = q_offsets[s + 1] - q_offsets[s];
     for (int64_t i = 0; i < n; ++i) {
       const int64_t p = kv_lengths[s] - n + i;
-      const int64_t at = (int64_t(block_table[s * max_blocks + p / block_size]) * block_size + p % block_size) * row;
+      const int64_t at =
+          (int64_t(block_table[s * max_blocks + p / block_size]) * block_size + p % block_size) * row;
       std::memcpy(k_pool + at, k + (q_offsets[s] + i) * row, size_t(row) * sizeof(bf16));
       std::memcpy(v_pool + at, v + (q_offsets[s] + i) * row, size_t(row) * sizeof(bf16));
     }
   }
 }
-void Bf16Ops::attention_backward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
-                                 int64_t num_seqs, int64_t num_q_tokens, int64_t num_kv_tokens, const bf16* q,
-                                 const bf16* k, const bf16* v, const bf16*, const float*, const bf16* d_out, bf16* d_q,
-                                 bf16* d_k, bf16* d_v) {
+void Bf16Ops::attention_backward(const AttentionShape& shape, const int64_t* q_offsets,
+                                 const int64_t* kv_offsets, int64_t num_seqs, int64_t num_q_tokens,
+                                 int64_t num_kv_tokens, const bf16* q, const bf16* k, const bf16* v,
+                                 const bf16*, const float*, const bf16* d_out, bf16* d_q, bf16* d_k,
+                                 bf16* d_v) {
   const int64_t H = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim;
   F DQ(size_t(num_q_tokens * H * D), 0.f), DK(size_t(num_kv_tokens * Hkv * D), 0.f),
       DV(size_t(num_kv_tokens * Hkv * D), 0.f);
-  cpu::attention_backward<float>(shape, q_offsets, kv_offsets, size_t(num_seqs), widen(q, num_q_tokens * H * D).data(),
-                                 widen(k, num_kv_tokens * Hkv * D).data(), widen(v, num_kv_tokens * Hkv * D).data(),
-                                 widen(d_out, num_q_tokens * H * D).data(), DQ.data(), DK.data(), DV.data());
+  cpu::attention_backward<float>(
+      shape, q_offsets, kv_offsets, size_t(num_seqs), widen(q, num_q_tokens * H * D).data(),
+      widen(k, num_kv_tokens * Hkv * D).data(), widen(v, num_kv_tokens * Hkv * D).data(),
+      widen(d_out, num_q_tokens * H * D).data(), DQ.data(), DK.data(), DV.data());
   narrow(DQ.data(), num_q_tokens * H * D, d_q);
   narrow(DK.data(), num_kv_tokens * Hkv * D, d_k);
   narrow(DV.data(), num_kv_tokens * Hkv * D, d_v);
@@ -416,12 +438,13 @@ void Bf16Ops::attention_backward(const AttentionShape& shape, const int64_t* q_o
 
 // ---- Mixture of experts ----------------------------------------------------------------------
 
-void Bf16Ops::route(const MoeShape& shape, int64_t rows, const float* logits, const int16_t* replay, int16_t* experts,
-                    float* weights, int* bad_replays) {
+void Bf16Ops::route(const MoeShape& shape, int64_t rows, const float* logits, const int16_t* replay,
+                    int16_t* experts, float* weights, int* bad_replays) {
   if (!cpu::route<float>(shape, rows, logits, replay, experts, weights)) {
     int bad = 0;
     for (int64_t i = 0; i < rows * shape.top_k; ++i) bad += replay[i] < 0 || replay[i] >= shape.num_experts;
-    if (!bad_replays) throw std::invalid_argument("route: " + std::to_string(bad) + " replayed experts out of range");
+    if (!bad_replays)
+      throw std::invalid_argument("route: " + std::to_string(bad) + " replayed experts out of range");
     *bad_replays += bad;
   }
 }
@@ -441,14 +464,20 @@ struct ExpertPass {
 
   ExpertPass(const MoeShape& s, int64_t rows, const bf16* x, const int16_t* experts, const bf16* gu_w,
              const bf16* down_w)
-      : H(s.hidden), I(s.intermediate), k(s.top_k), pairs(size_t(s.num_experts)),
-        xe(size_t(rows * s.top_k * s.hidden)), gu(size_t(rows * s.top_k * 2 * s.intermediate)),
-        h(size_t(rows * s.top_k * s.intermediate)), out(size_t(rows * s.top_k * s.hidden)),
+      : H(s.hidden),
+        I(s.intermediate),
+        k(s.top_k),
+        pairs(size_t(s.num_experts)),
+        xe(size_t(rows * s.top_k * s.hidden)),
+        gu(size_t(rows * s.top_k * 2 * s.intermediate)),
+        h(size_t(rows * s.top_k * s.intermediate)),
+        out(size_t(rows * s.top_k * s.hidden)),
         gate_up(widen(gu_w, s.num_experts * 2 * s.intermediate * s.hidden)),
         down(widen(down_w, s.num_experts * s.hidden * s.intermediate)) {
     for (int64_t p = 0; p < rows * k; ++p) {
       const int64_t e = experts[p];
-      if (e < 0 || e >= s.num_experts) throw std::invalid_argument("experts: expert id " + std::to_string(e) + " out of range");
+      if (e < 0 || e >= s.num_experts)
+        throw std::invalid_argument("experts: expert id " + std::to_string(e) + " out of range");
       pairs[size_t(e)].push_back(p);
       for (int64_t c = 0; c < H; ++c) xe[size_t(p * H + c)] = ref::to_float(x[(p / k) * H + c]);
     }
@@ -495,8 +524,8 @@ void Bf16Ops::experts_forward(const MoeShape& shape, int64_t rows, const bf16* x
 }
 
 void Bf16Ops::experts_backward(const MoeShape& shape, int64_t rows, const bf16* x, const int16_t* experts,
-                               const float* weights, const bf16* gate_up, const bf16* down, const bf16* dy, bf16* dx,
-                               bool accumulate_dx, float* dweights, float* dgate_up, float* ddown) {
+                               const float* weights, const bf16* gate_up, const bf16* down, const bf16* dy,
+                               bf16* dx, bool accumulate_dx, float* dweights, float* dgate_up, float* ddown) {
   if (rows <= 0) return;
   const ExpertPass a(shape, rows, x, experts, gate_up, down);
   const int64_t H = shape.hidden, I = shape.intermediate, k = shape.top_k, n = rows * k;
@@ -520,11 +549,14 @@ void Bf16Ops::experts_backward(const MoeShape& shape, int64_t rows, const bf16* 
     cpu::linear_backward_input<float>(m, H, I, DYE.data(), a.down.data() + e * H * I, DH.data(), false);
     round_in_place(DH);
     if (ddown) cpu::linear_backward_weight<float>(m, H, I, DYE.data(), Hh.data(), ddown + e * H * I);
-    cpu::swiglu_backward<float>(m, I, GU.data(), GU.data() + I, 2 * I, DH.data(), DGU.data(), DGU.data() + I, 2 * I);
+    cpu::swiglu_backward<float>(m, I, GU.data(), GU.data() + I, 2 * I, DH.data(), DGU.data(), DGU.data() + I,
+                                2 * I);
     round_in_place(DGU);
-    cpu::linear_backward_input<float>(m, 2 * I, H, DGU.data(), a.gate_up.data() + e * 2 * I * H, DXE.data(), false);
+    cpu::linear_backward_input<float>(m, 2 * I, H, DGU.data(), a.gate_up.data() + e * 2 * I * H, DXE.data(),
+                                      false);
     round_in_place(DXE);
-    if (dgate_up) cpu::linear_backward_weight<float>(m, 2 * I, H, DGU.data(), XE.data(), dgate_up + e * 2 * I * H);
+    if (dgate_up)
+      cpu::linear_backward_weight<float>(m, 2 * I, H, DGU.data(), XE.data(), dgate_up + e * 2 * I * H);
     ExpertPass::scatter(DXE, P, H, dxe);
   }
   for (int64_t r = 0; r < rows; ++r)
@@ -537,8 +569,8 @@ void Bf16Ops::experts_backward(const MoeShape& shape, int64_t rows, const bf16* 
 
 // ---- The trainer's head, loss and optimizer (backends/cuda/head.cu, optimizer.cu) ---------------
 
-void Bf16Ops::token_logprobs(int64_t rows, int64_t V, int64_t valid, const float* logits, const int32_t* targets,
-                             float* logprob, float* lse) {
+void Bf16Ops::token_logprobs(int64_t rows, int64_t V, int64_t valid, const float* logits,
+                             const int32_t* targets, float* logprob, float* lse) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* l = logits + r * V;
     float mx = -INFINITY;
@@ -549,17 +581,19 @@ void Bf16Ops::token_logprobs(int64_t rows, int64_t V, int64_t valid, const float
     logprob[r] = targets[r] >= 0 && targets[r] < valid ? l[targets[r]] - lse[r] : -INFINITY;
   }
 }
-void Bf16Ops::token_logprobs_backward(int64_t rows, int64_t V, int64_t valid, const float* logits, const float* lse,
-                                      const int32_t* targets, const float* coef, bf16* dlogits) {
+void Bf16Ops::token_logprobs_backward(int64_t rows, int64_t V, int64_t valid, const float* logits,
+                                      const float* lse, const int32_t* targets, const float* coef,
+                                      bf16* dlogits) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < V; ++i) {
       float d = 0.f;
-      if (coef[r] != 0.f && i < valid) d = coef[r] * (float(i == targets[r]) - std::exp(logits[r * V + i] - lse[r]));
+      if (coef[r] != 0.f && i < valid)
+        d = coef[r] * (float(i == targets[r]) - std::exp(logits[r * V + i] - lse[r]));
       dlogits[r * V + i] = ref::to_bf16(d);
     }
 }
-void Bf16Ops::grpo_token_loss(int64_t n, const float* pw, const float* lt, const float* lp, bool clip, double lo,
-                              double hi, float* loss, float* coef) {
+void Bf16Ops::grpo_token_loss(int64_t n, const float* pw, const float* lt, const float* lp, bool clip,
+                              double lo, double hi, float* loss, float* coef) {
   for (int64_t i = 0; i < n; ++i) {
     const float w = pw[i];
     if (w == 0.f) {
@@ -573,12 +607,14 @@ void Bf16Ops::grpo_token_loss(int64_t n, const float* pw, const float* lt, const
     }
     const float rc = std::min(std::max(r, 1.f - float(lo)), 1.f + float(hi));
     const float unclipped = w * r, clipped = w * rc;
-    if (unclipped <= clipped) loss[i] = -unclipped, coef[i] = -w * r;
-    else loss[i] = -clipped, coef[i] = 0.f;
+    if (unclipped <= clipped)
+      loss[i] = -unclipped, coef[i] = -w * r;
+    else
+      loss[i] = -clipped, coef[i] = 0.f;
   }
 }
-void Bf16Ops::sample_tokens(int64_t rows, int64_t V, int64_t valid, const float* logits, const SamplingRow* params,
-                            int32_t* tokens, float* logprob) {
+void Bf16Ops::sample_tokens(int64_t rows, int64_t V, int64_t valid, const float* logits,
+                            const SamplingRow* params, int32_t* tokens, float* logprob) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* l = logits + r * V;
     if (!std::all_of(l, l + valid, [](float x) { return std::isfinite(x); })) {
@@ -586,7 +622,8 @@ void Bf16Ops::sample_tokens(int64_t rows, int64_t V, int64_t valid, const float*
       continue;
     }
     const SamplingRow& p = params[r];
-    const SampledToken t = sample_token(l, valid, SamplingParams{p.temperature, p.top_p, 0, p.seed}, p.counter);
+    const SampledToken t =
+        sample_token(l, valid, SamplingParams{p.temperature, p.top_p, 0, p.seed}, p.counter);
     tokens[r] = t.token, logprob[r] = t.logprob;
   }
 }
@@ -597,8 +634,10 @@ void Bf16Ops::sum_squares(int64_t n, const float* g, double* sum_sq) {
 }
 void Bf16Ops::adamw_update(int64_t n, const AdamWStep& s, const float* grad, float* p, float* m, float* v,
                            bf16* working) {
-  const float c1 = float(1.0 - std::pow(s.beta1, double(s.step))), c2 = float(1.0 - std::pow(s.beta2, double(s.step)));
-  const float lr = float(s.lr), b1 = float(s.beta1), b2 = float(s.beta2), eps = float(s.eps), wd = float(s.weight_decay);
+  const float c1 = float(1.0 - std::pow(s.beta1, double(s.step))),
+              c2 = float(1.0 - std::pow(s.beta2, double(s.step)));
+  const float lr = float(s.lr), b1 = float(s.beta1), b2 = float(s.beta2), eps = float(s.eps),
+              wd = float(s.weight_decay);
   for (int64_t i = 0; i < n; ++i) {
     const float gr = grad[i] * float(s.grad_scale);
     const float mi = b1 * m[i] + (1.f - b1) * gr, vi = b2 * v[i] + (1.f - b2) * gr * gr;

@@ -15,7 +15,9 @@ CudaPlatform::~CudaPlatform() {
   destroy_context(ctx_);
 }
 
-void CudaPlatform::bind_thread() { check(cudaSetDevice(device_), "cudaSetDevice"); }
+void CudaPlatform::bind_thread() {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+}
 
 std::unique_ptr<Communicator> CudaPlatform::device_group(Communicator& host_group, std::string& kind) {
   DeviceCommunicator d = device_communicator(host_group, ctx_.stream);
