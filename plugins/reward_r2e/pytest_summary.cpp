@@ -1,7 +1,8 @@
 #include "pytest_summary.hpp"
 
+#include <cctype>
 #include <cstdlib>
-#include <regex>
+#include <string_view>
 #include <vector>
 
 namespace mlpt::r2e {
@@ -59,6 +60,75 @@ std::map<std::string, std::string> parse_pytest_summary(const std::string& outpu
   return result;
 }
 
+namespace {
+
+// The output is the code under test's: every check below is a linear scan (no backtracking regex,
+// whose recursion a megabyte line overflows).
+
+bool all_of(std::string_view s, int (*pred)(int)) {
+  for (char c : s)
+    if (!pred(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+int is_number_char(int c) { return std::isdigit(c) || c == '.'; }
+int is_time_char(int c) { return std::isdigit(c) || c == ':'; }
+
+// "=+ <inner> =+" (one or more '=' each side, one space each side): the inner text, or false.
+bool rule_line(std::string_view line, std::string_view& inner) {
+  size_t a = 0, b = line.size();
+  while (a < b && line[a] == '=') ++a;
+  while (b > a && line[b - 1] == '=') --b;
+  if (a == 0 || b == line.size() || b - a < 2 || line[a] != ' ' || line[b - 1] != ' ') return false;
+  inner = line.substr(a + 1, b - a - 2);
+  return !inner.empty();
+}
+
+// "<counts> in <number>s" with an optional " (<h:mm:ss>)": the counts, or false.
+bool final_counts(std::string_view inner, std::string_view& counts) {
+  auto plain = [&](std::string_view t) {
+    if (t.empty() || t.back() != 's') return false;
+    t.remove_suffix(1);
+    const size_t in = t.rfind(" in ");
+    if (in == std::string_view::npos || in == 0) return false;
+    const std::string_view number = t.substr(in + 4);
+    if (number.empty() || !all_of(number, is_number_char)) return false;
+    counts = t.substr(0, in);
+    return true;
+  };
+  if (!inner.empty() && inner.back() == ')') {
+    const size_t open = inner.rfind(" (");
+    if (open != std::string_view::npos) {
+      const std::string_view time = inner.substr(open + 2, inner.size() - open - 3);
+      if (!time.empty() && all_of(time, is_time_char) && plain(inner.substr(0, open))) return true;
+    }
+  }
+  return plain(inner);
+}
+
+// Every "<digits> <lowercase word>" in `counts`, in order, as a regex search would find them.
+std::vector<std::pair<long, std::string>> count_words(std::string_view counts) {
+  std::vector<std::pair<long, std::string>> out;
+  for (size_t i = 0; i < counts.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(counts[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < counts.size() && std::isdigit(static_cast<unsigned char>(counts[j]))) ++j;
+    size_t k = j + 1;
+    while (k < counts.size() && counts[k] >= 'a' && counts[k] <= 'z') ++k;
+    if (j < counts.size() && counts[j] == ' ' && k > j + 1) {
+      out.emplace_back(std::atol(std::string(counts.substr(i, j - i)).c_str()), std::string(counts.substr(j + 1, k - j - 1)));
+      i = k;
+    } else {
+      i = j;  // no match can start inside this run of digits: each is followed by the same byte
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 TrustedSummary trusted_summary(const std::string& output, int exit_code) {
   TrustedSummary t;
   const std::string text = strip_ansi(output);
@@ -70,24 +140,19 @@ TrustedSummary trusted_summary(const std::string& output, int exit_code) {
     start = nl + 1;
   }
   while (!lines.empty() && lines.back().find_first_not_of(" \t") == std::string::npos) lines.pop_back();
-  static const std::regex header("^=+ short test summary info =+$");
-  static const std::regex final_line("^=+ (.+) in [0-9.]+s( \\([0-9:]+\\))? =+$");
   size_t at = std::string::npos, headers = 0;
-  for (size_t i = 0; i < lines.size(); ++i)
-    if (lines[i].find("short test summary info") != std::string::npos && std::regex_match(lines[i], header)) ++headers, at = i;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string_view inner;
+    if (rule_line(lines[i], inner) && inner == "short test summary info") ++headers, at = i;
+  }
   if (headers != 1) return t.why = std::to_string(headers) + " test summary blocks in the output (expected exactly 1)", t;
-  std::smatch m;
-  if (lines.empty() || !std::regex_match(lines.back(), m, final_line))
+  std::string_view inner, counts_view;
+  if (lines.empty() || !rule_line(lines.back(), inner) || !final_counts(inner, counts_view))
     return t.why = "the output does not end with pytest's final summary line", t;
   // The counts on the final line, e.g. "5 failed, 3 passed, 1 error".
   std::map<std::string, long> counted;
-  static const std::regex count("([0-9]+) ([a-z]+)");
-  const std::string counts = m[1].str();
-  for (auto it = std::sregex_iterator(counts.begin(), counts.end(), count); it != std::sregex_iterator(); ++it) {
-    std::string word = (*it)[2].str();
-    if (word == "errors") word = "error";
-    counted[word] += std::atol((*it)[1].str().c_str());
-  }
+  const std::string counts(counts_view);
+  for (auto [n, word] : count_words(counts)) counted[word == "errors" ? "error" : word] += n;
   std::map<std::string, long> listed;
   for (size_t i = at + 1; i + 1 < lines.size(); ++i) {
     const std::string& l = lines[i];

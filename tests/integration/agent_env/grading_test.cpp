@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <random>
+#include <regex>
 #include <set>
 
 #include "core/error.hpp"
@@ -92,6 +94,61 @@ TEST_CASE("the grader trusts exactly one summary block at the true end, with cou
   // Legitimate shapes still pass: all passed with exit 0, a duration with minutes, errors counted.
   CHECK(mlpt::r2e::trusted_summary("== short test summary info ==\nPASSED a.py::t\n== 1 passed in 61.00s (0:01:01) ==\n", 0).ok);
   CHECK(mlpt::r2e::trusted_summary("== short test summary info ==\nERROR a.py::t - x\nPASSED a.py::u\n== 1 passed, 1 error in 0.1s ==\n\n", 1).ok);
+}
+
+// The summary check reads the code under test's output: a linear scan, no backtracking regex (a
+// line of a few megabytes overflowed std::regex's recursive matcher and crashed the grader). The
+// scan is checked against that regex, the old definition, on short random final lines, and on
+// megabyte lines and random bytes.
+TEST_CASE("the pytest summary check reads megabyte lines and random bytes without crashing, and agrees with the regex") {
+  const std::regex final_line("^=+ (.+) in [0-9.]+s( \\([0-9:]+\\))? =+$");
+  const std::regex count("([0-9]+) ([a-z]+)");
+  const std::vector<std::string> pieces = {"=", "==", " ", "1", "2", "0", ".", "s", " in ", "in", "(", ")", ":", "passed",
+                                           "failed", "error", ",", "x", "errors", "  "};
+  std::mt19937_64 rng(11);
+  int accepted = 0;
+  for (int trial = 0; trial < 6000; ++trial) {
+    std::string line;
+    const int n = 2 + int(rng() % 14);
+    for (int i = 0; i < n; ++i) line += pieces[rng() % pieces.size()];
+    if (trial % 2) line = "== " + line + " ==";
+    if (trial % 3 == 0) {  // near-valid: each part drawn from a few right and wrong choices
+      auto pick = [&](std::initializer_list<const char*> c) { return std::string(c.begin()[rng() % c.size()]); };
+      line = pick({"=", "==", "", "= "}) + " " + pick({"1 passed", "1 passed, 2 failed", "3 errors", "", "x"}) +
+             pick({" in ", " in", "in "}) + pick({"0.5", "12", ".", "", "1a"}) + pick({"s", "", "ss"}) +
+             pick({"", " (0:01:02)", " ()", " (1:x)", "(0:01)"}) + " " + pick({"==", "=", ""});
+    }
+    std::smatch m;
+    const bool regex_accepts = std::regex_match(line, m, final_line);
+    // A block with one passed test: the final line is accepted iff the reason is not "does not end".
+    const auto t = mlpt::r2e::trusted_summary("== short test summary info ==\nPASSED a.py::t\n" + line + "\n", 0);
+    INFO("final line [" << line << "]: " << t.why);
+    CHECK(regex_accepts == (t.why.find("does not end with pytest's final summary line") == std::string::npos));
+    if (regex_accepts) {
+      ++accepted;
+      long passed = 0;  // what the regex counts; the scan's count decides ok with one listed PASSED
+      const std::string counts = m[1].str();
+      for (auto it = std::sregex_iterator(counts.begin(), counts.end(), count); it != std::sregex_iterator(); ++it)
+        if ((*it)[2] == "passed") passed += std::atol((*it)[1].str().c_str());
+      if (passed != 1) CHECK_FALSE(t.ok);
+    }
+  }
+  CHECK(accepted > 10);  // the generator reaches accepted lines (27 of 6000 with this seed)
+  // A megabyte line anywhere, a megabyte final line, and random bytes: a reason, never a crash.
+  const std::string mega(4 << 20, '=');
+  for (const std::string& out : {mega + "\n", "== short test summary info ==\nPASSED a\n== " + std::string(1 << 20, '1') + " passed in 1s ==\n",
+                                 "== short test summary info ==\nPASSED a\n" + std::string(3 << 20, 'x') + "\n== 1 passed in 1s ==\n"}) {
+    const auto t = mlpt::r2e::trusted_summary(out, 0);
+    CHECK_FALSE(t.ok);
+    CHECK_FALSE(t.why.empty());
+  }
+  // Megabyte rules around a true final line are pytest's own shape: read, and right.
+  CHECK(mlpt::r2e::trusted_summary("== short test summary info ==\nPASSED a\n" + mega + " 1 passed in 1s " + mega + "\n", 0).ok);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string junk(size_t(rng() % 8192), '\0');
+    for (char& c : junk) c = char(rng());
+    CHECK_FALSE(mlpt::r2e::trusted_summary(junk, 0).ok);
+  }
 }
 
 TEST_CASE("patches that reach into the runner, the import machinery or the call stack are found") {
