@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "core/cli/command.hpp"
@@ -100,6 +101,9 @@ int help_on(const std::vector<std::string>& words) {
 
 int main(int argc, char** argv) {
   using namespace mlpt::cli;
+  // stdout carries only a command's result (JSON, tables, reports); every log record goes to
+  // stderr, the host's and the plugins' alike (spdlog's default logger writes to stdout).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("mlpt"));
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     std::optional<std::string> level;

@@ -114,3 +114,20 @@ TEST_CASE("a group word lists its sub-commands, then bad words and log levels ar
   CHECK_THAT(level.out, Catch::Contains("log level must be debug, info, warning, error or off"));
   CHECK(mlpt("--log-level error --version").code == 0);
 }
+
+TEST_CASE("log records go to stderr: stdout carries only the command's result") {
+  // A plugin built for a newer ABI minor loads with a note the host logs at info.
+  const std::string plugin = std::string(MLPT_BUILD_DIR) + "/tests/integration/plugin_loading/variants/libc_plugin_3.so";
+  REQUIRE(std::filesystem::exists(plugin));
+  std::string out;
+  FILE* p = popen((std::string(MLPT_BIN) + " --log-level info plugins inspect " + plugin + " 2>/dev/null </dev/null").c_str(), "r");
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK_THAT(out, Catch::Contains("c-plugin"));  // the result, on stdout
+  CHECK(out.find("] [info]") == std::string::npos);
+  // The record is there, on stderr.
+  CHECK_THAT(mlpt("--log-level info plugins inspect " + plugin).out,
+             Catch::Contains("] [info]") && Catch::Contains("built for ABI 1.99, newer than this host's"));
+}
