@@ -12,11 +12,8 @@
 // under them, which is why a fixed 10% failed on the first GPU run (74 vs 374) without a defect.
 #pragma once
 
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,6 +22,7 @@
 
 #include "device_model_fixtures.hpp"
 #include "model/named_tensors.hpp"
+#include "test_util.hpp"  // tests/unit/reference_model: mlpt_test::TempDir
 #include "trainer/trainer.hpp"
 
 namespace trainer_testing {
@@ -33,16 +31,6 @@ using mlpt::ref::ModelConfig;
 using mlpt::ref::Weights;
 using model_testing::bf16_exact_weights;
 using model_testing::small_config;
-
-// A directory of its own (per process), removed with everything in it.
-struct ScratchDir {
-  std::filesystem::path path;
-  explicit ScratchDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() / (name + "." + std::to_string(::getpid()))) {
-    std::filesystem::create_directories(path);
-  }
-  ~ScratchDir() { std::filesystem::remove_all(path); }
-};
 
 // Four sequences of prompt + response; advantages ±1; generation logprobs filled per trainer.
 struct Batch {
@@ -116,14 +104,14 @@ inline void check_logprobs(const std::vector<float>& gpu, const std::vector<floa
 }
 
 // The CPU trainer's first-step gradient norm at `w` and at 4 perturbations of it: [min, max].
-inline std::pair<double, double> cpu_grad_norm_range(const Weights<float>& w, const ScratchDir& dir,
+inline std::pair<double, double> cpu_grad_norm_range(const Weights<float>& w, const mlpt_test::TempDir& dir,
                                                      const std::string& extra) {
   double lo = INFINITY, hi = 0;
   for (int seed = -1; seed < 4; ++seed) {
-    const auto ck = dir.path / ("ck-perturbed" + std::to_string(seed + 1));
-    mlpt::ref::save_checkpoint(ck.string(), seed < 0 ? w : model_testing::perturbed_weights(w, seed),
+    const std::string ck = dir / ("ck-perturbed" + std::to_string(seed + 1));
+    mlpt::ref::save_checkpoint(ck, seed < 0 ? w : model_testing::perturbed_weights(w, seed),
                                mlpt::ref::Dtype::f32);
-    mlpt::ref::ReferenceTrainer t(R"({"checkpoint": ")" + ck.string() + "\", " + extra, nullptr);
+    mlpt::ref::ReferenceTrainer t(R"({"checkpoint": ")" + ck + "\", " + extra, nullptr);
     Batch b;
     on_policy(t, b);
     const double n = step(t, b)["grad_norm"];
@@ -146,12 +134,12 @@ inline double objective(mlpt::sdk::Trainer& t, Batch& b) {
 inline void check_device_trainer(
     const std::function<std::unique_ptr<mlpt::sdk::Trainer>(const std::string&)>& make,
     DLDeviceType exported_on, const std::function<void(const DLTensor&, std::vector<float>&)>& read) {
-  ScratchDir dir("device_trainer_test");
+  mlpt_test::TempDir dir("device_trainer_test");
   const auto cfg = small_config();
   const Weights<float> w = bf16_exact_weights(cfg, 11);
-  mlpt::ref::save_checkpoint((dir.path / "ck").string(), w, mlpt::ref::Dtype::f32);
+  mlpt::ref::save_checkpoint((dir / "ck"), w, mlpt::ref::Dtype::f32);
   const std::string settings =
-      R"({"checkpoint": ")" + (dir.path / "ck").string() +
+      R"({"checkpoint": ")" + (dir / "ck") +
       R"(", "micro_batch_tokens": 100, "optimizer": {"lr": 0.003, "grad_clip": 1.0}})";
   mlpt::ref::ReferenceTrainer cpu(settings, nullptr);  // one rank, no group
   auto gpu_owner = make(settings);
@@ -200,8 +188,8 @@ inline void check_device_trainer(
   CHECK(last - first > 1e-3);
 
   // A state saved by the device trainer loads into the CPU trainer and scores alike.
-  gpu.save_state((dir.path / "state").string());
-  cpu.load_state((dir.path / "state").string());
+  gpu.save_state((dir / "state"));
+  cpu.load_state((dir / "state"));
   mlpt_export_weights_args now{};
   now.struct_size = MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE;
   cpu.export_weights(now);

@@ -37,11 +37,8 @@ struct Workspace {
   // Batch description on the device.
   Buffer tokens, offsets, positions, replay_all, record_all, replay_layer, conv_ptrs, state_ptrs, table,
       kv_lengths;
-  std::vector<int64_t> host_offsets;
-  bool has_states = false, replay = false;
-  int64_t max_blocks = 0;
   // Backward buffers.
-  Buffer dx, dxn, dtmp, b0, b1, b2, b3, b4, b5, f0, f1, f2, f3, f4;
+  Buffer dx, dxn, dtmp, b0, b1, b2, b3, b4, b5, f0, f1, f2, f3;
   // Tensor-parallel sums: fp32 copies of bf16 partial sums, and gradients set aside.
   Buffer tp_values, tp_earlier;
 };
@@ -160,6 +157,8 @@ struct Call {
   const int64_t* offsets;    // device
   const int64_t* positions;  // device
   KvCache* kv;
+  bool has_states;     // the segments continue sequence states (BatchPlan)
+  int64_t max_blocks;  // the block table's row length (BatchPlan)
   Communicator* tensor;  // the tensor-parallel group, NULL for one rank
   Communicator* expert;  // the expert-parallel group (host memory), NULL for one rank
   bool experts_dispatched() const { return expert && expert->size() > 1; }
@@ -230,7 +229,7 @@ void gdn_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
 
   bf16* const* conv_caches = nullptr;
   float* const* states = nullptr;
-  if (c.ws.has_states) {
+  if (c.has_states) {
     std::vector<bf16*> cp(size_t(c.S));
     std::vector<float*> sp(size_t(c.S));
     for (int64_t s = 0; s < c.S; ++s) {
@@ -285,7 +284,7 @@ void attention_forward_layer(const Call& c, int layer, const bf16* xn, bf16* out
   c.ops.rope_forward(N, nkv, D, cf.rotary_dim, cf.rope_theta, c.positions, k);
   bf16* o = take<bf16>(c.ops, t.o, N * nh * D);
   const AttentionShape shape{nh, nkv, D};
-  if (!c.ws.has_states) {
+  if (!c.has_states) {
     float* lse = take<float>(c.ops, t.lse, N * nh);
     c.ops.attention_forward(shape, c.offsets, c.offsets, c.S, N, q, k, v, o, lse);
   } else {
@@ -293,9 +292,9 @@ void attention_forward_layer(const Call& c, int layer, const bf16* xn, bf16* out
     bf16* vp = c.kv->v[layer].as<bf16>();
     const int32_t* table = c.ws.table.as<int32_t>();
     const int64_t* lengths = c.ws.kv_lengths.as<int64_t>();
-    c.ops.paged_kv_write(shape, c.offsets, lengths, c.S, N, k, v, kp, vp, table, c.ws.max_blocks,
+    c.ops.paged_kv_write(shape, c.offsets, lengths, c.S, N, k, v, kp, vp, table, c.max_blocks,
                          c.kv->block_size);
-    c.ops.attention_forward_paged(shape, c.offsets, lengths, c.S, N, q, kp, vp, table, c.ws.max_blocks,
+    c.ops.attention_forward_paged(shape, c.offsets, lengths, c.S, N, q, kp, vp, table, c.max_blocks,
                                   c.kv->block_size, o);
   }
   bf16* gated = take<bf16>(c.ops, t.gated, N * nh * D);
@@ -318,7 +317,7 @@ void moe_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
   int16_t* experts = take<int16_t>(c.ops, t.experts, N * k);
   float* weights = take<float>(c.ops, t.weights, N * k);
   const int16_t* replay = nullptr;
-  if (c.ws.replay) {
+  if (c.batch.replay_experts) {
     int16_t* r = take<int16_t>(c.ops, c.ws.replay_layer, N * k);
     c.ops.copy_rows(r, size_t(k) * 2, c.ws.replay_all.as<int16_t>() + layer * k, size_t(Lc * k) * 2,
                     size_t(k) * 2, N);
@@ -378,16 +377,11 @@ Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& 
   BatchPlan plan = plan_batch(c, b);
   const int64_t N = b.num_tokens(), S = static_cast<int64_t>(b.num_segments());
   const int64_t k = c.experts_per_token, Lc = c.num_layers;
-  ws.has_states = plan.has_states;
-  ws.max_blocks = plan.max_blocks;
   if (plan.has_states) {
-    if (!b.kv) throw sdk::Error(MLPT_INTERNAL, "forward: sequence states need a KV cache");
     upload(ops, ws.table, plan.block_table);
     upload(ops, ws.kv_lengths, plan.kv_lengths);
   }
-  ws.host_offsets = b.offsets;
-  ws.replay = b.replay_experts != nullptr;
-  if (ws.replay) {
+  if (b.replay_experts) {
     int16_t* r = take<int16_t>(ops, ws.replay_all, N * Lc * k);
     if (N * Lc * k > 0) ops.to_device(r, b.replay_experts, size_t(N * Lc * k) * 2);
   }
@@ -404,6 +398,8 @@ Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& 
               offsets,
               positions,
               b.kv,
+              plan.has_states,
+              plan.max_blocks,
               b.parallel ? b.parallel->tensor : nullptr,
               b.parallel ? b.parallel->expert : nullptr};
 }
@@ -527,7 +523,7 @@ void gdn_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
   float* dbeta = take<float>(ops, ws.f3, N * Hv);
   bf16* dv_ = take<bf16>(ops, ws.b3, N * vd);
   const GdnShape shape{Hk, Hv, dk, dv};
-  c.ops.gdn_backward(shape, c.offsets, ws.host_offsets.data(), c.S, t.q.as<float>(), t.k.as<float>(),
+  c.ops.gdn_backward(shape, c.offsets, c.batch.offsets.data(), c.S, t.q.as<float>(), t.k.as<float>(),
                      t.v.as<bf16>(), t.g.as<float>(), t.beta.as<float>(), d_o, dq, dk_, dv_, dg, dbeta);
   bf16* da = take<bf16>(ops, ws.b4, N * Hv);
   bf16* db = take<bf16>(ops, ws.b5, N * Hv);

@@ -44,10 +44,15 @@ class Stream {
 }  // namespace
 
 template <class T>
-Weights<T> zeros_like_layout(const ModelConfig& config) {
-  Weights<T> w{config, make_layout(config), {}};
+Weights<T> zeros_like_layout(const ModelConfig& config, const ModelLayout& layout) {
+  Weights<T> w{config, layout, {}};
   for (const auto& t : w.layout.tensors) w.values.emplace_back(static_cast<size_t>(t.numel()), T(0));
   return w;
+}
+
+template <class T>
+Weights<T> zeros_like_layout(const ModelConfig& config) {
+  return zeros_like_layout<T>(config, make_layout(config));
 }
 
 template <class T>
@@ -343,6 +348,8 @@ void save_checkpoint_as(const std::string& dir, const Weights<float>& w, const S
 
 template Weights<float> zeros_like_layout<float>(const ModelConfig&);
 template Weights<double> zeros_like_layout<double>(const ModelConfig&);
+template Weights<float> zeros_like_layout<float>(const ModelConfig&, const ModelLayout&);
+template Weights<double> zeros_like_layout<double>(const ModelConfig&, const ModelLayout&);
 template Weights<float> init_weights<float>(const ModelConfig&, uint64_t);
 template Weights<double> init_weights<double>(const ModelConfig&, uint64_t);
 template void read_weight_box<float>(const ModelConfig&, const SafetensorsCheckpoint&, const std::string&, const std::vector<int64_t>&,

@@ -23,9 +23,13 @@ struct Weights {
   const T* operator[](int i) const { return values[i].data(); }
 };
 
-// Zero-filled tensors of the right shapes (gradients, optimizer moments).
+// Zero-filled tensors of the right shapes (gradients, optimizer moments): of config's layout, or of
+// `layout` (a shard's, whose expert tensors hold only its block of experts while its config counts
+// them all).
 template <class T>
 Weights<T> zeros_like_layout(const ModelConfig& config);
+template <class T>
+Weights<T> zeros_like_layout(const ModelConfig& config, const ModelLayout& layout);
 
 // Deterministic initialisation from `seed` (qwen35-architecture.md §2.2, §2.4.3, §2.4.8): each
 // tensor draws from its own stream seeded by (seed, tensor name), so order does not matter.

@@ -51,8 +51,7 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
   spreads_ = tensor_spreads(w.layout, full_layout);
   valid_vocab_ = sampling_vocab_size(config_, settings_.checkpoint, settings_.sampling_vocab_size);
   trainable_ = trainable_tensors(w.layout, settings_.freeze_router);
-  Weights<float> zeros = w;
-  for (auto& t : zeros.values) std::fill(t.begin(), t.end(), 0.f);
+  const Weights<float> zeros = zeros_like_layout<float>(config_, w.layout);
   upload_all(w, zeros, zeros);
 }
 
@@ -75,15 +74,9 @@ void DeviceTrainer::upload_all(const Weights<float>& w, const Weights<float>& m,
   }
 }
 
-// In this rank's layout: a shard's expert tensors hold E/ep experts where config_ counts all E.
-Weights<float> DeviceTrainer::shard_zeros() const {
-  Weights<float> w{config_, weights_.layout, {}};
-  for (const auto& t : weights_.layout.tensors) w.values.emplace_back(size_t(t.numel()), 0.f);
-  return w;
-}
-
 Weights<float> DeviceTrainer::download(const std::vector<Buffer>& tensors) const {
-  Weights<float> w = shard_zeros();
+  // In this rank's layout: a shard's expert tensors hold E/ep experts where config_ counts all E.
+  Weights<float> w = zeros_like_layout<float>(config_, weights_.layout);
   for (size_t i = 0; i < w.values.size(); ++i)
     ops().to_host(w.values[i].data(), tensors[i].get(), w.values[i].size() * 4);
   return w;
@@ -309,7 +302,7 @@ void DeviceTrainer::save_state(std::string_view path) {
 
 void DeviceTrainer::load_state(std::string_view path) {
   platform_->bind_thread();  // the calling thread may be new
-  TrainerState st = group_.load_state(std::string(path), shard_zeros(), full_config_);
+  TrainerState st = group_.load_state(std::string(path), zeros_like_layout<float>(config_, weights_.layout), full_config_);
   upload_all(st.weights, st.m, st.v);
   step_ = st.step;
   version_ = st.version;

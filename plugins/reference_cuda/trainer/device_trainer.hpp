@@ -65,7 +65,6 @@ class DeviceTrainer : public sdk::Trainer {
   void logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, int64_t first_token, double* out);
   void upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v);
   Weights<float> download(const std::vector<Buffer>& tensors) const;  // host copies, this rank's layout
-  Weights<float> shard_zeros() const;  // zeros in this rank's layout (weights_.layout)
   bool sharded() const { return group_.shard().sharded(); }
   void agree_on_replicated_gradients();
   double global_grad_norm();

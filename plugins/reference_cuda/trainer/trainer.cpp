@@ -22,16 +22,6 @@ using sdk::Settings;
 namespace {
 constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exist for a whole batch
 
-// Zeros in the layout of `w` (a shard's expert tensors hold only its block of experts).
-Weights<float> zeros_like(const Weights<float>& w) {
-  Weights<float> z;
-  z.config = w.config;
-  z.layout = w.layout;
-  z.values.resize(w.values.size());
-  for (size_t i = 0; i < w.values.size(); ++i) z.values[i].assign(w.values[i].size(), 0.0f);
-  return z;
-}
-
 }  // namespace
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
@@ -52,9 +42,9 @@ ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_comp
   config_ = weights_.config;
   full_config_ = group_.shard().sharded() ? load_checkpoint_config(checkpoint_) : config_;
   valid_vocab_ = sampling_vocab_size(config_, checkpoint_, s.sampling_vocab_size);
-  m_ = zeros_like(weights_);
-  v_ = zeros_like(weights_);
-  grads_ = zeros_like(weights_);
+  m_ = zeros_like_layout<float>(weights_.config, weights_.layout);  // the shard's layout
+  v_ = zeros_like_layout<float>(weights_.config, weights_.layout);
+  grads_ = zeros_like_layout<float>(weights_.config, weights_.layout);
   trainable_ = trainable_tensors(weights_.layout, s.freeze_router);
 }
 
