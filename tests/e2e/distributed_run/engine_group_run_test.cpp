@@ -90,9 +90,10 @@ TEST_CASE("kill -9 of a rollout worker's engine rank: the worker is lost with it
 // Engine rank 1 throws instead of making its n-th collective of the model (the test-only engine
 // settings test_only_fail_at_collective and test_only_fail_rank), halfway through a generation
 // step, after some whole steps with a checkpoint each. Rank 0 of the group, waiting for it in that
-// collective, gives up; the worker's episodes fail naming rank 1 and the run stops: no rank hangs,
-// the status is not 0, and what the run wrote before (result log, metrics, every whole checkpoint)
-// is intact, so `--resume` without the fault continues from the last checkpoint to the end.
+// collective, gives up; the worker's episodes (or its next weight fetch) fail naming rank 1 and the
+// run stops: no rank hangs, the status is not 0, and what the run wrote before (result log,
+// metrics, every whole checkpoint) is intact, so `--resume` without the fault continues from the
+// last checkpoint to the end.
 TEST_CASE("an engine rank that fails mid-step inside mlpt run ends the run naming it, with what it wrote intact and resumable") {
   require_tiny_model();
   mlpt_test::TempDir dir("engine_rank_fault");
@@ -113,7 +114,10 @@ TEST_CASE("an engine rank that fails mid-step inside mlpt run ends the run namin
   INFO(output);
   CHECK(WEXITSTATUS(status) == 3);  // the run failed (the coordinator's MPI_Abort), not the timeout's 124
   CHECK_THAT(output, Catch::Contains("engine group 'mlpt-run-") && Catch::Contains("rank 1 failed (test-only fault"));
-  CHECK_THAT(output, Catch::Contains("rollouts failed, more than max_rollout_failure_rate"));
+  // Which of the group's calls meets the failure first is a race: a generation step (its episodes
+  // fail until the failure rate is exceeded) or the step's weight fetch (the worker is dropped).
+  CHECK_THAT(output, Catch::Contains("rollouts failed, more than max_rollout_failure_rate") ||
+                         Catch::Contains("every rollout worker is lost"));
   const int steps = lines(out / "metrics.jsonl");
   WARN("engine rank 1 failed at its collective " << kFailAt << ", after " << steps << " step(s); the run ended " << seconds
                                                    << " s after it started");
