@@ -8,6 +8,7 @@
 #include <string>
 
 #include "device_model/staged_experts.hpp"
+#include "model/parallel/shard_weights.hpp"
 #include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref::dev {
@@ -178,30 +179,41 @@ void sum_over_tensor(const Call& c, bf16* values, int64_t n) {
   c.ops.to_bf16(n, wide, values);
 }
 
-// Gradients of tensors every head shares (per-head norms), which a shard's backward adds as partial
-// sums while they may already hold earlier micro-batches' totals: set aside and zeroed, and after
-// the layer's backward the layer's share summed over the group and the earlier totals added back
-// (model/model.cpp's PartialGradients, on the device).
+// Gradients a shard's backward adds as partial sums over its tensor-parallel group
+// (partial_gradients: per-head norms, replicated KV heads' weights) while they may already hold
+// earlier micro-batches' totals: set aside and zeroed, and after the layer's backward the layer's
+// share summed over the group and the earlier totals added back (model/model.cpp's
+// PartialGradients, on the device).
 class PartialGradients {
  public:
-  PartialGradients(const Call& c, std::vector<Buffer>& grads, std::vector<int> tensors)
+  PartialGradients(const Call& c, std::vector<Buffer>& grads, std::vector<PartialTensor> tensors)
       : c_(c), grads_(grads), tensors_(std::move(tensors)) {
     if (!c_.tensor || c_.tensor->size() == 1) tensors_.clear();
     int64_t total = 0;
-    for (int i : tensors_) total += numel(i);
+    for (const PartialTensor& p : tensors_) total += numel(p.tensor);
     float* earlier = take<float>(c_.ops, c_.ws.tp_earlier, total);
-    for (int i : tensors_) {
-      c_.ops.copy(earlier, grads_[i].get(), size_t(numel(i)) * 4);
-      c_.ops.zero(grads_[i].get(), size_t(numel(i)) * 4);
-      earlier += numel(i);
+    for (const PartialTensor& p : tensors_) {
+      c_.ops.copy(earlier, grads_[p.tensor].get(), size_t(numel(p.tensor)) * 4);
+      c_.ops.zero(grads_[p.tensor].get(), size_t(numel(p.tensor)) * 4);
+      earlier += numel(p.tensor);
     }
   }
   void sum() {
     const float* earlier = c_.ws.tp_earlier.as<float>();
-    for (int i : tensors_) {
-      sum_over_tensor(c_, grads_[i].as<float>(), numel(i));
-      c_.ops.add_inplace(numel(i), earlier, grads_[i].as<float>());
-      earlier += numel(i);
+    for (const PartialTensor& p : tensors_) {
+      const int64_t n = numel(p.tensor);
+      float* g = grads_[p.tensor].as<float>();
+      if (p.slots == 1) {
+        sum_over_tensor(c_, g, n);
+      } else {  // this rank's share at its slot, zeros (which add nothing) at the others
+        float* padded = take<float>(c_.ops, c_.ws.tp_values, p.slots * n);
+        c_.ops.zero(padded, size_t(p.slots * n) * 4);
+        c_.ops.copy(padded + p.slot * n, g, size_t(n) * 4);
+        sum_over_tensor(c_, padded, p.slots * n);
+        c_.ops.copy(g, padded + p.slot * n, size_t(n) * 4);
+      }
+      c_.ops.add_inplace(n, earlier, g);
+      earlier += n;
     }
   }
 
@@ -209,7 +221,7 @@ class PartialGradients {
   int64_t numel(int i) const { return c_.w.layout.tensors[i].numel(); }
   const Call& c_;
   std::vector<Buffer>& grads_;
-  std::vector<int> tensors_;
+  std::vector<PartialTensor> tensors_;
 };
 
 void gdn_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
@@ -669,9 +681,7 @@ void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, const Buff
     ops.add_inplace(N * H, dtmp, dx);  // dh
     // A shard's heads give partial sums: of dxn and of the gradients of the per-head norms every
     // head shares (q_norm, k_norm, the GDN output norm).
-    PartialGradients partial(
-        call, grads,
-        L.attention ? std::vector<int>{L.attn.q_norm, L.attn.k_norm} : std::vector<int>{L.gdn.norm});
+    PartialGradients partial(call, grads, partial_gradients(c, L));
     if (L.attention)
       attention_backward_layer(call, static_cast<int>(l), ws.xn.as<bf16>(), dx, dxn, grads);
     else

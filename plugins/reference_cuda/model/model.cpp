@@ -5,6 +5,7 @@
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/norms.hpp"
 #include "model/layers.hpp"
+#include "model/parallel/shard_weights.hpp"
 #include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref {
@@ -127,27 +128,30 @@ void layer_forward(const LayerContext<T>& ctx, const Weights<T>& w, T* x, const 
 template <class T>
 class PartialGradients {
  public:
-  PartialGradients(Communicator* group, Weights<T>& grads, std::vector<int> tensors)
+  PartialGradients(Communicator* group, Weights<T>& grads, std::vector<PartialTensor> tensors)
       : group_(group && group->size() > 1 ? group : nullptr), grads_(grads), tensors_(std::move(tensors)) {
     if (!group_) return;
-    for (int i : tensors_) {
-      earlier_.push_back(grads_.values[i]);
-      std::fill(grads_.values[i].begin(), grads_.values[i].end(), T(0));
+    for (const PartialTensor& p : tensors_) {
+      earlier_.push_back(grads_.values[p.tensor]);
+      std::fill(grads_.values[p.tensor].begin(), grads_.values[p.tensor].end(), T(0));
     }
   }
   void sum() {
     if (!group_) return;
     for (size_t j = 0; j < tensors_.size(); ++j) {
-      std::vector<T>& g = grads_.values[tensors_[j]];
-      sum_over(group_, g.data(), g.size());
-      for (size_t i = 0; i < g.size(); ++i) g[i] += earlier_[j][i];
+      std::vector<T>& g = grads_.values[tensors_[j].tensor];
+      const size_t n = g.size(), slot = static_cast<size_t>(tensors_[j].slot);
+      std::vector<T> padded(n * static_cast<size_t>(tensors_[j].slots), T(0));  // zeros add nothing
+      std::copy(g.begin(), g.end(), padded.begin() + slot * n);
+      sum_over(group_, padded.data(), padded.size());
+      for (size_t i = 0; i < n; ++i) g[i] = padded[slot * n + i] + earlier_[j][i];
     }
   }
 
  private:
   Communicator* group_;
   Weights<T>& grads_;
-  std::vector<int> tensors_;
+  std::vector<PartialTensor> tensors_;
   std::vector<std::vector<T>> earlier_;
 };
 
@@ -223,9 +227,7 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
     for (int64_t i = 0; i < N * H; ++i) dx[i] += dtmp[i];  // dh
     // A shard's heads give partial sums: of dxn and of the gradients of the per-head norms every
     // head shares (q_norm, k_norm, the GDN output norm).
-    const std::vector<int> shared_by_heads =
-        L.attention ? std::vector<int>{L.attn.q_norm, L.attn.k_norm} : std::vector<int>{L.gdn.norm};
-    PartialGradients<T> partial(tensor_group, grads, shared_by_heads);
+    PartialGradients<T> partial(tensor_group, grads, partial_gradients(c, L));
     if (L.attention)
       detail::attention_backward(ctx, w, tapes.attn, dx.data(), dxn.data(), grads);
     else

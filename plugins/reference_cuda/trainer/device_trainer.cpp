@@ -48,7 +48,7 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
   config_ = w.config;
   full_config_ = sharded() ? load_checkpoint_config(settings_.checkpoint) : config_;
   const ModelLayout full_layout = make_layout(full_config_);
-  spreads_ = tensor_spreads(w.layout, full_layout);
+  spreads_ = tensor_spreads(w.config, w.layout, full_layout);
   valid_vocab_ = sampling_vocab_size(config_, settings_.checkpoint, settings_.sampling_vocab_size);
   trainable_ = trainable_tensors(w.layout, settings_.freeze_router);
   const Weights<float> zeros = zeros_like_layout<float>(config_, w.layout);
@@ -246,7 +246,7 @@ double DeviceTrainer::global_grad_norm() {
   Buffer sums(o, 3 * sizeof(double));  // squares by TensorSpread
   o.zero(sums.get(), sums.bytes());
   for (size_t i = 0; i < grads_.size(); ++i)
-    if (trainable_[i])
+    if (trainable_[i] && spreads_[i] != TensorSpread::kv_copy)  // a copy counts on its first replica
       o.sum_squares(weights_.layout.tensors[i].numel(), grads_[i].as<float>(),
                     sums.as<double>() + static_cast<int>(spreads_[i]));
   double squares[3] = {0, 0, 0};

@@ -214,9 +214,9 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
 double ReferenceTrainer::global_grad_norm() const {
   if (!group_.shard().sharded()) return grad_norm(grads_, trainable_);
   double squares[3] = {0, 0, 0};  // by TensorSpread
-  const std::vector<TensorSpread> spreads = tensor_spreads(weights_.layout, make_layout(full_config_));
+  const std::vector<TensorSpread> spreads = tensor_spreads(weights_.config, weights_.layout, make_layout(full_config_));
   for (size_t i = 0; i < grads_.values.size(); ++i) {
-    if (!trainable_[i]) continue;
+    if (!trainable_[i] || spreads[i] == TensorSpread::kv_copy) continue;  // a copy counts on its first replica
     for (float x : grads_.values[i]) squares[static_cast<int>(spreads[i])] += static_cast<double>(x) * x;
   }
   return group_.global_norm(squares);

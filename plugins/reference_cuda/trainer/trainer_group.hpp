@@ -57,7 +57,7 @@ class TrainerGroup {
   void sum_tensor_parallel(double* values, size_t count) const;
   void sum_expert_parallel(double* values, size_t count) const;
   // The L2 norm of the whole model's gradient from this rank's sums of squares by TensorSpread
-  // (shard_weights.hpp: replicated, tensor_split, routed_experts), each summed over the groups its
+  // (shard_weights.hpp: replicated, tensor_split, routed_experts; kv_copy counts nowhere), each summed over the groups its
   // tensors are split over so every element counts once; the same bits on every rank. Collective.
   double global_norm(double squares[3]) const;
 

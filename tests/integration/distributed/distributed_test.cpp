@@ -116,6 +116,15 @@ TEST_CASE("model parallel over MPI: qwen35_bf16 (the GPU trainer's code) as EP=2
   dist_test::check_model_parallel_step(4, 2, 2, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2});
 }
 
+// KV heads replicated (TP4 over two KV heads, as the reference trains the 397B model): each
+// replica's K and V gradients are its query heads' share, summed over the replicas, and the
+// gradient norm counts each replicated element once. Same tolerances as TP=2.
+TEST_CASE("model parallel over MPI: TP=4 over two KV heads (replicated) steps as one rank, qwen35_cpu and qwen35_bf16") {
+  const json model = dist_test::kv_replicating_micro_config();
+  dist_test::check_model_parallel_step(4, 4, 1, 1e-6, 1e-6, "qwen35_cpu", {}, model);
+  dist_test::check_model_parallel_step(4, 4, 1, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2}, model);
+}
+
 TEST_CASE("model parallel over MPI: ranks of one TP=2 group given different batch shares refuse the step, each naming why") {
   TempDir dir("dist_mp_share");
   const OneRankStep one = one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", 2}, {"expert_parallel", 1}});

@@ -157,6 +157,16 @@ inline json splittable_micro_config() {
   return c;
 }
 
+// The micro model with the 397B model's head proportions at TP4: four query heads over two KV
+// heads (each replicated on two tensor-parallel ranks), four GDN key and value heads.
+inline json kv_replicating_micro_config() {
+  json c = splittable_micro_config();
+  c["text_config"]["num_attention_heads"] = 4;
+  c["text_config"]["linear_num_key_heads"] = 4;
+  c["text_config"]["linear_num_value_heads"] = 4;
+  return c;
+}
+
 // The same trainer (not qwen35_cpu) alone on one rank, a second reference for a group of it: its
 // loss and gradient norm within `metric` relative and its weights within `weight` absolute of the
 // group's (0: not checked).
@@ -196,10 +206,10 @@ inline std::pair<json, std::map<std::string, std::vector<float>>> one_rank_of(co
 // group's trainer component (the one-rank step is always qwen35_cpu's, the reference; `same` adds
 // the trainer's own one-rank step as a second one).
 inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_tolerance, double weight_tolerance,
-                                      const std::string& trainer = "qwen35_cpu", const SameTrainerOnOneRank& same = {}) {
+                                      const std::string& trainer = "qwen35_cpu", const SameTrainerOnOneRank& same = {},
+                                      const json& model = splittable_micro_config()) {
   TempDir dir("dist_mp");
-  const OneRankStep one =
-      one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", tp}, {"expert_parallel", ep}});
+  const OneRankStep one = one_rank_step(dir, model, {{"tensor_parallel", tp}, {"expert_parallel", ep}});
   json same_metrics;
   std::map<std::string, std::vector<float>> same_weights;
   if (same.weight > 0) std::tie(same_metrics, same_weights) = one_rank_of(dir, one.settings, trainer);

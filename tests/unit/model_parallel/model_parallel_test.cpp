@@ -1,5 +1,6 @@
 // The reference model split over ranks computes what one rank computes, forward (scoring and
-// generation with caches) and gradients: tensor parallelism (heads and FFN columns), expert
+// generation with caches) and gradients: tensor parallelism (heads and FFN columns, KV heads
+// replicated where tp exceeds them), expert
 // parallelism (experts, tokens exchanged all-to-all) and both, on the tiny and small configs, with
 // the router's choice and with replayed experts (R3); and `mpirun -np N mlpt model score --tp T
 // --ep E` prints what the one-rank command prints.
@@ -99,6 +100,15 @@ TEST_CASE("Tiny config: routing replay (R3) under EP=2 and TP=2 x EP=2 uses the 
   check(1, 2, config("tiny"), true);
   check(2, 2, config("tiny"), true);
 }
+
+TEST_CASE("TP=4 with 2 KV heads (each replicated on two ranks) and TP=8 (on four) equal one rank, gradients too") {
+  // The 397B model's 2 KV heads at the reference's TP4 (training) and TP8 (generation), scaled down.
+  auto r = check(4, 1, config("tiny-tp8"), false);
+  CHECK(r["max_grad_relative_diff"].get<double>() > 0);  // the replicas' partial gradients really were summed
+  check(8, 1, config("tiny-tp8"), false, /*gradients=*/false);
+}
+
+TEST_CASE("TP=4 x EP=2 over eight ranks with replicated KV heads equals one rank") { check(4, 2, config("tiny-tp8"), true); }
 
 TEST_CASE("Small config: TP=2, EP=4 and TP=2 x EP=2 (gradients too) equal one rank, R3 under EP") {
   check(2, 1, config("small-100m"), false, /*gradients=*/false);

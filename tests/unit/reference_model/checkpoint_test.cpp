@@ -258,8 +258,37 @@ TEST_CASE("a tensor- and expert-parallel rank reads its shard of a checkpoint: t
     CHECK(read.config.num_heads == c.num_heads / 2);
     CHECK(read.values == shard_weights(whole, shard).values);
   }
+  // TP4: the 2 KV heads replicate, but the 2 GDN key heads do not split.
   CHECK_THROWS_WITH(load_shard_weights<float>(dir / "ck", ModelShard{4, 0, 1, 0}),
-                    Catch::Contains("num_key_value_heads 2 do not split over tp 4"));
+                    Catch::Contains("linear_num_key_heads 2 do not split over tp 4"));
+  CHECK_THROWS_WITH(load_shard_weights<float>(dir / "ck", ModelShard{3, 0, 1, 0}),
+                    Catch::Contains("num_attention_heads 4 do not split over tp 3"));
+}
+
+TEST_CASE("with KV heads replicated (TP4 and TP8 over 2 KV heads) each rank reads its query heads' KV head") {
+  const ModelConfig c = load_model_config(std::string(MLPT_SOURCE_DIR) + "/configs/models/tiny-tp8.json");
+  TempDir dir("shard_kv");
+  save_checkpoint(dir / "ck", init_weights<float>(c, 3), Dtype::bf16, 1 << 20);
+  const Weights<float> whole = load_weights<float>(dir / "ck");
+  const LayerTensors& attention = whole.layout.layers[3];
+  REQUIRE(attention.attention);
+  const int64_t kv_rows = c.head_dim * c.hidden_size;  // one KV head's rows of k_proj
+  for (int tp : {4, 8})
+    for (int r = 0; r < tp; ++r) {
+      INFO("tp " << tp << ", rank " << r);
+      const ModelShard shard = ModelShard::of_world_rank(tp, 1, r);
+      const Weights<float> read = load_shard_weights<float>(dir / "ck", shard);
+      CHECK(read.config.num_kv_heads == 1);
+      CHECK(read.config.shard.kv_replicas == tp / 2);
+      CHECK(read.values == shard_weights(whole, shard).values);
+      // Query heads [r·8/tp, (r+1)·8/tp) read KV head ⌊r·2/tp⌋ (GQA groups of 4 query heads).
+      const int64_t head = r * 2 / tp;
+      const std::vector<float>& k = whole.values[attention.attn.k];
+      CHECK(read.values[attention.attn.k] ==
+            std::vector<float>(k.begin() + head * kv_rows, k.begin() + (head + 1) * kv_rows));
+    }
+  CHECK_THROWS_WITH(load_shard_weights<float>(dir / "ck", ModelShard{16, 0, 1, 0}),
+                    Catch::Contains("num_attention_heads 8 do not split over tp 16"));
 }
 
 TEST_CASE("a tensor- and expert-parallel rank reads only the bytes of its slices: half of each tensor TP=2 splits") {

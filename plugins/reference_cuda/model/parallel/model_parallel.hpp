@@ -2,8 +2,10 @@
 // carried by the shard's ModelConfig) and the groups it computes with (ModelParallel).
 //
 // A layout of tp × ep ranks places world rank ep_rank * tp + tp_rank (tensor-parallel ranks are
-// neighbours, as Megatron places them). Tensor parallelism splits attention heads (query and KV),
-// GDN key/value heads, the shared expert's and every routed expert's FFN columns; each rank's mixer
+// neighbours, as Megatron places them). Tensor parallelism splits attention heads (query and KV;
+// where tp exceeds the KV heads, as at TP4 and TP8 with the 397B model's 2, each KV head is
+// replicated on the tp / num_kv_heads ranks whose query heads read it, and their partial gradients
+// of it summed), GDN key/value heads, the shared expert's and every routed expert's FFN columns; each rank's mixer
 // and MoE outputs are partial sums, summed over the TP group (in the backward, the input
 // gradients and the shared norms' gradients likewise). Expert parallelism splits the routed
 // experts into ep contiguous blocks; the tokens of a layer are split among the EP group, each
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "model/parallel/communicator.hpp"
 
@@ -22,9 +25,15 @@ namespace mlpt::ref {
 struct ModelShard {
   int tp = 1, tp_rank = 0;  // tensor-parallel size and this rank's place in it
   int ep = 1, ep_rank = 0;  // expert-parallel size and this rank's place in it
+  // How many tensor-parallel ranks hold each KV head: 1 when the KV heads split over tp, else
+  // tp / num_kv_heads (set by shard_config, which knows the model).
+  int kv_replicas = 1;
   bool sharded() const { return tp * ep > 1; }
   int world_rank() const { return ep_rank * tp + tp_rank; }
   static ModelShard of_world_rank(int tp, int ep, int world_rank) { return {tp, world_rank % tp, ep, world_rank / tp}; }
+  // The first KV head of a shard holding `kv_heads` of them: its own block, or with replicated KV
+  // heads the one head its query heads read (GQA keeps a group of query heads on one rank).
+  int64_t first_kv_head(int64_t kv_heads) const { return static_cast<int64_t>(tp_rank / kv_replicas) * kv_heads; }
 };
 
 // The groups a shard computes with (forward and backward); NULL stands for a group of one.

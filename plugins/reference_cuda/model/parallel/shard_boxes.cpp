@@ -41,7 +41,7 @@ std::vector<ShardPlacement> shard_placements(const ModelConfig& f, const ModelLa
   auto at_column = [&](int t, int64_t column) { out[static_cast<size_t>(t)].boxes = {whole_at(shape(t), {0, column})}; };
   for (const LayerTensors& l : local.layers) {
     if (l.attention) {
-      const int64_t h0 = r * c.num_heads, g0 = r * c.num_kv_heads;
+      const int64_t h0 = r * c.num_heads, g0 = c.shard.first_kv_head(c.num_kv_heads);
       at_row(l.attn.q, h0 * 2 * D);
       at_row(l.attn.k, g0 * D);
       at_row(l.attn.v, g0 * D);

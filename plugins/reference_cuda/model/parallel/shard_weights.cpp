@@ -37,7 +37,13 @@ ModelConfig shard_config(const ModelConfig& full, const ModelShard& s) {
                                                 std::to_string(s.tp) + ", ep rank " + std::to_string(s.ep_rank) +
                                                 " of " + std::to_string(s.ep));
   require_split(full.num_heads, s.tp, "num_attention_heads", "tp");
-  require_split(full.num_kv_heads, s.tp, "num_key_value_heads", "tp");
+  // KV heads split over tp, or tp a multiple of them (each replicated on tp / num_kv_heads ranks).
+  const bool kv_replicated = full.num_kv_heads < s.tp;
+  if (kv_replicated && s.tp % full.num_kv_heads != 0)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "num_key_value_heads " + std::to_string(full.num_kv_heads) +
+                                                " neither split over tp " + std::to_string(s.tp) +
+                                                " nor divide it (to be replicated)");
+  if (!kv_replicated) require_split(full.num_kv_heads, s.tp, "num_key_value_heads", "tp");
   require_split(full.gdn_key_heads, s.tp, "linear_num_key_heads", "tp");
   require_split(full.gdn_value_heads, s.tp, "linear_num_value_heads", "tp");
   require_split(full.moe_intermediate, s.tp, "moe_intermediate_size", "tp");
@@ -45,12 +51,13 @@ ModelConfig shard_config(const ModelConfig& full, const ModelShard& s) {
   require_split(full.num_experts, s.ep, "num_experts", "ep");
   ModelConfig c = full;
   c.num_heads /= s.tp;
-  c.num_kv_heads /= s.tp;
+  c.num_kv_heads = kv_replicated ? 1 : full.num_kv_heads / s.tp;
   c.gdn_key_heads /= s.tp;
   c.gdn_value_heads /= s.tp;
   c.moe_intermediate /= s.tp;
   c.shared_intermediate /= s.tp;
   c.shard = s;
+  c.shard.kv_replicas = kv_replicated ? static_cast<int>(s.tp / full.num_kv_heads) : 1;
   return c;
 }
 
@@ -63,7 +70,7 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
   w.layout = make_layout(c);
   w.values.resize(w.layout.tensors.size());
   const int64_t H = f.hidden_size, D = f.head_dim, dk = f.gdn_key_dim, dv = f.gdn_value_dim, K = f.conv_kernel;
-  const int r = s.tp_rank;
+  const int r = c.shard.tp_rank;
   // The expert tensors hold every expert, or just this rank's block (read so from a checkpoint).
   const int64_t held = full.layout.tensors[full.layout.layers.at(0).moe.gate_up].shape[0];
   const bool expert_block = held != f.num_experts;
@@ -80,7 +87,7 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
     copy(B.input_norm, A.input_norm);
     copy(B.post_norm, A.post_norm);
     if (A.attention) {  // query heads [h0, h0 + nh), kv heads [g0, g0 + nkv): a GQA group stays whole
-      const int64_t nh = c.num_heads, h0 = r * nh, nkv = c.num_kv_heads, g0 = r * nkv;
+      const int64_t nh = c.num_heads, h0 = r * nh, nkv = c.num_kv_heads, g0 = c.shard.first_kv_head(nkv);
       take_rows(full.values[A.attn.q], H, h0 * 2 * D, (h0 + nh) * 2 * D, w.values[B.attn.q]);  // [q; gate] per head
       take_rows(full.values[A.attn.k], H, g0 * D, (g0 + nkv) * D, w.values[B.attn.k]);
       take_rows(full.values[A.attn.v], H, g0 * D, (g0 + nkv) * D, w.values[B.attn.v]);
@@ -171,12 +178,27 @@ template Weights<double> shard_weights<double>(const Weights<double>&, const Mod
 template Weights<float> read_shard_weights<float>(const ModelConfig&, const SafetensorsCheckpoint&, const ModelShard&, const std::string&);
 template Weights<double> read_shard_weights<double>(const ModelConfig&, const SafetensorsCheckpoint&, const ModelShard&, const std::string&);
 
-std::vector<TensorSpread> tensor_spreads(const ModelLayout& shard, const ModelLayout& full) {
+std::vector<PartialTensor> partial_gradients(const ModelConfig& c, const LayerTensors& l) {
+  if (!l.attention) return {{l.gdn.norm}};
+  std::vector<PartialTensor> out{{l.attn.q_norm}, {l.attn.k_norm}};
+  if (c.shard.kv_replicas > 1) {
+    const int64_t slot = c.shard.tp_rank / c.shard.kv_replicas, slots = c.shard.tp / c.shard.kv_replicas;
+    out.push_back({l.attn.k, slot, slots});
+    out.push_back({l.attn.v, slot, slots});
+  }
+  return out;
+}
+
+std::vector<TensorSpread> tensor_spreads(const ModelConfig& config, const ModelLayout& shard, const ModelLayout& full) {
   std::vector<TensorSpread> out(shard.tensors.size(), TensorSpread::replicated);
   for (size_t i = 0; i < out.size(); ++i)
     if (shard.tensors[i].numel() != full.tensors[i].numel()) out[i] = TensorSpread::tensor_split;
-  for (const LayerTensors& l : shard.layers)
+  const bool kv_copy = config.shard.tp_rank % config.shard.kv_replicas != 0;
+  for (const LayerTensors& l : shard.layers) {
     for (int i : {l.moe.gate_up, l.moe.down}) out[static_cast<size_t>(i)] = TensorSpread::routed_experts;
+    if (l.attention && kv_copy)
+      for (int i : {l.attn.k, l.attn.v}) out[static_cast<size_t>(i)] = TensorSpread::kv_copy;
+  }
   return out;
 }
 

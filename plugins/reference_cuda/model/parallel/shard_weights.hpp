@@ -7,8 +7,9 @@
 
 namespace mlpt::ref {
 
-// The config of `shard`: heads and FFN widths divided by tp. Throws naming the size that does not
-// divide (e.g. "num_key_value_heads 2 do not split over tp 4"), and for experts over ep.
+// The config of `shard`: heads and FFN widths divided by tp, KV heads replicated where tp exceeds
+// them (the shard's kv_replicas set). Throws naming the size that does not divide (e.g.
+// "linear_num_key_heads 2 do not split over tp 4"), and for experts over ep.
 ModelConfig shard_config(const ModelConfig& full, const ModelShard& shard);
 
 // Copies this rank's slices out of the full weights: a one-rank model, whose expert tensors hold
@@ -20,9 +21,23 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& shard);
 // the tensor-parallel group only (the same on every expert-parallel rank), or a routed expert
 // tensor (split over the expert-parallel group, and over the tensor-parallel one when tp > 1).
 // What a trainer needs to count every element of the whole model once (the gradient norm) and to
-// keep the copies of a replicated tensor equal.
-enum class TensorSpread { replicated = 0, tensor_split = 1, routed_experts = 2 };
-std::vector<TensorSpread> tensor_spreads(const ModelLayout& shard, const ModelLayout& full);
+// keep the copies of a replicated tensor equal. A replicated KV head's K and V weights are
+// tensor_split on the first of its tensor-parallel replicas and `kv_copy` on the others: copies
+// that count nowhere (and that the backward keeps equal to the first's).
+enum class TensorSpread { replicated = 0, tensor_split = 1, routed_experts = 2, kv_copy = 3 };
+std::vector<TensorSpread> tensor_spreads(const ModelConfig& shard, const ModelLayout& shard_layout,
+                                         const ModelLayout& full);
+
+// A gradient a shard's backward computes as a partial sum over its tensor-parallel group: the
+// per-head norms every head shares (q_norm, k_norm, the GDN output norm: the whole tensor, slot 0
+// of 1) and, with KV heads replicated, the K and V weights (slot tp_rank / kv_replicas of the
+// model's num_kv_heads: a sum over the tensor-parallel group of every head's rows, each rank adding
+// its share at its head's slot and zeros at the others, which sums each head over its replicas).
+struct PartialTensor {
+  int tensor;
+  int64_t slot = 0, slots = 1;
+};
+std::vector<PartialTensor> partial_gradients(const ModelConfig& shard, const LayerTensors& layer);
 
 // This rank's shard of checkpoint `dir`, reading only the slices it holds from the memory-mapped
 // safetensors (read_shard_weights). A Qwen3-Next checkpoint is read whole, then sliced.
