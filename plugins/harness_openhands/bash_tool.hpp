@@ -1,5 +1,5 @@
-// The `execute_bash` tool over one-shot sandbox execs. A small driver script kept in the sandbox
-// (state folder: command, output file, cwd, exported environment, exit code) gives the OpenHands
+// The `execute_bash` tool over one-shot sandbox execs. A small driver script sent with every call
+// (its state folder in the sandbox: command, output file, cwd, exported environment, exit code) gives the OpenHands
 // session semantics: the working directory and exported variables persist between calls, a
 // command that prints nothing new for the soft timeout (10 s) returns with exit code -1 and keeps
 // running, `timeout` sets a hard limit instead, an empty command with is_input fetches more output,
@@ -22,16 +22,17 @@ struct BashLimits {
 
 // What the driver reports after each call.
 struct DriverReport {
-  std::string status;  // done | soft | hard | cap | busy | none | lost
+  std::string status;  // done | soft | hard | cap | busy | none | nocmd | lost
   int exit_code = -1;
   std::string cwd, python, output;
+  bool started = false;  // run mode: the driver started the command
 };
 
 class BashTool {
  public:
   BashTool(Workspace& workspace, std::string state_dir, BashLimits limits = {}, std::string start_dir = "/testbed")
       : ws_(workspace), dir_(std::move(state_dir)), limits_(limits), start_dir_(std::move(start_dir)) {}
-  // Writes the driver into the state folder (once per episode, before the first call).
+  // Makes the state folder (once per episode, before the first call).
   void install();
   // The same as one shell command (so the episode can fold it into its first exec).
   std::string install_command() const;
@@ -41,6 +42,7 @@ class BashTool {
   std::string run(const nlohmann::json& args);
 
  private:
+  ShellResult call_driver(const std::string& arguments, int64_t timeout_ms);
   Workspace& ws_;
   std::string dir_;
   BashLimits limits_;

@@ -97,3 +97,67 @@ TEST_CASE("the timeout parameter is a hard limit and C-c interrupts the command"
   CHECK(stopped.find("[The command completed with exit code 130. CTRL+C was sent.]") != std::string::npos);
   CHECK(s.run({{"command", "echo after"}}).rfind("after\n", 0) == 0);
 }
+
+// Class: the agent replaces what the harness keeps in the sandbox for its shell session. Whatever it
+// put there, the next command runs (its output is in the observation) or is answered with an error
+// naming what stopped it; it is never dropped.
+TEST_CASE("a command after the agent replaced the shell session's helpers is run, never dropped") {
+  Session s;
+  const std::string state = s.dir.str() + "/.state";
+  const std::string completed = "[The command completed with exit code 0.]";
+  struct Attack {
+    std::string setup;
+    bool resets;  // the state folder itself had to be restored
+  };
+  const std::vector<Attack> attacks = {
+      {"rm -rf " + state + " && echo not-a-folder > " + state, true},
+      {"rm -rf " + state + " && ln -s /proc " + state, true},
+      {"rm -rf " + state + " && ln -s " + s.dir.str() + "/missing " + state, true},
+      {"rm -rf " + state + "/cmd && mkdir " + state + "/cmd", true},
+      {"for f in out pid done cwd env py shown reported; do rm -rf " + state + "/$f; mkdir -p " + state +
+           "/$f/x; done",
+       false},
+      {"printf 'exit 0\\0' > " + state + "/env", false},
+      {"printf '#!/bin/sh\\necho fake\\n' > " + state + "/driver.sh; chmod +x " + state + "/driver.sh",
+       false},
+      {"chmod 000 " + state + "/cwd", false},
+  };
+  for (size_t i = 0; i < attacks.size(); ++i) {
+    INFO("attack " << i << ": " << attacks[i].setup);
+    s.run({{"command", attacks[i].setup}});
+    const std::string marker = "still-runs-" + std::to_string(i);
+    std::string after = s.run({{"command", "echo " + marker}});
+    INFO(after);
+    CHECK(after.find(marker + "\n" + completed) != std::string::npos);
+    CHECK((after.rfind("[The shell session was reset: ", 0) == 0) == attacks[i].resets);
+    // The session works on: the next command needs no restoring.
+    CHECK(s.run({{"command", "echo next"}}).rfind("next\n" + completed, 0) == 0);
+  }
+}
+
+TEST_CASE(
+    "a command that replaces the harness's exit trap or removes its state still ends with its exit code") {
+  Session s;
+  const std::string state = s.dir.str() + "/.state";
+  CHECK(s.run({{"command", "trap - EXIT; echo untrapped; exit 4"}})
+            .find("untrapped\n[The command completed with exit code 4.]") != std::string::npos);
+  CHECK(s.run({{"command", "trap 'echo mine' EXIT; echo replaced"}})
+            .find("[The command completed with exit code 0.]") != std::string::npos);
+  // Its output file went with the folder, so the observation is empty; it ran to the end all the same.
+  CHECK(s.run({{"command", "rm -rf " + state + "; touch removed-own-state"}})
+            .find("[The command completed with exit code 0.]") != std::string::npos);
+  CHECK(std::filesystem::exists(s.dir.path / "removed-own-state"));
+  CHECK(s.run({{"command", "echo after-removal"}})
+            .find("after-removal\n[The command completed with exit code 0.]") != std::string::npos);
+}
+
+TEST_CASE("a command that cannot be delivered is answered with an error naming why, not dropped") {
+  TempDir dir;
+  HostWorkspace ws{dir.path};
+  // A state folder that can never be made (under /proc): the harness cannot restore it.
+  BashTool bash(ws, "/proc/mlpt_no_such_state", {1, 20, 30000}, dir.str());
+  std::string answer = bash.run({{"command", "echo never"}});
+  CHECK(answer.rfind("ERROR: Your command was not run: the command file could not be written", 0) == 0);
+  CHECK(answer.find("/proc/mlpt_no_such_state") != std::string::npos);
+  CHECK(answer.find("never\n") == std::string::npos);
+}

@@ -309,12 +309,13 @@ TEST_CASE("hostile output never ends a run: binary output, invalid UTF-8, device
       bash("mkfifo /tmp/fifo"),
       editor_view("/tmp/fifo"),
       editor_view("/dev/urandom"),
-      bash("rm -rf " + state + "/driver.sh && mkdir " + state + "/driver.sh"),
-      bash("echo lost-to-the-reset"),  // the driver is gone: this call resets the shell session
-      bash("echo after-driver-dir"),
-      bash("rm -rf " + state + "/driver.sh && truncate -s 1G " + state + "/driver.sh"),
-      bash("echo lost-to-the-reset"),
-      bash("echo after-sparse-driver"),
+      // Replaced helpers: every next command still runs (the state folder is restored when needed).
+      bash("rm -rf " + state + "/out && truncate -s 1G " + state + "/out && mkdir " + state + "/done"),
+      bash("echo after-state-files"),
+      bash("printf 'exit 0\\0' > " + state + "/env"),
+      bash("echo after-env-script"),
+      bash("rm -rf " + state + " && ln -s /proc " + state),
+      bash("echo after-state-link"),
       bash("rm -rf " + state + "/cmd && mkdir " + state + "/cmd"),
       bash("echo after-cmd-dir"),
       bash("rm -rf " + state + " && echo gone > " + state),
@@ -327,9 +328,10 @@ TEST_CASE("hostile output never ends a run: binary output, invalid UTF-8, device
   INFO(contents(r.observations).substr(0, 4000));
   check_all_valid_utf8(r.observations);
   const std::string all = contents(r.observations);
-  for (const char* after : {"after-driver-dir", "after-sparse-driver", "after-cmd-dir", "after-state-file"}) CHECK_THAT(all, Catch::Contains(after));
+  for (const char* after : {"after-state-files", "after-env-script", "after-state-link", "after-cmd-dir", "after-state-file"})
+    CHECK_THAT(all, Catch::Contains(std::string(after) + "\n[The command completed with exit code 0.]"));
   CHECK_THAT(all, Catch::Contains("is not a regular file"));
-  CHECK_THAT(all, Catch::Contains("[The shell session was reset.]"));
+  CHECK_THAT(all, Catch::Contains("[The shell session was reset: "));
   CHECK(r.grade.reward == 0.0);
   CHECK(r.grade.details.contains("reason"));
 }
