@@ -69,11 +69,16 @@ ConfigReport check_config(const run::RunConfig& c, std::optional<Division> divis
   r.add("max_trajectory_age_steps", "the max staleness is stated in the config (it is logged and enforced)",
         b.stated.count("max_trajectory_age_steps") ? "max_trajectory_age_steps = " + std::to_string(b.max_trajectory_age_steps) : "not stated",
         b.stated.count("max_trajectory_age_steps") != 0, "state [benchmark].max_trajectory_age_steps explicitly");
-  r.add("timeouts", "command timeout 300 s, test run 300 s (training) / 180 s (validation), agent timeout 1800 s",
+  r.add("timeouts",
+        "command timeout 60 s, test run 60 s (training and validation), agent timeout 1800 s (the rules, PR "
+        "#598)",
         "command_timeout_s = " + num(b.command_timeout_s) + ", test_timeout_s = " + num(b.test_timeout_s) +
-            ", validation_test_timeout_s = " + num(b.validation_test_timeout_s) + ", agent_timeout_s = " + num(b.agent_timeout_s),
-        b.command_timeout_s == rules::kCommandTimeoutSeconds && b.test_timeout_s == rules::kTestTimeoutSeconds &&
-            b.validation_test_timeout_s == rules::kValidationTestTimeoutSeconds && b.agent_timeout_s == rules::kAgentTimeoutSeconds);
+            ", validation_test_timeout_s = " + num(b.validation_test_timeout_s) +
+            ", agent_timeout_s = " + num(b.agent_timeout_s),
+        b.command_timeout_s == rules::kCommandTimeoutSeconds &&
+            b.test_timeout_s == rules::kTestTimeoutSeconds &&
+            b.validation_test_timeout_s == rules::kValidationTestTimeoutSeconds &&
+            b.agent_timeout_s == rules::kAgentTimeoutSeconds);
   if (closed) {
     const double lr = rules::learning_rate(b.global_batch_size), clip = rules::gradient_clip_norm(b.global_batch_size);
     r.add("learning_rate", "LR = 1e-6·sqrt(GBS/256) within 1e-9", "learning_rate = " + num(b.learning_rate) + ", formula " + num(lr),

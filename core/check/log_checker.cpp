@@ -46,22 +46,36 @@ CheckOptions parse_check_options(const std::optional<std::string>& division,
 }
 
 bool LogReport::compliant() const {
-  return std::all_of(rules.begin(), rules.end(), [](const RuleResult& r) { return r.passed() || r.stricter; });
+  return std::all_of(rules.begin(), rules.end(),
+                     [](const RuleResult& r) { return r.passed() || !r.counts_for_rules(); });
+}
+
+bool LogReport::checker_compliant() const {
+  return std::all_of(rules.begin(), rules.end(),
+                     [](const RuleResult& r) { return r.passed() || !r.counts_for_checker(); });
 }
 
 namespace {
-std::vector<Violation> collect(const std::vector<RuleResult>& rules, bool stricter) {
+std::vector<Violation> collect(const std::vector<RuleResult>& rules,
+                               const std::function<bool(const RuleResult&)>& counts) {
   std::vector<Violation> all;
   for (const auto& r : rules)
-    if (r.stricter == stricter) all.insert(all.end(), r.violations.begin(), r.violations.end());
+    if (counts(r)) all.insert(all.end(), r.violations.begin(), r.violations.end());
   std::stable_sort(all.begin(), all.end(),
                    [](const Violation& a, const Violation& b) { return a.line < b.line; });
   return all;
 }
 }  // namespace
 
-std::vector<Violation> LogReport::violations() const { return collect(rules, false); }
-std::vector<Violation> LogReport::warnings() const { return collect(rules, true); }
+std::vector<Violation> LogReport::violations() const {
+  return collect(rules, [](const RuleResult& r) { return r.counts_for_rules(); });
+}
+std::vector<Violation> LogReport::checker_violations() const {
+  return collect(rules, [](const RuleResult& r) { return r.counts_for_checker(); });
+}
+std::vector<Violation> LogReport::warnings() const {
+  return collect(rules, [](const RuleResult& r) { return r.stricter; });
+}
 
 namespace {
 
@@ -202,6 +216,10 @@ class Checker {
     check_structure();
     check_hyperparameters();
     check_evals();
+    if (closed()) check_key_order();
+    repeats_.evidence =
+        repeats_.violations.empty() ? "none" : std::to_string(repeats_.violations.size()) + " repeat(s)";
+    push(std::move(repeats_));
     mark_stricter();
     add_findings();
     note_resume();
@@ -217,6 +235,9 @@ class Checker {
   const Record* declared_division_ = nullptr;
   const Record* run_start_ = nullptr;  // the first; counts are checked separately
   const Record* run_stop_ = nullptr;
+  // Exactly-once keys logged again with the same value every time: the MLCommons checker warns.
+  RuleResult repeats_{
+      "repeated_key", "an exactly-once key is not logged again with the same value", "", {}, true};
 
   bool closed() const { return rep_.division == Division::closed; }
   const std::vector<const Record*>& occurrences(std::string_view key) {
@@ -228,6 +249,36 @@ class Checker {
     rule.violations.push_back({rule.id, line, std::move(message)});
   }
   void push(RuleResult rule) { rep_.rules.push_back(std::move(rule)); }
+
+  // The i-th occurrence (i > 0) of an exactly-once key: when every occurrence has the same value
+  // the MLCommons checker only warns; otherwise it fails, and so does the key's rule.
+  void repeated(RuleResult& rule, std::string_view key, size_t i) {
+    const auto& occ = occurrences(key);
+    const bool same =
+        std::all_of(occ.begin(), occ.end(), [&](const Record* r) { return r->value == occ.front()->value; });
+    if (same)
+      add(repeats_, occ[i]->line,
+          std::string(key) + " logged again with the same value (first at " + at_line(occ.front()->line) +
+              "); the MLCommons checker warns");
+    else
+      add(rule, occ[i]->line,
+          std::string(key) + " logged again with a different value (first at " + at_line(occ.front()->line) +
+              "); it must be logged exactly once");
+  }
+
+  // A requirement on a key's values that only one side has (the key's own rule checks its count).
+  void value_rule(std::string id, std::string_view key, std::string description, const ValueCheck& check,
+                  Authority who) {
+    RuleResult rule{std::move(id), std::move(description), "", {}};
+    rule.authority = who;
+    const auto& occ = occurrences(key);
+    rule.evidence = occ.empty() ? "not logged (reported by " + std::string(key) + ")"
+                                : at_line(occ.front()->line) + ": " + show(occ.front()->value);
+    for (const auto* rec : occ)
+      if (auto err = check(rec->value))
+        add(rule, rec->line, std::string(key) + " = " + show(rec->value) + ": " + *err);
+    push(std::move(rule));
+  }
 
   std::optional<int64_t> gbs() const { return rep_.global_batch_size; }
 
@@ -274,9 +325,7 @@ class Checker {
     rule.evidence = at_line(occ.front()->line) + ": " + show(occ.front()->value);
     for (size_t i = 1; i < occ.size(); ++i) {
       rule.evidence += "; again at " + at_line(occ[i]->line);
-      add(rule, occ[i]->line,
-          std::string(key) + " logged again (first at " + at_line(occ.front()->line) +
-              "); it must be logged exactly once");
+      repeated(rule, key, i);
     }
     if (check)
       for (const auto* rec : occ)
@@ -351,7 +400,7 @@ class Checker {
       } else if (key == k::kInitStop) {
         ++n_init_stop;
         if (n_init_stop > 1)
-          add(init_stop, rec.line, "init_stop logged again (first at " + at_line(first_init_stop->line) + ")");
+          repeated(init_stop, k::kInitStop, n_init_stop - 1);
         else
           first_init_stop = &rec;
         if (!init_started) add(init_stop, rec.line, "init_stop before any init_start");
@@ -378,7 +427,7 @@ class Checker {
       } else if (key == k::kRunStop) {
         ++n_run_stop;
         if (n_run_stop > 1)
-          add(run_stop, rec.line, "run_stop logged again (first at " + at_line(run_stop_->line) + ")");
+          repeated(run_stop, k::kRunStop, n_run_stop - 1);
         else
           run_stop_ = &rec;
         if (!run_started) add(run_stop, rec.line, "run_stop before run_start");
@@ -463,24 +512,31 @@ class Checker {
     ValueCheck none;
     key_rule(k::kSeed, "exactly once, an integer", any_integer());
     key_rule(k::kMaxSteps, "exactly once, an integer", any_integer());
-    if (c) {
-      key_rule(k::kGlobalBatchSize, "exactly once, one of 256, 512, 1024",
-               all_of({positive_integer(), [](const json& v) -> std::optional<std::string> {
-                         if (!r::is_allowed_global_batch_size(*as_integer(v)))
-                           return std::string("the closed division allows only 256, 512 or 1024 (§2)");
-                         return std::nullopt;
-                       }}));
-    } else {
-      key_rule(k::kGlobalBatchSize, "exactly once, a positive integer", positive_integer());
-    }
+    key_rule(k::kGlobalBatchSize, "exactly once, a positive integer", positive_integer());
+    if (c)
+      value_rule(
+          "global_batch_size_table", k::kGlobalBatchSize,
+          "closed division: GBS one of 256, 512, 1024 (the rules' table; the MLCommons checker accepts any)",
+          [](const json& v) -> std::optional<std::string> {
+            auto g = as_integer(v);
+            if (g && !r::is_allowed_global_batch_size(*g))
+              return std::string("the closed division's table has only 256, 512 and 1024 (§2)");
+            return std::nullopt;
+          },
+          Authority::rules_only);
     key_rule(k::kMaxSequenceLength, "exactly once, " + std::to_string(r::kMaxSequenceLength),
              equals_integer(r::kMaxSequenceLength));
     key_rule(k::kTrainSamples, "exactly once, a positive integer", positive_integer());
-    if (options_.expected_eval_samples)
-      key_rule(k::kEvalSamples, "exactly once, " + std::to_string(*options_.expected_eval_samples),
-               equals_integer(*options_.expected_eval_samples));
-    else
-      key_rule(k::kEvalSamples, "exactly once, a positive integer", positive_integer());
+    key_rule(k::kEvalSamples, "exactly once, a positive integer", positive_integer());
+    const int64_t tasks = options_.expected_eval_samples.value_or(r::kValidationTasks);
+    value_rule("eval_samples_rules", k::kEvalSamples,
+               "eval_samples == " + std::to_string(tasks) +
+                   ", the validation tasks (the merged rules: " + std::to_string(r::kValidationTasks) + ")",
+               equals_integer(tasks), Authority::rules_only);
+    value_rule("eval_samples_checker", k::kEvalSamples,
+               "eval_samples == " + std::to_string(r::kCheckerEvalSamples) + " (the MLCommons checker " +
+                   std::string(r::kCheckerVersion) + ", from before the rule change)",
+               equals_integer(r::kCheckerEvalSamples), Authority::checker_only);
     key_rule(k::kInitCheckpointStep, "exactly once, 0 (a run starts from the initial checkpoint)",
              [](const json& v) -> std::optional<std::string> {
                auto step = as_integer(v);
@@ -633,6 +689,38 @@ class Checker {
         rep_.findings.push_back({rec->line, "eval_accuracy outside run_start..run_stop; it does not count for time to train"});
   }
 
+  // The MLCommons checker computes the expected LR, clip, batch split and eval points from the keys
+  // seen so far: a key logged before the one it depends on fails there (the rules say nothing of order).
+  void check_key_order() {
+    RuleResult rule{
+        "key_order",
+        "global_batch_size before opt_base_learning_rate, opt_gradient_clip_norm, num_generations_per_prompt "
+        "and eval_accuracy; num_prompts_per_step before num_generations_per_prompt",
+        "",
+        {}};
+    rule.authority = Authority::checker_only;
+    struct Dependency {
+      std::string_view key, after;
+    };
+    for (auto [key, after] : {Dependency{k::kOptBaseLearningRate, k::kGlobalBatchSize},
+                              Dependency{k::kOptGradientClipNorm, k::kGlobalBatchSize},
+                              Dependency{k::kNumGenerationsPerPrompt, k::kGlobalBatchSize},
+                              Dependency{k::kNumGenerationsPerPrompt, k::kNumPromptsPerStep},
+                              Dependency{k::kEvalAccuracy, k::kGlobalBatchSize}}) {
+      const auto& first = occurrences(after);
+      if (first.empty()) continue;  // missing: reported by its own rule
+      for (const auto* rec : occurrences(key))
+        if (rec->line < first.front()->line)
+          add(rule, rec->line,
+              std::string(key) + " comes before " + std::string(after) + " (" + at_line(first.front()->line) +
+                  "); the MLCommons checker " + std::string(r::kCheckerVersion) +
+                  " computes its check from " + std::string(after) + " and fails it");
+    }
+    rule.evidence = rule.violations.empty() ? "in order"
+                                            : std::to_string(rule.violations.size()) + " key(s) out of order";
+    push(std::move(rule));
+  }
+
   void add_findings() {
     // Disclosure keys some reference revisions require; §6 of our spec does not.
     std::vector<std::string> missing;
@@ -653,11 +741,6 @@ class Checker {
       for (const auto& u : unknown) s += " " + u;
       rep_.findings.push_back({0, s});
     }
-    if (!options_.expected_eval_samples)
-      for (const auto* rec : occurrences(k::kEvalSamples))
-        if (auto e = as_integer(rec->value); e && *e != r::kReferenceEvalSamples)
-          rep_.findings.push_back({rec->line, "eval_samples " + std::to_string(*e) + " differs from the reference rule file's " +
-                                                  std::to_string(r::kReferenceEvalSamples) + " (the validation count is configurable)"});
     // Interval keys written with the wrong event type: harmless for the rules, but a sign of a bug.
     for (const auto& rec : log_.records) {
       bool is_start = rec.key == k::kInitStart || rec.key == k::kRunStart || rec.key == k::kBlockStart || rec.key == k::kEvalStart;
@@ -726,19 +809,30 @@ LogReport check_log(const mllog::ParsedLog& log, const CheckOptions& options) {
   return Checker(log, options).run();
 }
 
+namespace {
+std::string_view authority_name(Authority a) {
+  return a == Authority::rules_only ? "rules" : a == Authority::checker_only ? "checker" : "both";
+}
+}  // namespace
+
 nlohmann::json to_json(const LogReport& rep) {
   json rules = json::array();
   for (const auto& r : rep.rules) {
     json v = json::array();
     for (const auto& x : r.violations) v.push_back({{"line", x.line}, {"message", x.message}});
-    rules.push_back({{"id", r.id}, {"description", r.description}, {"passed", r.passed()}, {"stricter", r.stricter},
-                     {"evidence", r.evidence}, {"violations", v}});
+    rules.push_back({{"id", r.id},
+                     {"description", r.description},
+                     {"passed", r.passed()},
+                     {"stricter", r.stricter},
+                     {"authority", std::string(authority_name(r.authority))},
+                     {"evidence", r.evidence},
+                     {"violations", v}});
   }
-  json violations = json::array(), warnings = json::array();
-  for (const auto& x : rep.violations())
-    violations.push_back({{"rule", x.rule}, {"line", x.line}, {"message", x.message}});
-  for (const auto& x : rep.warnings())
-    warnings.push_back({{"rule", x.rule}, {"line", x.line}, {"message", x.message}});
+  auto listed = [](const std::vector<Violation>& all) {
+    json out = json::array();
+    for (const auto& x : all) out.push_back({{"rule", x.rule}, {"line", x.line}, {"message", x.message}});
+    return out;
+  };
   json findings = json::array();
   for (const auto& f : rep.findings) findings.push_back({{"line", f.line}, {"message", f.message}});
   auto opt = [](const auto& o) -> json { return o ? json(*o) : json(nullptr); };
@@ -747,8 +841,12 @@ nlohmann::json to_json(const LogReport& rep) {
           {"division", std::string(to_string(rep.division))},
           {"compliant", rep.compliant()},
           {"rules", rules},
-          {"violations", violations},
-          {"warnings", warnings},
+          {"violations", listed(rep.violations())},
+          {"warnings", listed(rep.warnings())},
+          {"mlcommons_checker",
+           {{"version", std::string(r::kCheckerVersion)},
+            {"compliant", rep.checker_compliant()},
+            {"violations", listed(rep.checker_violations())}}},
           {"findings", findings},
           {"run",
            {{"seed", opt(rep.seed)},
@@ -774,22 +872,33 @@ std::string format_report(const LogReport& rep) {
   };
   out << "result log " << rep.source << "  (" << r::kBenchmarkName << ", " << to_string(rep.division)
       << " division)\n\n";
-  out << "  " << pad("RESULT", 8) << pad("RULE", 42) << "EVIDENCE\n";
+  // REQUIRED BY: both the merged rules and the MLCommons checker, or only one of them.
+  out << "  " << pad("RESULT", 8) << pad("REQUIRED BY", 13) << pad("RULE", 36) << "EVIDENCE\n";
   for (const auto& rule : rep.rules)
-    out << "  " << pad(rule.passed() ? "pass" : rule.stricter ? "WARN" : "FAIL", 8) << pad(rule.id, 42) << rule.evidence << "\n";
-  auto violations = rep.violations();
-  auto warnings = rep.warnings();
-  if (!violations.empty()) {
-    out << "\nviolations (" << violations.size() << "):\n";
-    for (const auto& v : violations)
+    out << "  "
+        << pad(rule.passed()   ? "pass"
+               : rule.stricter ? "WARN"
+                               : "FAIL",
+               8)
+        << pad(rule.stricter ? "mlpt" : std::string(authority_name(rule.authority)), 13) << pad(rule.id, 36)
+        << rule.evidence << "\n";
+  auto list = [&](const std::vector<Violation>& all) {
+    for (const auto& v : all)
       out << "  " << pad(v.line > 0 ? "line " + std::to_string(v.line) : "(log)", 12) << pad(v.rule, 30)
           << v.message << "\n";
+  };
+  auto violations = rep.violations(), checker = rep.checker_violations(), warnings = rep.warnings();
+  if (!violations.empty()) {
+    out << "\nviolations of the merged rules (" << violations.size() << "):\n";
+    list(violations);
+  }
+  if (!checker.empty()) {
+    out << "\nwhat the MLCommons checker " << r::kCheckerVersion << " fails (" << checker.size() << "):\n";
+    list(checker);
   }
   if (!warnings.empty()) {
     out << "\nwarnings (" << warnings.size() << "; mlpt is stricter here than the MLCommons checker, which accepts them):\n";
-    for (const auto& v : warnings)
-      out << "  " << pad(v.line > 0 ? "line " + std::to_string(v.line) : "(log)", 12) << pad(v.rule, 30)
-          << v.message << "\n";
+    list(warnings);
   }
   if (!rep.findings.empty()) {
     out << "\nfindings (informational):\n";
@@ -797,8 +906,13 @@ std::string format_report(const LogReport& rep) {
       out << "  " << pad(f.line > 0 ? "line " + std::to_string(f.line) : "(log)", 12) << f.message << "\n";
   }
   size_t failed = std::count_if(rep.rules.begin(), rep.rules.end(), [](const RuleResult& r) { return !r.passed(); });
-  out << "\n" << (rep.compliant() ? "COMPLIANT" : "NOT COMPLIANT") << ": " << rep.rules.size() - failed << " of "
-      << rep.rules.size() << " rules pass, " << violations.size() << " violation(s), " << warnings.size() << " warning(s)\n";
+  out << "\n"
+      << (rep.compliant() ? "COMPLIANT" : "NOT COMPLIANT")
+      << " with the merged rules: " << rep.rules.size() - failed << " of " << rep.rules.size()
+      << " rules pass, " << violations.size() << " violation(s), " << warnings.size() << " warning(s)\n";
+  out << "MLCommons checker " << r::kCheckerVersion
+      << " would answer: " << (rep.checker_compliant() ? "SUCCESS" : "FAIL") << " (" << checker.size()
+      << " failure(s))\n";
   if (rep.time_to_train_minutes)
     out << "time to train: " << num(*rep.time_to_train_minutes) << " min"
         << (rep.resumed_from_step ? " (a resumed run, including " + num(rep.time_already_spent_minutes.value_or(0)) +

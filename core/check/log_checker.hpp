@@ -22,11 +22,20 @@
 //     logged target_accuracy value (the checker uses 0.69 itself), and gradient_accumulation_steps
 //     being required (open: if logged, exactly once and > 0, a non-positive value being meaningless
 //     in any division).
-// Beyond the reference, closed also requires GBS one of the table's values (§2 lists only those).
-// Where mlpt is stricter than the MLCommons checker and the reference accepts the log, the rule is
-// marked `stricter` and its failure is a warning that leaves the verdict alone: a second run_start,
-// a run_stop status other than success|aborted, submission_status, seed an integer, target_accuracy
-// == 0.69 and opt_end_learning_rate == the LR formula (closed).
+//
+// Two verdicts. The merged rules (training_policies PR #598) and the stored MLCommons checker
+// (mlcommons/logging 4.1.59, ruleset 6.1.0) disagree on a few points, so each rule says whose it is
+// and the report gives both answers:
+//   rules only: eval_samples == the validation task count (251, configurable); closed GBS one of
+//     256/512/1024 (§2's table; the checker accepts any positive GBS).
+//   checker only: eval_samples == 256 (the count before the rule change); key order: in the closed
+//     division global_batch_size must come before opt_base_learning_rate, opt_gradient_clip_norm,
+//     num_generations_per_prompt and every eval_accuracy, and num_prompts_per_step before
+//     num_generations_per_prompt (the checker computes from the keys seen so far).
+//   neither (a warning, `stricter`): an exactly-once key logged again with the same value (the
+//     checker warns; a different value fails both); a second run_start, a run_stop status other than
+//     success|aborted, submission_status, seed an integer, target_accuracy == 0.69 and
+//     opt_end_learning_rate == the LR formula (closed).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +65,9 @@ struct Finding {  // informational; never affects compliance
   std::string message;
 };
 
+// Whose requirement a rule is: both the merged rules and the stored MLCommons checker, or one of them.
+enum class Authority { both, rules_only, checker_only };
+
 struct RuleResult {
   std::string id;           // e.g. "opt_base_learning_rate", "init_time", "eval_schedule"
   std::string description;  // what the rule requires, for a person
@@ -64,13 +76,17 @@ struct RuleResult {
   // mlpt is stricter here than the MLCommons checker (which accepts the log): a failure is a
   // warning and does not change the verdict.
   bool stricter = false;
+  Authority authority = Authority::both;
+  bool counts_for_rules() const { return !stricter && authority != Authority::checker_only; }
+  bool counts_for_checker() const { return !stricter && authority != Authority::rules_only; }
   bool passed() const { return violations.empty(); }
   bool warning() const { return stricter && !passed(); }
 };
 
 struct CheckOptions {
   std::optional<Division> division;            // nullopt: as the log declares (closed if it does not)
-  std::optional<int64_t> expected_eval_samples;  // e.g. 256 or 251; nullopt: any positive count
+  // The validation task count the rules require of eval_samples; nullopt: the rules' 251.
+  std::optional<int64_t> expected_eval_samples;
 };
 
 // From command-line text ("closed"/"open", "256"); throws mlpt::Error naming the bad option.
@@ -104,10 +120,16 @@ struct LogReport {
   // when run_stop says success and the target was reached.
   std::optional<double> time_to_train_minutes;
 
-  bool compliant() const;  // the MLCommons checker's verdict: every rule passed but the stricter ones
+  // The merged rules' verdict (the exit status of `mlpt check log`): every rule passed but the
+  // stricter and the checker-only ones.
+  bool compliant() const;
+  // What the stored MLCommons checker would answer: every rule passed but the stricter and the
+  // rules-only ones.
+  bool checker_compliant() const;
   bool converged() const { return time_to_train_minutes.has_value(); }
-  std::vector<Violation> violations() const;  // the failing rules' (not the stricter ones), ordered by line
-  std::vector<Violation> warnings() const;    // the stricter rules' violations, ordered by line
+  std::vector<Violation> violations() const;          // failing rules the merged rules count, by line
+  std::vector<Violation> checker_violations() const;  // failing rules the stored checker counts, by line
+  std::vector<Violation> warnings() const;            // the stricter rules' violations, by line
 };
 
 LogReport check_log(const mllog::ParsedLog& log, const CheckOptions& options = {});

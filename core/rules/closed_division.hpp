@@ -26,19 +26,27 @@ inline constexpr std::string_view kDivisionOpen = "open";
 inline constexpr int64_t kGenerationsPerPrompt = 16;  // rollouts per prompt (a GRPO group)
 inline constexpr int64_t kMaxSequenceLength = 65536;  // context, tokens (prompt + all turns)
 inline constexpr int64_t kMaxTurns = 30;  // agent iterations: each action counts ("Agent reached maximum iteration")
-inline constexpr double kCommandTimeoutSeconds = 300.0;          // one execute_bash command at most (told to the model)
-inline constexpr double kTestTimeoutSeconds = 300.0;             // the grading test run of a training rollout
-inline constexpr double kValidationTestTimeoutSeconds = 180.0;   // the grading test run of a validation rollout
-inline constexpr double kAgentTimeoutSeconds = 1800.0;           // agent wall clock for one rollout; past it, reward 0
+// Timeouts fixed by the merged rules (training_policies PR #598), the same in training and
+// validation; an earlier reference config had 300 s commands and 300/180 s test runs.
+inline constexpr double kCommandTimeoutSeconds =
+    60.0;                                            // one execute_bash command at most (told to the model)
+inline constexpr double kTestTimeoutSeconds = 60.0;  // the grading test run of a training rollout
+inline constexpr double kValidationTestTimeoutSeconds = 60.0;  // the grading test run of a validation rollout
+inline constexpr double kAgentTimeoutSeconds = 1800.0;  // agent wall clock for one rollout; past it, reward 0
 
 // ---- Quality target and evaluation (§1, §2) -----------------------------------------------------
 
 // Converged when validation pass@k is STRICTLY greater than the target.
 inline constexpr double kTargetAccuracy = 0.69;
 inline constexpr int64_t kEvalPassK = 4;  // pass@4: 4 rollouts per validation task
-// The validation set size of the reference's rule file (eval_samples == 256). A later rule change
-// uses 251 tasks, so callers take the count from configuration; this is only the reference value.
-inline constexpr int64_t kReferenceEvalSamples = 256;
+// The validation set of the merged rules (PR #598 removed five invalid tasks from 256): 251 tasks,
+// pass@4, so 1004 rollouts per evaluation. eval_samples in the result log is the task count.
+inline constexpr int64_t kValidationTasks = 251;
+inline constexpr int64_t kValidationRollouts = kValidationTasks * kEvalPassK;
+// What the stored MLCommons checker (mlcommons/logging 4.1.59, ruleset 6.1.0) still requires of
+// eval_samples: the count before the rule change. `mlpt check log` reports its answer beside the rules'.
+inline constexpr int64_t kCheckerEvalSamples = 256;
+inline constexpr std::string_view kCheckerVersion = "4.1.59";
 
 inline constexpr bool reached_target(double accuracy) { return accuracy > kTargetAccuracy; }
 

@@ -29,8 +29,10 @@ struct BenchmarkSettings {
   int64_t eval_k = 4;
   double training_temperature = 1.0, training_top_p = 1.0;
   double validation_temperature = 0.1, validation_top_p = 0.95;
-  double command_timeout_s = 300;          // one command at most (the harness tells the model)
-  double test_timeout_s = 300, validation_test_timeout_s = 180;  // the grading test run
+  // Timeouts: rules in the closed division (60 s commands and test runs, 1800 s agent wall clock),
+  // settings in the open one.
+  double command_timeout_s = 60;           // one command at most (the harness tells the model)
+  double test_timeout_s = 60, validation_test_timeout_s = 60;  // the grading test run
   double agent_timeout_s = 1800;           // past it the rollout gets reward 0, ungraded
   // Weight updates wait until every episode in flight has finished all its turns (the reference's
   // in_flight_weight_updates = false), so each trajectory comes from one weight version; true

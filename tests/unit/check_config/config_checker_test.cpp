@@ -93,6 +93,15 @@ TEST_CASE("each closed-division rule fails alone when broken") {
   CHECK(failed(check_text(with_benchmark("validation_temperature = 0.7"))) == V{"sampling"});
   CHECK(failed(check_text(with_benchmark("first_eval_samples = 256"))) == V{"eval_schedule"});
   CHECK(failed(check_text(with_benchmark("agent_timeout_s = 3600"))) == V{"timeouts"});
+  // The merged rules (PR #598) fix every command and test run at 60 s: the older reference
+  // config's 300/300/180 s no longer pass, each alone.
+  CHECK(failed(check_text(with_benchmark("command_timeout_s = 300"))) == V{"timeouts"});
+  CHECK(failed(check_text(with_benchmark("test_timeout_s = 300"))) == V{"timeouts"});
+  CHECK(failed(check_text(with_benchmark("validation_test_timeout_s = 180"))) == V{"timeouts"});
+  CHECK(failed(check_text(with_benchmark(
+                   "command_timeout_s = 60\ntest_timeout_s = 60\nvalidation_test_timeout_s = 60\n"
+                   "agent_timeout_s = 1800")))
+            .empty());
   CHECK(failed(check_text(std::regex_replace(base_config(), std::regex("max_trajectory_age_steps = 1\n"), ""))) == V{"max_trajectory_age_steps"});
   CHECK(failed(check_text(std::regex_replace(base_config(), std::regex("num_prompts_per_step = 16"), "num_prompts_per_step = 4"))) ==
         V{"global_batch_size_allowed"});  // the formulas follow the GBS, so only the table rule fails

@@ -1,5 +1,6 @@
 // The built `mlpt check log` / `mlpt check summary` commands, run as a user would: exit status
-// (0 compliant/scored, 1 violations/no score, 2 usage or I/O error) and what they print.
+// (0 compliant/scored, 1 violations/no score, 2 usage or I/O error, 3 only the stored MLCommons
+// checker fails the log) and what they print.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -53,19 +54,37 @@ struct TempDir {
 
 }  // namespace
 
-TEST_CASE("cli: mlpt check log on the fixture is compliant", "[cli]") {
-  auto r = mlpt_cli("check log " + kFixture);
+TEST_CASE("cli: mlpt check log on the fixture, logged before the rule change", "[cli]") {
+  // eval_samples 256: the stored MLCommons checker's SUCCESS, the merged rules' failure (251).
+  auto merged = mlpt_cli("check log " + kFixture);
+  INFO(merged.output);
+  CHECK(merged.status == 1);
+  CHECK_THAT(merged.output, Catch::Contains("eval_samples_rules"));
+  CHECK_THAT(merged.output, Catch::Contains("MLCommons checker 4.1.59 would answer: SUCCESS"));
+
+  auto r = mlpt_cli("check log " + kFixture + " --eval-samples 256");
   INFO(r.output);
   CHECK(r.status == 0);
-  CHECK_THAT(r.output, Catch::Contains("COMPLIANT: 45 of 45 rules pass"));
+  CHECK_THAT(r.output, Catch::Contains("COMPLIANT with the merged rules: 50 of 50 rules pass"));
   CHECK_THAT(r.output, Catch::Contains("opt_base_learning_rate"));
   CHECK_THAT(r.output, Catch::Contains("time to train: 117.69"));
 
-  auto j = mlpt_cli("check log " + kFixture + " --json");
+  auto j = mlpt_cli("check log " + kFixture + " --eval-samples 256 --json");
   REQUIRE(j.status == 0);
   auto report = nlohmann::json::parse(j.output);
   CHECK(report["compliant"] == true);
+  CHECK(report["mlcommons_checker"]["compliant"] == true);
   CHECK(report["run"]["global_batch_size"] == 512);
+}
+
+TEST_CASE("cli: a log the rules accept and the stored checker fails exits 3", "[cli]") {
+  TempDir dir;
+  auto path = dir.write("merged_rules.txt", test::simulate_run({}));  // eval_samples 251
+  auto r = mlpt_cli("check log " + path);
+  INFO(r.output);
+  CHECK(r.status == 3);
+  CHECK_THAT(r.output, Catch::Contains("COMPLIANT with the merged rules"));
+  CHECK_THAT(r.output, Catch::Contains("would answer: FAIL"));
 }
 
 TEST_CASE("cli: mlpt check log reports violations with lines and exit 1", "[cli]") {

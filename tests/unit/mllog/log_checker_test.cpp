@@ -104,10 +104,26 @@ TEST_CASE("check log: a missing hyperparameter key", "[check]") {
   require_only(run_check(log), "opt_adamw_beta_1", 0);
 }
 
-TEST_CASE("check log: a duplicated key is reported on the second occurrence", "[check]") {
+TEST_CASE("check log: a key logged again with the same value is a warning, with another value a failure",
+          "[check]") {
+  // The MLCommons checker (4.1.59) warns when every occurrence of an exactly-once key has the same
+  // value ("Required EXACTLY_ONE occurrence ... but found 2" as a warning) and fails otherwise.
   auto log = base();
   auto dup = log.duplicate(k::kOptAdamwBeta1);
-  require_only(run_check(log), "opt_adamw_beta_1", dup);
+  require_only_warning(run_check(log), "repeated_key", dup);
+  log.set_value(k::kOptAdamwBeta1, 0.9, 0);
+  log.set_value(k::kOptAdamwBeta1, json(0.95), 1);
+  auto rep = run_check(log);
+  INFO(describe(rep));
+  CHECK(has(rep, "opt_adamw_beta_1", dup));  // logged again with a different value, which is also wrong
+  CHECK_FALSE(rep.checker_compliant());
+  // init_stop and run_stop repeated unchanged: the checker warns too.
+  for (auto key : {k::kInitStop, k::kRunStop}) {
+    auto twice = base();
+    auto again = twice.duplicate(key);
+    INFO("key " << key);
+    require_only_warning(run_check(twice), "repeated_key", again);
+  }
 }
 
 TEST_CASE("check log: learning rate beyond 1e-9 of the formula", "[check]") {
@@ -159,7 +175,7 @@ TEST_CASE("check log: keys the MLCommons checker does not check are warnings", "
   }
   auto log = base();
   auto dup = log.duplicate(k::kSeed);
-  require_only_warning(run_check(log), "seed", dup);
+  require_only_warning(run_check(log), "repeated_key", dup);
 }
 
 TEST_CASE("check log: wrong generations per prompt", "[check]") {
@@ -180,13 +196,19 @@ TEST_CASE("check log: GBS != prompts × 16", "[check]") {
   require_only(run_check(log), "gbs_split", log.line_of(k::kNumGenerationsPerPrompt));
 }
 
-TEST_CASE("check log: a GBS outside the table, with everything else consistent", "[check]") {
+TEST_CASE("check log: a GBS outside the table fails the rules, the MLCommons checker accepts it", "[check]") {
   auto log = test::simulate_run({.global_batch_size = 768});
-  require_only(run_check(log), "global_batch_size", log.line_of(k::kGlobalBatchSize));
+  log.set_value(k::kEvalSamples, 256);  // so that the GBS is the only difference
+  auto rep = run_check(log, {.expected_eval_samples = 256});
+  require_only(rep, "global_batch_size_table", log.line_of(k::kGlobalBatchSize));
+  // closed_qwen35_397b_grpo.yaml checks only is_integer(v) and v > 0; the LR, clip and eval points
+  // of the simulated run follow the formulas for 768, so the checker's answer is SUCCESS.
+  CHECK(rep.checker_compliant());
+  CHECK_THAT(check::format_report(rep), Catch::Contains("would answer: SUCCESS"));
   // The open division accepts it.
   auto open = log;
   open.set_value(k::kSubmissionDivision, "open");
-  CHECK(run_check(open).compliant());
+  CHECK(run_check(open, {.expected_eval_samples = 256}).compliant());
 }
 
 TEST_CASE("check log: wrong max_sequence_length", "[check]") {
@@ -315,16 +337,74 @@ TEST_CASE("check log: missing train_samples or eval_samples", "[check]") {
   require_only(run_check(log), "eval_samples", 0);
 }
 
-TEST_CASE("check log: eval_samples against an expected count", "[check]") {
-  auto log = base();  // 256
-  CHECK(run_check(log, {.expected_eval_samples = 256}).compliant());
-  require_only(run_check(log, {.expected_eval_samples = 251}), "eval_samples", log.line_of(k::kEvalSamples));
-  log.set_value(k::kEvalSamples, 251);
-  auto rep = run_check(log);  // no expectation: allowed, with a finding
+bool checker_has(const check::LogReport& rep, const std::string& rule, int64_t line) {
+  for (const auto& v : rep.checker_violations())
+    if (v.rule == rule && v.line == line) return true;
+  return false;
+}
+
+TEST_CASE("check log: eval_samples, as the merged rules and as the MLCommons checker 4.1.59 want it",
+          "[check]") {
+  auto log = base();  // 251 tasks: the merged rules
+  const auto line = log.line_of(k::kEvalSamples);
+  auto rep = run_check(log);
+  INFO(describe(rep));
   CHECK(rep.compliant());
-  bool noted = false;
-  for (const auto& f : rep.findings) noted |= f.line == log.line_of(k::kEvalSamples);
-  CHECK(noted);
+  CHECK(rep.violations().empty());
+  // The stored checker still has `v['value'] == 256` in both divisions' rule files.
+  CHECK_FALSE(rep.checker_compliant());
+  REQUIRE(rep.checker_violations().size() == 1);
+  CHECK(checker_has(rep, "eval_samples_checker", line));
+  auto table = check::format_report(rep);
+  CHECK_THAT(table, Catch::Contains("COMPLIANT with the merged rules"));
+  CHECK_THAT(table, Catch::Contains("MLCommons checker 4.1.59 would answer: FAIL"));
+  auto j = check::to_json(rep);
+  CHECK(j["compliant"] == true);
+  CHECK(j["mlcommons_checker"]["compliant"] == false);
+  CHECK(j["mlcommons_checker"]["violations"][0]["rule"] == "eval_samples_checker");
+
+  // A log from before the rule change (256): the checker's SUCCESS, the rules' failure.
+  log.set_value(k::kEvalSamples, 256);
+  rep = run_check(log);
+  require_only(rep, "eval_samples_rules", line);
+  CHECK(rep.checker_compliant());
+  // The count stays configurable: 256 expected, both agree.
+  rep = run_check(log, {.expected_eval_samples = 256});
+  CHECK(rep.compliant());
+  CHECK(rep.checker_compliant());
+  // The open division's rule file wants 256 as well.
+  log.set_value(k::kSubmissionDivision, "open");
+  log.set_value(k::kEvalSamples, 251);
+  rep = run_check(log);
+  CHECK(rep.compliant());
+  CHECK(checker_has(rep, "eval_samples_checker", line));
+}
+
+TEST_CASE("check log: keys before global_batch_size fail the MLCommons checker, not the rules", "[check]") {
+  // The checker sets s['learning_rate'] and the eval points in global_batch_size's POST and checks
+  // num_generations_per_prompt against s['num_prompts_per_step']: a key read before them fails.
+  auto log = base();
+  log.set_value(k::kEvalSamples, 256);  // so that the order is the checker's only complaint
+  const auto gbs = log.line_of(k::kGlobalBatchSize);
+  // Move global_batch_size to just after the last hyperparameter it feeds (num_generations_per_prompt).
+  const auto gens = log.line_of(k::kNumGenerationsPerPrompt);
+  const std::string moved = log.lines[gbs - 1];
+  log.lines.erase(log.lines.begin() + (gbs - 1));
+  log.insert_at(gens, moved);  // gens moved up by one: this puts GBS right after it
+  auto rep = run_check(log, {.expected_eval_samples = 256});
+  INFO(describe(rep));
+  CHECK(rep.compliant());
+  CHECK_FALSE(rep.checker_compliant());
+  for (auto key : {k::kOptBaseLearningRate, k::kOptGradientClipNorm, k::kNumGenerationsPerPrompt})
+    CHECK(checker_has(rep, "key_order", log.line_of(key)));
+  for (const auto& v : rep.checker_violations()) CHECK(v.rule == "key_order");
+  // num_prompts_per_step after num_generations_per_prompt fails too.
+  auto prompts = base();
+  const auto p = prompts.line_of(k::kNumPromptsPerStep), g = prompts.line_of(k::kNumGenerationsPerPrompt);
+  prompts.swap_lines(p, g);
+  rep = run_check(prompts);
+  CHECK(rep.compliant());
+  CHECK(checker_has(rep, "key_order", p));  // num_generations_per_prompt now sits on line p
 }
 
 TEST_CASE("check log: gradient_accumulation_steps 0 or missing", "[check]") {
@@ -399,6 +479,7 @@ TEST_CASE("check log: the open division frees the hyperparameters but not the st
   // Still required in open: each key once, max_sequence_length, the target.
   auto dup = log;
   auto dup_line = dup.duplicate(k::kOptBaseLearningRate);
+  dup.set_value(k::kOptBaseLearningRate, 4e-6, 1);
   require_only(run_check(dup), "opt_base_learning_rate", dup_line);
   auto seq = log;
   seq.set_value(k::kMaxSequenceLength, 131072);
@@ -409,10 +490,16 @@ TEST_CASE("check log: the open division frees the hyperparameters but not the st
 }
 
 TEST_CASE("check log: the hand-written fixture is compliant and converged", "[check]") {
-  auto rep = check::check_log(
-      mllog::parse_log_file(std::string(MLPT_SOURCE_DIR) + "/tests/fixtures/mllog/closed_gbs512_converged.txt"));
+  // Written as the reference logged before the rule change: eval_samples 256.
+  const auto parsed = mllog::parse_log_file(std::string(MLPT_SOURCE_DIR) +
+                                            "/tests/fixtures/mllog/closed_gbs512_converged.txt");
+  auto merged = check::check_log(parsed);
+  require_only(merged, "eval_samples_rules", 14);
+  CHECK(merged.checker_compliant());
+  auto rep = check::check_log(parsed, {.expected_eval_samples = 256});
   INFO(describe(rep));
   CHECK(rep.compliant());
+  CHECK(rep.checker_compliant());
   CHECK(rep.global_batch_size == 512);
   CHECK(rep.target_reached_samples == 6144);
   REQUIRE(rep.time_to_train_minutes);

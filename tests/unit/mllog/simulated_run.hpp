@@ -98,7 +98,7 @@ inline LogLines simulate_run(const SimulatedRun& run) {
   int64_t now = run.start_ms;
   mllog::Logger log({.sink = [&](const std::string& line) { out.lines.push_back(line); },
                      .clock = [&] { return now; }});
-  auto h = mllog::closed_division_run(run.global_batch_size, run.seed, rules::kReferenceEvalSamples,
+  auto h = mllog::closed_division_run(run.global_batch_size, run.seed, rules::kValidationTasks,
                                       /*train_samples=*/60 * run.global_batch_size, /*max_steps=*/60,
                                       /*gradient_accumulation_steps=*/4, "Example Org", "1xTest");
   mllog::write_init_block(log, h);
