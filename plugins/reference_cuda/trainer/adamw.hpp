@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/weights.hpp"
+#include "trainer/optimizer_shards.hpp"
 
 namespace mlpt::ref {
 
@@ -17,8 +18,11 @@ struct AdamWSettings {
 // The global L2 norm of the trainable gradients.
 double grad_norm(const Weights<float>& grads, const std::vector<bool>& trainable);
 
-// One update at step `step` (1-based) with gradients multiplied by `grad_scale`.
+// One update at step `step` (1-based) with gradients multiplied by `grad_scale`. With `shards` of
+// several replicas, m and v hold this replica's range of each tensor (OptimizerShards::keep_range)
+// and only that range of the weights is updated (OptimizerShards::gather_updated completes them).
 void adamw_update(Weights<float>& weights, const Weights<float>& grads, Weights<float>& m, Weights<float>& v,
-                  int64_t step, const AdamWSettings& s, double grad_scale, const std::vector<bool>& trainable);
+                  int64_t step, const AdamWSettings& s, double grad_scale, const std::vector<bool>& trainable,
+                  const OptimizerShards& shards = {});
 
 }  // namespace mlpt::ref

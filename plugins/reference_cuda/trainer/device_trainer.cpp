@@ -28,12 +28,15 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
                              const std::function<std::unique_ptr<DevicePlatform>()>& make_platform)
     : group_(group) {
   int64_t tp = 1, ep = 1;
+  bool distributed_optimizer = true;
   settings_ = parse_trainer_settings(config_json, component, [&](Settings& s) {
     tp = s.integer_or("tensor_parallel", 1, 1);
     ep = s.integer_or("expert_parallel", 1, 1);
+    distributed_optimizer = s.boolean_or("distributed_optimizer", true);
     if (platform_keys) platform_keys(s);
   });
   group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep));
+  if (distributed_optimizer) optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank());
   platform_ = make_platform();
   ws_ = dev::make_workspace();
   const ModelParallel& groups = group_.model_parallel();
@@ -64,14 +67,23 @@ DeviceTrainer::~DeviceTrainer() {
 void DeviceTrainer::upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v) {
   Ops& o = ops();
   weights_ = dev::upload_weights(o, w);
-  master_ = fp32_tensors(o, w.layout), m_ = fp32_tensors(o, w.layout), v_ = fp32_tensors(o, w.layout);
-  grads_ = fp32_tensors(o, w.layout);
+  master_ = fp32_tensors(o, w.layout), grads_ = fp32_tensors(o, w.layout);
+  m_.clear(), v_.clear();
+  const Weights<float> m_kept = optimizer_shards_.keep_range(m), v_kept = optimizer_shards_.keep_range(v);
   for (size_t i = 0; i < w.values.size(); ++i) {
-    const size_t bytes = w.values[i].size() * 4;
-    o.to_device(master_[i].get(), w.values[i].data(), bytes);
-    o.to_device(m_[i].get(), m.values[i].data(), bytes);
-    o.to_device(v_[i].get(), v.values[i].data(), bytes);
+    o.to_device(master_[i].get(), w.values[i].data(), w.values[i].size() * 4);
+    const size_t kept = m_kept.values[i].size() * 4;  // this replica's range (distributed optimizer)
+    m_.emplace_back(o, std::max<size_t>(kept, 4)), v_.emplace_back(o, std::max<size_t>(kept, 4));
+    o.to_device(m_[i].get(), m_kept.values[i].data(), kept);
+    o.to_device(v_[i].get(), v_kept.values[i].data(), kept);
   }
+}
+
+Weights<float> DeviceTrainer::download_moments(const std::vector<Buffer>& ranges) const {
+  Weights<float> kept = optimizer_shards_.keep_range(zeros_like_layout<float>(config_, weights_.layout));
+  for (size_t i = 0; i < kept.values.size(); ++i)
+    ops().to_host(kept.values[i].data(), ranges[i].get(), kept.values[i].size() * 4);
+  return optimizer_shards_.gather_whole(group_.data_parallel_group(), kept);
 }
 
 Weights<float> DeviceTrainer::download(const std::vector<Buffer>& tensors) const {
@@ -213,11 +225,20 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   const double scale = opt.grad_clip > 0 && norm > opt.grad_clip ? opt.grad_clip / (norm + 1e-6) : 1.0;
   ++step_;
   const AdamWStep st{opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step_, scale};
+  Buffer range;  // a replica's updated range, the send buffer of the gather (it may not alias)
   for (size_t i = 0; i < grads_.size(); ++i) {
     if (!trainable_[i]) continue;
-    o.adamw_update(weights_.layout.tensors[i].numel(), st, grads_[i].as<float>(), master_[i].as<float>(),
-                   m_[i].as<float>(), v_[i].as<float>(), nullptr);
-    dev::assign_tensor(o, weights_, static_cast<int>(i), master_[i].as<float>());
+    const int64_t n = weights_.layout.tensors[i].numel(), first = optimizer_shards_.first(n),
+                  count = optimizer_shards_.count(n);
+    float* master = master_[i].as<float>();
+    o.adamw_update(count, st, grads_[i].as<float>() + first, master + first, m_[i].as<float>(), v_[i].as<float>(),
+                   nullptr);
+    if (optimizer_shards_.replicas() > 1) {  // the other replicas' ranges, on the device
+      float* mine = take<float>(o, range, std::max<int64_t>(count, 1));
+      o.copy(mine, master + first, size_t(count) * 4);
+      data_->all_gather_v(mine, size_t(count), master, optimizer_shards_.counts(n).data());
+    }
+    dev::assign_tensor(o, weights_, static_cast<int>(i), master);
   }
   o.synchronize();
   ++version_;
@@ -296,8 +317,8 @@ void DeviceTrainer::save_state(std::string_view path) {
   platform_->bind_thread();  // the calling thread may be new
   Weights<float> w = download(master_);
   w.config = config_;
-  save_trainer_state(std::string(path), settings_.checkpoint, w, download(m_), download(v_), step_, version_,
-                     group_.state_ranks(full_config_));
+  save_trainer_state(std::string(path), settings_.checkpoint, w, download_moments(m_), download_moments(v_), step_,
+                     version_, group_.state_ranks(full_config_));
 }
 
 void DeviceTrainer::load_state(std::string_view path) {

@@ -21,7 +21,8 @@
 // Data parallel, as qwen35_cpu: each of the dp replicas trains its share of the global batch, the
 // loss normalised by the global token count (TrainerGroup::plan_loss); the gradients are summed
 // over the replicas of each shard on the device, the loss and counts on the host, so clipping and
-// AdamW are the same on every replica. Every replica exports its weights; save_state and
+// AdamW are the same on every replica; the distributed optimizer (optimizer_shards.hpp) keeps
+// each replica's range of the Adam moments and gathers the updated master weights on the device. Every replica exports its weights; save_state and
 // load_state are collective, the first replica writes (trainer_state.hpp).
 #pragma once
 
@@ -35,6 +36,7 @@
 #include "mlpt/sdk/trainer.hpp"
 #include "model/parallel/shard_export.hpp"
 #include "model/parallel/shard_weights.hpp"
+#include "trainer/optimizer_shards.hpp"
 #include "trainer/trainer_common.hpp"
 #include "trainer/trainer_group.hpp"
 #include "trainer/trainer_state.hpp"
@@ -65,6 +67,8 @@ class DeviceTrainer : public sdk::Trainer {
   void logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, int64_t first_token, double* out);
   void upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v);
   Weights<float> download(const std::vector<Buffer>& tensors) const;  // host copies, this rank's layout
+  // The Adam moments whole on the host, every replica's range gathered (collective over the replicas).
+  Weights<float> download_moments(const std::vector<Buffer>& ranges) const;
   bool sharded() const { return group_.shard().sharded(); }
   void agree_on_replicated_gradients();
   double global_grad_norm();
@@ -79,7 +83,8 @@ class DeviceTrainer : public sdk::Trainer {
   std::vector<TensorSpread> spreads_;  // per tensor: how it is split over the model-parallel group
   ModelConfig config_;
   dev::DeviceWeights weights_;                  // bf16 / fp32 working copies
-  std::vector<Buffer> master_, m_, v_, grads_;  // fp32, one per layout tensor
+  std::vector<Buffer> master_, m_, v_, grads_;  // fp32, one per layout tensor (m_, v_: this replica's range)
+  OptimizerShards optimizer_shards_;            // the distributed optimizer's split over the replicas
   std::vector<bool> trainable_;
   dev::WorkspacePtr ws_;
   int64_t valid_vocab_ = 0, step_ = 0;

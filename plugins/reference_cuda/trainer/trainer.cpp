@@ -26,10 +26,12 @@ constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exis
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
   int64_t tp = 1, ep = 1;
+  bool distributed_optimizer = true;
   const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu", [&](Settings& extra) {
     share_prefixes_ = extra.boolean_or("share_prefixes", true);
     tp = extra.integer_or("tensor_parallel", 1, 1);
     ep = extra.integer_or("expert_parallel", 1, 1);
+    distributed_optimizer = extra.boolean_or("distributed_optimizer", true);
     save_piece_bytes_ = static_cast<size_t>(extra.integer_or("save_piece_bytes", static_cast<int64_t>(save_piece_bytes_), 1));
   });
   group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep));
@@ -42,8 +44,9 @@ ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_comp
   config_ = weights_.config;
   full_config_ = group_.shard().sharded() ? load_checkpoint_config(checkpoint_) : config_;
   valid_vocab_ = sampling_vocab_size(config_, checkpoint_, s.sampling_vocab_size);
-  m_ = zeros_like_layout<float>(weights_.config, weights_.layout);  // the shard's layout
-  v_ = zeros_like_layout<float>(weights_.config, weights_.layout);
+  if (distributed_optimizer) optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank());
+  m_ = optimizer_shards_.keep_range(zeros_like_layout<float>(weights_.config, weights_.layout));  // the shard's layout
+  v_ = optimizer_shards_.keep_range(zeros_like_layout<float>(weights_.config, weights_.layout));
   grads_ = zeros_like_layout<float>(weights_.config, weights_.layout);
   trainable_ = trainable_tensors(weights_.layout, s.freeze_router);
 }
@@ -202,7 +205,8 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
   double scale = optimizer_.grad_clip > 0 && norm > optimizer_.grad_clip ? optimizer_.grad_clip / (norm + 1e-6) : 1.0;
   ++step_;
-  adamw_update(weights_, grads_, m_, v_, step_, optimizer_, scale, trainable_);
+  adamw_update(weights_, grads_, m_, v_, step_, optimizer_, scale, trainable_, optimizer_shards_);
+  optimizer_shards_.gather_updated(group_.data_parallel_group(), weights_, trainable_);
   ++version_;
 
   metrics_ = step_metrics(total_loss, norm, scale, plan, work, optimizer_.lr, step_);
@@ -249,14 +253,16 @@ void ReferenceTrainer::export_weights(mlpt_export_weights_args& args) {
 void ReferenceTrainer::save_state(std::string_view path) {
   StateRanks ranks = group_.state_ranks(full_config_);
   ranks.piece_bytes = save_piece_bytes_;
-  save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_, ranks);
+  Communicator* replicas = group_.data_parallel_group();  // the moments saved whole, whatever dp
+  save_trainer_state(std::string(path), checkpoint_, weights_, optimizer_shards_.gather_whole(replicas, m_),
+                     optimizer_shards_.gather_whole(replicas, v_), step_, version_, ranks);
 }
 
 void ReferenceTrainer::load_state(std::string_view path) {
   TrainerState st = group_.load_state(std::string(path), weights_, full_config_);
   weights_ = std::move(st.weights);
-  m_ = std::move(st.m);
-  v_ = std::move(st.v);
+  m_ = optimizer_shards_.keep_range(st.m);
+  v_ = optimizer_shards_.keep_range(st.v);
   step_ = st.step;
   version_ = st.version;
 }

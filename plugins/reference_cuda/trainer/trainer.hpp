@@ -43,6 +43,7 @@
 #include "model/parallel/shard_export.hpp"
 #include "trainer/adamw.hpp"
 #include "trainer/grpo_loss.hpp"
+#include "trainer/optimizer_shards.hpp"
 #include "trainer/trainer_common.hpp"
 #include "trainer/trainer_group.hpp"
 #include "trainer/trainer_state.hpp"
@@ -77,7 +78,8 @@ class ReferenceTrainer final : public sdk::Trainer {
   TrainerGroup group_;
   std::string checkpoint_;
   ModelConfig config_, full_config_;  // this rank's shard's, and the whole model's
-  Weights<float> weights_, m_, v_, grads_;
+  Weights<float> weights_, m_, v_, grads_;  // m_, v_: this replica's ranges (optimizer_)
+  OptimizerShards optimizer_shards_;         // the distributed optimizer's split over the replicas
   std::vector<bool> trainable_;
   AdamWSettings optimizer_;
   LossSettings loss_;

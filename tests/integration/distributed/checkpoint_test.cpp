@@ -113,9 +113,11 @@ void require_group_ok(const TempDir& dir, const Launch& run, int ranks) {
   REQUIRE(run.status == 0);
 }
 
-Launch run_group(const TempDir& dir, int ranks, const json& settings, const std::string& actions) {
-  return mpirun(ranks, std::string(DIST_PEER_EXE) + " trainer " + MLPT_PLUGIN_DIR + "/libmlpt_reference.so " + dir / "batch.json" +
-                           " '" + settings.dump() + "' " + actions + " " + dir.str());
+Launch run_group(const TempDir& dir, int ranks, const json& settings, const std::string& actions,
+                 const std::string& trainer = "qwen35_cpu") {
+  return mpirun(ranks, "env MLPT_TEST_TRAINER=" + trainer + " " + std::string(DIST_PEER_EXE) + " trainer " +
+                           MLPT_PLUGIN_DIR + "/libmlpt_reference.so " + dir / "batch.json" + " '" + settings.dump() +
+                           "' " + actions + " " + dir.str());
 }
 
 // Betas that keep the moments: a resumed step that lost them would differ.
@@ -255,4 +257,46 @@ TEST_CASE("a TP=2 x EP=2 and an EP=2 trainer group save the one-rank trainer sta
   run = run_group(dir, 2, truncated_settings, "step");
   CHECK(run.status != 0);
   for (int r = 0; r < 2; ++r) CHECK_THAT(rank_report(dir, r).value("error", ""), Catch::Contains(cut));
+}
+
+// The distributed optimizer (on by default): two data-parallel replicas each keep the Adam moments
+// of half of every tensor, update that half and gather the other. Two steps in a row depend on the
+// first step's moments, so a replica that updated with the wrong range's moments, or gathered the
+// wrong range, would leave step 2 off by about a step's move (lr 0.01 here); the moments a save
+// gathers equal one rank's (within the float order of the gradient sum, as plain data
+// parallelism), and a state saved by one rank loads into the two replicas' halves.
+TEST_CASE("the distributed optimizer: two data-parallel replicas, each with half the moments, step, save and load as one rank") {
+  TempDir dir("dist_zero");
+  const std::string one1 = dir / "one1", one2 = dir / "one2";
+  OneRankOptions options{nullptr, kOptimizer, {one1, one2}};
+  const OneRankStep one = one_rank_step(dir, mlpt_test::micro_config_json(), json::object(), options);
+  const std::string z1 = dir / "dp2.1", z2 = dir / "dp2.2", resumed = dir / "dp2.resumed", plain = dir / "dp2.plain";
+  require_group_ok(dir, run_group(dir, 2, one.settings, "step,save=" + z1 + ",step,save=" + z2), 2);
+  for (const auto& [mine, theirs] : {std::pair{z1, one1}, std::pair{z2, one2}}) {
+    INFO(mine);
+    CHECK(json::parse(mlpt_test::read_bytes(mine + "/trainer_state.json"))["layout"]["data_parallel"] == 2);
+    CHECK(compare_folders(mine + "/optimizer", theirs + "/optimizer").worst < 1e-6);
+  }
+  // One rank's step-1 state loaded into two replicas, each keeping its half: step 2 as one rank's.
+  require_group_ok(dir, run_group(dir, 2, one.settings, "load=" + one1 + ",step,save=" + resumed), 2);
+  const FolderDiff from_one = compare_folders(resumed + "/optimizer", one2 + "/optimizer");
+  CHECK(from_one.worst < 1e-6);
+  // Without it (every replica keeps every moment) the same states, bit for bit.
+  json keep_all = one.settings;
+  keep_all["distributed_optimizer"] = false;
+  require_group_ok(dir, run_group(dir, 2, keep_all, "step,save=" + plain), 2);
+  CHECK(compare_folders(plain + "/optimizer", z1 + "/optimizer").differing_tensors == 0);
+  WARN("distributed optimizer over two replicas: a one-rank state resumed within " << from_one.worst
+                                                                                    << " of one rank's step 2");
+
+  // The device trainer's (qwen35_bf16: qwen35_cuda's code on the host) moments and master weights,
+  // ranges gathered on the device: two replicas' two steps as its one rank's.
+  const std::string b1 = dir / "bf16.1", b2 = dir / "bf16.2", bz1 = dir / "bf16dp2.1", bz2 = dir / "bf16dp2.2";
+  require_group_ok(dir, run_group(dir, 1, one.settings, "step,save=" + b1 + ",step,save=" + b2, "qwen35_bf16"), 1);
+  require_group_ok(dir, run_group(dir, 2, one.settings, "step,save=" + bz1 + ",step,save=" + bz2, "qwen35_bf16"), 2);
+  for (const auto& [mine, theirs] : {std::pair{bz1, b1}, std::pair{bz2, b2}}) {
+    INFO(mine);
+    CHECK(compare_folders(mine + "/optimizer", theirs + "/optimizer").worst < 1e-6);
+    CHECK(compare_folders(mine, theirs).worst <= 0.01);  // bf16 model tensors: one bf16 step at most
+  }
 }
