@@ -24,8 +24,8 @@ class ApptainerSandbox final : public ShellSandbox {
  public:
   ApptainerSandbox(const RuntimeConfig& c, std::string exe, std::string image, std::string dir,
                    std::vector<HostBind> binds, std::vector<std::pair<std::string, std::string>> env,
-                   std::unique_ptr<Cgroup> cg, std::string seccomp_profile)
-      : ShellSandbox(c), exe_(std::move(exe)), image_(std::move(image)), dir_(std::move(dir)),
+                   std::unique_ptr<Cgroup> cg, std::string seccomp_profile, int64_t open_files_per_process)
+      : ShellSandbox(c, open_files_per_process), exe_(std::move(exe)), image_(std::move(image)), dir_(std::move(dir)),
         binds_(std::move(binds)), env_(std::move(env)), cgroup_(std::move(cg)), seccomp_profile_(std::move(seccomp_profile)) {}
   ~ApptainerSandbox() override {
     cgroup_.reset();
@@ -141,13 +141,12 @@ std::unique_ptr<sdk::Sandbox> ApptainerRuntime::create(const mlpt_sandbox_create
     if (::chown((dir + sub).c_str(), static_cast<uid_t>(config_.sandbox_uid), static_cast<gid_t>(config_.sandbox_gid)) != 0)
       throw Error(MLPT_INTERNAL, "cannot hand " + dir + sub + " to the sandbox uid: " + std::strerror(errno));
   std::unique_ptr<Cgroup> cg;
-  if (cgroups_) {
-    long long mem = sandbox_memory_bytes(args.memory_limit_mb, sizing_, budget_bytes_);
-    long long procs = args.max_processes ? args.max_processes : config_.default_max_processes;
-    cg = std::make_unique<Cgroup>(*cgroups_, "mlpt-sandbox-" + tag_ + "-s" + std::to_string(n), mem, procs);
-  }
+  long long mem = sandbox_memory_bytes(args.memory_limit_mb, sizing_, budget_bytes_);
+  long long procs = args.max_processes ? args.max_processes : config_.default_max_processes;
+  if (cgroups_) cg = std::make_unique<Cgroup>(*cgroups_, "mlpt-sandbox-" + tag_ + "-s" + std::to_string(n), mem, procs);
   return std::make_unique<ApptainerSandbox>(config_, apptainer_path, image, dir, std::move(binds), std::move(env),
-                                            std::move(cg), seccomp_profile_);
+                                            std::move(cg), seccomp_profile_,
+                                            open_files_per_process(mem, procs, config_.max_open_files));
 }
 
 }  // namespace mlpt::sandbox

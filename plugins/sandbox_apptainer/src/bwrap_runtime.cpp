@@ -46,7 +46,9 @@ std::vector<std::pair<std::string, std::string>> merged_env(
 class BwrapSandbox final : public ShellSandbox {
  public:
   BwrapSandbox(BwrapRuntime& rt, std::shared_ptr<ImageRoot> image, uint64_t n, long long memory_bytes, long long pids)
-      : ShellSandbox(rt.config()), rt_(rt), image_(std::move(image)) {
+      : ShellSandbox(rt.config(), open_files_per_process(memory_bytes, pids, rt.config().max_open_files)),
+        rt_(rt),
+        image_(std::move(image)) {
     dir_ = rt.dir() + "/sandboxes/" + std::to_string(n);
     make_dir(dir_, kTraverse);
     make_dir(dir_ + "/layer");

@@ -102,6 +102,9 @@ Cgroup::Cgroup(const CgroupParents& parents, const std::string& name, long long 
       set(m + "/memory.limit_in_bytes", std::to_string(memory_bytes));
       // Swap counts too where the kernel accounts it (memsw must be >= the memory limit).
       if (fs::exists(m + "/memory.memsw.limit_in_bytes")) write_file(m + "/memory.memsw.limit_in_bytes", std::to_string(memory_bytes));
+      // Kernels before 4.6 charge kernel memory (open files, inodes, page tables) to a v1 cgroup only
+      // once a kmem limit is set; newer ones always do and may refuse the write, which is harmless.
+      if (fs::exists(m + "/memory.kmem.limit_in_bytes")) write_file(m + "/memory.kmem.limit_in_bytes", std::to_string(memory_bytes));
     }
   } catch (...) {
     for (auto& d : dirs_) ::rmdir(d.c_str());

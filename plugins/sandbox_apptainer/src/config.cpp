@@ -66,6 +66,10 @@ RuntimeConfig parse_config(std::string_view text) {
   c.max_sandboxes = s.integer_or("max_sandboxes", c.max_sandboxes, 1);
   c.writable_layer_mb = s.integer_or("writable_layer_mb", c.writable_layer_mb, 16);
   c.default_max_processes = s.integer_or("default_max_processes", c.default_max_processes, 4);
+  c.max_open_files = s.integer_or("max_open_files", c.max_open_files, 0, 1 << 20);
+  if (c.max_open_files > 0 && c.max_open_files < 16)
+    throw Error(MLPT_INVALID_ARGUMENT, "sandbox config: max_open_files must be 0 (auto) or at least 16, got " +
+                                                std::to_string(c.max_open_files));
   c.default_output_limit = static_cast<size_t>(s.integer_or("default_output_limit", static_cast<int64_t>(c.default_output_limit), 1));
   c.file_timeout_ms = s.integer_or("file_timeout_ms", c.file_timeout_ms, 1);
   c.max_read_file_bytes = static_cast<size_t>(s.integer_or("max_read_file_bytes", static_cast<int64_t>(c.max_read_file_bytes), 1));

@@ -19,6 +19,8 @@ struct RuntimeConfig {
   int64_t max_sandboxes = 16;             // how many exist at once in the run (its concurrency)
   int64_t writable_layer_mb = 0;          // each sandbox's writable tmpfs; 0 = its memory limit
   int64_t default_max_processes = 1024;
+  // Open files per process (RLIMIT_NOFILE); 0 = auto from the memory and process limits (host_capacity.hpp).
+  int64_t max_open_files = 0;
   size_t default_output_limit = 1 << 20;  // 1 MiB
   int64_t file_timeout_ms = 60000;        // read_file / write_file
   size_t max_read_file_bytes = 64u << 20; // read_file refuses larger files (RESOURCE_EXHAUSTED)

@@ -67,4 +67,10 @@ SandboxSizing size_sandboxes(const RuntimeConfig& c, uint64_t budget_bytes) {
   return s;
 }
 
+int64_t open_files_per_process(long long memory_bytes, long long max_processes, int64_t configured) {
+  if (configured > 0) return configured;
+  const long long fit = memory_bytes / (std::max<long long>(1, max_processes) * kKernelBytesPerOpenFile);
+  return std::clamp<long long>(fit, 64, 1024);
+}
+
 }  // namespace mlpt::sandbox

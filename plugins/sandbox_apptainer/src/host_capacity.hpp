@@ -31,4 +31,15 @@ struct SandboxSizing {
 // throws sdk::Error(FAILED_PRECONDITION) with the numbers.
 SandboxSizing size_sandboxes(const RuntimeConfig& config, uint64_t budget_bytes);
 
+// Open files are kernel memory (a struct file, and for a new file or pipe its inode and dentry)
+// that a memory cgroup may not be charged for, and RLIMIT_NOFILE is per process: a sandbox can
+// hold up to (processes x files per process) of them. This is the most one open file was measured
+// to cost, rounded up: about 1.3 KiB of slab for a pipe's end or a new file on tmpfs, about 2.4 KiB
+// for a new file on a sandbox's overlay (an overlay inode and dentry over the upper layer's).
+constexpr int64_t kKernelBytesPerOpenFile = 4096;
+// The per-process file limit of a sandbox: `configured` when > 0; else as many as keep
+// processes x files x kKernelBytesPerOpenFile within the sandbox's memory limit, between 64
+// (what a test run needs at least) and 1024 (the usual default).
+int64_t open_files_per_process(long long memory_bytes, long long max_processes, int64_t configured);
+
 }  // namespace mlpt::sandbox

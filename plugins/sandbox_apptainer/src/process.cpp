@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -22,7 +23,7 @@ namespace {
 
 using sdk::Error;
 
-enum Step : int { kSetpgid = 1, kPdeathsig, kCgroup, kUnshare, kPrivate, kOverlay, kDropPrivileges, kDup, kExec };
+enum Step : int { kSetpgid = 1, kPdeathsig, kCgroup, kUnshare, kPrivate, kOverlay, kDropPrivileges, kFileLimit, kDup, kExec };
 const char* step_name(int s) {
   switch (s) {
     case kSetpgid: return "setpgid";
@@ -32,6 +33,7 @@ const char* step_name(int s) {
     case kPrivate: return "making mounts private";
     case kOverlay: return "mounting the sandbox overlay";
     case kDropPrivileges: return "dropping to the sandbox's unprivileged uid";
+    case kFileLimit: return "setting RLIMIT_NOFILE";
     case kDup: return "redirecting stdio";
     case kExec: return "exec";
   }
@@ -141,6 +143,10 @@ RunResult run_process(const ChildSetup& setup, const RunRequest& req) {
       // A credential change clears the death signal: set it again.
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(errfd, kPdeathsig);
       if (!setup.own_pid_namespace && ::getppid() != parent) ::_exit(127);
+    }
+    if (setup.max_open_files > 0) {
+      struct rlimit files = {static_cast<rlim_t>(setup.max_open_files), static_cast<rlim_t>(setup.max_open_files)};
+      if (::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &files, nullptr) != 0) child_fail(errfd, kFileLimit);
     }
     int fd4_src = fd4[0];  // kept clear of 0..4, which are about to be assigned
     if (fd4_src >= 0 && fd4_src < 5 && (fd4_src = ::fcntl(fd4_src, F_DUPFD_CLOEXEC, 5)) < 0) child_fail(errfd, kDup);

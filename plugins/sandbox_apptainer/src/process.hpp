@@ -35,6 +35,9 @@ struct ChildSetup {
   // When not empty: bytes the child reads from descriptor 4 (a pipe filled and closed by the
   // parent), e.g. a seccomp program for `bwrap --seccomp 4`. At most a pipe buffer (64 KiB).
   std::string fd4_data;
+  // When > 0: RLIMIT_NOFILE (soft and hard) of the child, so nothing it starts can hold more open
+  // files than this per process (raising a hard limit needs CAP_SYS_RESOURCE on the host).
+  long long max_open_files = 0;
 };
 
 struct RunRequest {

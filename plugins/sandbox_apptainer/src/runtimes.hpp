@@ -33,15 +33,18 @@ class ShellSandbox : public sdk::Sandbox {
   void write_file(std::string_view path, std::string_view content, uint32_t mode) override;
 
  protected:
-  ShellSandbox(const RuntimeConfig& config) : config_(config) {}
+  ShellSandbox(const RuntimeConfig& config, int64_t open_files_per_process)
+      : config_(config), open_files_per_process_(open_files_per_process) {}
   // Runs `command` inside; workdir absolute. Thread-safe per sandbox (serialised here).
   virtual RunResult run_shell(const std::string& command, const std::string& workdir, int64_t timeout_ms,
                               size_t output_limit, std::string_view stdin_data, const mlpt_sink* sink) = 0;
   // Runs a prepared child in its own pid namespace and in `cgroup` when there is one (which then
-  // also kills the whole tree on timeout), with the output limit and cancellation applied.
-  static RunResult run_contained(ChildSetup setup, Cgroup* cgroup, int64_t timeout_ms, size_t output_limit,
-                                 std::string_view stdin_data, const mlpt_sink* sink);
+  // also kills the whole tree on timeout), with the open-file limit, the output limit and
+  // cancellation applied.
+  RunResult run_contained(ChildSetup setup, Cgroup* cgroup, int64_t timeout_ms, size_t output_limit,
+                          std::string_view stdin_data, const mlpt_sink* sink) const;
   const RuntimeConfig& config_;
+  const int64_t open_files_per_process_;  // RLIMIT_NOFILE of every process (host_capacity.hpp)
   std::mutex mutex_;
 };
 

@@ -40,8 +40,9 @@ void check_absolute(std::string_view path, const char* what) {
 }  // namespace
 
 RunResult ShellSandbox::run_contained(ChildSetup setup, Cgroup* cgroup, int64_t timeout_ms, size_t output_limit,
-                                     std::string_view stdin_data, const mlpt_sink* sink) {
+                                     std::string_view stdin_data, const mlpt_sink* sink) const {
   if (cgroup) setup.cgroup_procs = cgroup->procs_files();
+  setup.max_open_files = open_files_per_process_;
   setup.own_pid_namespace = true;
   RunRequest r;
   r.timeout_ms = timeout_ms;

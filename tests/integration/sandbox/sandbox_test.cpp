@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -515,4 +516,86 @@ TEST_CASE("limits come from the host's capacity: a config that cannot fit is ref
   CHECK(r.out.find("status 0") == std::string::npos);
   CHECK(r.out.find("No space left") != std::string::npos);
   CHECK(b.exec("rm -f /testbed/big && echo ok > /testbed/small && cat /testbed/small").out == "ok\n");
+}
+
+namespace {
+// The host's slab (kernel object caches) in bytes, from /proc/meminfo.
+long long host_slab_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  long long kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "Slab:") return kb * 1024;
+  return -1;
+}
+}  // namespace
+
+// Class: a sandbox holds kernel memory through open files (each a struct file, and for a new file or
+// a pipe an inode and dentry too), which a memory cgroup need not be charged for. RLIMIT_NOFILE is
+// per process, so before it was bounded a sandbox could hold the host's 20000 x its 1024 processes.
+TEST_CASE(
+    "open files are bounded per process, and a sandbox holding all it can keeps the host's slab within the "
+    "bound") {
+  const long long mem_mb = 1024, procs = 1024;
+  // The documented rule: memory limit / (processes x 4096 bytes), between 64 and 1024.
+  const long long expected_files = std::clamp<long long>(mem_mb * 1024 * 1024 / (procs * 4096), 64, 1024);
+  Box b(sandbox_test::test_image(), mem_mb, procs);
+  CHECK(b.exec("ulimit -n; ulimit -Hn").out ==
+        std::to_string(expected_files) + "\n" + std::to_string(expected_files) + "\n");
+  // Raising the hard limit needs CAP_SYS_RESOURCE on the host, which root inside the sandbox lacks.
+  CHECK(b.exec("ulimit -n 100000 2>/dev/null && echo raised || echo refused").out == "refused\n");
+  CHECK(b.exec("python3 -c 'import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (1 << 20, 1 << 20))' "
+               "2>&1 | tail -1")
+            .out.find("Error") != std::string::npos);
+
+  // 100 processes each open new files and pipes until refused, then hold them while the host looks.
+  const int holders = 100;
+  const std::string attack =
+      "python3 -c '\nimport os, sys, time\nfor k in range(" + std::to_string(holders) +
+      "):\n    if os.fork() == 0:\n        fds, i = [], 0\n        try:\n            while True:\n"
+      "                fds.extend(os.pipe()) if i % 2 else fds.append(os.open(\"/tmp/f%d_%d\" % (k, i), "
+      "os.O_CREAT | os.O_RDWR))\n"
+      "                i += 1\n        except OSError:\n            pass\n"
+      "        os.close(fds.pop())\n        open(\"/tmp/held_%d\" % k, \"w\").write(\"%d\\n\" % (len(fds) + "
+      "1))\n        time.sleep(8)\n        os._exit(0)\n"
+      "while len([f for f in os.listdir(\"/tmp\") if f.startswith(\"held_\")]) < " +
+      std::to_string(holders) +
+      ":\n    time.sleep(0.05)\nprint(\"holding\", flush=True)\nos.wait()\n'; cat /tmp/held_*";
+  const long long before = host_slab_bytes();
+  std::atomic<long long> peak{before};
+  std::atomic<bool> done{false};
+  std::thread watch([&] {
+    while (!done) {
+      peak = std::max(peak.load(), host_slab_bytes());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  Result r = b.exec(attack, 120000);
+  done = true;
+  watch.join();
+  INFO(r.out.substr(0, 2000));
+  REQUIRE(r.out.rfind("holding\n", 0) == 0);
+  // Each holder opened files until its limit (less the few it had at start), never past it.
+  std::istringstream counts(r.out.substr(8));
+  long long held = 0, n = 0;
+  int holders_seen = 0;
+  while (counts >> n) {
+    CHECK(n <= expected_files);
+    CHECK(n >= expected_files - 16);
+    held += n;
+    ++holders_seen;
+  }
+  CHECK(holders_seen == holders);
+  // The host's slab grew by no more than the bound the limit is derived from (4096 bytes per open
+  // file) for the files held, plus the 100 processes themselves (task and mm structs, a few hundred
+  // memory areas of a Python process at a few hundred bytes each, the descriptor table: under
+  // 128 KiB each); an unbounded limit let this attack hold 20000 files per process.
+  const long long grown = peak - before;
+  const long long bound = held * 4096 + holders * 128 * 1024;
+  WARN("host slab grew " << grown / 1024 << " KiB while " << held << " files were held ("
+                         << (held ? grown / held : 0) << " bytes per file; bound " << bound / 1024
+                         << " KiB)");
+  CHECK(grown <= bound);
+  CHECK(b.exec("echo survived").out == "survived\n");
 }
