@@ -1,5 +1,6 @@
 #include "core/components/instances.hpp"
 
+#include "core/observe/flight_recorder.hpp"
 #include "core/plugin/call_scope.hpp"
 
 #include <algorithm>
@@ -117,6 +118,9 @@ struct Engine::Pending {
   GenerateRequest request;
   std::vector<int32_t> tokens;  // request.tokens points here
   GenerationDone done;
+  // The request from submit to its callback, in the flight recorder: a generation that never
+  // completes shows there as running.
+  uint32_t in_flight = observe::FlightRecorder::kNotRecorded;
 };
 
 void Engine::submit(const GenerateRequest& r, GenerationDone done) {
@@ -143,12 +147,18 @@ void Engine::submit(const GenerateRequest& r, GenerationDone done) {
   auto a = request_args<mlpt_submit_args>(MLPT_SUBMIT_ARGS_STRUCT_SIZE, engine_, r);
   a.on_ready = &Engine::on_ready;
   a.on_ready_user_data = pending.get();
+  auto& recorder = observe::FlightRecorder::instance();
+  pending->in_flight = recorder.begin("engine", component_.name.c_str(), "request (submit to ready)", r.request_id);
+  const uint32_t in_flight = pending->in_flight;
   mlpt_error* refused = nullptr;
   {
-    plugin::CallScope scope(component_, "submit");
+    plugin::CallScope scope(component_, "submit", r.request_id);
     refused = api_->submit(&a);
   }
-  if (refused) plugin::check(component_, refused, "submit");  // throws; on_ready never runs
+  if (refused) {
+    recorder.end(in_flight, true);
+    plugin::check(component_, refused, "submit");  // throws; on_ready never runs
+  }
   pending.release();  // on_ready owns it now (and may already have run)
 }
 
@@ -161,6 +171,7 @@ void Engine::on_ready(void* user_data, mlpt_engine_request* request) {
   } catch (...) {
     error = std::current_exception();
   }
+  observe::FlightRecorder::instance().end(p->in_flight, error != nullptr);
   p->done(std::move(g), error);
 }
 
@@ -178,7 +189,7 @@ Generation Engine::take_result(mlpt_engine_request* request, const GenerateReque
   a.struct_size = MLPT_REQUEST_RESULT_ARGS_STRUCT_SIZE;
   a.engine = engine_;
   a.request = request;
-  plugin::CallScope scope(component_, "request_result");
+  plugin::CallScope scope(component_, "request_result", asked.request_id);
   plugin::check(component_, api_->request_result(&a), "generation " + std::to_string(asked.request_id));
   const size_t cap = static_cast<size_t>(std::max(asked.max_new_tokens, 1));
   if (a.out_num_tokens > cap)
@@ -230,7 +241,7 @@ Generation Engine::generate_blocking(const GenerateRequest& r) const {
     g.routed_experts.resize((r.tokens->size() + cap - r.routed_experts_from) * per_position);
     a.out_routed_experts = g.routed_experts.data();
   }
-  plugin::CallScope scope(component_, "generate");
+  plugin::CallScope scope(component_, "generate", r.request_id);
   plugin::check(component_, api_->generate(&a), "generate");
   if (a.out_num_tokens > cap)
     throw Error(MLPT_INTERNAL, component_.name + ": generate reported " + std::to_string(a.out_num_tokens) +
@@ -252,13 +263,13 @@ void Engine::cancel(uint64_t request_id) {
 
 void Engine::cancel_in_engine(uint64_t request_id) {
   mlpt_cancel_args a{MLPT_CANCEL_ARGS_STRUCT_SIZE, engine_, request_id};
-  plugin::CallScope scope(component_, "cancel");
+  plugin::CallScope scope(component_, "cancel", request_id);
   plugin::check(component_, api_->cancel(&a), "cancel");
 }
 
 void Engine::session_release(uint64_t session_id) {
   mlpt_session_release_args a{MLPT_SESSION_RELEASE_ARGS_STRUCT_SIZE, engine_, session_id};
-  plugin::CallScope scope(component_, "session_release");
+  plugin::CallScope scope(component_, "session_release", session_id);
   plugin::check(component_, api_->session_release(&a), "session_release");
 }
 

@@ -37,7 +37,8 @@ json trajectory_json(const rollout::Trajectory& t) {
   for (const auto& turn : t.transcript.turns)
     turns.push_back({{"reply", turn.reply}, {"observation", turn.observation}, {"context_tokens", turn.context_tokens},
                      {"generated_tokens", turn.generated_tokens}, {"weight_version", turn.weight_version},
-                     {"generation_s", turn.generation_s}, {"environment_s", turn.environment_s}});
+                     {"generation_s", turn.generation_s}, {"environment_s", turn.environment_s},
+                     {"start_s", turn.start_s}});
   return {{"prompt_index", t.prompt_index}, {"sample_index", t.sample_index},
           {"tokens", bytes_of(t.tokens)}, {"loss_mask", bytes_of(t.loss_mask)},
           {"generation_logprobs", bytes_of(t.generation_logprobs)}, {"routed_experts", bytes_of(t.routed_experts)},
@@ -45,6 +46,7 @@ json trajectory_json(const rollout::Trajectory& t) {
           {"end", static_cast<int>(t.end)}, {"truncated", t.truncated}, {"turns", t.turns},
           {"min_weight_version", t.min_weight_version}, {"max_weight_version", t.max_weight_version},
           {"generation_s", t.generation_s}, {"environment_s", t.environment_s}, {"reward_s", t.reward_s}, {"core_s", t.core_s},
+          {"wall_s", t.wall_s},
           {"transcript", {{"start_messages", t.transcript.start_messages}, {"turns", turns},
                           {"result", t.transcript.result}, {"reward_details", t.transcript.reward_details}}}};
 }
@@ -70,6 +72,7 @@ rollout::Trajectory trajectory_from(const json& j) {
     t.environment_s = j.at("environment_s").get<double>();
     t.reward_s = j.at("reward_s").get<double>();
     t.core_s = j.at("core_s").get<double>();
+    t.wall_s = j.at("wall_s").get<double>();
     const json& tr = j.at("transcript");
     t.transcript.start_messages = tr.at("start_messages");
     t.transcript.result = tr.at("result");
@@ -83,6 +86,7 @@ rollout::Trajectory trajectory_from(const json& j) {
       u.weight_version = turn.at("weight_version").get<uint64_t>();
       u.generation_s = turn.at("generation_s").get<double>();
       u.environment_s = turn.at("environment_s").get<double>();
+      u.start_s = turn.at("start_s").get<double>();
       t.transcript.turns.push_back(std::move(u));
     }
     if (t.loss_mask.size() != t.tokens.size() || t.generation_logprobs.size() != t.tokens.size())

@@ -103,6 +103,7 @@ exec::Detached episode(const EpisodeEnvironment& env, EpisodeRequest req, exec::
       TranscriptTurn turn;
       turn.context_tokens = static_cast<int64_t>(t.tokens.size());
       auto gen_started = Clock::now();
+      turn.start_s = std::chrono::duration<double>(gen_started - started).count();
       auto out = co_await Generate{*env.engine, g, executor, {}, {}};
       turn.generation_s = seconds_since(gen_started);
       turn.generated_tokens = static_cast<int64_t>(out.tokens.size());
@@ -190,6 +191,7 @@ exec::Detached episode(const EpisodeEnvironment& env, EpisodeRequest req, exec::
       if (grade.details.is_object() && grade.details.contains("reason") && grade.details["reason"].is_string())
         t.reward_reason = grade.details["reason"].get<std::string>();
     }
+    t.wall_s = seconds_since(started);
   } catch (...) {
     failure = std::current_exception();
     t = Trajectory{};

@@ -22,6 +22,7 @@ struct TranscriptTurn {
   int64_t generated_tokens = 0;
   uint64_t weight_version = 0;
   double generation_s = 0, environment_s = 0;
+  double start_s = 0;  // when its generation began, seconds since the episode began (the run's timeline)
 };
 
 struct Transcript {
@@ -51,6 +52,7 @@ struct Trajectory {
   std::string rollout_worker;  // distributed runs: the process that ran it ("rollout worker N (rank R)")
   // Wall time split, seconds.
   double generation_s = 0, environment_s = 0, reward_s = 0, core_s = 0;
+  double wall_s = 0;  // the episode's beginning to its end (grading included)
   Transcript transcript;
   int64_t generated_tokens() const {
     int64_t n = 0;

@@ -32,6 +32,7 @@
 #include "core/run/rollout_components.hpp"
 #include "core/run/rollout_record.hpp"
 #include "core/run/run_dir.hpp"
+#include "core/run/run_observer.hpp"
 #include "core/run/step_record.hpp"
 #include "core/run/trainer_settings.hpp"
 #include "core/run/weight_refit.hpp"
@@ -120,6 +121,7 @@ class BenchmarkRun {
   std::filesystem::path out_;
   plugin::HostServices host_{options_.interrupted};  // plugins see the interrupt and every fail() as cancellation
   PluginMetrics plugin_metrics_;
+  std::unique_ptr<RunObserver> observer_;  // before the components: it sees their last calls too
   std::unique_ptr<plugin::ComponentSet> set_;
   std::unique_ptr<mllog::Logger> log_;
   // In one process the loop owns every component; the coordinator of a distributed run none.
@@ -249,6 +251,7 @@ void BenchmarkRun::feed_rollouts() {
     rollout::EpisodeRequest kept = request;  // what a back-fill is made from
     try {
       runner_->start(std::move(request), [this, job = *job, id, row, kept = std::move(kept)](rollout::Trajectory&& t, std::exception_ptr error) {
+        observer_->rollout_ended(t, false, error != nullptr);
         settle(
             error, "rollout of prompt " + std::to_string(job.prompt_index) + " sample " + std::to_string(job.sample_index),
             [&] {
@@ -329,7 +332,9 @@ refit::RefitStats BenchmarkRun::update_weights(uint64_t version, bool then_valid
   scheduler_->pause();
   // Drain: every episode in flight finishes all its turns on the old weights (unless the run
   // updates in flight, between the turns of running episodes).
+  const double drain_at = observer_->now();
   if (!config_.benchmark.in_flight_weight_updates) scheduler_->wait_idle([this] { return stopping(); });
+  observer_->loop_span("drain rollouts", drain_at);
   refit::RefitStats stats{};
   if (remote_) {
     stats = remote_->publish(version);  // trainer rank 0 -> transport -> every rollout worker's engine
@@ -366,6 +371,7 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
     rollout::EpisodeRequest kept = request;
     runner_->start(std::move(request), [this, &rewards, &failed, task, sample, id, samples, kept = std::move(kept)](
                                            rollout::Trajectory&& t, std::exception_ptr error) {
+      observer_->rollout_ended(t, true, error != nullptr);
       settle(
           error, "validation rollout of task " + std::to_string(task) + " sample " + std::to_string(sample),
           [&] {
@@ -455,6 +461,7 @@ RunSummary BenchmarkRun::run() {
                                          out_.filename().string() + "-N, or set [run] output_dir");
   }
   std::filesystem::create_directories(out_);
+  observer_ = std::make_unique<RunObserver>(c, out_);
   if (!options_.resume) write_run_marker(out_, c.file);
   RunSummary summary;
   summary.result_log = options_.resume ? resumed_result_log(out_) : out_ / "result.txt";
@@ -577,10 +584,12 @@ RunSummary BenchmarkRun::run() {
       if (!block_open_) log_->start(mllog::keys::kBlockStart, {{std::string(mllog::keys::kMetaSamplesCount), step * b.global_batch_size}});
       block_open_ = true;
       auto wait_started = Clock::now();
+      double span_at = observer_->now();
       phase_ = "waiting for rollouts";
       auto groups = buffer_->take(step * b.num_prompts_per_step, b.num_prompts_per_step, [this] { return stopping(); });
       if (groups.empty()) break;
       const double wait_s = seconds_since(wait_started);
+      observer_->loop_span("waiting for rollouts", span_at, {{"step", step + 1}});
 
       const auto model = remote_ ? remote_->model_info() : rollout_side_->engine().model_info();
       rl::TrainBatch batch(groups, rules::kAdvantageEpsilon, version_.load(), env_.record_routed_experts,
@@ -590,16 +599,20 @@ RunSummary BenchmarkRun::run() {
       auto train_started = Clock::now();
       uint64_t new_version = 0;
       phase_ = "training";
+      span_at = observer_->now();
       auto trainer_metrics = remote_ ? remote_->train_step(*batch.abi(), &new_version) : trainer_->train_step(*batch.abi(), &new_version);
       const double train_s = seconds_since(train_started);
+      observer_->loop_span("train step", span_at, {{"step", step + 1}});
       {
         std::lock_guard l(totals_.m);
         totals_.training_s += train_s;
       }
       auto transfer_started = Clock::now();
       phase_ = "weight transfer";
+      span_at = observer_->now();
       const refit::RefitStats refit_stats = update_weights(new_version, samples >= b.first_eval_samples);
       const double transfer_s = seconds_since(transfer_started);
+      observer_->loop_span("refit", span_at, {{"version", new_version}, {"bytes", refit_stats.bytes}});
       step_ = step + 1;
       samples_ = samples;
       crash_guard.samples(samples);
@@ -622,8 +635,11 @@ RunSummary BenchmarkRun::run() {
 
       if (samples >= b.first_eval_samples) {
         phase_ = "validation";
+        span_at = observer_->now();
         auto m = validate(samples);
+        observer_->loop_span("evaluation", span_at, {{"samples", samples}});
         if (m) {
+          observer_->evaluated(step + 1, evals_.back());
           r.pass_at_k = m->pass_at_k, r.pass_at_1 = m->pass_at_1, r.pass_hat_k = m->pass_hat_k, r.evaluated = true;
           steps_.back() = r;
           summary.best_pass_at_k = std::max(summary.best_pass_at_k, m->pass_at_k);
@@ -631,6 +647,7 @@ RunSummary BenchmarkRun::run() {
         }
       }
       metrics << step_record_json(r).dump() << "\n" << std::flush;
+      observer_->step_finished(r, max_steps_, runner_->in_flight());
       const bool can_save = remote_ ? remote_->can_save_state() : trainer_->can_save_state();
       if (c.run.checkpoint_every_steps > 0 && (step + 1) % c.run.checkpoint_every_steps == 0 && can_save) {
         save_checkpoint(out_ / "checkpoints", step + 1, samples,
@@ -658,6 +675,7 @@ RunSummary BenchmarkRun::run() {
   if (options_.interrupted && options_.interrupted->load() && failure_.empty()) failure_ = "interrupted";
   summary.aborted = !summary.converged;
   summary.abort_reason = !failure_.empty() ? failure_ : summary.converged ? "" : kNotConvergedReason;
+  observer_->run_ended(failure_);
   if (!run_started) log_->start(mllog::keys::kRunStart);  // run_stop needs its run_start to be readable
   log_->end(mllog::keys::kRunStop, {{std::string(mllog::keys::kMetaSamplesCount), summary.samples},
                               {std::string(mllog::keys::kMetaStatus), std::string(summary.converged ? mllog::keys::kStatusSuccess : mllog::keys::kStatusAborted)}});
@@ -679,6 +697,7 @@ RunSummary BenchmarkRun::run() {
     report.generated_tokens = totals_.generated_tokens;
   }
   if (remote_) summary.lost_workers = report.lost_workers = remote_->lost_workers();
+  report.trace = observer_->trace(), report.tensorboard = observer_->tensorboard();
   if (rollouts_) rollouts_->flush();
   {
     std::lock_guard l(highlight_mutex_);

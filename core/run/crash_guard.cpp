@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/mllog/keys.hpp"
+#include "core/observe/flight_recorder.hpp"
 #include "core/plugin/call_scope.hpp"
 
 namespace mlpt::run {
@@ -67,6 +68,17 @@ const char* signal_name(int sig) {
   }
 }
 
+const char* short_signal_name(int sig) {  // names a flight recorder dump
+  switch (sig) {
+    case SIGSEGV: return "crash-SIGSEGV";
+    case SIGBUS: return "crash-SIGBUS";
+    case SIGILL: return "crash-SIGILL";
+    case SIGFPE: return "crash-SIGFPE";
+    case SIGABRT: return "crash-SIGABRT";
+    default: return "crash";
+  }
+}
+
 extern "C" void on_crash(int sig, siginfo_t*, void*) {
   static std::atomic_flag entered = ATOMIC_FLAG_INIT;
   if (entered.test_and_set()) {  // a second thread crashing: the first one ends the process
@@ -93,6 +105,8 @@ extern "C" void on_crash(int sig, siginfo_t*, void*) {
     put(2, "outside any plugin call (in the core, or in a thread a plugin started)\n");
   }
   if (close_log) put(2, "  result log closed with run_stop status aborted: "), put(2, s.log_path), put(2, "\n");
+  if (const char* dump = observe::FlightRecorder::instance().dump_from_signal(short_signal_name(sig)))
+    put(2, "  the last calls into every plugin: "), put(2, dump), put(2, "\n");
   const int index = s.checkpoint_index.load();
   put(2, "  last whole checkpoint: "), put(2, index >= 0 ? s.checkpoint[index] : "none written by this run"), put(2, "\n");
   // Die of the same signal, with its default action (exit status 128 + sig, core dump).

@@ -1,8 +1,9 @@
 // What a run leaves when the process dies on a signal (a plugin's SIGSEGV, SIGBUS, SIGILL, SIGFPE
 // or SIGABRT): the result log closed with run_stop status aborted, a message on stderr naming the
 // signal, the component and the call the crashing thread was in (plugin::CallScope), and where the
-// last whole checkpoint is. Checkpoints are renamed into place only once complete, so the last one
-// is whole whatever the crash interrupted. The handler uses only async-signal-safe calls (write,
+// last whole checkpoint is, and the flight recorder's dump of the last calls into every plugin
+// (core/observe/flight_recorder.hpp) when the run set its folder. Checkpoints are renamed into
+// place only once complete, so the last one is whole whatever the crash interrupted. The handler uses only async-signal-safe calls (write,
 // clock_gettime) on text prepared beforehand, then re-raises the signal with its default action,
 // so the exit status still says which signal (128 + N) and a core dump is still taken.
 #pragma once

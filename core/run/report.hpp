@@ -29,6 +29,7 @@ struct ReportInputs {
   std::vector<std::pair<std::string, nlohmann::json>> highlighted_rollouts;
   int64_t failed_rollouts = 0;            // infrastructure failures back-filled with reward 0
   std::vector<std::string> lost_workers;  // distributed runs: rollout workers dropped on the way, and why
+  std::filesystem::path trace, tensorboard;  // the run's timeline (empty: none) and TensorBoard folder
 };
 
 void write_report(const std::filesystem::path& file, const ReportInputs& in);

@@ -72,6 +72,10 @@ struct RunSettings {
   // of the weights on each side. Sparse needs whole weights in host memory; else it is dense.
   std::string refit = "dense";
   int64_t full_refit_every_steps = 20;
+  // Watching the run (core/observe/): the Prometheus endpoint's port (0: none) and the cap of the
+  // timeline trace.json in MiB (0: no timeline).
+  int64_t metrics_port = 0;
+  int64_t trace_max_mb = 256;
 };
 
 struct RunConfig {

@@ -1,0 +1,301 @@
+#include "core/observe/flight_recorder.hpp"
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+
+namespace mlpt::observe {
+
+struct FlightRecorder::Ring {
+  const char* kind = "";
+  char component[sizeof(CallRecord::component)] = {};
+  CallRecord calls[kCallsPerComponent];
+  uint64_t count = 0;  // calls ever recorded here; the newest is calls[(count - 1) % size]
+};
+
+namespace {
+
+int64_t clock_ns(clockid_t clock) {  // clock_gettime is async-signal-safe
+  timespec t{};
+  clock_gettime(clock, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+int32_t this_thread_id() {
+  thread_local const int32_t id = static_cast<int32_t>(::syscall(SYS_gettid));
+  return id;
+}
+
+void copy_name(char (&to)[sizeof(CallRecord::component)], const char* from) {
+  size_t i = 0;
+  for (; from && from[i] && i + 1 < sizeof to; ++i) to[i] = from[i];
+  to[i] = '\0';
+}
+
+// Formats JSON into a buffer flushed to a file descriptor: no allocation, no locale, no stdio, so
+// a signal handler may use it.
+class FdWriter {
+ public:
+  explicit FdWriter(int fd) : fd_(fd) {}
+  ~FdWriter() { flush(); }
+  FdWriter& raw(const char* s) { return raw(s, std::strlen(s)); }
+  FdWriter& raw(const char* s, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (size_ == sizeof buffer_) flush();
+      buffer_[size_++] = s[i];
+    }
+    return *this;
+  }
+  FdWriter& string(const char* s) {  // a JSON string: quotes, backslashes and control bytes escaped
+    raw("\"");
+    for (; s && *s; ++s) {
+      const auto c = static_cast<unsigned char>(*s);
+      if (c == '"' || c == '\\') {
+        const char e[2] = {'\\', static_cast<char>(c)};
+        raw(e, 2);
+      } else if (c < 0x20) {
+        const char* hex = "0123456789abcdef";
+        const char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+        raw(e, 6);
+      } else {
+        raw(s, 1);
+      }
+    }
+    return raw("\"");
+  }
+  FdWriter& integer(int64_t v) {
+    char digits[24];
+    size_t n = 0;
+    const bool negative = v < 0;
+    uint64_t u = negative ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+    do {
+      digits[n++] = static_cast<char>('0' + u % 10);
+      u /= 10;
+    } while (u);
+    if (negative) raw("-");
+    while (n) raw(&digits[--n], 1);
+    return *this;
+  }
+  FdWriter& seconds(int64_t ns) {  // nanoseconds as seconds with 9 decimals
+    if (ns < 0) raw("-"), ns = -ns;
+    integer(ns / 1000000000);
+    char frac[10] = {'.'};
+    int64_t rest = ns % 1000000000;
+    for (int i = 9; i >= 1; --i, rest /= 10) frac[i] = static_cast<char>('0' + rest % 10);
+    return raw(frac, 10);
+  }
+  void flush() {
+    for (size_t done = 0; done < size_;) {
+      const ssize_t n = ::write(fd_, buffer_ + done, size_ - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    size_ = 0;
+  }
+
+ private:
+  int fd_;
+  char buffer_[4096];
+  size_t size_ = 0;
+};
+
+void write_record(FdWriter& w, const CallRecord& r, int rank, int64_t now) {
+  w.raw("{\"seq\":").integer(static_cast<int64_t>(r.seq));
+  w.raw(",\"kind\":")
+      .string(r.kind)
+      .raw(",\"component\":")
+      .string(r.component)
+      .raw(",\"call\":")
+      .string(r.call);
+  w.raw(",\"rank\":").integer(rank).raw(",\"thread\":").integer(r.thread);
+  w.raw(",\"request_id\":").integer(static_cast<int64_t>(r.request_id));
+  w.raw(",\"start_s\":").seconds(r.start_ns);
+  if (r.status == CallRecord::kRunning) {
+    w.raw(",\"duration_s\":null,\"running_for_s\":")
+        .seconds(now - r.start_ns)
+        .raw(",\"status\":\"running\"}");
+  } else {
+    w.raw(",\"duration_s\":").seconds(r.duration_ns);
+    w.raw(r.status == CallRecord::kOk ? ",\"status\":\"ok\"}" : ",\"status\":\"failed\"}");
+  }
+}
+
+}  // namespace
+
+FlightRecorder& FlightRecorder::instance() {
+  static FlightRecorder* recorder = new FlightRecorder();  // never destroyed: calls may come until exit
+  return *recorder;
+}
+
+FlightRecorder::FlightRecorder()
+    : epoch_ns_(clock_ns(CLOCK_MONOTONIC)), epoch_unix_ns_(clock_ns(CLOCK_REALTIME)) {
+  for (size_t i = 0; i < kMaxRunning; ++i) free_[i] = static_cast<uint32_t>(kMaxRunning - 1 - i);
+}
+
+int64_t FlightRecorder::now_ns() const {
+  return clock_ns(CLOCK_MONOTONIC) - epoch_ns_;
+}
+
+FlightRecorder::Ring* FlightRecorder::ring_for(const char* kind, const char* component) {
+  const size_t n = num_rings_.load();
+  for (size_t i = 0; i < n; ++i)
+    if (std::strcmp(rings_[i]->kind, kind) == 0 &&
+        std::strncmp(rings_[i]->component, component, sizeof(Ring::component) - 1) == 0)
+      return rings_[i];
+  if (n == kMaxComponents) return rings_[kMaxComponents - 1];  // "(other components)"
+  auto* ring = new Ring();
+  ring->kind = kind;
+  copy_name(ring->component, n == kMaxComponents - 1 ? "(other components)" : component);
+  rings_[n] = ring;
+  num_rings_.store(n + 1);
+  return ring;
+}
+
+uint32_t FlightRecorder::begin(const char* kind, const char* component, const char* call,
+                               uint64_t request_id) {
+  const int64_t start = now_ns();
+  const uint64_t seq = next_seq_.fetch_add(1);
+  std::lock_guard lock(mutex_);
+  if (num_free_ == 0) return kNotRecorded;
+  const uint32_t slot = free_[--num_free_];
+  CallRecord& r = running_[slot];
+  r.seq = seq, r.kind = kind, r.call = call, r.request_id = request_id, r.thread = this_thread_id();
+  copy_name(r.component, component);
+  r.start_ns = start, r.duration_ns = -1, r.status = CallRecord::kRunning;
+  return slot;
+}
+
+void FlightRecorder::end(uint32_t token, bool failed) {
+  if (token == kNotRecorded) return;
+  const int64_t end = now_ns();
+  CallRecord done;
+  {
+    std::lock_guard lock(mutex_);
+    done = running_[token];
+    done.duration_ns = end - done.start_ns;
+    done.status = failed ? CallRecord::kFailed : CallRecord::kOk;
+    running_[token].status = CallRecord::kOk;  // the slot no longer holds a running call
+    free_[num_free_++] = token;
+    Ring* ring = ring_for(done.kind, done.component);
+    ring->calls[ring->count++ % kCallsPerComponent] = done;
+  }
+  if (listener_.load(std::memory_order_acquire)) {
+    std::shared_lock lock(listener_mutex_);
+    if (auto* l = listener_.load()) l->call_returned(done);
+  }
+}
+
+void FlightRecorder::set_listener(CallListener* listener) {
+  std::unique_lock lock(listener_mutex_);
+  listener_.store(listener, std::memory_order_release);
+}
+
+void FlightRecorder::set_dump_folder(const std::filesystem::path& folder) {
+  std::lock_guard lock(mutex_);
+  const std::string s = folder.string();
+  const size_t n = std::min(s.size(), sizeof dump_folder_ - 1);
+  std::memcpy(dump_folder_, s.data(), n);
+  dump_folder_[n] = '\0';
+}
+
+std::vector<CallRecord> FlightRecorder::running() const {
+  std::lock_guard lock(mutex_);
+  std::vector<CallRecord> out;
+  for (const auto& r : running_)
+    if (r.status == CallRecord::kRunning && r.seq != 0) out.push_back(r);
+  return out;
+}
+
+std::vector<CallRecord> FlightRecorder::recent() const {
+  std::lock_guard lock(mutex_);
+  std::vector<CallRecord> out;
+  for (size_t i = 0; i < num_rings_.load(); ++i) {
+    const Ring& ring = *rings_[i];
+    const uint64_t kept = std::min<uint64_t>(ring.count, kCallsPerComponent);
+    for (uint64_t k = ring.count - kept; k < ring.count; ++k)
+      out.push_back(ring.calls[k % kCallsPerComponent]);
+  }
+  return out;
+}
+
+void FlightRecorder::write_dump(int fd, const char* reason, int64_t now) const {
+  FdWriter w(fd);
+  const int rank = rank_.load();
+  w.raw("{\"reason\":").string(reason).raw(",\"pid\":").integer(::getpid()).raw(",\"rank\":").integer(rank);
+  w.raw(",\"recorder_started_unix_s\":").seconds(epoch_unix_ns_);
+  w.raw(",\"written_at_s\":")
+      .seconds(now)
+      .raw(",\"calls_recorded\":")
+      .integer(static_cast<int64_t>(next_seq_.load() - 1));
+  w.raw(",\"calls_kept_per_component\":").integer(static_cast<int64_t>(kCallsPerComponent));
+  w.raw(",\n\"running\":[");  // the calls that have not returned: what a hung run waits on
+  bool first = true;
+  for (const auto& r : running_) {
+    if (r.status != CallRecord::kRunning || r.seq == 0) continue;
+    w.raw(first ? "\n" : ",\n");
+    write_record(w, r, rank, now);
+    first = false;
+  }
+  w.raw("],\n\"recent\":[");
+  const size_t rings = num_rings_.load();
+  for (size_t i = 0; i < rings; ++i) {
+    const Ring& ring = *rings_[i];
+    w.raw(i ? ",\n{\"kind\":" : "\n{\"kind\":")
+        .string(ring.kind)
+        .raw(",\"component\":")
+        .string(ring.component);
+    w.raw(",\"calls\":[");
+    const uint64_t count = ring.count, kept = count < kCallsPerComponent ? count : kCallsPerComponent;
+    for (uint64_t k = count - kept; k < count; ++k) {
+      w.raw(k == count - kept ? "\n" : ",\n");
+      write_record(w, ring.calls[k % kCallsPerComponent], rank, now);
+    }
+    w.raw("]}");
+  }
+  w.raw("]}\n");
+}
+
+std::filesystem::path FlightRecorder::dump(const std::string& why, const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  if (!dump_folder_[0]) return {};
+  std::error_code ec;
+  std::filesystem::create_directories(dump_folder_, ec);
+  const auto path =
+      std::filesystem::path(dump_folder_) / ("dump-" + std::to_string(++dumps_) + "-" + why + ".json");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return {};
+  write_dump(fd, reason.c_str(), now_ns());
+  ::close(fd);
+  return path;
+}
+
+const char* FlightRecorder::dump_from_signal(const char* why) {
+  if (!dump_folder_[0]) return nullptr;
+  // dump_folder_/dump-<N>-<why>.json, built without allocating; the folder exists once a run set it.
+  char* path = signal_dump_path_;
+  constexpr size_t kPathSize = sizeof signal_dump_path_;
+  size_t n = 0;
+  auto append = [&](const char* s) {
+    for (; *s && n + 1 < kPathSize; ++s) path[n++] = *s;
+  };
+  append(dump_folder_);
+  append("/dump-");
+  char digits[24];
+  size_t d = 0;
+  for (uint64_t v = ++dumps_; v; v /= 10) digits[d++] = static_cast<char>('0' + v % 10);
+  while (d && n + 1 < kPathSize) path[n++] = digits[--d];
+  append("-");
+  append(why);
+  append(".json");
+  path[n] = '\0';
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return nullptr;
+  write_dump(fd, why, now_ns());
+  ::close(fd);
+  return path;
+}
+
+}  // namespace mlpt::observe

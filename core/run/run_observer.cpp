@@ -1,0 +1,284 @@
+#include "core/run/run_observer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+
+#include "core/run/run_dir.hpp"
+
+namespace mlpt::run {
+namespace {
+
+using observe::PrometheusMetrics;
+constexpr auto kGauge = PrometheusMetrics::Type::kGauge;
+
+// Timeline groups ("processes" in the trace format) and the loop's own track.
+constexpr int kRankGroup = 1, kLoopTrack = 1, kFirstComponentTrack = 10;
+constexpr int kRolloutGroup = 2;
+constexpr size_t kSpansKeptPerSlot = 32;
+
+// SIGUSR1 asks for a live flight-recorder dump: the handler only writes a byte to a pipe (the one
+// async-signal-safe way to wake a thread); the watcher thread dumps.
+std::atomic<int> g_dump_request_fd{-1};
+extern "C" void on_dump_signal(int) {
+  const int saved = errno;
+  const int fd = g_dump_request_fd.load();
+  const char request = 'd';
+  if (fd >= 0) [[maybe_unused]]
+    auto n = ::write(fd, &request, 1);
+  errno = saved;
+}
+struct sigaction g_previous_usr1 {};
+
+bool timeline_call(const observe::CallRecord& call) {
+  // The calls that make a rank's phases (train step, export, publish, fetch, pause, resume, load);
+  // the per-request ones (engine requests, sandboxes, harness and reward steps) are in the rollout
+  // slots' spans instead.
+  const std::string_view kind = call.kind;
+  return call.request_id == 0 && (kind == "trainer" || kind == "engine" || kind == "transport");
+}
+
+}  // namespace
+
+std::filesystem::path trace_file(const std::filesystem::path& run_dir) {
+  return run_dir / "trace.json";
+}
+std::filesystem::path tensorboard_dir(const std::filesystem::path& run_dir) {
+  return run_dir / "tensorboard";
+}
+std::filesystem::path flight_recorder_dir(const std::filesystem::path& run_dir) {
+  return run_dir / "flight_recorder";
+}
+
+RunObserver::RunObserver(const RunConfig& config, const std::filesystem::path& run_dir) : run_dir_(run_dir) {
+  // The endpoint first: a port already taken fails the run before it writes anything.
+  metrics_.set("mlpt_run_info", kGauge, "the run (labels: name, division); always 1", 1,
+               {{"name", config.run.name}, {"division", config.run.division}});
+  metrics_.set("mlpt_step", kGauge, "training steps done", 0);
+  if (config.run.metrics_port > 0)
+    endpoint_ =
+        std::make_unique<observe::MetricsEndpoint>(metrics_, static_cast<int>(config.run.metrics_port));
+  events_ = std::make_unique<observe::TfEventsWriter>(tensorboard_dir(run_dir));
+  auto& recorder = observe::FlightRecorder::instance();
+  if (config.run.trace_max_mb > 0) {
+    keep_aside(trace_file(run_dir));  // an earlier attempt's, when resumed
+    trace_ = std::make_unique<observe::TraceWriter>(trace_file(run_dir), "mlpt run " + config.run.name,
+                                                    static_cast<uint64_t>(config.run.trace_max_mb) << 20);
+    recorder_offset_s_ = static_cast<double>(recorder.now_ns()) * 1e-9 - trace_->now();
+    trace_->name_group(kRankGroup, "rank 0: the loop and its plugin calls", 0);
+    trace_->name_track(kRankGroup, kLoopTrack, "loop (steps, refits, evaluation)", 0);
+    trace_->name_group(kRolloutGroup, "rollout slots", 1);
+    recorder.set_listener(this);
+  }
+  std::filesystem::create_directories(flight_recorder_dir(run_dir));
+  recorder.set_dump_folder(flight_recorder_dir(run_dir));
+  watch_dump_signal();
+}
+
+RunObserver::~RunObserver() {
+  observe::FlightRecorder::instance().set_listener(nullptr);
+  if (watcher_.joinable()) {
+    sigaction(SIGUSR1, &g_previous_usr1, nullptr);
+    g_dump_request_fd.store(-1);
+    const char quit = 'q';
+    [[maybe_unused]] auto n = ::write(dump_pipe_[1], &quit, 1);
+    watcher_.join();
+  }
+  for (int fd : dump_pipe_)
+    if (fd >= 0) ::close(fd);
+  observe::FlightRecorder::instance().set_dump_folder({});
+}
+
+void RunObserver::watch_dump_signal() {
+  if (::pipe2(dump_pipe_, O_CLOEXEC) != 0) return;  // no live dumps; the others still work
+  watcher_ = std::thread([this] {
+    char request = 0;
+    while (::read(dump_pipe_[0], &request, 1) == 1 && request == 'd') {
+      const auto path =
+          observe::FlightRecorder::instance().dump("SIGUSR1", "SIGUSR1: a live dump was asked for");
+      std::fprintf(stderr, "[mlpt] SIGUSR1: the last calls into every plugin are in %s\n", path.c_str());
+    }
+  });
+  g_dump_request_fd.store(dump_pipe_[1]);
+  struct sigaction action {};
+  action.sa_handler = on_dump_signal;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGUSR1, &action, &g_previous_usr1);
+}
+
+double RunObserver::now() const {
+  return trace_ ? trace_->now() : 0.0;
+}
+
+void RunObserver::loop_span(const std::string& name, double start, const nlohmann::json& args) {
+  if (trace_) trace_->span(kRankGroup, kLoopTrack, name, "loop", start, trace_->now() - start, args);
+}
+
+void RunObserver::call_returned(const observe::CallRecord& call) {
+  if (!timeline_call(call)) return;
+  int track;
+  {
+    std::lock_guard lock(mutex_);
+    const std::string component = std::string(call.kind) + " " + call.component;
+    auto [it, fresh] = component_tracks_.try_emplace(
+        component, kFirstComponentTrack + static_cast<int>(component_tracks_.size()));
+    track = it->second;
+    if (fresh) trace_->name_track(kRankGroup, track, component, track);
+  }
+  nlohmann::json args = nullptr;
+  if (call.status == observe::CallRecord::kFailed) args = {{"status", "failed"}};
+  trace_->span(kRankGroup, track, call.call, "abi",
+               static_cast<double>(call.start_ns) * 1e-9 - recorder_offset_s_,
+               static_cast<double>(call.duration_ns) * 1e-9, args);
+}
+
+int RunObserver::slot_for(double start, double end) {
+  for (size_t i = 0;; ++i) {
+    if (i == slots_.size()) {
+      slots_.emplace_back();
+      trace_->name_track(kRolloutGroup, static_cast<int>(i) + 1, "slot " + std::to_string(i),
+                         static_cast<int>(i));
+    }
+    Slot& slot = slots_[i];
+    const bool free =
+        start >= slot.floor && std::none_of(slot.spans.begin(), slot.spans.end(),
+                                            [&](const auto& s) { return start < s.second && s.first < end; });
+    if (!free) continue;
+    slot.spans.emplace_back(start, end);
+    if (slot.spans.size() > kSpansKeptPerSlot) {  // forget the one that ended first
+      auto first = std::min_element(slot.spans.begin(), slot.spans.end(),
+                                    [](const auto& a, const auto& b) { return a.second < b.second; });
+      slot.floor = std::max(slot.floor, first->second);
+      slot.spans.erase(first);
+    }
+    return static_cast<int>(i) + 1;
+  }
+}
+
+void RunObserver::rollout_ended(const rollout::Trajectory& t, bool validation, bool failed) {
+  const std::string worker = t.rollout_worker.empty() ? "local" : t.rollout_worker;
+  metrics_.add("mlpt_rollouts_total", "rollouts that ended (labels: kind, outcome, worker)", 1,
+               {{"kind", validation ? "validation" : "training"},
+                {"outcome", failed ? "failed" : "ok"},
+                {"worker", worker}});
+  if (failed) return;
+  metrics_.add("mlpt_generated_tokens_total", "tokens the engine generated in rollouts",
+               static_cast<double>(t.generated_tokens()));
+  {
+    std::lock_guard lock(mutex_);
+    generated_tokens_ += t.generated_tokens();
+  }
+  if (!trace_ || t.wall_s <= 0) return;
+  const double end = trace_->now(), start = end - t.wall_s;
+  int track;
+  {
+    std::lock_guard lock(mutex_);
+    track = slot_for(start, end);
+  }
+  // Children are clamped into the rollout's span, so the track nests as the format requires.
+  auto child = [&](const char* name, double from, double seconds, const nlohmann::json& args) {
+    from = std::clamp(from, start, end);
+    const double to = std::clamp(from + seconds, from, end);
+    if (to > from) trace_->span(kRolloutGroup, track, name, "rollout", from, to - from, args);
+  };
+  trace_->span(kRolloutGroup, track, validation ? "validation rollout" : "rollout", "rollout", start,
+               t.wall_s,
+               {{"prompt_index", t.prompt_index},
+                {"sample", t.sample_index},
+                {"reward", t.reward},
+                {"turns", t.turns},
+                {"generated_tokens", t.generated_tokens()},
+                {"worker", worker}});
+  const auto& turns = t.transcript.turns;
+  if (!turns.empty()) child("sandbox + harness start", start, turns.front().start_s, nullptr);
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const auto& turn = turns[i];
+    child("generation", start + turn.start_s, turn.generation_s,
+          {{"turn", i + 1},
+           {"context_tokens", turn.context_tokens},
+           {"generated_tokens", turn.generated_tokens},
+           {"weight_version", turn.weight_version}});
+    child("tool execution", start + turn.start_s + turn.generation_s, turn.environment_s, {{"turn", i + 1}});
+  }
+  child("grading", end - t.reward_s, t.reward_s, {{"reward", t.reward}});
+}
+
+void RunObserver::step_finished(const StepRecord& r, int64_t max_steps, int64_t rollouts_in_flight) {
+  double tokens_per_s = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const double dt = r.elapsed_s - last_step_at_;
+    if (dt > 0) tokens_per_s = static_cast<double>(generated_tokens_ - last_step_tokens_) / dt;
+    last_step_at_ = r.elapsed_s, last_step_tokens_ = generated_tokens_;
+  }
+  std::vector<std::pair<std::string, double>> scalars = {
+      {"train/reward_mean", r.reward_mean},
+      {"train/samples", static_cast<double>(r.samples)},
+      {"train/staleness_max", static_cast<double>(r.max_staleness)},
+      {"train/staleness_mean", r.mean_staleness},
+      {"train/tokens", static_cast<double>(r.tokens)},
+      {"train/trainable_tokens", static_cast<double>(r.trainable_tokens)},
+      {"train/truncated_sequences", static_cast<double>(r.truncated)},
+      {"train/zero_advantage_groups", static_cast<double>(r.zero_advantage_groups)},
+      {"train/failed_rollouts", static_cast<double>(r.failed)},
+      {"train/mean_turns", r.mean_turns},
+      {"time/wait_s", r.wait_s},
+      {"time/train_s", r.train_s},
+      {"time/transfer_s", r.transfer_s},
+      {"time/elapsed_s", r.elapsed_s},
+      {"refit/bytes", static_cast<double>(r.refit.bytes)},
+      {"refit/dense_bytes", static_cast<double>(r.refit.dense_bytes)},
+      {"throughput/generated_tokens_per_s", tokens_per_s}};
+  for (const auto& [name, value] : r.trainer) scalars.emplace_back("trainer/" + name, value);
+  for (const auto& [name, value] : r.plugins) scalars.emplace_back("plugin/" + name, value);
+  events_->scalars(r.step, scalars);
+
+  metrics_.set("mlpt_step", kGauge, "training steps done", static_cast<double>(r.step));
+  metrics_.set("mlpt_max_steps", kGauge, "training steps the run may take", static_cast<double>(max_steps));
+  metrics_.set("mlpt_samples", kGauge, "samples trained (the result log's samples_count)",
+               static_cast<double>(r.samples));
+  metrics_.set("mlpt_reward_mean", kGauge, "the last step's mean training reward", r.reward_mean);
+  metrics_.set("mlpt_staleness_max", kGauge, "the last step's largest staleness (weight versions)",
+               static_cast<double>(r.max_staleness));
+  metrics_.set("mlpt_rollouts_in_flight", kGauge, "rollouts running when the last step ended",
+               static_cast<double>(rollouts_in_flight));
+  metrics_.set("mlpt_generated_tokens_per_second", kGauge, "tokens generated per second over the last step",
+               tokens_per_s);
+  metrics_.set("mlpt_train_step_seconds", kGauge, "the last step's trainer time", r.train_s);
+  metrics_.set("mlpt_wait_for_rollouts_seconds", kGauge, "how long the last step waited for its rollouts",
+               r.wait_s);
+  metrics_.set("mlpt_refit_bytes", kGauge, "bytes the last refit moved", static_cast<double>(r.refit.bytes));
+  metrics_.set("mlpt_refit_seconds", kGauge, "the last refit's time (drain, pause, move, resume)",
+               r.transfer_s);
+  metrics_.add("mlpt_refit_bytes_total", "bytes every refit moved", static_cast<double>(r.refit.bytes));
+  metrics_.set("mlpt_lost_rollout_workers", kGauge, "rollout workers dropped so far (distributed runs)",
+               static_cast<double>(r.lost_rollout_workers));
+  for (const auto& [name, value] : r.trainer)
+    metrics_.set("mlpt_trainer_metric", kGauge, "the trainer's metrics of the last step (label: name)", value,
+                 {{"name", name}});
+}
+
+void RunObserver::evaluated(int64_t step, const EvalRecord& e) {
+  events_->scalars(step, {{"eval/pass_at_k", e.pass_at_k},
+                          {"eval/pass_at_1", e.pass_at_1},
+                          {"eval/pass_hat_k", e.pass_hat_k},
+                          {"eval/seconds", e.seconds},
+                          {"eval/failed_rollouts", static_cast<double>(e.failed)}});
+  metrics_.set("mlpt_pass_at_k", kGauge, "the last evaluation's pass@k", e.pass_at_k);
+  metrics_.set("mlpt_pass_at_1", kGauge, "the last evaluation's pass@1", e.pass_at_1);
+  metrics_.add("mlpt_evaluations_total", "evaluations done", 1);
+}
+
+void RunObserver::run_ended(const std::string& abort_reason) {
+  metrics_.set("mlpt_run_finished", kGauge, "1 once the run has ended", 1);
+  if (abort_reason.empty()) return;
+  const auto path = observe::FlightRecorder::instance().dump("aborted", abort_reason);
+  if (!path.empty()) std::fprintf(stderr, "[mlpt] the last calls into every plugin: %s\n", path.c_str());
+}
+
+}  // namespace mlpt::run
