@@ -108,6 +108,27 @@ std::string python_repr(const json& v) {
   return v.dump();
 }
 
+// The editor's declared parameters, in the order of its schema.
+const std::vector<std::string>& editor_parameters() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& tool : tool_schemas("", 0))
+      if (tool["function"]["name"] == "str_replace_editor")
+        for (const auto& [key, schema] : tool["function"]["parameters"]["properties"].items())
+          out.push_back(key);
+    return out;
+  }();
+  return names;
+}
+
+// OpenHands prints the allowed names as a Python set; its order varies with Python's string
+// hashing from process to process, so the schema's order stands in for it.
+std::string python_set(const std::vector<std::string>& names) {
+  std::string out = "{";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + python_repr(json(names[i]));
+  return out + "}";
+}
+
 json arguments_of(const json& call) {
   json args = call.contains("arguments") ? call["arguments"] : json::object();
   if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
@@ -140,6 +161,14 @@ std::optional<std::string> CodeActEpisode::invalid_call(const json& call) const 
   if (name == "str_replace_editor") {
     if (!args.contains("command")) return missing("command");
     if (!args.contains("path")) return missing("path");
+    // An edit (any command but view, which reads only view_range) takes the declared parameters only.
+    if (args["command"] != "view")
+      for (const auto& [key, value] : args.items()) {
+        const auto& allowed = editor_parameters();
+        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+          return "Unexpected argument " + key + " in tool call " + name +
+                 ". Allowed arguments are: " + python_set(allowed);
+      }
     return std::nullopt;
   }
   if (name == "task_tracker") return TaskTracker::validate(args);

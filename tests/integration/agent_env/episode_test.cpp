@@ -161,6 +161,61 @@ TEST_CASE("a malformed tool call drops every action of its reply") {
   std::filesystem::remove_all(repo.config().state_dir);
 }
 
+TEST_CASE("calls are judged as OpenHands' response_to_actions judges them") {
+  // Texts as OpenHands' function_calling.py raises them (FunctionCallValidationError /
+  // FunctionCallNotExistsError); what it runs despite a schema slip runs here too.
+  Repo repo;
+  mlpt::openhands::CodeActEpisode ep(repo.ws, repo.config());
+  ep.start(task());
+  auto error_of = [&](const json& c) {
+    json out = ep.step({{"tool_calls", {c}}});
+    REQUIRE(out["messages"].size() == 1);
+    const std::string text = out["messages"][0]["content"];
+    const std::string tail = "\n[Error occurred in processing last action]";
+    if (out["messages"][0]["role"] != "user" || text.size() < tail.size() ||
+        text.substr(text.size() - tail.size()) != tail)
+      return std::string();
+    return text.substr(0, text.size() - tail.size());
+  };
+  // Run despite what the schema says: no security_risk, a lower-case risk, no thought, no message,
+  // a timeout written as a string.
+  CHECK(error_of(call("execute_bash", {{"command", "true"}})).empty());
+  CHECK(error_of(call("execute_bash", {{"command", "true"}, {"security_risk", "low"}, {"timeout", "30"}}))
+            .empty());
+  CHECK(error_of(call("think", json::object())).empty());
+  // Refused, with OpenHands' own words.
+  CHECK(error_of(call("execute_bash", {{"security_risk", "LOW"}})) ==
+        "Missing required argument \"command\" in tool call execute_bash");
+  CHECK(error_of(call("str_replace_editor", {{"command", "view"}})) ==
+        "Missing required argument \"path\" in tool call str_replace_editor");
+  CHECK(error_of(call("execute_bash", {{"command", "true"}, {"timeout", "soon"}})) ==
+        "Invalid float passed to 'timeout' argument: soon");
+  CHECK(error_of(call("browse", {{"url", "x"}})) ==
+        "Tool browse is not registered. (arguments: {'url': 'x'}). Please check the tool name and retry with "
+        "an existing tool.");
+  CHECK(error_of(call("str_replace_editor", {{"command", "create"},
+                                             {"path", repo.dir.str() + "/n.py"},
+                                             {"file_text", "x"},
+                                             {"content", "y"}})) ==
+        "Unexpected argument content in tool call str_replace_editor. Allowed arguments are: {'command', "
+        "'path', 'file_text', "
+        "'old_str', 'new_str', 'insert_line', 'view_range', 'security_risk'}");
+  CHECK_FALSE(std::filesystem::exists(repo.dir.path / "n.py"));
+  // view reads only view_range: anything else is ignored, as upstream.
+  CHECK(
+      error_of(call("str_replace_editor", {{"command", "view"}, {"path", repo.dir.str()}, {"content", "y"}}))
+          .empty());
+  // An edit may carry view_range (dropped upstream) and security_risk.
+  CHECK(error_of(call("str_replace_editor", {{"command", "create"},
+                                             {"path", repo.dir.str() + "/m.py"},
+                                             {"file_text", "x\n"},
+                                             {"view_range", {1, 2}},
+                                             {"security_risk", "HIGH"}}))
+            .empty());
+  CHECK(std::filesystem::exists(repo.dir.path / "m.py"));
+  std::filesystem::remove_all(repo.config().state_dir);
+}
+
 TEST_CASE("task_tracker plans and shows the task list as OpenHands does") {
   Repo repo;
   mlpt::openhands::CodeActEpisode ep(repo.ws, repo.config());

@@ -103,13 +103,19 @@ TEST_CASE("tool calls parse with schema conversion, garbled calls become message
     return r.parse_errors.empty() ? std::string() : r.parse_errors[0];
   };
   CHECK_THAT(errors_of("<tool_call>\n<function=view>\n<parameter=path>\nx\n", true), Catch::Contains("not closed"));
-  CHECK_THAT(errors_of("<tool_call>\n<function=rm>\n</function>\n</tool_call>", true), Catch::Contains("unknown function 'rm'"));
-  CHECK_THAT(errors_of("<tool_call>\n<function=view>\n</function>\n</tool_call>", true), Catch::Contains("missing required parameter 'path'"));
+  // An unknown tool or a missing parameter is the harness's to answer (as OpenHands does), not an error here.
+  CHECK(errors_of("<tool_call>\n<function=rm>\n</function>\n</tool_call>", true).empty());
+  CHECK(errors_of("<tool_call>\n<function=view>\n</function>\n</tool_call>", true).empty());
   CHECK_THAT(errors_of("<tool_call>\n{\"name\": \"view\", \"arguments\": {\"path\": \"x\"\n</tool_call>", false), Catch::Contains("not a valid JSON object"));
   CHECK_THAT(errors_of("<tool_call>\n{\"name\": \"view\", \"arguments\": {\"path\": \"x\"}}\n</tool_call> and more", false),
              Catch::Contains("text after the last tool call"));
-  CHECK_THAT(errors_of("<tool_call>\n<function=view>\n<parameter=path>\nx\n</parameter>\n<parameter=insert_line>\nfive\n</parameter>\n</function>\n</tool_call>", true),
-             Catch::Contains("'insert_line' is not an integer"));
+  // A value not of its type stays the text (vLLM's Qwen3-Coder parser degrades it to a string).
+  auto untyped = text::parse_xml_tool_calls(
+      "<tool_call>\n<function=view>\n<parameter=path>\nx\n</parameter>\n<parameter=insert_line>\nfive\n</"
+      "parameter>\n</function>\n</tool_call>",
+      kTools);
+  CHECK(untyped.parse_errors.empty());
+  CHECK(untyped.tool_calls[0]["arguments"]["insert_line"] == "five");
 }
 
 TEST_CASE("random garbage never throws or hangs the parsers") {
