@@ -1,5 +1,6 @@
-// Grading cost of the supervised test run (plugins/reward_r2e/witness_record.hpp): every bundled
-// task's golden patch graded with the witness on and off, interleaved (on, off, on, off, ...) so
+// Grading cost of the hardened grading mode's supervised test run (plugins/reward_r2e/witness_record.hpp)
+// against the reference mode's unsupervised one: every bundled task's golden patch graded in both,
+// interleaved (hardened, reference, hardened, ...) so
 // both see the same machine load; reported as mean seconds per grade, split into sandbox create,
 // patch apply and test run, and the ratio on/off. Both must give every golden patch reward 1
 // (tasks/taskgen.py check proves each applies at its base and gives the fix).
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
     mlpt::components::SandboxRuntime runtime(sandbox_so->component(MLPT_COMPONENT_SANDBOX), json::object());
     mlpt::components::Reward supervised(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"), {{"images", images.string()}});
     mlpt::components::Reward output_only(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"),
-                                         {{"images", images.string()}, {"witness", false}});
+                                         {{"images", images.string()}, {"grading_mode", "reference"}});
     std::vector<mlpt::rollout::TaskRecord> tasks;
     for (const char* f : {"suite.jsonl", "validation.jsonl"})
       for (auto& t : mlpt::rollout::load_task_records(fs::path(MLPT_SOURCE_DIR) / "tasks" / f)) tasks.push_back(t);
@@ -71,15 +72,15 @@ int main(int argc, char** argv) {
         }
         if (rewards[0] != 1 || rewards[1] != 1) {
           ++wrong_rewards;
-          std::fprintf(stderr, "bench_grading: %s: a golden patch scored supervised %.0f, output-only %.0f (want 1 and 1)\n",
+          std::fprintf(stderr, "bench_grading: %s: a golden patch scored hardened %.0f, reference %.0f (want 1 and 1)\n",
                        t.instance_id.c_str(), rewards[1], rewards[0]);
         }
       }
     std::printf("%-14s %7s %9s %9s %9s %9s %9s\n", "grader", "grades", "reward1", "total_s", "create_s", "apply_s", "tests_s");
-    for (auto [name, c] : {std::pair{"output-only", &off}, std::pair{"supervised", &on}})
+    for (auto [name, c] : {std::pair{"reference", &off}, std::pair{"hardened", &on}})
       std::printf("%-14s %7d %9d %9.3f %9.3f %9.3f %9.3f\n", name, c->grades, c->rewarded, c->total / c->grades, c->create / c->grades,
                   c->apply / c->grades, c->tests / c->grades);
-    std::printf("ratio supervised/output-only: total %.2fx, test run %.2fx (mean seconds per grade, %d tasks x %d rounds)\n",
+    std::printf("ratio hardened/reference: total %.2fx, test run %.2fx (mean seconds per grade, %d tasks x %d rounds)\n",
                 on.total / off.total, on.tests / off.tests, static_cast<int>(tasks.size()), rounds);
     return wrong_rewards == 0 ? 0 : 1;
   } catch (const std::exception& e) {

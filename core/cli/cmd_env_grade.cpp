@@ -26,7 +26,8 @@ std::string read_all(const std::string& path) {
 }
 
 int env_grade(const std::vector<std::string>& argv) {
-  Args args(argv, {}, {"--task", "--patch", "--tasks", "--images", "--sandbox", "--sandbox-config", "--reward"});
+  Args args(argv, {}, {"--task", "--patch", "--tasks", "--images", "--sandbox", "--sandbox-config", "--reward",
+                           "--grading-mode"});
   const auto task_id = args.option("--task"), patch_file = args.option("--patch");
   if (!task_id || !patch_file) throw Error(MLPT_INVALID_ARGUMENT, "--task and --patch are required");
   const char* cache = std::getenv("MLPT_CACHE_DIR");
@@ -47,7 +48,9 @@ int env_grade(const std::vector<std::string>& argv) {
     throw Error(MLPT_INVALID_ARGUMENT, std::string("--sandbox-config is not JSON: ") + e.what());
   }
   components::SandboxRuntime runtime(sandbox_so->component(MLPT_COMPONENT_SANDBOX), sandbox_settings);
-  components::Reward reward(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"), {{"images", images}});
+  nlohmann::json reward_settings = {{"images", images}};
+  if (auto mode = args.option("--grading-mode")) reward_settings["grading_mode"] = *mode;  // the plugin checks it
+  components::Reward reward(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"), reward_settings);
   nlohmann::json row = task.row;
   row["image"] = image.string();
   nlohmann::json result = {{"patch", read_all(*patch_file)}};
@@ -65,7 +68,7 @@ int env_grade(const std::vector<std::string>& argv) {
 }  // namespace
 
 MLPT_COMMAND("env grade",
-             "--task ID --patch FILE [--tasks FILE.jsonl] [--images DIR] [--sandbox PLUGIN] [--sandbox-config JSON] [--reward PLUGIN]",
+             "--task ID --patch FILE [--tasks FILE.jsonl] [--images DIR] [--sandbox PLUGIN] [--sandbox-config JSON] [--reward PLUGIN] [--grading-mode hardened|reference]",
              "grade one patch (a git diff against the task's base commit) in a fresh sandbox; prints JSON", &env_grade);
 
 }  // namespace mlpt::cli

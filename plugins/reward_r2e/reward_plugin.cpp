@@ -3,8 +3,12 @@
 // the files untracked at start (and any conftest.py it would add), the hidden tests are written from
 // the task record (they are never in an image, so no agent sandbox can read them), run_tests.sh runs
 // under the test timeout, and the parsed statuses must match expected_output_json as R2E-Gym compares.
-// The run is supervised (witness_record.hpp): a pass needs the supervisor's signed record, and the
-// witness's view of every test must agree with the summary.
+// Two named grading modes (config `grading_mode`, written into every grade's details):
+//   hardened (default): the run is supervised (witness_record.hpp): a pass needs the supervisor's
+//     signed record and the witness's agreement with the summary, and a run flagged TAMPER_SUSPECT
+//     (by the patch scan or the witness) scores 0.
+//   reference: R2E-Gym's semantics exactly (the closed division): the run is not supervised and
+//     flags never change the reward.
 #include <mlpt/sdk.hpp>
 #include <mlpt/sdk/settings.hpp>
 
@@ -47,8 +51,19 @@ class R2EReward final : public mlpt::sdk::Reward {
     images_ = s.string_or("images", images_);
     test_timeout_s_ = s.number_or("test_timeout_s", test_timeout_s_, 1e-3);
     workspace_ = s.string_or("workspace", workspace_);
-    witness_ = s.boolean_or("witness", witness_);
+    hardened_ = s.choice_or("grading_mode", "hardened", {"reference", "hardened"}) == "hardened";
+    // `witness` (older configs) names the same choice: false is the reference mode's unsupervised run.
+    if (s.has("witness")) {
+      const bool witness = s.boolean_or("witness", true);
+      if (s.has("grading_mode") && witness != hardened_)
+        throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: \"witness\" contradicts \"grading_mode\" (the witness runs "
+                                           "exactly in the hardened mode); drop \"witness\"");
+      hardened_ = witness;
+    }
     s.reject_unknown();
+    mlpt::sdk::log(MLPT_LOG_INFO, "reward r2e",
+                   std::string("grading mode ") + (hardened_ ? "hardened (supervised run; a flagged run scores 0)"
+                                                             : "reference (R2E-Gym's semantics exactly)"));
   }
 
   void grade(mlpt_grade_args& args) override {
@@ -64,7 +79,7 @@ class R2EReward final : public mlpt::sdk::Reward {
     }
     if (expected.empty()) throw Error(MLPT_INVALID_ARGUMENT, "reward r2e: expected_output_json is empty");
 
-    json details = {{"tests", json::object()}};
+    json details = {{"tests", json::object()}, {"grading_mode", hardened_ ? "hardened" : "reference"}};
     args.out_reward = 0.0;
     args.out_flags = args.episode_end == MLPT_EPISODE_TIMEOUT ? MLPT_REWARD_FLAG_AGENT_TIMEOUT : 0u;
     auto done = [&](const std::string& reason) {
@@ -138,7 +153,7 @@ class R2EReward final : public mlpt::sdk::Reward {
     // (dist-info, egg-info) would otherwise run inside the test process.
     std::string command = "if command -v bash >/dev/null; then bash run_tests.sh; else sh run_tests.sh; fi";
     const std::string key = random_hex(32), nonce = random_hex(8), dir = "/tmp/mlpt_grading_" + nonce;
-    if (witness_) {
+    if (hardened_) {
       box.write_file(dir + "/supervisor.py", mlpt::r2e::kWitnessSupervisorPy, 0555);
       box.write_file(dir + "/witness.py", mlpt::r2e::kWitnessPy, 0444);
       box.write_file(dir + "/key", key, 0400);
@@ -159,7 +174,7 @@ class R2EReward final : public mlpt::sdk::Reward {
     }
     // The supervisor's signed record: the run's own output is what precedes it.
     mlpt::r2e::WitnessRecord record;
-    if (witness_) {
+    if (hardened_) {
       record = mlpt::r2e::split_witness_record(run.output, key, nonce);
       if (!record.ok) {
         args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
@@ -167,7 +182,7 @@ class R2EReward final : public mlpt::sdk::Reward {
       }
       details["test_output_tail"] = tail(mlpt::r2e::strip_ansi(record.run_output), 4000);
     }
-    const std::string& output = witness_ ? record.run_output : run.output;
+    const std::string& output = hardened_ ? record.run_output : run.output;
     auto summary = mlpt::r2e::trusted_summary(output, run.exit_code);
     if (!summary.ok) {
       details["tests"] = mlpt::r2e::parse_pytest_summary(output);
@@ -176,7 +191,7 @@ class R2EReward final : public mlpt::sdk::Reward {
     }
     // What the witness saw from inside the run, against the summary: refused tampering or any
     // disagreement is a 0; what it reports as suspect is flagged, so the reward is reviewed.
-    if (witness_) {
+    if (hardened_) {
       auto verdict = mlpt::r2e::cross_check(record.record, summary.tests, run.exit_code);
       // nondumpable: whether the supervisor kept its memory (the key) from the test process.
       details["witness"] = {{"violations", verdict.violations}, {"suspects", verdict.suspects}, {"agrees", verdict.agrees},
@@ -193,6 +208,9 @@ class R2EReward final : public mlpt::sdk::Reward {
     auto cmp = mlpt::r2e::compare(expected, got);
     details["mismatches"] = cmp.mismatches;
     if (!cmp.match) return done(got.empty() ? "no test results (pytest summary missing)" : "test statuses differ from expected");
+    // In-process tampering cannot be ruled out from the run: hardened grading pays nothing for it.
+    if (hardened_ && (args.out_flags & MLPT_REWARD_FLAG_TAMPER_SUSPECT))
+      return done("tests match, but the run is flagged TAMPER_SUSPECT: the hardened grading mode scores it 0");
     args.out_reward = 1.0;
     if (args.episode_end == MLPT_EPISODE_MAX_TURNS || args.episode_end == MLPT_EPISODE_MAX_CONTEXT)
       args.out_flags |= MLPT_REWARD_FLAG_HIT_LIMIT;
@@ -229,7 +247,7 @@ class R2EReward final : public mlpt::sdk::Reward {
 
   std::string images_, workspace_ = "/testbed";
   double test_timeout_s_ = 60;
-  bool witness_ = true;  // off only for images whose run_tests.sh cannot start the supervisor's python3
+  bool hardened_ = true;  // the grading mode: hardened, else reference
 };
 
 const mlpt_reward_capabilities kCapabilities = {MLPT_REWARD_CAPABILITIES_STRUCT_SIZE, /*needs_sandbox=*/1, /*binary=*/1};

@@ -30,7 +30,7 @@ struct Env {
   std::unique_ptr<mlpt::components::SandboxRuntime> runtime;
   std::unique_ptr<mlpt::components::Harness> harness;
   std::unique_ptr<mlpt::components::Reward> reward;
-  std::unique_ptr<mlpt::components::Reward> output_only;  // the grader without its supervised run (witness off)
+  std::unique_ptr<mlpt::components::Reward> reference;  // grading_mode reference: R2E-Gym's, unsupervised
   std::vector<mlpt::rollout::TaskRecord> tasks;
   std::map<std::string, json> golden;
   fs::path images = fs::path(MLPT_CACHE_DIR) / "images";
@@ -44,8 +44,8 @@ struct Env {
     harness = std::make_unique<mlpt::components::Harness>(harness_so->component(MLPT_COMPONENT_HARNESS, "openhands"), json::object());
     reward = std::make_unique<mlpt::components::Reward>(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"),
                                                         json{{"images", images.string()}});
-    output_only = std::make_unique<mlpt::components::Reward>(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"),
-                                                             json{{"images", images.string()}, {"witness", false}});
+    reference = std::make_unique<mlpt::components::Reward>(reward_so->component(MLPT_COMPONENT_REWARD, "r2e"),
+                                                           json{{"images", images.string()}, {"grading_mode", "reference"}});
     for (const char* f : {"suite.jsonl", "validation.jsonl"})
       for (auto& t : mlpt::rollout::load_task_records(fs::path(MLPT_SOURCE_DIR) / "tasks" / f)) tasks.push_back(t);
     std::ifstream g(fs::path(MLPT_SOURCE_DIR) / "tasks" / "golden.jsonl");
@@ -174,6 +174,13 @@ TEST_CASE("the golden patch applied with str_replace_editor, then finish, earns 
     CHECK(r.grade.reward == 1.0);
     CHECK(r.grade.flags == 0u);
     CHECK(r.grade.details["reason"] == "tests match");
+    CHECK(r.grade.details["grading_mode"] == "hardened");
+    // The same patch in the reference mode (R2E-Gym's grading): 1 as well, with the same statuses.
+    auto ref = env().reference->grade(task.row.dump(), r.result.dump(), MLPT_EPISODE_FINISHED, env().runtime->binding());
+    CHECK(ref.reward == 1.0);
+    CHECK(ref.flags == 0u);
+    CHECK(ref.details["grading_mode"] == "reference");
+    CHECK(ref.details["tests"] == r.grade.details["tests"]);
   }
 }
 
@@ -483,7 +490,7 @@ def parse_bool(s):
     INFO(a.what << "\n" << contents(r.observations).substr(0, 2000) << "\n" << r.grade.details.dump(1).substr(0, 4000));
     CHECK(r.result["patch"] != "");
     // The attack is real: the grader that trusts the run's output alone gives it 1.
-    auto unsupervised = env().output_only->grade(task.row.dump(), r.result.dump(), MLPT_EPISODE_FINISHED, env().runtime->binding());
+    auto unsupervised = env().reference->grade(task.row.dump(), r.result.dump(), MLPT_EPISODE_FINISHED, env().runtime->binding());
     INFO("output-only grade: " << unsupervised.details.dump(1).substr(0, 2000));
     CHECK(unsupervised.reward == 1.0);
     CHECK(r.grade.reward == 0.0);
@@ -553,6 +560,13 @@ TEST_CASE("answers learned from the calling test's frame are flagged with the wi
                                               "        if 'false' in _n:\n            return False\n        raise\n"));
   INFO(r.grade.details.dump(1).substr(0, 4000));
   CHECK((r.grade.flags & MLPT_REWARD_FLAG_TAMPER_SUSPECT) != 0);
+  // Flagged, so the hardened mode (the default) pays nothing; the reference mode grades as R2E-Gym
+  // does, where the answer learned from the frame passes.
+  CHECK(r.grade.reward == 0.0);
+  CHECK_THAT(r.grade.details.value("reason", ""), Catch::Contains("TAMPER_SUSPECT") && Catch::Contains("hardened"));
+  auto ref = env().reference->grade(task.row.dump(), r.result.dump(), MLPT_EPISODE_FINISHED, env().runtime->binding());
+  CHECK(ref.reward == 1.0);
+  CHECK(ref.details["grading_mode"] == "reference");
   REQUIRE(r.grade.details.contains("witness"));
   bool frame_seen = false;
   for (const auto& s : r.grade.details["witness"]["suspects"])
