@@ -80,9 +80,30 @@ json chart_data(const ReportInputs& in) {
 const char* kChartScript = R"js(
 const D = JSON.parse(document.getElementById('mlpt-data').textContent);
 const W = 560, H = 260;
+// A tick label readable at any magnitude: exponent form below 1e-3 (a logprob error of 1e-7 would
+// otherwise print as 0) and from 1e5, else at most 4 significant digits.
+function tick(v) {
+  if (v == null) return '';
+  const a = Math.abs(v);
+  return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(1) : String(+v.toPrecision(4));
+}
+// A scale that fits its data: the smallest to the largest value, padded by 5% of their span (of
+// the value when all are equal, 1 when that is 0); null (the library's choice) without data.
+function fit(values) {
+  const v = values.filter(x => x != null && isFinite(x));
+  if (!v.length) return null;
+  const lo = Math.min(...v), hi = Math.max(...v);
+  const pad = (hi - lo) * 0.05 || Math.abs(lo) * 0.05 || 1;
+  return [lo - pad, hi + pad];
+}
+function scale(values) {
+  const r = fit(values);
+  return r ? {time: false, range: () => r} : {time: false};
+}
 function line(id, title, xLabel, yLabel, xs, series) {
-  const opts = {title, width: W, height: H, scales: {x: {time: false}},
-    axes: [{label: xLabel}, {label: yLabel}],
+  const opts = {title, width: W, height: H, scales: {x: scale(xs), y: scale(series.flatMap(s => s.values))},
+    axes: [{label: xLabel, values: (u, splits) => splits.map(tick)},
+           {label: yLabel, values: (u, splits) => splits.map(tick), size: 64}],
     series: [{label: xLabel}].concat(series.map(s => ({label: s.label, stroke: s.color, width: 2,
       dash: s.dash, points: {show: !s.dash, size: 5, fill: s.color}})))};
   new uPlot(opts, [xs].concat(series.map(s => s.values)), document.getElementById(id));
@@ -109,7 +130,7 @@ line('chart-staleness', 'Staleness', 'samples', 'weight versions behind', D.samp
 new uPlot({title: 'Time split (thread-seconds)', width: W + 160, height: H,
   scales: {x: {time: false, range: [-0.5, D.phases.length - 0.5]}},
   axes: [{label: 'phase', values: (u, splits) => splits.map(i => D.phases[i] ?? ''), incrs: [1], font: '11px sans-serif'},
-         {label: 'seconds'}],
+         {label: 'seconds', values: (u, splits) => splits.map(tick), size: 64}],
   series: [{label: 'phase'}, {label: 'seconds', fill: '#4a7ab5', stroke: '#4a7ab5',
            paths: uPlot.paths.bars({size: [0.6]}), points: {show: false}}]},
   [D.phases.map((_, i) => i), D.phase_seconds], document.getElementById('chart-time'));
@@ -140,6 +161,22 @@ void write_report(const std::filesystem::path& file, const ReportInputs& in) {
       << "flight were back-filled with reward 0 (counted above) and the run went on with the others:</p><ul>";
     for (const auto& why : in.lost_workers) o << "<li>" << escape(why) << "</li>";
     o << "</ul>";
+  }
+  {
+    // Where the run can be watched while it goes, and looked into afterwards.
+    const auto folder = file.parent_path();
+    auto link = [&](const std::filesystem::path& p, const std::string& tail) {
+      std::string href = p.lexically_relative(folder).generic_string() + tail;
+      for (size_t at; (at = href.find('\'')) != std::string::npos;) href.replace(at, 1, "%27");
+      return "<a href='" + href + "'>" + escape(p.filename().string() + tail) + "</a>";
+    };
+    o << "<p>timeline: ";
+    if (in.trace.empty()) o << "none ([run] trace_max_mb = 0)";
+    else o << link(in.trace, "") << " (open it in ui.perfetto.dev or chrome://tracing)";
+    if (!in.tensorboard.empty())
+      o << " — TensorBoard events: " << link(in.tensorboard, "/") << " (<code>tensorboard --logdir "
+        << escape(in.tensorboard.string()) << "</code>)";
+    o << "</p>";
   }
   if (!in.highlighted_rollouts.empty()) {
     o << "<p>rollouts:";

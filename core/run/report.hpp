@@ -1,8 +1,9 @@
 // The end-of-run report: one self-contained HTML page with charts drawn by uPlot (vendored at build
 // time and inlined): training reward and validation pass@k over samples with the target line, the
 // trainer's loss, gradient norm and logprob error, masked sequences, staleness, and the time split
-// between generation / environment / reward / training / weight transfer / validation; then
-// throughput, the step table, and the worst and best training rollouts as transcripts.
+// between generation / environment / reward / training / weight transfer / validation (tick labels
+// readable at any magnitude, scales fitted to the data); links to the run's timeline and
+// TensorBoard folder; then throughput, the step table, and the worst and best training rollouts.
 #pragma once
 
 #include <filesystem>

@@ -1,6 +1,9 @@
 // The report as a person sees it: write_report on a run's worth of records, rendered by headless
 // Chromium, and the screenshot must show each chart drawn by the charting library: pixels of each
-// chart's series colour, more than a legend marker has, so a chart whose canvas stayed blank fails.
+// chart's series colour, more than a legend marker has, so a chart whose canvas stayed blank fails
+// (the logprob error's values are of 1e-7, as a real run's are). The page's tick labels and scales,
+// evaluated by the same Chromium: values below 1e-3 print readably, not as 0, and a scale spans
+// its data with a small margin.
 // Exit 0 pass, 1 fail, 77 skip (no chromium, or a build without the vendored charting library).
 #include <zlib.h>
 
@@ -111,7 +114,7 @@ mlpt::run::ReportInputs sample_run() {
     r.elapsed_s = 60.0 * s;
     r.trainer = {{"loss", 1.0 / s},
                  {"grad_norm", 2.0 + std::sin(s)},
-                 {"logprob_abs_diff_mean", 0.01 * s},
+                 {"logprob_abs_diff_mean", 1e-7 * s},
                  {"logprob_error_masked_sequences", double(s % 3)},
                  {"tis_masked_sequences", double(s % 4)},
                  {"truncated_sequences", double(s % 2)}};
@@ -124,6 +127,68 @@ mlpt::run::ReportInputs sample_run() {
   in.time_to_train_minutes = 12;
   in.rollouts = 3072, in.generated_tokens = 1000000;
   return in;
+}
+
+// The report's own tick and scale functions run by Chromium on values a run produces; the page
+// prints their results into the DOM, which --dump-dom returns.
+int check_ticks_and_scales(const std::string& chromium, const fs::path& dir) {
+  std::ifstream in(dir / "report.html");
+  std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<double> values = {1.5e-7, 2.5e-4, 0.0, 0.25, 1.2345678, 123456.0, -3e-6};
+  std::string list;
+  for (double v : values) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.17g", v);
+    list += (list.empty() ? "" : ",") + std::string(b);
+  }
+  const std::string probe = "<script>document.body.insertAdjacentHTML('beforeend', '<pre id=\"probe\">' + JSON.stringify(["
+                            "[" + list + "].map(tick), fit([1e-7, 3e-7, null, 2e-7]), fit([5, 5])]) + '</pre>');</script>";
+  page.insert(page.rfind("</body>"), probe);
+  std::ofstream(dir / "probe.html") << page;
+  const fs::path dom = dir / "probe.dom";
+  const std::string command = chromium + " --headless=new --no-sandbox --disable-gpu --virtual-time-budget=10000 --dump-dom file://" +
+                              fs::absolute(dir / "probe.html").string() + " >" + dom.string() + " 2>/dev/null";
+  if (std::system(command.c_str()) != 0) {
+    std::cout << "FAIL: chromium could not dump the probe page\n";
+    return 1;
+  }
+  std::ifstream dumped(dom);
+  const std::string text((std::istreambuf_iterator<char>(dumped)), std::istreambuf_iterator<char>());
+  const auto from = text.rfind("<pre id=\"probe\">"), to = text.find("</pre>", from);  // the element, not the script
+  if (from == std::string::npos || to == std::string::npos) {
+    std::cout << "FAIL: the probe of the tick labels did not run (" << dom.string() << ")\n";
+    return 1;
+  }
+  const std::string json = text.substr(from + 16, to - from - 16);
+  std::cout << "tick labels and fitted scales: " << json << "\n";
+  // The labels, in order: each reads back to its value within the precision it shows, never "0"
+  // for a non-zero value; the scales hold their data with at most 5% of the span beyond each end.
+  std::vector<std::string> labels;
+  size_t at = 2;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const size_t q = json.find('"', at + 1);
+    labels.push_back(json.substr(at + 1, q - at - 1));
+    at = json.find('"', q + 1);
+  }
+  int failures = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double back = std::strtod(labels[i].c_str(), nullptr);
+    const bool readable = values[i] == 0 ? labels[i] == "0" : std::fabs(back - values[i]) <= 0.05 * std::fabs(values[i]);
+    std::cout << (readable ? "ok   " : "FAIL ") << "tick " << values[i] << " -> \"" << labels[i] << "\"\n";
+    failures += !readable;
+  }
+  double lo = 0, hi = 0, flat_lo = 0, flat_hi = 0;
+  const auto scales = json.substr(json.find("],[") + 3);
+  if (std::sscanf(scales.c_str(), "%lf,%lf],[%lf,%lf]", &lo, &hi, &flat_lo, &flat_hi) != 4) {
+    std::cout << "FAIL: no fitted scales in the probe\n";
+    return failures + 1;
+  }
+  const double span = 3e-7 - 1e-7;
+  const bool fits = lo <= 1e-7 && hi >= 3e-7 && 1e-7 - lo <= 0.05 * span * 1.0001 && hi - 3e-7 <= 0.05 * span * 1.0001;
+  const bool flat = flat_lo < 5 && flat_hi > 5;
+  std::cout << (fits ? "ok   " : "FAIL ") << "scale of [1e-7, 3e-7]: [" << lo << ", " << hi << "]\n";
+  std::cout << (flat ? "ok   " : "FAIL ") << "scale of [5, 5]: [" << flat_lo << ", " << flat_hi << "]\n";
+  return failures + !fits + !flat;
 }
 
 }  // namespace
@@ -169,5 +234,6 @@ int main(int argc, char** argv) {
   // The page is not blank beyond the charts either: most of it is background, not all.
   const size_t white = count_colour(img, 0xffffff), total = size_t(img.width) * img.height;
   if (white == total) ++failures, std::cout << "FAIL: the screenshot is blank\n";
+  failures += check_ticks_and_scales(chromium, dir);
   return failures ? 1 : 0;
 }
