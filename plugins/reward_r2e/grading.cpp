@@ -1,5 +1,6 @@
 #include "grading.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
@@ -87,9 +88,34 @@ nlohmann::json json_field(const nlohmann::json& record, const std::string& key) 
   }
 }
 
-Comparison compare(const std::map<std::string, std::string>& expected, const std::map<std::string, std::string>& got) {
-  // As R2E-Gym's reward: the parsed map must have as many entries as the expected one, and every
-  // parsed entry but the key "" (a collection error without "::") must be expected with its status.
+std::map<std::string, std::string> clean_test_names(const std::map<std::string, std::string>& tests) {
+  std::map<std::string, std::string> decolored, out;
+  for (const auto& [name, status] : tests) {
+    std::string d;
+    for (size_t i = 0; i < name.size(); ++i) {
+      if (name[i] == '\x1b' && i + 1 < name.size() && name[i + 1] == '[') {
+        size_t j = i + 2;
+        while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+        if (j > i + 2 && j < name.size() && name[j] == 'm') {
+          i = j;
+          continue;
+        }
+      }
+      d += name[i];
+    }
+    decolored[d] = status;
+  }
+  // In name order, a later name that cuts to the same one wins, as in R2E's dict comprehension.
+  for (const auto& [name, status] : decolored) out[name.substr(0, name.find(" - "))] = status;
+  return out;
+}
+
+Comparison compare(const std::map<std::string, std::string>& expected_raw,
+                   const std::map<std::string, std::string>& got_raw) {
+  // As R2E-Gym's reward: both maps' names cleaned alike; the parsed map must have as many entries
+  // as the expected one, and every parsed entry but the key "" (a collection error without "::")
+  // must be expected with its status.
+  const auto expected = clean_test_names(expected_raw), got = clean_test_names(got_raw);
   Comparison c;
   if (got.size() != expected.size())
     c.mismatches.push_back({{"test", "(count)"}, {"expected", std::to_string(expected.size())}, {"got", std::to_string(got.size())}});

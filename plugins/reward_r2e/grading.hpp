@@ -43,6 +43,10 @@ Prepared parse_prepare(const std::string& output);
 // A record's JSON-or-string field as JSON (R2E-Gym stores some fields as JSON text).
 nlohmann::json json_field(const nlohmann::json& record, const std::string& key);
 
+// A test map's names as R2E-Gym's reward cleans both sides before comparing: ANSI colour codes
+// (ESC[<digits>m) removed, then cut at the first " - " (so an id `test[a - b]` is `test[a`).
+std::map<std::string, std::string> clean_test_names(const std::map<std::string, std::string>& tests);
+
 struct Comparison {
   bool match = false;
   nlohmann::json mismatches = nlohmann::json::array();  // [{"test", "expected", "got"}]

@@ -27,35 +27,47 @@ std::string strip_ansi(const std::string& s) {
   return out;
 }
 
+namespace {
+// R2E's name of a summary line: the parts after the first "::" joined with '.', cut at " - " unless
+// the line is a pass (R2E leaves those whole; the comparison cuts them later).
+std::string test_name(const std::string& line, bool cut_reason) {
+  std::string name;
+  size_t sep = line.find("::");
+  if (sep != std::string::npos) {
+    name = line.substr(sep + 2);
+    for (size_t p = 0; (p = name.find("::", p)) != std::string::npos;) name.replace(p, 2, "."), p += 1;
+  }
+  if (cut_reason)
+    if (size_t cut = name.find(" - "); cut != std::string::npos) name.resize(cut);
+  return name;
+}
+}  // namespace
+
 std::map<std::string, std::string> parse_pytest_summary(const std::string& output) {
+  // As R2E-Gym's parse_log_pytest: the text between the first "short test summary info" and the
+  // next (or the end), trimmed; a line containing PASSED, else FAILED, else ERROR anywhere is a
+  // result of that status.
   std::map<std::string, std::string> result;
   const std::string text = strip_ansi(output);
-  size_t at = text.find("short test summary info");
+  const std::string_view header = "short test summary info";
+  size_t at = text.find(header);
   if (at == std::string::npos) return result;
-  size_t line_start = text.find('\n', at);
-  while (line_start != std::string::npos && line_start < text.size()) {
-    size_t begin = line_start + 1;
-    size_t end = text.find('\n', begin);
-    std::string line = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-    line_start = end;
-    size_t sp = line.find(' ');
-    if (sp == std::string::npos) continue;
-    std::string status = line.substr(0, sp);
-    if (status != "PASSED" && status != "FAILED" && status != "ERROR") continue;
-    std::string rest = line.substr(sp + 1);
-    if (size_t cut = rest.find(" - "); cut != std::string::npos) rest.resize(cut);
-    size_t b = rest.find_first_not_of(" \t"), e = rest.find_last_not_of(" \t");
-    rest = b == std::string::npos ? "" : rest.substr(b, e - b + 1);
-    std::string name;
-    size_t sep = rest.find("::");
-    if (sep == std::string::npos) {
-      name = "";  // R2E's parse_log_pytest: the parts after the first "::", joined (none here)
-    } else {
-      std::string tail = rest.substr(sep + 2);
-      for (size_t p; (p = tail.find("::")) != std::string::npos;) tail.replace(p, 2, ".");
-      name = tail;
-    }
-    result[name] = status;
+  at += header.size();
+  const size_t next = text.find(header, at);
+  std::string block = text.substr(at, next == std::string::npos ? std::string::npos : next - at);
+  const size_t b = block.find_first_not_of(" \t\n\v\f"), e = block.find_last_not_of(" \t\n\v\f");
+  block = b == std::string::npos ? "" : block.substr(b, e - b + 1);
+  for (size_t start = 0; start <= block.size();) {
+    size_t nl = block.find('\n', start);
+    if (nl == std::string::npos) nl = block.size();
+    const std::string line = block.substr(start, nl - start);
+    start = nl + 1;
+    if (line.find("PASSED") != std::string::npos)
+      result[test_name(line, false)] = "PASSED";
+    else if (line.find("FAILED") != std::string::npos)
+      result[test_name(line, true)] = "FAILED";
+    else if (line.find("ERROR") != std::string::npos)
+      result[test_name(line, true)] = "ERROR";
   }
   return result;
 }
@@ -127,6 +139,23 @@ std::vector<std::pair<long, std::string>> count_words(std::string_view counts) {
   return out;
 }
 
+// pytest's "!!!!! Interrupted: N error(s) during collection !!!!!", which it prints inside the
+// summary block (before the final line) when a test module fails to import.
+bool collection_interrupt(std::string_view line) {
+  size_t a = 0, b = line.size();
+  while (a < b && line[a] == '!') ++a;
+  while (b > a && line[b - 1] == '!') --b;
+  if (a == 0 || b == line.size()) return false;
+  std::string_view inner = line.substr(a, b - a);
+  constexpr std::string_view kHead = " Interrupted: ";
+  if (inner.substr(0, kHead.size()) != kHead) return false;
+  inner.remove_prefix(kHead.size());
+  size_t digits = 0;
+  while (digits < inner.size() && std::isdigit(static_cast<unsigned char>(inner[digits]))) ++digits;
+  const std::string_view rest = inner.substr(digits);
+  return digits > 0 && (rest == " error during collection " || rest == " errors during collection ");
+}
+
 }  // namespace
 
 TrustedSummary trusted_summary(const std::string& output, int exit_code) {
@@ -156,6 +185,7 @@ TrustedSummary trusted_summary(const std::string& output, int exit_code) {
   std::map<std::string, long> listed;
   for (size_t i = at + 1; i + 1 < lines.size(); ++i) {
     const std::string& l = lines[i];
+    if (collection_interrupt(l)) continue;
     const std::string status = l.substr(0, l.find(' '));
     static const std::map<std::string, std::string> word = {{"PASSED", "passed"}, {"FAILED", "failed"}, {"ERROR", "error"},
                                                             {"SKIPPED", "skipped"}, {"XFAIL", "xfailed"}, {"XPASS", "xpassed"}};

@@ -1,7 +1,8 @@
-// pytest's "short test summary info" -> {test name: status} (benchmark.md §4): ANSI codes and
-// carriage returns removed; each PASSED/FAILED/ERROR line after the header names a test by the
-// part after the file, `::` parts joined with '.', with the " - reason" cut. The same rules as
-// tasks/summary.py, which computes the bundled suite's expected_output_json.
+// pytest's "short test summary info" -> {test name: status} as R2E-Gym's parse_log_pytest reads
+// it (benchmark.md §4): ANSI codes and carriage returns removed; a line after the header that
+// contains PASSED, else FAILED, else ERROR names a test by the part after the file, `::` parts
+// joined with '.', the " - reason" cut from failures and errors (a collection error, without
+// "::", is the key ""). tasks/summary.py computes the bundled suite's expected_output_json so.
 #pragma once
 
 #include <map>
@@ -16,7 +17,8 @@ std::map<std::string, std::string> parse_pytest_summary(const std::string& outpu
 // There must be exactly one "short test summary info" header; after it only status lines, then
 // pytest's final "N passed, M failed ... in Xs" line as the last line of the output; the counts
 // on that line must equal the status lines, and the exit status must agree (0 exactly when
-// nothing failed). A fake summary printed in a test's captured output, after the real one or
+// nothing failed). pytest's own "Interrupted: N error during collection" line may stand among the
+// status lines. A fake summary printed in a test's captured output, after the real one or
 // ahead of filler that cuts the real one off fails one of these.
 struct TrustedSummary {
   bool ok = false;

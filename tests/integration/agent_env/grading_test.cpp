@@ -182,6 +182,78 @@ TEST_CASE("the key \"\" counts in the length comparison and is skipped in the va
   CHECK_FALSE(mlpt::r2e::compare(exp, {{"", "ERROR"}, {"a", "FAILED"}}).match);
 }
 
+namespace {
+std::string fixture(const std::string& name) {
+  return agent_env_test::read(std::string(MLPT_SOURCE_DIR) + "/tests/integration/agent_env/fixtures/" + name);
+}
+}  // namespace
+
+TEST_CASE("a real collection error is pytest's own output: trusted, parsed as R2E-Gym parses it") {
+  // pytest 7.2.1 -rA --color=yes on r2e_tests/ whose test_broken.py imports a missing module (exit
+  // status 2): "ERROR r2e_tests/test_broken.py" and "!!! Interrupted: 1 error during collection !!!"
+  // inside the summary block.
+  const std::string out = fixture("pytest_collection_error.txt");
+  REQUIRE(out.find("Interrupted: 1 error during collection") != std::string::npos);
+  auto t = mlpt::r2e::trusted_summary(out, 2);
+  INFO(t.why);
+  REQUIRE(t.ok);
+  CHECK(t.tests == std::map<std::string, std::string>{{"", "ERROR"}});
+  // R2E-Gym's reward: 1.0 exactly when that is the expected map (length 1, "" not compared).
+  CHECK(mlpt::r2e::compare({{"", "ERROR"}}, t.tests).match);
+  // R2E's own quirk, kept: one expected test against the one collection error is as many entries,
+  // and "" is not compared, so that scores 1.0 there too.
+  CHECK(mlpt::r2e::compare({{"test_one", "PASSED"}}, t.tests).match);
+  CHECK_FALSE(mlpt::r2e::compare({{"test_one", "PASSED"}, {"test_param[c]", "PASSED"}}, t.tests).match);
+  // The interrupt line stands only as pytest writes it.
+  for (const char* odd :
+       {"!!! Interrupted: many errors during collection !!!", "!!! Interrupted: 1 error during collection",
+        "Interrupted: 1 error during collection !!!", "!!! Interrupted: 1 error during collection !!! ok"}) {
+    std::string edited = out;
+    const size_t at = edited.find("!!!!");
+    const size_t end = edited.find('\n', at);
+    edited.replace(at, end - at, odd);
+    INFO(odd);
+    CHECK_FALSE(mlpt::r2e::trusted_summary(edited, 2).ok);
+  }
+}
+
+TEST_CASE("names are cleaned on both sides as R2E-Gym's reward cleans them") {
+  // pytest 7.2.1 -rA --color=yes on a parametrized test whose id holds " - ": the name is kept
+  // whole by the parser (a pass has no reason to cut) and cut at " - " on both sides by the reward.
+  const std::string out = fixture("pytest_param_dash_id.txt");
+  auto t = mlpt::r2e::trusted_summary(out, 0);
+  INFO(t.why);
+  REQUIRE(t.ok);
+  CHECK(t.tests ==
+        std::map<std::string, std::string>{{"test_param[a - b]", "PASSED"}, {"test_param[c]", "PASSED"}});
+  const std::map<std::string, std::string> expected = {{"test_param[a - b]", "PASSED"},
+                                                       {"test_param[c]", "PASSED"}};
+  CHECK(mlpt::r2e::compare(expected, t.tests).match);
+  // Expected names coloured, as some R2E-Gym rows store them: the colour goes, the name matches.
+  CHECK(mlpt::r2e::compare({{"\x1b[1mtest_param[a - b]\x1b[0m", "PASSED"}, {"test_param[c]", "PASSED"}},
+                           t.tests)
+            .match);
+  CHECK(mlpt::r2e::clean_test_names({{"\x1b[1mt[a - b]\x1b[0m", "PASSED"}}) ==
+        std::map<std::string, std::string>{{"t[a", "PASSED"}});
+  // Two names that cut to one: the later in name order wins, as in R2E's dict comprehension.
+  CHECK(mlpt::r2e::clean_test_names({{"t[a - b]", "PASSED"}, {"t[a - c]", "FAILED"}}) ==
+        std::map<std::string, std::string>{{"t[a", "FAILED"}});
+}
+
+TEST_CASE("a status is found anywhere in a summary line, as R2E-Gym's substring test finds it") {
+  const std::string out =
+      "=========================== short test summary info ===========================\n"
+      "[gw0] PASSED r2e_tests/test_a.py::test_x\n"
+      "FAILED r2e_tests/test_a.py::test_y - AssertionError: PASSED is not FAILED\n"
+      "ERROR r2e_tests/test_b.py::test_z - fixture 'db' not found\n"
+      "========================= 1 failed, 1 passed, 1 error in 0.02s =========================\n";
+  // "PASSED" is looked for first: the failure whose message says PASSED counts as passed, as in R2E.
+  CHECK(mlpt::r2e::parse_pytest_summary(out) ==
+        std::map<std::string, std::string>{{"test_x", "PASSED"},
+                                           {"test_y - AssertionError: PASSED is not FAILED", "PASSED"},
+                                           {"test_z", "ERROR"}});
+}
+
 TEST_CASE("comparison is exact: a missing, extra or different test is a mismatch") {
   std::map<std::string, std::string> exp = {{"a", "PASSED"}, {"b", "PASSED"}};
   CHECK(mlpt::r2e::compare(exp, exp).match);
