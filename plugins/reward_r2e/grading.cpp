@@ -20,12 +20,13 @@ const std::vector<std::string>& hidden_test_patterns() {
   return p;
 }
 
-std::string exclusion_script(const std::vector<std::string>& untracked) {
+std::string exclusion_script(const std::vector<std::string>& untracked, bool drop_added_hooks) {
   std::string s = "set --\n";
   std::set<std::string> seen;
   for (const auto& list : {untracked, hidden_test_patterns()})
     for (const auto& p : list)
       if (!p.empty() && seen.insert(p).second) s += "set -- \"$@\" " + quote("--exclude=" + p) + "\n";
+  if (!drop_added_hooks) return s;
   // git apply: the first matching pattern decides; with any --include, unmatched paths are skipped,
   // hence the final --include='*' ('*' crosses '/').
   s += "git -c safe.directory='*' -c core.quotepath=false ls-files -- conftest.py '*/conftest.py' pytest.ini '*/pytest.ini' > /tmp/mlpt_tracked_hooks.$$\n"
@@ -34,16 +35,19 @@ std::string exclusion_script(const std::vector<std::string>& untracked) {
   return s;
 }
 
-std::string apply_command(const std::string& ws, const std::string& patch_file, const std::vector<std::string>& untracked,
-                          const std::string& extra) {
-  return "cd " + quote(ws) + " && {\n" + exclusion_script(untracked) + "git -c safe.directory='*' apply --whitespace=fix" +
-         (extra.empty() ? "" : " " + extra) + " \"$@\" " + quote(patch_file) + "\n} 2>&1";
+std::string apply_command(const std::string& ws, const std::string& patch_file,
+                          const std::vector<std::string>& untracked, const std::string& extra,
+                          bool drop_added_hooks) {
+  return "cd " + quote(ws) + " && {\n" + exclusion_script(untracked, drop_added_hooks) +
+         "git -c safe.directory='*' apply --whitespace=fix" + (extra.empty() ? "" : " " + extra) +
+         " \"$@\" " + quote(patch_file) + "\n} 2>&1";
 }
 
-std::string prepare_script(const std::string& ws, const std::string& patch_file, const std::vector<std::string>& untracked) {
+std::string prepare_script(const std::string& ws, const std::string& patch_file,
+                           const std::vector<std::string>& untracked, bool drop_added_hooks) {
   std::string s = "cd " + quote(ws) + " || exit 97\n"
                   "git -c safe.directory='*' -c core.quotepath=false ls-files --others --exclude-standard > /tmp/mlpt_untracked\n";
-  s += exclusion_script(untracked);
+  s += exclusion_script(untracked, drop_added_hooks);
   // The grader's own untracked list goes first (before the includes of tracked pytest hooks).
   s += "while IFS= read -r f; do set -- \"--exclude=$f\" \"$@\"; done < /tmp/mlpt_untracked\n";
   // Every printed section is bounded, so a patch with huge or many files cannot push the markers

@@ -13,25 +13,27 @@ namespace mlpt::r2e {
 // The exclusions of the agent's patch (benchmark.md §4): the files untracked at container start
 // (the R2E-Gym image's hidden tests r2e_tests/ and run_tests.sh are among them; the bundled images
 // carry them in the record instead, so they are named here). Tracked files, a repository's own
-// conftest.py and pytest.ini included, are the agent's to edit; a conftest.py or pytest.ini the
-// patch would ADD (not tracked at the base) is left out, since pytest would load it as a plugin or
-// configuration of the hidden test run.
+// conftest.py and pytest.ini included, are the agent's to edit. A conftest.py or pytest.ini the
+// patch would ADD (not tracked at the base) is left out only when `drop_added_hooks` (the hardened
+// grading mode): pytest would load it as a plugin or configuration of the hidden test run. The
+// reference applies it, and so does the reference grading mode.
 const std::vector<std::string>& hidden_test_patterns();
 
 // Shell lines (run in the repository) that set "$@" to the git apply options of those exclusions,
 // `untracked` first.
-std::string exclusion_script(const std::vector<std::string>& untracked);
+std::string exclusion_script(const std::vector<std::string>& untracked, bool drop_added_hooks = true);
 
 // `git apply --whitespace=fix <exclusions> PATCH` as one shell command (its output merged);
 // `extra` is added to the options (e.g. "--numstat" to list what would be applied).
 std::string apply_command(const std::string& workspace, const std::string& patch_file,
-                          const std::vector<std::string>& untracked, const std::string& extra = "");
+                          const std::vector<std::string>& untracked, const std::string& extra = "",
+                          bool drop_added_hooks = true);
 
 // One shell script for the grading sandbox: lists the untracked files (adding them to
 // `untracked`), prints what the patch would change after every exclusion (--numstat), applies it
 // and removes any r2e_tests/ and run_tests.sh, with markers parse_prepare() reads.
 std::string prepare_script(const std::string& workspace, const std::string& patch_file,
-                           const std::vector<std::string>& untracked);
+                           const std::vector<std::string>& untracked, bool drop_added_hooks = true);
 struct Prepared {
   std::vector<std::string> untracked;  // the grader's own list
   std::string numstat, apply_output;

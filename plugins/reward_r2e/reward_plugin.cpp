@@ -112,7 +112,9 @@ class R2EReward final : public mlpt::sdk::Reward {
       for (const auto& f : result["untracked_at_start"])
         if (f.is_string()) from_harness.push_back(f.get<std::string>());
     box.write_file("/tmp/mlpt_agent.patch", patch, 0644);
-    auto prep_run = box.exec(mlpt::r2e::prepare_script(workspace_, "/tmp/mlpt_agent.patch", from_harness), 120000);
+    auto prep_run = box.exec(mlpt::r2e::prepare_script(workspace_, "/tmp/mlpt_agent.patch", from_harness,
+                                                       /*drop_added_hooks=*/hardened_),
+                             120000);
     auto prep = mlpt::r2e::parse_prepare(prep_run.output);
     if (!prep.complete && prep_run.truncated) {  // the patch's own bytes overflowed the limit: the rollout's doing
       details["timing"]["apply_s"] = seconds_since(t1);

@@ -265,7 +265,9 @@ TEST_CASE("comparison is exact: a missing, extra or different test is a mismatch
   CHECK(c.mismatches[0]["got"] == "FAILED");
 }
 
-TEST_CASE("git apply skips untracked-at-start files, hidden tests, run_tests.sh and conftest.py files the patch adds") {
+TEST_CASE(
+    "git apply skips untracked-at-start files, hidden tests, run_tests.sh, and (hardened) conftest.py files "
+    "the patch adds") {
   TempDir d;
   auto sh = [&](const std::string& cmd) {
     agent_env_test::HostWorkspace ws(d.path);
@@ -314,6 +316,21 @@ TEST_CASE("git apply skips untracked-at-start files, hidden tests, run_tests.sh 
   CHECK(agent_env_test::read(d.path / "pkg" / "mod.py") == "x = 2\n");
   CHECK(agent_env_test::read(d.path / "setup_env.sh") == "# untracked at start\n");
   CHECK_FALSE(std::filesystem::exists(d.path / "conftest.py"));
+  // The reference grading mode applies the added conftest.py files, as R2E-Gym does; the untracked
+  // file and the hidden tests stay excluded.
+  REQUIRE(sh("git reset -q --hard && git clean -fdq -e agent.patch && printf '# untracked at start\\n' > "
+             "setup_env.sh")
+              .exit_code == 0);
+  prep = mlpt::r2e::parse_prepare(
+      sh(mlpt::r2e::prepare_script(d.str(), d.str() + "/agent.patch", {}, /*drop_added_hooks=*/false))
+          .output);
+  REQUIRE(prep.complete);
+  CHECK(prep.apply_exit == 0);
+  CHECK(agent_env_test::read(d.path / "conftest.py") == "forced = True\n");
+  CHECK(agent_env_test::read(d.path / "pkg" / "conftest.py") == "forced = True\n");
+  CHECK(agent_env_test::read(d.path / "setup_env.sh") == "# untracked at start\n");
+  CHECK_FALSE(std::filesystem::exists(d.path / "r2e_tests"));
+  CHECK_FALSE(std::filesystem::exists(d.path / "run_tests.sh"));
 }
 
 TEST_CASE("binary diffs are dropped from the patch, text sections kept byte for byte") {
