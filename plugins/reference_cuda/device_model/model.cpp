@@ -42,6 +42,8 @@ struct Workspace {
   Buffer dx, dxn, dtmp, b0, b1, b2, b3, b4, b5, f0, f1, f2, f3;
   // Tensor-parallel sums: fp32 copies of bf16 partial sums, and gradients set aside.
   Buffer tp_values, tp_earlier;
+  // Whole routed rows another TP rank adds (expert tensor parallel 1), and their input gradient.
+  Buffer routed_elsewhere;
 };
 void WorkspaceDeleter::operator()(Workspace* w) const {
   delete w;
@@ -161,8 +163,16 @@ struct Call {
   bool has_states;     // the segments continue sequence states (BatchPlan)
   int64_t max_blocks;  // the block table's row length (BatchPlan)
   Communicator* tensor;  // the tensor-parallel group, NULL for one rank
-  Communicator* expert;  // the expert-parallel group (host memory), NULL for one rank
-  bool experts_dispatched() const { return expert && expert->size() > 1; }
+  Communicator* routed;  // the routed experts' group (host memory), NULL for one rank
+  bool experts_dispatched() const { return routed && routed->size() > 1; }
+  // Where this rank's dispatched routed rows go: `mine`, or (expert tensor parallel 1, TP rank > 0:
+  // TP rank 0 adds those whole rows to the partial sums) a zeroed scratch of n values.
+  bf16* routed_rows(bf16* mine, int64_t n) const {
+    if (!w.config.shard.routed_rows_whole_on_tp_ranks() || w.config.shard.tp_rank == 0) return mine;
+    bf16* scratch = take<bf16>(ops, ws.routed_elsewhere, n);
+    ops.zero(scratch, size_t(n) * 2);
+    return scratch;
+  }
 };
 
 // Partial sums of this rank's heads or FFN columns summed over the tensor-parallel group, in
@@ -342,8 +352,8 @@ void moe_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
                     size_t(k) * 2, N);
   c.ops.zero(out, size_t(N * H) * 2);
   if (c.experts_dispatched())
-    staged_experts_forward(c.ops, *c.expert, shape, N, xn, experts, weights, c.w.bf(L.gate_up),
-                           c.w.bf(L.down), out);
+    staged_experts_forward(c.ops, *c.routed, shape, N, xn, experts, weights, c.w.bf(L.gate_up),
+                           c.w.bf(L.down), c.routed_rows(out, N * H));
   else
     c.ops.experts_forward(shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out);
   bf16* sg = take<bf16>(c.ops, t.sg, N * Is);
@@ -413,7 +423,7 @@ Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& 
               plan.has_states,
               plan.max_blocks,
               b.parallel ? b.parallel->tensor : nullptr,
-              b.parallel ? b.parallel->expert : nullptr};
+              b.parallel ? b.parallel->routed_group() : nullptr};
 }
 
 }  // namespace
@@ -608,9 +618,10 @@ void moe_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
   const int64_t N = c.N, H = cf.hidden_size, E = cf.num_experts, k = cf.experts_per_token;
   const int64_t Is = cf.shared_intermediate;
   auto G = [&](int i) { return grads[i].as<float>(); };
-  // On a tensor-parallel shard the shared expert's and every routed expert's FFN columns are this
-  // rank's: their contributions to dxn, dlogit and dweights are partial sums, summed over the group
-  // before the replicated shared expert gate and router add theirs (once, on every rank alike).
+  // On a tensor-parallel shard the shared expert's (and with etp = tp every routed expert's) FFN
+  // columns are this rank's: their contributions to dxn, dlogit and dweights are partial sums,
+  // summed over the group before the replicated shared expert gate and router add theirs (once, on
+  // every rank alike). Whole routed rows (etp = 1) count on TP rank 0 only.
   bf16* dlogit = take<bf16>(ops, ws.b0, N);
   bf16* dS = take<bf16>(ops, ws.b1, N * H);
   c.ops.scaled_add_backward(N, H, t.s_logit.as<bf16>(), t.s_out.as<bf16>(), dout, dlogit, dS);
@@ -628,10 +639,12 @@ void moe_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
 
   const MoeShape shape = moe_shape(cf);
   float* dweights = take<float>(ops, ws.f0, N * k);
-  if (c.experts_dispatched())
-    staged_experts_backward(c.ops, *c.expert, shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(),
-                            c.w.bf(L.gate_up), c.w.bf(L.down), dout, dxn, dweights, G(L.gate_up), G(L.down));
-  else
+  if (c.experts_dispatched()) {
+    bf16* dx = c.routed_rows(dxn, N * H);
+    staged_experts_backward(c.ops, *c.routed, shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(),
+                            c.w.bf(L.gate_up), c.w.bf(L.down), dout, dx, dweights, G(L.gate_up), G(L.down));
+    if (dx != dxn) c.ops.zero(dweights, size_t(N * k) * 4);  // TP rank 0 adds the whole rows' share
+  } else
     c.ops.experts_backward(shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(), c.w.bf(L.gate_up),
                            c.w.bf(L.down), dout, dxn, true, dweights, G(L.gate_up), G(L.down));
   sum_over_tensor(c, dweights, N * k);

@@ -82,7 +82,7 @@ DeviceEngineBackend::DeviceEngineBackend(
                    ": tensor-parallel sums over " + kind);
     }
     // The model exchanges routed rows over the host's expert group (host-staged dispatch).
-    parallel_ = ModelParallel{tensor_.get(), groups.expert};
+    parallel_ = ModelParallel{tensor_.get(), groups.expert, groups.routed};
   }
 }
 

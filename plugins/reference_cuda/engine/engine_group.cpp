@@ -63,7 +63,7 @@ class FailingCommunicator final : public Communicator {
 #endif
 }  // namespace
 
-EngineGroup::EngineGroup(const mlpt_component_group* group, int tp, int ep, EngineTestFault fault) {
+EngineGroup::EngineGroup(const mlpt_component_group* group, int tp, int ep, int etp, EngineTestFault fault) {
   if (group) {
     sdk::require_struct(group, MLPT_COMPONENT_GROUP_STRUCT_SIZE, "mlpt_component_group");
     name_ = sdk::to_string(group->name);
@@ -76,7 +76,10 @@ EngineGroup::EngineGroup(const mlpt_component_group* group, int tp, int ep, Engi
                                            std::to_string(ep) + " need an engine group of " + std::to_string(tp * ep) +
                                            " ranks; this engine is one of " + std::to_string(size_) +
                                            (group ? " (component_group '" + name_ + "')" : " (no component_group)"));
-  shard_ = ModelShard::of_world_rank(tp, ep, rank_);
+  if (etp != 1 && etp != tp)
+    throw Error(MLPT_INVALID_ARGUMENT, "engine setting expert_tensor_parallel " + std::to_string(etp) +
+                                           " is neither 1 (whole experts) nor tensor_parallel " + std::to_string(tp));
+  shard_ = ModelShard::of_world_rank(tp, ep, rank_, etp);
   if (size_ == 1) return;
 #ifdef MLPT_REFERENCE_MPI
   MPI_Comm comm = as_comm(meet_mpi_group("engine group", name_, rank_, size_, /*tag=*/0x656e));
@@ -95,9 +98,10 @@ EngineGroup::EngineGroup(const mlpt_component_group* group, int tp, int ep, Engi
   };
   tensor_ = split(shard_.ep_rank, shard_.tp_rank, "tensor parallel");
   expert_ = split(shard_.tp_rank, shard_.ep_rank, "expert parallel");
+  if (shard_.routed_rows_whole_on_tp_ranks()) routed_ = split(0, rank_, "routed experts");  // the whole group
   if (tp == 1) tensor_.reset();
   if (ep == 1) expert_.reset();
-  parallel_ = ModelParallel{tensor_.get(), expert_.get()};
+  parallel_ = ModelParallel{tensor_.get(), expert_.get(), routed_.get()};
 #else
   throw Error(MLPT_UNIMPLEMENTED, "engine group '" + name_ + "' of " + std::to_string(size_) +
                                       " ranks: this mlpt_reference plugin was built without MPI (install libopenmpi-dev and rebuild)");
@@ -107,6 +111,7 @@ EngineGroup::EngineGroup(const mlpt_component_group* group, int tp, int ep, Engi
 EngineGroup::~EngineGroup() {
   tensor_.reset();
   expert_.reset();
+  routed_.reset();
   failure_.reset();  // after the communicators that wait through it
 #ifdef MLPT_REFERENCE_MPI
   if (comm_) {

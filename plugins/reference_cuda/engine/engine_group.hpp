@@ -41,7 +41,8 @@ class EngineGroup {
   // must be tp · ep. Throws MLPT_INVALID_ARGUMENT naming the mismatch, MLPT_FAILED_PRECONDITION
   // without MPI initialised, MLPT_UNIMPLEMENTED in a plugin built without MPI.
   // `fault`, for tests only: a rank that fails halfway through a step.
-  EngineGroup(const mlpt_component_group* group, int tp, int ep, EngineTestFault fault = {});
+  // `etp`: expert tensor parallelism, 1 or tp (model_parallel.hpp).
+  EngineGroup(const mlpt_component_group* group, int tp, int ep, int etp = 1, EngineTestFault fault = {});
   ~EngineGroup();
   EngineGroup(const EngineGroup&) = delete;
   EngineGroup& operator=(const EngineGroup&) = delete;
@@ -79,6 +80,7 @@ class EngineGroup {
   std::shared_ptr<GroupFailure> failure_;  // how its ranks hear of a failed one, when size_ > 1 (MPI only)
   ModelShard shard_;
   std::unique_ptr<Communicator> tensor_, expert_;  // the model's, when tp (ep) > 1
+  std::unique_ptr<Communicator> routed_;           // the routed experts' group when etp = 1 and tp > 1
   ModelParallel parallel_;
 };
 

@@ -86,12 +86,13 @@ std::optional<EngineGroup::Refusal> refusal_of(EngineGroup& group, mlpt_error_co
 GroupBackend::GroupBackend(sdk::Settings& s) {
   tp_ = static_cast<int>(s.integer_or("tensor_parallel", 1, 1));
   ep_ = static_cast<int>(s.integer_or("expert_parallel", 1, 1));
+  etp_ = static_cast<int>(s.integer_or("expert_tensor_parallel", 1, 1));
   // Tests of a failing rank: every rank reads one config, so the fault names its rank.
   fault_ = EngineTestFault{s.integer_or("test_only_fail_at_collective", 0, 0), s.integer_or("test_only_fail_rank", -1, -1)};
 }
 
 void GroupBackend::join(const mlpt_component_group* group) {
-  group_ = std::make_unique<EngineGroup>(group, tp_, ep_, fault_);  // the ranks meet
+  group_ = std::make_unique<EngineGroup>(group, tp_, ep_, etp_, fault_);  // the ranks meet
 }
 
 void GroupBackend::prepare_together(const std::string& checkpoint, const std::function<void()>& prepare) {

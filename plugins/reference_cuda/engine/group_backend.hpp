@@ -11,7 +11,8 @@
 // for it, and the group is broken (every later step and load fails naming it on every rank, the
 // other ranks stop serving).
 //
-// Settings read here: tensor_parallel, expert_parallel (1, 1): the group's layout;
+// Settings read here: tensor_parallel, expert_parallel (1, 1): the group's layout, and
+// expert_tensor_parallel (1: whole experts over the group, or tensor_parallel);
 // test_only_fail_at_collective (0: never) and test_only_fail_rank (-1: every rank), for tests of a
 // failing rank only: that group rank throws instead of making its n-th collective of the model,
 // halfway through a step.
@@ -100,7 +101,7 @@ class GroupBackend : public EngineBackend {
   void serve_step(const GroupMessage& m);
   void serve_load(uint64_t version);
 
-  int tp_ = 1, ep_ = 1;
+  int tp_ = 1, ep_ = 1, etp_ = 1;  // settings tensor_parallel, expert_parallel, expert_tensor_parallel
   EngineTestFault fault_;
   std::unique_ptr<EngineGroup> group_;
   ModelConfig whole_config_, shard_config_;  // in a group

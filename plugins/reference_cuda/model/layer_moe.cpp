@@ -41,10 +41,12 @@ void moe_forward(const LayerContext<T>& ctx, const Weights<T>& w, const T* xn, c
   if (record) std::copy(t.experts.begin(), t.experts.end(), record);
 
   std::fill(out, out + N * H, T(0));
-  if (ctx.parallel && ctx.parallel->expert_size() > 1)  // this rank holds a block of the experts
-    dispatched_experts_forward(*ctx.parallel->expert, shape, N, xn, t.experts.data(), t.weights.data(), w[L.gate_up],
-                               w[L.down], out);
-  else
+  if (ctx.parallel && ctx.parallel->routed_size() > 1) {  // this rank holds a block of the experts
+    // Whole rows on every TP rank (expert tensor parallel 1): TP rank 0 adds them to the partial sums.
+    std::vector<T> elsewhere(c.shard.routed_rows_whole_on_tp_ranks() && c.shard.tp_rank != 0 ? N * H : 0);
+    dispatched_experts_forward(*ctx.parallel->routed_group(), shape, N, xn, t.experts.data(), t.weights.data(),
+                               w[L.gate_up], w[L.down], elsewhere.empty() ? out : elsewhere.data());
+  } else
     cpu::experts_forward(shape, N, xn, t.experts.data(), t.weights.data(), w[L.gate_up], w[L.down], out);
 
   t.sg.resize(N * Is);
@@ -72,9 +74,10 @@ void moe_backward(const LayerContext<T>& ctx, const Weights<T>& w, const MoeTape
   const int64_t N = ctx.tokens, H = c.hidden_size, E = c.num_experts, k = c.experts_per_token;
   const int64_t Is = c.shared_intermediate;
 
-  // On a tensor-parallel shard the shared expert's and every routed expert's FFN columns are this
-  // rank's: their contributions to dxn, d_logit and dweights are partial sums, summed over the group
-  // before the replicated router and shared expert gate add theirs (once, on every rank alike).
+  // On a tensor-parallel shard the shared expert's (and with etp = tp every routed expert's) FFN
+  // columns are this rank's: their contributions to dxn, d_logit and dweights are partial sums,
+  // summed over the group before the replicated router and shared expert gate add theirs (once, on
+  // every rank alike). Whole routed rows (etp = 1) count on TP rank 0 only.
   Communicator* tensor_group = ctx.parallel ? ctx.parallel->tensor : nullptr;
 
   // Shared expert; its gate's d_logit needs the whole shared output, <dout, s_out>.
@@ -100,10 +103,20 @@ void moe_backward(const LayerContext<T>& ctx, const Weights<T>& w, const MoeTape
   // Routed experts (on the ranks that own them under expert parallelism).
   const cpu::MoeShape shape = moe_shape(c);
   std::vector<T> dweights(N * k);
-  if (ctx.parallel && ctx.parallel->expert_size() > 1)
-    dispatched_experts_backward(*ctx.parallel->expert, shape, N, t.xn.data(), t.experts.data(), t.weights.data(),
-                                w[L.gate_up], w[L.down], dout, dxn, dweights.data(), grads[L.gate_up], grads[L.down]);
-  else
+  if (ctx.parallel && ctx.parallel->routed_size() > 1) {
+    // The dispatch needs dx equal on every rank of its group: with whole routed rows (etp = 1) its
+    // group spans TP ranks whose dxn hold different partial sums, so it fills a zeroed dx of its
+    // own, which TP rank 0 adds.
+    const bool whole_rows = c.shard.routed_rows_whole_on_tp_ranks();
+    std::vector<T> routed_dx(whole_rows ? N * H : 0, T(0));
+    dispatched_experts_backward(*ctx.parallel->routed_group(), shape, N, t.xn.data(), t.experts.data(),
+                                t.weights.data(), w[L.gate_up], w[L.down], dout, whole_rows ? routed_dx.data() : dxn,
+                                dweights.data(), grads[L.gate_up], grads[L.down]);
+    if (whole_rows && c.shard.tp_rank == 0)
+      for (int64_t i = 0; i < N * H; ++i) dxn[i] += routed_dx[i];
+    else if (whole_rows)
+      std::fill(dweights.begin(), dweights.end(), T(0));
+  } else
     cpu::experts_backward(shape, N, t.xn.data(), t.experts.data(), t.weights.data(), w[L.gate_up], w[L.down], dout,
                           dxn, dweights.data(), grads[L.gate_up], grads[L.down]);
   sum_over(tensor_group, dweights.data(), static_cast<size_t>(N * k));

@@ -1,6 +1,6 @@
 // `mlpt model`: make and inspect reference-model checkpoints.
 //   mlpt model init --config FILE --seed N --out DIR [--tokenizer DIR] [--dtype D] [--shard-bytes N]
-//   mlpt model score --checkpoint DIR [--top N] [--threads N] [--tp T --ep E]   (mpirun -np T·E)
+//   mlpt model score --checkpoint DIR [--top N] [--threads N] [--tp T --ep E [--etp 1|T]]   (mpirun -np T·E)
 //   mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB
 //                   [--trainer-nodes N] [--gpus-per-node 4] [--context 65536]
 //   mlpt model refit-time --config FILE --trainer L --engine L --nodes N --changed-fraction F
@@ -44,7 +44,8 @@ const char* kUsage =
     "  mlpt model init --config FILE --seed N --out DIR [--tokenizer DIR] [--dtype float32|bfloat16|float16]\n"
     "                  [--shard-bytes N]\n"
     "  mlpt model score --checkpoint DIR [--top N] [--threads N]   (token ids on stdin, one sequence per line)\n"
-    "                  [--tp T --ep E]   (under mpirun -np T*E: tensor and expert parallel, same output)\n"
+    "                  [--tp T --ep E [--etp 1|T]]   (under mpirun -np T*E: tensor and expert parallel, whole\n"
+    "                  experts over all T*E ranks or (--etp T) their columns over the T; the same output)\n"
     "  mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB\n"
     "                  [--trainer-nodes N (default N/4)] [--gpus-per-node 4] [--context 65536]\n"
     "                  (per-GPU memory; exit status 0 when the plan fits, 3 when it does not)\n"
@@ -148,15 +149,15 @@ std::unique_ptr<MpiModelLayout> g_layout;
 // With --tp T --ep E (mpirun -np T·E) every rank holds its shard and computes; world rank 0 reads
 // stdin (the launcher forwards it there only), hands each line to the others and prints.
 int score(int argc, char** argv) {
-  auto o = parse_options(argc, argv, 2, {"checkpoint", "top", "threads", "tp", "ep"});
+  auto o = parse_options(argc, argv, 2, {"checkpoint", "top", "threads", "tp", "ep", "etp"});
   std::string dir = required(o, "checkpoint");
   int64_t top = integer(o, "top", 0);
-  const int64_t tp = integer(o, "tp", 1), ep = integer(o, "ep", 1);
+  const int64_t tp = integer(o, "tp", 1), ep = integer(o, "ep", 1), etp = integer(o, "etp", 1);
   if (tp < 1 || ep < 1 || tp * ep > 65536) throw Error(MLPT_INVALID_ARGUMENT, "--tp and --ep must be positive");
   mlpt::ref::cpu::set_cpu_threads(static_cast<int>(integer(o, "threads", 1)));
   const bool parallel = tp * ep > 1 || launched_ranks() > 1;
 #ifdef MLPT_REFERENCE_MODEL_MPI
-  if (parallel) g_layout = std::make_unique<MpiModelLayout>(static_cast<int>(tp), static_cast<int>(ep));
+  if (parallel) g_layout = std::make_unique<MpiModelLayout>(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp));
   const MpiModelLayout* layout = g_layout.get();
 #else
   if (parallel)

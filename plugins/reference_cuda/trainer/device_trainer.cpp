@@ -27,15 +27,16 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
                              const std::function<void(Settings&)>& platform_keys,
                              const std::function<std::unique_ptr<DevicePlatform>()>& make_platform)
     : group_(group) {
-  int64_t tp = 1, ep = 1;
+  int64_t tp = 1, ep = 1, etp = 1;
   bool distributed_optimizer = true;
   settings_ = parse_trainer_settings(config_json, component, [&](Settings& s) {
     tp = s.integer_or("tensor_parallel", 1, 1);
     ep = s.integer_or("expert_parallel", 1, 1);
+    etp = s.integer_or("expert_tensor_parallel", 1, 1);
     distributed_optimizer = s.boolean_or("distributed_optimizer", true);
     if (platform_keys) platform_keys(s);
   });
-  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep));
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp));
   if (distributed_optimizer) optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank());
   platform_ = make_platform();
   ws_ = dev::make_workspace();
@@ -44,7 +45,7 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
   if (groups.tensor) tensor_ = platform_->device_group(*groups.tensor, kind);
   if (groups.expert) expert_ = platform_->device_group(*groups.expert, kind);
   // The model exchanges routed rows over the host's expert group (host-staged dispatch).
-  if (sharded()) parallel_ = ModelParallel{tensor_.get(), groups.expert};
+  if (sharded()) parallel_ = ModelParallel{tensor_.get(), groups.expert, groups.routed};
   if (group_.data_parallel_group()) data_ = platform_->device_group(*group_.data_parallel_group(), kind);
   Weights<float> w = sharded() ? load_shard_weights<float>(settings_.checkpoint, group_.shard())
                                : load_weights<float>(settings_.checkpoint);

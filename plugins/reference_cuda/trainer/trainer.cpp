@@ -25,16 +25,17 @@ constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exis
 }  // namespace
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
-  int64_t tp = 1, ep = 1;
+  int64_t tp = 1, ep = 1, etp = 1;
   bool distributed_optimizer = true;
   const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu", [&](Settings& extra) {
     share_prefixes_ = extra.boolean_or("share_prefixes", true);
     tp = extra.integer_or("tensor_parallel", 1, 1);
     ep = extra.integer_or("expert_parallel", 1, 1);
+    etp = extra.integer_or("expert_tensor_parallel", 1, 1);
     distributed_optimizer = extra.boolean_or("distributed_optimizer", true);
     save_piece_bytes_ = static_cast<size_t>(extra.integer_or("save_piece_bytes", static_cast<int64_t>(save_piece_bytes_), 1));
   });
-  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep));
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp));
   checkpoint_ = s.checkpoint;
   micro_batch_tokens_ = s.micro_batch_tokens;
   optimizer_ = s.optimizer;

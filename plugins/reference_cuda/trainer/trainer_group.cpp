@@ -69,8 +69,9 @@ TrainerGroup::~TrainerGroup() {
   data_.reset();
   tensor_.reset();
   expert_.reset();
+  routed_.reset();
 #ifdef MLPT_REFERENCE_MPI
-  for (void* c : {data_comm_, tensor_comm_, expert_comm_, comm_}) {
+  for (void* c : {data_comm_, tensor_comm_, expert_comm_, model_comm_, comm_}) {
     if (!c) continue;
     MPI_Comm comm = as_comm(c);
     MPI_Comm_free(&comm);
@@ -78,12 +79,15 @@ TrainerGroup::~TrainerGroup() {
 #endif
 }
 
-void TrainerGroup::split_model_parallel(int tp, int ep) {
+void TrainerGroup::split_model_parallel(int tp, int ep, int etp) {
+  if (etp != 1 && etp != tp)
+    throw Error(MLPT_INVALID_ARGUMENT, "trainer group '" + name_ + "': expert_tensor_parallel " + std::to_string(etp) +
+                                           " is neither 1 (whole experts) nor tensor_parallel " + std::to_string(tp));
   if (tp < 1 || ep < 1 || size_ % (tp * ep) != 0)
     throw Error(MLPT_INVALID_ARGUMENT, "trainer group '" + name_ + "' of " + std::to_string(size_) +
                                            " ranks does not split into model-parallel groups of tensor_parallel " +
                                            std::to_string(tp) + " × expert_parallel " + std::to_string(ep));
-  shard_ = ModelShard::of_world_rank(tp, ep, rank_ % (tp * ep));
+  shard_ = ModelShard::of_world_rank(tp, ep, rank_ % (tp * ep), etp);
   if (size_ == 1) return;
 #ifdef MLPT_REFERENCE_MPI
   const int dp_rank = rank_ / (tp * ep);
@@ -102,11 +106,13 @@ void TrainerGroup::split_model_parallel(int tp, int ep) {
     check_mpi(MPI_Comm_dup(as_comm(c), &dup), "MPI_Comm_dup");
     return std::make_unique<MpiCommunicator>(static_cast<void*>(dup));
   };
-  model_ = std::make_unique<MpiCommunicator>(split(dp_rank, shard_.world_rank(), "model parallel"));
+  model_comm_ = split(dp_rank, shard_.world_rank(), "model parallel");
+  model_ = communicator(model_comm_);
   if (tp > 1) tensor_ = communicator(tensor_comm_);
   if (ep > 1) expert_ = communicator(expert_comm_);
+  if (shard_.routed_rows_whole_on_tp_ranks()) routed_ = communicator(model_comm_);
   if (size_ > tp * ep) data_ = communicator(data_comm_);
-  parallel_ = ModelParallel{tensor_.get(), expert_.get()};
+  parallel_ = ModelParallel{tensor_.get(), expert_.get(), routed_.get()};
 #endif
 }
 
@@ -116,8 +122,13 @@ void TrainerGroup::sum(float* values, size_t count) const { sum_in(data_comm_ ? 
 void TrainerGroup::sum(double* values, size_t count) const { sum_in(data_comm_ ? data_comm_ : comm_, values, count); }
 
 double TrainerGroup::global_norm(double squares[3]) const {
-  sum_expert_parallel(&squares[2], 1);
-  sum_tensor_parallel(&squares[1], 2);
+  if (shard_.routed_rows_whole_on_tp_ranks()) {  // whole experts over the model-parallel group
+    sum_in(model_comm_, &squares[2], 1);
+    sum_tensor_parallel(&squares[1], 1);
+  } else {  // expert blocks over the ep ranks, their columns over the tp ranks
+    sum_expert_parallel(&squares[2], 1);
+    sum_tensor_parallel(&squares[1], 2);
+  }
   return std::sqrt(squares[0] + squares[1] + squares[2]);
 }
 

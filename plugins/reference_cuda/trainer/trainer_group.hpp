@@ -39,9 +39,10 @@ class TrainerGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // Splits the group into model-parallel groups of tp × ep ranks (once, before any sum). Throws
+  // Splits the group into model-parallel groups of tp × ep ranks (once, before any sum), routed
+  // experts with expert tensor parallelism etp (1 or tp: model_parallel.hpp). Throws
   // MLPT_INVALID_ARGUMENT when the group's size is not a multiple of tp · ep.
-  void split_model_parallel(int tp, int ep);
+  void split_model_parallel(int tp, int ep, int etp = 1);
   const ModelShard& shard() const { return shard_; }
   const ModelParallel& model_parallel() const { return parallel_; }
   int data_parallel_rank() const { return rank_ / (shard_.tp * shard_.ep); }
@@ -97,10 +98,11 @@ class TrainerGroup {
   std::string name_;
   int rank_ = 0, size_ = 1;
   void* comm_ = nullptr;  // the group's MPI communicator, when size_ > 1
-  void* data_comm_ = nullptr, *tensor_comm_ = nullptr, *expert_comm_ = nullptr;  // after a split
+  void* data_comm_ = nullptr, *tensor_comm_ = nullptr, *expert_comm_ = nullptr, *model_comm_ = nullptr;  // after a split
   ModelShard shard_;
   std::unique_ptr<Communicator> tensor_, expert_;  // what the model's forward and backward use
   std::unique_ptr<Communicator> model_;            // what a sharded save gathers tensors over
+  std::unique_ptr<Communicator> routed_;           // the routed experts' group under etp = 1, tp > 1
   std::unique_ptr<Communicator> data_;             // the replicas of this shard, when more than one
   ModelParallel parallel_;
 };

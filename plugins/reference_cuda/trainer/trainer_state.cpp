@@ -88,17 +88,17 @@ int64_t numel(const std::vector<int64_t>& shape) {
 
 // What every rank of the model-parallel group holds, computed alike on each (no exchange needed).
 struct GroupPlacements {
-  int tp = 1, ep = 1;
+  int tp = 1, ep = 1, etp = 1;
   std::vector<std::vector<ShardPlacement>> of_rank;  // [model-parallel rank][tensor]
 };
 
 GroupPlacements group_placements(const ModelConfig& full, const ModelShard& mine) {
-  GroupPlacements g{mine.tp, mine.ep, {}};
+  GroupPlacements g{mine.tp, mine.ep, mine.etp, {}};
   for (int r = 0; r < mine.tp * mine.ep; ++r) {
-    const ModelShard s = ModelShard::of_world_rank(mine.tp, mine.ep, r);
+    const ModelShard s = ModelShard::of_world_rank(mine.tp, mine.ep, r, mine.etp);
     ModelLayout local = make_layout(shard_config(full, s));
     for (const LayerTensors& l : local.layers)
-      for (int t : {l.moe.gate_up, l.moe.down}) local.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / s.ep;
+      for (int t : {l.moe.gate_up, l.moe.down}) local.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / s.expert_blocks();
     g.of_rank.push_back(shard_placements(full, local, s));
   }
   return g;
@@ -125,10 +125,13 @@ struct TensorWrite {
 TensorWrite plan_tensor(const GroupPlacements& g, size_t i, bool expert_blocks) {
   TensorWrite w;
   const int size = g.tp * g.ep;
-  w.parts = expert_blocks ? g.ep : 1;
+  // A block of experts is held by one rank (expert tensor parallel 1) or by the tp ranks of an ep rank.
+  w.parts = expert_blocks ? (g.etp == 1 ? size : g.ep) : 1;
   // Writers spread over the ranks: a block of experts stays within its expert-parallel ranks.
   for (int64_t p = 0; p < w.parts; ++p)
-    w.writer.push_back(expert_blocks ? static_cast<int>(p) * g.tp + static_cast<int>(i % g.tp) : static_cast<int>(i % size));
+    w.writer.push_back(!expert_blocks ? static_cast<int>(i % size)
+                       : g.etp == 1   ? static_cast<int>(p)
+                                      : static_cast<int>(p) * g.tp + static_cast<int>(i % g.tp));
   const int64_t rows = g.of_rank[0][i].global_shape[0], per_part = rows / w.parts;
   std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>> seen;
   for (int r = 0; r < size; ++r)
@@ -447,6 +450,7 @@ SaveFootprint save_trainer_state(const std::string& path, const std::string& che
                                   {"layout",
                                    {{"tensor_parallel", ranks.shard.tp},
                                     {"expert_parallel", ranks.shard.ep},
+                                    {"expert_tensor_parallel", ranks.shard.etp},
                                     {"data_parallel", ranks.data_parallel}}}};
     write_file_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
     swap_in(tmp, target);

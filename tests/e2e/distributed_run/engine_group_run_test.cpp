@@ -99,14 +99,16 @@ TEST_CASE("an engine rank that fails mid-step inside mlpt run ends the run namin
   mlpt_test::TempDir dir("engine_rank_fault");
   const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / "engine-rank-fault.toml";
   constexpr int kSteps = 6;
-  // Engine rank 1 makes some 200 to 250 collectives a step here: it fails in step 2 to 4 (batching varies).
+  // Engine rank 1 makes some 200 to 250 collectives a step here (expert columns split over the two
+  // TP ranks, expert_tensor_parallel 2; whole experts dispatched over both make more): it fails in
+  // step 2 to 4 (batching varies).
   constexpr int kFailAt = 700;
   write_engine_group_config(config, out,
                             {{"max_steps = ", "max_steps = " + std::to_string(kSteps)},
                              {"checkpoint_every_steps = ", "checkpoint_every_steps = 1"},
                              {"first_eval_samples = ", "first_eval_samples = 64000"},
-                             {"tensor_parallel = 2", "tensor_parallel = 2\ntest_only_fail_at_collective = " + std::to_string(kFailAt) +
-                                                         "\ntest_only_fail_rank = 1"}});
+                             {"tensor_parallel = 2", "tensor_parallel = 2\nexpert_tensor_parallel = 2\ntest_only_fail_at_collective = " +
+                                                         std::to_string(kFailAt) + "\ntest_only_fail_rank = 1"}});
   const auto started = std::chrono::steady_clock::now();
   int status = 0;
   const std::string output = mlpt_test::run_command(launch("engine-rank-fault", 300, false) + config.string() + " 2>&1", &status);

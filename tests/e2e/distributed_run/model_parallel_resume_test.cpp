@@ -85,6 +85,7 @@ TEST_CASE("mpirun -np 4 mlpt run --resume: a TP=2 or EP=2 run resumed from its s
   const nlohmann::json state = nlohmann::json::parse(read(out / "checkpoints/step_2/trainer/trainer_state.json"));
   CHECK(state["layout"] == nlohmann::json({{"tensor_parallel", tensor_parallel ? 2 : 1},
                                            {"expert_parallel", tensor_parallel ? 1 : 2},
+                                           {"expert_tensor_parallel", 1},
                                            {"data_parallel", 1}}));
 
   // As if the run had stopped after its step-2 checkpoint: steps 3 and 4 again, and each within

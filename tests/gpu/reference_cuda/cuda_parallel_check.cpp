@@ -304,7 +304,7 @@ int check(int argc, char** argv) {
   } else {
     throw std::runtime_error("--communicator must be staged or nccl, not " + communicator);
   }
-  const ModelParallel groups{tensor.get(), layout.groups().expert};  // the expert group: MPI, host memory
+  const ModelParallel groups{tensor.get(), layout.groups().expert, layout.groups().routed};  // expert groups: MPI, host memory
 
   const ModelConfig config = load_model_config(config_path);
   const Weights<float> full = bf16_exact(init_weights<float>(config, 1234));

@@ -165,7 +165,8 @@ TEST_CASE("a TP=2 x EP=2 and an EP=2 trainer group save the one-rank trainer sta
   CHECK(fs::exists(s1 + "/model.safetensors.index.json"));
   CHECK(SafetensorsCheckpoint(s1).names() == SafetensorsCheckpoint(dir / "published").names());
   const json state = json::parse(mlpt_test::read_bytes(s1 + "/trainer_state.json"));
-  CHECK(state["layout"] == json({{"tensor_parallel", 2}, {"expert_parallel", 2}, {"data_parallel", 1}}));
+  CHECK(state["layout"] ==
+        json({{"tensor_parallel", 2}, {"expert_parallel", 2}, {"expert_tensor_parallel", 1}, {"data_parallel", 1}}));
   CHECK(state["step"] == 1);
 
   const FolderDiff ep_model = compare_folders(e1, one1), ep_optimizer = compare_folders(e1 + "/optimizer", one1 + "/optimizer");

@@ -33,10 +33,11 @@ std::string config(const char* name) { return std::string(MLPT_SOURCE_DIR) + "/c
 
 // Runs parallel_forward_check over tp × ep ranks: forward (and with `gradients` backward) of the
 // shards against one rank.
-nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay, bool gradients = true) {
+nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay, bool gradients = true, int etp = 1) {
   int status = 0;
   const std::string cmd = "timeout -k 5 600 " + mlpt_test::mpirun_command(tp * ep) + PARALLEL_FORWARD_CHECK +
                           " --config " + config_path + " --tp " + std::to_string(tp) + " --ep " + std::to_string(ep) +
+                          " --etp " + std::to_string(etp) +
                           " --tolerance " + std::to_string(kLogprobTolerance) + " --grad-tolerance " +
                           std::to_string(kGradientTolerance) + (replay ? " --replay" : "") +
                           (gradients ? " --backward" : "") + " 2>&1";
@@ -48,7 +49,7 @@ nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay
   REQUIRE(key != std::string::npos);
   const auto line = out.rfind('{', key);
   nlohmann::json r = nlohmann::json::parse(out.substr(line, out.find('\n', line) - line));
-  WARN("tp " << tp << " ep " << ep << (replay ? " replay" : "") << " " << config_path << ": max |Δlogprob| "
+  WARN("tp " << tp << " ep " << ep << " etp " << etp << (replay ? " replay" : "") << " " << config_path << ": max |Δlogprob| "
              << r["max_logprob_diff"].get<double>() << ", max |Δhidden| " << r["max_hidden_diff"].get<double>()
              << (gradients ? ", max relative |Δgradient| " + std::to_string(r["max_grad_relative_diff"].get<double>()) : "")
              << ", generation max |Δhidden| " << r["max_generate_hidden_diff"].get<double>());
@@ -95,6 +96,14 @@ TEST_CASE("Tiny config: expert parallel (EP=2) forward and gradients equal one r
 }
 
 TEST_CASE("Tiny config: TP=2 x EP=2 over four ranks equals one rank") { check(2, 2, config("tiny"), false); }
+
+// Expert tensor parallelism: 1 (the default above: whole experts over every rank of the layout,
+// dispatched over all of them, their rows added once to the TP sums) or tp (each expert's FFN
+// columns split over the TP ranks as well, the blocks over the EP ranks).
+TEST_CASE("Tiny config: expert tensor parallel = TP (expert columns split) under TP=2 and TP=2 x EP=2 equals one rank") {
+  check(2, 1, config("tiny"), false, true, /*etp=*/2);
+  check(2, 2, config("tiny"), true, true, /*etp=*/2);
+}
 
 TEST_CASE("Tiny config: routing replay (R3) under EP=2 and TP=2 x EP=2 uses the given experts") {
   check(1, 2, config("tiny"), true);

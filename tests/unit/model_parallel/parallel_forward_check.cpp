@@ -108,7 +108,7 @@ double max_diff(const V& a, const V& b) {
 
 int check(int argc, char** argv) {
   std::string config_path;
-  int tp = 1, ep = 1;
+  int tp = 1, ep = 1, etp = 1;
   bool replay = false, with_backward = false;
   double tolerance = 1e-5, grad_tolerance = 1e-4, hidden_tolerance = 1e-4;
   for (int i = 1; i < argc; ++i) {
@@ -120,13 +120,14 @@ int check(int argc, char** argv) {
     if (a == "--config") config_path = value();
     else if (a == "--tp") tp = std::stoi(value());
     else if (a == "--ep") ep = std::stoi(value());
+    else if (a == "--etp") etp = std::stoi(value());
     else if (a == "--tolerance") tolerance = std::stod(value());
     else if (a == "--grad-tolerance") grad_tolerance = std::stod(value());
     else if (a == "--replay") replay = true;
     else if (a == "--backward") with_backward = true;
     else throw std::runtime_error("unknown argument " + a);
   }
-  MpiModelLayout layout(tp, ep);
+  MpiModelLayout layout(tp, ep, etp);
   ModelConfig config = load_model_config(config_path);
   Weights<float> full = init_weights<float>(config, 1234);
   // Two sequences (41 and 23 tokens) from a fixed linear congruential stream.
@@ -155,7 +156,7 @@ int check(int argc, char** argv) {
   const double dd = max_diff(generate(full, tokens, offsets, nullptr), decoded);
   const bool experts_equal = one.experts == many.experts && (!replay || many.experts == given);
   if (layout.world_rank() == 0)
-    std::cout << nlohmann::json{{"config", config_path}, {"tp", tp}, {"ep", ep}, {"replay", replay},
+    std::cout << nlohmann::json{{"config", config_path}, {"tp", tp}, {"ep", ep}, {"etp", etp}, {"replay", replay},
                                 {"max_hidden_diff", dh}, {"max_logprob_diff", dl}, {"experts_equal", experts_equal},
                                 {"hidden_bitwise_equal", one.hidden == many.hidden},
                                 {"backward", with_backward}, {"max_grad_relative_diff", dg},

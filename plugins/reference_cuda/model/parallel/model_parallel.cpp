@@ -17,6 +17,13 @@ void check_groups(const ModelShard& s, const ModelParallel* p) {
                          ", but the batch's groups make this tp rank " + std::to_string(tp_rank) + " of " +
                          std::to_string(tp) + ", ep rank " + std::to_string(ep_rank) + " of " + std::to_string(ep) +
                          " (one rank: no groups and unsharded weights)");
+  const int blocks = p ? p->routed_size() : 1, block = p && p->routed_group() ? p->routed_group()->rank() : 0;
+  if (s.sharded() && (blocks != s.expert_blocks() || block != s.expert_block()))
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "model parallel: the weights hold routed-expert block " +
+                                                std::to_string(s.expert_block()) + " of " + std::to_string(s.expert_blocks()) +
+                                                " (expert tensor parallel " + std::to_string(s.etp) +
+                                                "), but the batch's routed group makes this rank " + std::to_string(block) +
+                                                " of " + std::to_string(blocks));
 }
 
 template <class T>

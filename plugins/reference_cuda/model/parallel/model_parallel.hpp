@@ -5,14 +5,17 @@
 // neighbours, as Megatron places them). Tensor parallelism splits attention heads (query and KV;
 // where tp exceeds the KV heads, as at TP4 and TP8 with the 397B model's 2, each KV head is
 // replicated on the tp / num_kv_heads ranks whose query heads read it, and their partial gradients
-// of it summed), GDN key/value heads, the shared expert's and every routed expert's FFN columns; each rank's mixer
-// and MoE outputs are partial sums, summed over the TP group (in the backward, the input
-// gradients and the shared norms' gradients likewise). Expert parallelism splits the routed
-// experts into ep contiguous blocks; the tokens of a layer are split among the EP group, each
-// rank sends its tokens to the owners of their experts (all-to-all), gets the expert outputs back
-// and the group gathers the combined rows (expert_dispatch.hpp). Everything else (embedding, norms,
-// router, shared expert gate, LM head) is replicated. One rank is the case tp = ep = 1: the same
-// code with no group to talk to.
+// of it summed), GDN key/value heads and the shared expert's FFN columns; each rank's mixer and
+// MoE outputs are partial sums, summed over the TP group (in the backward, the input gradients and
+// the shared norms' gradients likewise). The routed experts are split into contiguous blocks over
+// the routed group: with expert tensor parallelism 1 (etp = 1, the default, as the reference
+// trains) every expert is whole on one of all tp · ep ranks; with etp = tp each expert's FFN
+// columns are split over the TP ranks too and the blocks over the ep ranks. The tokens of a layer
+// are split among the routed group, each rank sends its tokens to the owners of their experts
+// (all-to-all), gets the expert outputs back and the group gathers the combined rows
+// (expert_dispatch.hpp); with etp = 1 those rows are whole on every TP rank, so only TP rank 0
+// adds them to the TP partial sums. Everything else (embedding, norms, router, shared expert gate,
+// LM head) is replicated. One rank is the case tp = ep = 1: the same code with no group to talk to.
 #pragma once
 
 #include <cstddef>
@@ -25,12 +28,23 @@ namespace mlpt::ref {
 struct ModelShard {
   int tp = 1, tp_rank = 0;  // tensor-parallel size and this rank's place in it
   int ep = 1, ep_rank = 0;  // expert-parallel size and this rank's place in it
+  // Expert tensor parallelism: 1 (whole experts over all tp · ep ranks) or tp (expert FFN columns
+  // split over the TP ranks, expert blocks over the ep ranks).
+  int etp = 1;
   // How many tensor-parallel ranks hold each KV head: 1 when the KV heads split over tp, else
   // tp / num_kv_heads (set by shard_config, which knows the model).
   int kv_replicas = 1;
   bool sharded() const { return tp * ep > 1; }
   int world_rank() const { return ep_rank * tp + tp_rank; }
-  static ModelShard of_world_rank(int tp, int ep, int world_rank) { return {tp, world_rank % tp, ep, world_rank / tp}; }
+  // The routed group: how many blocks the routed experts are split into, and this rank's block.
+  int expert_blocks() const { return etp == 1 ? tp * ep : ep; }
+  int expert_block() const { return etp == 1 ? world_rank() : ep_rank; }
+  // Whether this rank's routed outputs (and input gradients) are whole rows that the other TP ranks
+  // also hold, so that only TP rank 0 adds them to the TP group's partial sums.
+  bool routed_rows_whole_on_tp_ranks() const { return etp == 1 && tp > 1; }
+  static ModelShard of_world_rank(int tp, int ep, int world_rank, int etp = 1) {
+    return {tp, world_rank % tp, ep, world_rank / tp, etp};
+  }
   // The first KV head of a shard holding `kv_heads` of them: its own block, or with replicated KV
   // heads the one head its query heads read (GQA keeps a group of query heads on one rank).
   int64_t first_kv_head(int64_t kv_heads) const { return static_cast<int64_t>(tp_rank / kv_replicas) * kv_heads; }
@@ -40,8 +54,12 @@ struct ModelShard {
 struct ModelParallel {
   Communicator* tensor = nullptr;  // the tp ranks with this rank's ep_rank
   Communicator* expert = nullptr;  // the ep ranks with this rank's tp_rank
+  // The routed experts' group where it is not `expert` (etp = 1 with tp > 1: all tp · ep ranks).
+  Communicator* routed = nullptr;
   int tensor_size() const { return tensor ? tensor->size() : 1; }
   int expert_size() const { return expert ? expert->size() : 1; }
+  Communicator* routed_group() const { return routed ? routed : expert; }
+  int routed_size() const { return routed_group() ? routed_group()->size() : 1; }
 };
 
 // A shard computes only with the groups of its layout, and a group of several ranks only with a

@@ -131,7 +131,7 @@ void MpiCommunicator::exchange_counts(const size_t* send_counts, size_t* recv_co
   for (int i = 0; i < size_; ++i) recv_counts[i] = static_cast<size_t>(r[static_cast<size_t>(i)]);
 }
 
-MpiModelLayout::MpiModelLayout(int tp, int ep) {
+MpiModelLayout::MpiModelLayout(int tp, int ep, int etp) {
   if (tp < 1 || ep < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "--tp and --ep must be at least 1");
   int initialised = 0;
   MPI_Initialized(&initialised);
@@ -150,7 +150,13 @@ MpiModelLayout::MpiModelLayout(int tp, int ep) {
                                                 std::to_string(tp * ep) + " ranks, but the job has " +
                                                 std::to_string(world_size) + " (start tp × ep ranks: mpirun -np " + std::to_string(tp * ep) + ")");
   }
-  shard_ = ModelShard::of_world_rank(tp, ep, world_rank);
+  if (etp != 1 && etp != tp) {
+    if (finalize_) MPI_Finalize();
+    finalize_ = false;
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "--etp " + std::to_string(etp) + " is neither 1 (whole experts) nor --tp " +
+                                                std::to_string(tp));
+  }
+  shard_ = ModelShard::of_world_rank(tp, ep, world_rank, etp);
   MPI_Comm tensor = MPI_COMM_NULL, expert = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(MPI_COMM_WORLD, /*color=*/shard_.ep_rank, /*key=*/shard_.tp_rank, &tensor), "MPI_Comm_split (tensor)");
   check_mpi(MPI_Comm_split(MPI_COMM_WORLD, /*color=*/shard_.tp_rank, /*key=*/shard_.ep_rank, &expert), "MPI_Comm_split (expert)");
@@ -158,11 +164,18 @@ MpiModelLayout::MpiModelLayout(int tp, int ep) {
   expert_ = std::make_unique<MpiCommunicator>(expert);
   groups_.tensor = tensor_.get();
   groups_.expert = expert_.get();
+  if (shard_.routed_rows_whole_on_tp_ranks()) {  // the routed experts over the whole job
+    MPI_Comm routed = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &routed), "MPI_Comm_dup (routed experts)");
+    routed_ = std::make_unique<MpiCommunicator>(routed);
+    groups_.routed = routed_.get();
+  }
 }
 
 MpiModelLayout::~MpiModelLayout() {
   tensor_.reset();
   expert_.reset();
+  routed_.reset();
   if (finalize_) MPI_Finalize();
 }
 

@@ -49,7 +49,7 @@ class MpiCommunicator final : public Communicator {
 // this rank's tensor-parallel and expert-parallel groups (model_parallel.hpp places the ranks).
 class MpiModelLayout {
  public:
-  MpiModelLayout(int tp, int ep);
+  MpiModelLayout(int tp, int ep, int etp = 1);  // etp: expert tensor parallelism, 1 or tp
   ~MpiModelLayout();
   MpiModelLayout(const MpiModelLayout&) = delete;
   MpiModelLayout& operator=(const MpiModelLayout&) = delete;
@@ -66,7 +66,7 @@ class MpiModelLayout {
  private:
   bool finalize_ = false;
   ModelShard shard_;
-  std::unique_ptr<MpiCommunicator> tensor_, expert_;
+  std::unique_ptr<MpiCommunicator> tensor_, expert_, routed_;
   ModelParallel groups_;
 };
 

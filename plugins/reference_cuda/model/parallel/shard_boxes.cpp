@@ -61,8 +61,8 @@ std::vector<ShardPlacement> shard_placements(const ModelConfig& f, const ModelLa
     }
     // Experts [e0, e0 + El), each one's FFN columns [i0, i0 + Il): gate_up [E, 2I, H] holds the
     // gate rows then the up rows of each expert, so its shard is two boxes.
-    const int64_t I = f.moe_intermediate, Il = c.moe_intermediate, i0 = r * Il, H = f.hidden_size;
-    const int64_t El = f.num_experts / s.ep, e0 = s.ep_rank * El;
+    const int64_t I = f.moe_intermediate, Il = c.moe_intermediate, i0 = s.etp == 1 ? 0 : r * Il, H = f.hidden_size;
+    const int64_t El = f.num_experts / s.expert_blocks(), e0 = s.expert_block() * El;
     out[static_cast<size_t>(l.moe.gate_up)].boxes = {ShardBox{{0, 0, 0}, {El, Il, H}, {e0, i0, 0}},
                                                      ShardBox{{0, Il, 0}, {El, Il, H}, {e0, I + i0, 0}}};
     out[static_cast<size_t>(l.moe.down)].boxes = {whole_at(shape(l.moe.down), {e0, 0, i0})};

@@ -32,6 +32,9 @@ void take_columns(const T* from, int64_t rows, int64_t width, int64_t begin, int
 
 ModelConfig shard_config(const ModelConfig& full, const ModelShard& s) {
   if (full.shard.sharded()) throw sdk::Error(MLPT_INTERNAL, "shard_config: the config is already a shard");
+  if (s.etp != 1 && s.etp != s.tp)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "expert tensor parallel " + std::to_string(s.etp) + " is neither 1 (whole experts) nor tp " +
+                                                std::to_string(s.tp));
   if (s.tp < 1 || s.ep < 1 || s.tp_rank < 0 || s.tp_rank >= s.tp || s.ep_rank < 0 || s.ep_rank >= s.ep)
     throw sdk::Error(MLPT_INVALID_ARGUMENT, "model shard: tp rank " + std::to_string(s.tp_rank) + " of " +
                                                 std::to_string(s.tp) + ", ep rank " + std::to_string(s.ep_rank) +
@@ -46,15 +49,15 @@ ModelConfig shard_config(const ModelConfig& full, const ModelShard& s) {
   if (!kv_replicated) require_split(full.num_kv_heads, s.tp, "num_key_value_heads", "tp");
   require_split(full.gdn_key_heads, s.tp, "linear_num_key_heads", "tp");
   require_split(full.gdn_value_heads, s.tp, "linear_num_value_heads", "tp");
-  require_split(full.moe_intermediate, s.tp, "moe_intermediate_size", "tp");
+  require_split(full.moe_intermediate, s.etp, "moe_intermediate_size", "expert tensor parallel");
   require_split(full.shared_intermediate, s.tp, "shared_expert_intermediate_size", "tp");
-  require_split(full.num_experts, s.ep, "num_experts", "ep");
+  require_split(full.num_experts, s.expert_blocks(), "num_experts", s.etp == 1 ? "tp x ep (expert tensor parallel 1)" : "ep");
   ModelConfig c = full;
   c.num_heads /= s.tp;
   c.num_kv_heads = kv_replicated ? 1 : full.num_kv_heads / s.tp;
   c.gdn_key_heads /= s.tp;
   c.gdn_value_heads /= s.tp;
-  c.moe_intermediate /= s.tp;
+  c.moe_intermediate /= s.etp;
   c.shared_intermediate /= s.tp;
   c.shard = s;
   c.shard.kv_replicas = kv_replicated ? static_cast<int>(s.tp / full.num_kv_heads) : 1;
@@ -74,9 +77,10 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
   // The expert tensors hold every expert, or just this rank's block (read so from a checkpoint).
   const int64_t held = full.layout.tensors[full.layout.layers.at(0).moe.gate_up].shape[0];
   const bool expert_block = held != f.num_experts;
-  if (expert_block && held != f.num_experts / s.ep)
+  if (expert_block && held != f.num_experts / s.expert_blocks())
     throw sdk::Error(MLPT_INTERNAL, "shard_weights: the weights hold " + std::to_string(held) + " experts per layer, neither all " +
-                                        std::to_string(f.num_experts) + " nor this rank's " + std::to_string(f.num_experts / s.ep));
+                                        std::to_string(f.num_experts) + " nor this rank's " +
+                                        std::to_string(f.num_experts / s.expert_blocks()));
   auto copy = [&](int local, int whole) { w.values[local] = full.values[whole]; };
   copy(w.layout.embed, full.layout.embed);
   copy(w.layout.final_norm, full.layout.final_norm);
@@ -111,9 +115,10 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
       copy(B.gdn.norm, A.gdn.norm);
       take_columns(full[A.gdn.out], H, f.value_dim(), v0 * dv, (v0 + Hv) * dv, w.values[B.gdn.out]);
     }
-    // MoE: experts [e0, e0 + E/ep), each one's FFN columns [i0, i0 + I/tp); the shared expert's too.
-    const int64_t I = f.moe_intermediate, Il = c.moe_intermediate, i0 = r * Il;
-    const int64_t El = f.num_experts / s.ep, e0 = expert_block ? 0 : s.ep_rank * El;
+    // MoE: this rank's block of experts [e0, e0 + El), each one's FFN columns [i0, i0 + Il) (all of
+    // them with expert tensor parallel 1); the shared expert's columns split over tp.
+    const int64_t I = f.moe_intermediate, Il = c.moe_intermediate, i0 = s.etp == 1 ? 0 : r * Il;
+    const int64_t El = f.num_experts / s.expert_blocks(), e0 = expert_block ? 0 : s.expert_block() * El;
     copy(B.moe.router, A.moe.router);
     copy(B.moe.shared_expert_gate, A.moe.shared_expert_gate);
     for (int64_t e = e0; e < e0 + El; ++e) {
@@ -144,7 +149,8 @@ Weights<T> read_shard_weights(const ModelConfig& full, const SafetensorsCheckpoi
   w.config = shard_config(full, shard);
   w.layout = make_layout(w.config);
   for (const LayerTensors& l : w.layout.layers)  // this rank's block of the experts
-    for (int t : {l.moe.gate_up, l.moe.down}) w.layout.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / shard.ep;
+    for (int t : {l.moe.gate_up, l.moe.down})
+      w.layout.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / shard.expert_blocks();
   const std::vector<ShardPlacement> placements = shard_placements(full, w.layout, shard);
   std::vector<T> box_values;
   for (size_t i = 0; i < w.layout.tensors.size(); ++i) {
