@@ -249,9 +249,19 @@ std::string run_text(const std::string& command, const std::string& input) {
 }  // namespace
 
 TEST_CASE("the system prompt and the tools are the reference's, byte for byte") {
-  // SHA-256 of OpenHands' system_prompt_long_horizon.j2 rendered by jinja2 (cli_mode false, stripped),
-  // upstream commit 3504ca77527a86068d15306e2ab7412b8d4d61e8 of its prompts folder.
-  CHECK(run_text("sha256sum", mlpt::openhands::system_prompt()).substr(0, 64) ==
+  // The reference mounts NeMo-Gym's system_prompt.j2 over OpenHands' system_prompt_long_horizon.j2:
+  // rendered, they differ in one line, the git-hosting list ("GitHub, GitLab, or Bitbucket", no
+  // "Azure DevOps"). With that line put back as OpenHands writes it, the text is OpenHands' render
+  // by jinja2 (cli_mode false, stripped) at upstream commit 3504ca77527a86068d15306e2ab7412b8d4d61e8,
+  // whose SHA-256 this is.
+  const std::string prompt = mlpt::openhands::system_prompt();
+  const std::string gym_line = "like GitHub, GitLab, or Bitbucket, use their",
+                    openhands_line = "like GitHub, GitLab, Bitbucket, or Azure DevOps, use their";
+  REQUIRE(prompt.find(gym_line) != std::string::npos);
+  CHECK(prompt.find("Azure") == std::string::npos);
+  std::string openhands_render = prompt;
+  openhands_render.replace(openhands_render.find(gym_line), gym_line.size(), openhands_line);
+  CHECK(run_text("sha256sum", openhands_render).substr(0, 64) ==
         "0835b6ad5555e0929adf1017a0f4282faa3fd5937961a91339f29b09e6fcfae9");
   for (const char* section : {"<ROLE>", "<SECURITY_RISK_ASSESSMENT>", "<PROCESS_MANAGEMENT>", "<TASK_MANAGEMENT>", "<TASK_TRACKING_PERSISTENCE>"})
     CHECK(mlpt::openhands::system_prompt().find(section) != std::string::npos);
