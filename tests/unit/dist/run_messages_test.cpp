@@ -25,9 +25,9 @@ TEST_CASE("a trajectory crosses as CBOR unchanged, floats bit for bit") {
   t.reward = 0.75, t.reward_flags = 3, t.reward_reason = "tests passed";
   t.end = MLPT_EPISODE_MAX_TURNS;
   t.truncated = true, t.turns = 2, t.min_weight_version = 4, t.max_weight_version = 5;
-  t.generation_s = 1.5, t.environment_s = 0.25, t.reward_s = 0.125, t.core_s = 0.0625;
+  t.generation_s = 1.5, t.environment_s = 0.25, t.reward_s = 0.125, t.core_s = 0.0625, t.wall_s = 2.5;
   t.transcript.start_messages = json::array({{{"role", "user"}, {"content", "fix it"}}});
-  t.transcript.turns.push_back({{{"content", "ok"}}, {{"done", true}}, 12, 3, 4, 0.5, 0.25});
+  t.transcript.turns.push_back({{{"content", "ok"}}, {{"done", true}}, 12, 3, 4, 0.5, 0.25, 0.375});
   t.transcript.result = {{"patch", "diff"}};
   t.transcript.reward_details = {{"tests", 3}};
   auto back = mlpt::dist::trajectory_from(over_the_wire(mlpt::dist::trajectory_json(t)));
@@ -46,10 +46,12 @@ TEST_CASE("a trajectory crosses as CBOR unchanged, floats bit for bit") {
   CHECK(back.min_weight_version == 4);
   CHECK(back.max_weight_version == 5);
   CHECK(back.core_s == 0.0625);
+  CHECK(back.wall_s == 2.5);  // the coordinator's timeline places the rollout by it
   CHECK(back.transcript.start_messages == t.transcript.start_messages);
   REQUIRE(back.transcript.turns.size() == 1);
   CHECK(back.transcript.turns[0].observation == json{{"done", true}});
   CHECK(back.transcript.turns[0].context_tokens == 12);
+  CHECK(back.transcript.turns[0].start_s == 0.375);
   CHECK(back.transcript.reward_details == t.transcript.reward_details);
 }
 
