@@ -461,11 +461,29 @@ def _start():
         state["phase"] = "running"
         send("collected", n=len(session.items))
 
+    # Hooks that decide whether a test's code runs and what its outcome is: a repository's hook
+    # among them (a tracked conftest.py, or a plugin registered at run time) can pass a test whose
+    # code never ran, which the phases seen here would not show. Reported as suspect.
+    protocol_hooks = ("pytest_runtest_protocol", "pytest_runtest_call", "pytest_pyfunc_call", "pytest_runtest_makereport")
+
+    def check_protocol(item):
+        for name in protocol_hooks:
+            hook = getattr(item.ihook, name, None)
+            for impl in (hook.get_hookimpls() if hook is not None else ()):
+                code = getattr(getattr(impl, "function", None), "__code__", None)
+                if isinstance(code, types.CodeType) and kind_of(code.co_filename) == "workspace":
+                    key = ("protocol", name, code.co_filename)
+                    if key not in state["reported"]:
+                        state["reported"].add(key)
+                        send("suspect", what="%s implemented by the repository (%s)" % (name, code.co_qualname),
+                             at="%s:%d" % (code.co_filename, code.co_firstlineno))
+
     def phase_wrapper(when):
         @pytest.hookimpl(hookwrapper=True, tryfirst=True)
         def wrapper(item):
             if when == "call" and state["items"].get(item.nodeid) is item:
                 check_item(item)
+                check_protocol(item)
             outcome = yield
             state["runs"].setdefault(item.nodeid, {})[when] = outcome_of(outcome.excinfo)
         return wrapper
