@@ -9,9 +9,11 @@
 namespace mlpt::openhands {
 
 const char* const kTimeoutMessageTemplate =
-    "You may wait longer to see additional output by sending empty command '', send other commands to interact with "
-    "the current process, send keys to interrupt/kill the command, or use the timeout parameter in execute_bash for "
-    "future commands.";
+    "You may wait longer to see additional output by sending empty command '', send other commands to "
+    "interact with "
+    "the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command "
+    "before sending "
+    "your new command, or use the timeout parameter in execute_bash for future commands.";
 const char* const kContinuePrefix = "[Below is the output of the previous command.]\n";
 
 namespace {

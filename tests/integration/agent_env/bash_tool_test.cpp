@@ -24,6 +24,13 @@ TEST_CASE("observations carry the completion, working directory and exit code li
         "[Current working directory: /testbed]\n[Python interpreter: /usr/bin/python]");
   DriverReport hard{"hard", -1, "/testbed", "", ""};
   CHECK(mlpt::openhands::format_observation(hard, "", "x", "2.5", "").rfind("\n[The command timed out after 2.5 seconds. ", 0) == 0);
+  // OpenHands' current TIMEOUT_MESSAGE_TEMPLATE (runtime/utils/bash_constants.py), word for word.
+  CHECK(std::string(mlpt::openhands::kTimeoutMessageTemplate) ==
+        "You may wait longer to see additional output by sending empty command '', send other commands to "
+        "interact with the "
+        "current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command "
+        "before sending your new "
+        "command, or use the timeout parameter in execute_bash for future commands.");
   CHECK(mlpt::openhands::python_number(json(30)) == "30");
   CHECK(mlpt::openhands::python_number(json(30.0)) == "30.0");
   CHECK(mlpt::openhands::python_number(json(2.5)) == "2.5");
