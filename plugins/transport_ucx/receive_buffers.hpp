@@ -1,6 +1,6 @@
-// Page-aligned receive buffers, recycled between versions: a 1 GB weight set costs its page faults
-// once, not on every step. Thread-safe (the caller's release and the progress thread both return
-// buffers).
+// Page-aligned buffers, recycled between versions: a 1 GB weight set costs its page faults once,
+// not on every step. The receiver lands versions in them; the sender cuts and packs what it sends
+// in them. Thread-safe (the caller's release and the progress thread both return buffers).
 #pragma once
 
 #include <sys/mman.h>
@@ -21,6 +21,8 @@ struct ReceiveBuffer {
 
 class ReceiveBufferPool {
  public:
+  // `keep`: how many free buffers wait for reuse (one per version that may be in flight at once).
+  explicit ReceiveBufferPool(size_t keep = 2) : keep_(keep) {}
   ~ReceiveBufferPool() {
     for (auto& b : free_) munmap(b.data, b.capacity);
   }
@@ -50,7 +52,7 @@ class ReceiveBufferPool {
   void give_back(ReceiveBuffer b) {
     if (!b.data) return;
     std::lock_guard lock(mutex_);
-    if (free_.size() < 2) {
+    if (free_.size() < keep_) {
       free_.push_back(b);
     } else {
       munmap(b.data, b.capacity);
@@ -58,6 +60,7 @@ class ReceiveBufferPool {
   }
 
  private:
+  size_t keep_;
   std::mutex mutex_;
   std::vector<ReceiveBuffer> free_;
 };

@@ -71,7 +71,9 @@ inline constexpr ucp_tag_t kFullMask = ~0ull;
 // sender assigned in its welcome. kAmAsk asks for the sender rank's shard boxes (answered by kOffer);
 // kAmPull says which boxes of which tensors to send this receiver from now on; kAmWhole (one sender
 // rank) asks for every version as the rank sends it. A receiver gets nothing before it said which.
-enum AmId : unsigned { kAmHello = 1, kAmAck = 2, kAmAsk = 3, kAmPull = 4, kAmWhole = 5 };
+// kAmLeaving: the receiver is closing its endpoint on purpose, so the broken connection that
+// follows is its leaving, not a fault (it is dropped as a lost one is, without a warning).
+enum AmId : unsigned { kAmHello = 1, kAmAck = 2, kAmAsk = 3, kAmPull = 4, kAmWhole = 5, kAmLeaving = 6 };
 
 // A box of a global tensor on the wire: ndim, then offsets and extents.
 void put_box(std::vector<uint8_t>& out, const std::vector<int64_t>& offset, const std::vector<int64_t>& extent);

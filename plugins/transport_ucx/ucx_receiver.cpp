@@ -309,7 +309,10 @@ class UcxReceiver::Engine {
 
   void shutdown() {
     for (auto& l : links_) drain(l);
-    // The last acks must reach the senders before we cut the lines.
+    // Each sender is told we leave, so that it takes the closed connection for that, not a fault.
+    for (auto& l : links_)
+      if (l.welcomed) send_am(l, kAmLeaving, {});
+    // The last acks (and that word) must reach the senders before we cut the lines.
     for (auto& l : links_) flush_ep(l, std::chrono::milliseconds(1000));
     for (auto& l : links_) close_ep(l);
     auto until = Clock::now() + std::chrono::milliseconds(2000);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include "mlpt/sdk/plugin.hpp"
@@ -11,6 +12,7 @@
 #include "mlpt/sdk/types.hpp"
 #include "mlpt/sdk/wire/weight_layout.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
+#include "receive_buffers.hpp"
 #include "shard_pulls.hpp"
 
 namespace mlpt::transport::ucx {
@@ -18,44 +20,96 @@ namespace mlpt::transport::ucx {
 using mlpt::sdk::Error;
 using mlpt::sdk::xxhash64;
 
+// Where a version's packed buckets and cut pieces are written: one scratch buffer, laid out once
+// with the stream. A packed bucket is packed at its place; a piece cut from a shard (not one run of
+// its memory) is cut at its place in its packed bucket, or at a place of its own when it fills
+// direct buckets. So each byte that is not sent from the tensor itself is written once.
+struct Scratch {
+  std::vector<int64_t> bucket;  // per bucket: its packed bytes' offset (-1: direct)
+  std::vector<int64_t> piece;   // per tensor: its cut bytes' offset (-1: not cut)
+  uint64_t bytes = 0;
+};
+
+// How one receiver's pulls are cut from this rank's tensors. Planned once per pull request and own
+// layout (a rank keeps its layout), then reused by every version: only the data moves.
+struct CutPlan {
+  Layout layout;                      // of the pieces (version and request set per version)
+  Scratch scratch;
+  std::vector<size_t> source;         // the rank's tensor each piece comes from
+  std::vector<sdk::Box> boxes;        // each piece's global box
+  std::vector<int64_t> source_bytes;  // a piece that is one run of its shard: where it starts (-1: cut)
+  std::string own_signature;          // the rank's layout it was planned against
+  uint64_t request = 0;
+};
+
 // One version as the sender serves it: the plan, the encoded metadata, and per bucket where its
-// bytes are (the tensor itself, or a packed staging copy) and its checksum, filled in bucket by
-// bucket by prepare() so that packing and hashing bucket i+1 overlap the transfer of bucket i.
+// bytes are (the tensor itself, or the scratch buffer) and its checksum, filled in bucket by bucket
+// by prepare() so that packing, cutting and hashing bucket i+1 overlap the transfer of bucket i.
 // Either the rank's own tensors (shared by every receiver served them whole) or the pieces one
 // receiver pulls, cut from them.
 struct UcxSender::Version {
   Layout layout;
   std::vector<uint8_t> meta;
   std::vector<mlpt_named_tensor> tensors;  // shallow copies: only data/byte_offset are used
-  std::vector<std::unique_ptr<uint8_t[]>> staging;
   std::vector<const uint8_t*> source;
   std::vector<uint64_t> checksums;
   size_t prepared = 0;
-  // The rank's own version: which box of its global tensor each tensor is, and that as an offer.
+  Scratch scratch;
+  std::shared_ptr<ReceiveBufferPool> pool;  // the scratch buffer comes from it and goes back to it
+  ReceiveBuffer buffer;
+  // The rank's own version: which box of its global tensor each tensor is, that as an offer, and
+  // the layout's signature (what a cut plan was made against).
   std::vector<OfferedTensor> boxes;
   std::vector<uint8_t> offer;
-  // A receiver's pieces: their boxes, and their bytes where a piece is not contiguous in its shard,
-  // cut from the rank's tensor `cut_from` (-1: nothing to cut, or cut already) when its first
-  // bucket is prepared, so that cutting overlaps the transfer of the buckets before it.
-  std::shared_ptr<const Version> own;  // the rank's version the pieces are cut from
-  std::vector<sdk::Box> piece_boxes;
-  std::vector<std::unique_ptr<uint8_t[]>> owned;
-  std::vector<int64_t> cut_from;
+  std::string signature;
+  // A receiver's pieces: cut from the rank's version `own` by `plan`; cut[k] once piece k is.
+  std::shared_ptr<const Version> own;
+  std::shared_ptr<const CutPlan> plan;
+  std::vector<bool> cut;
+
+  ~Version() {
+    if (pool) pool->give_back(buffer);
+  }
+  uint8_t* scratch_at(int64_t offset) { return buffer.data + offset; }
 };
 
 namespace {
 
-// Readies `v` for streaming once its layout is planned: per-bucket slots and the metadata.
-void finish_version(UcxSender::Version& v, const std::string& who) {
+Scratch plan_scratch(const Layout& layout, const std::vector<bool>& cut) {
+  Scratch s;
+  s.bucket.assign(layout.buckets.size(), -1);
+  s.piece.assign(layout.tensors.size(), -1);
+  for (size_t i = 0; i < layout.buckets.size(); ++i) {
+    const Bucket& b = layout.buckets[i];
+    if (b.direct_tensor >= 0) continue;
+    s.bucket[i] = static_cast<int64_t>(s.bytes);
+    for (uint32_t m = b.first_member; m < b.end_member; ++m)
+      if (m < cut.size() && cut[m]) s.piece[m] = s.bucket[i] + static_cast<int64_t>(layout.tensors[m].offset - b.offset);
+    s.bytes += align_up(b.size);
+  }
+  for (size_t k = 0; k < cut.size(); ++k) {
+    if (!cut[k] || s.piece[k] >= 0 || layout.tensors[k].nbytes == 0) continue;
+    s.piece[k] = static_cast<int64_t>(s.bytes);
+    s.bytes += align_up(layout.tensors[k].nbytes);
+  }
+  return s;
+}
+
+// Readies `v` for streaming once its layout is planned: per-bucket slots, the metadata and the
+// scratch buffer (from `pool`, when anything is packed or cut).
+void finish_version(UcxSender::Version& v, const std::shared_ptr<ReceiveBufferPool>& pool, const std::string& who) {
   size_t n = v.layout.buckets.size();
   if (n >= kMaxBuckets)
     throw Error(MLPT_INVALID_ARGUMENT, who + ": version " + std::to_string(v.layout.version) + " needs " + std::to_string(n) +
                                            " buckets, more than the " + std::to_string(kMaxBuckets) +
                                            " a version may have; raise bucket_bytes");
   v.meta = encode_metadata(v.layout);
-  v.staging.resize(n);
   v.source.resize(n);
   v.checksums.resize(n);
+  if (v.scratch.bytes > 0) {
+    v.pool = pool;
+    v.buffer = pool->take(v.scratch.bytes);
+  }
 }
 
 // True when `piece` (inside `shard`, both global boxes) is one contiguous run of the shard's
@@ -68,24 +122,24 @@ bool contiguous_in(const sdk::Box& shard, const sdk::Box& piece) {
   return true;
 }
 
-// The pieces one receiver pulls from this rank's version `own`, as a version of their own: a piece
-// contiguous in its shard is streamed from the shard's memory, any other is cut into memory first.
-std::shared_ptr<UcxSender::Version> cut_version(const std::shared_ptr<UcxSender::Version>& rank_version, const std::vector<Pull>& pulls,
-                                                uint64_t request, const Config& config, const std::string& who) {
-  const UcxSender::Version& own = *rank_version;
-  auto v = std::make_shared<UcxSender::Version>();
-  v->own = rank_version;
+// The plan of the pieces one receiver pulls from this rank's version `own`: a piece contiguous in
+// its shard is streamed from the shard's memory, any other is cut into the scratch buffer.
+std::shared_ptr<const CutPlan> plan_cut(const UcxSender::Version& own, const std::vector<Pull>& pulls, uint64_t request,
+                                        const Config& config, const std::string& who) {
+  auto plan = std::make_shared<CutPlan>();
+  plan->own_signature = own.signature;
+  plan->request = request;
   // A rank may hold several boxes of one tensor (under tensor parallelism, its rows of each part
   // of a fused tensor): a pull is cut from the box that holds it.
   std::multimap<std::string, size_t> index;
   for (size_t i = 0; i < own.boxes.size(); ++i) index.emplace(own.boxes[i].name, i);
-  std::vector<size_t> source(pulls.size());
   const size_t n = pulls.size();
-  v->piece_boxes.resize(n);
-  v->owned.resize(n);
-  v->cut_from.assign(n, -1);
+  plan->source.resize(n);
+  plan->boxes.resize(n);
+  plan->source_bytes.assign(n, -1);
   std::vector<std::string> names(n);  // unique while planning: one tensor may come in several pieces
-  v->tensors.resize(n);
+  std::vector<mlpt_named_tensor> pieces(n);
+  std::vector<bool> cut(n, false);
   for (size_t k = 0; k < n; ++k) {
     const Pull& pull = pulls[k];
     const auto [first, last] = index.equal_range(pull.name);
@@ -98,38 +152,67 @@ std::shared_ptr<UcxSender::Version> cut_version(const std::shared_ptr<UcxSender:
       throw Error(MLPT_FAILED_PRECONDITION, who + " pulls box offset " + sdk::detail::shape_text(pull.box.offset) + " shape " +
                                                 sdk::detail::shape_text(pull.box.extent) + " of '" + pull.name +
                                                 "', which is not inside one of this rank's shards");
-    source[k] = it->second;
-    const OfferedTensor& o = own.boxes[it->second];
+    plan->source[k] = it->second;
+    plan->boxes[k] = pull.box;
+    const sdk::Box& shard = own.boxes[it->second].box;
     const DLTensor& src = own.tensors[it->second].tensor;
     names[k] = pull.name + "#" + std::to_string(k);
-    v->piece_boxes[k] = pull.box;
-    mlpt_named_tensor& t = v->tensors[k];
+    mlpt_named_tensor& t = pieces[k];
     t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
     t.name = sdk::borrow(names[k]);
-    t.tensor = src;
-    t.tensor.shape = v->piece_boxes[k].extent.data();
+    t.tensor = src;  // data only has to be there for planning
+    t.tensor.shape = plan->boxes[k].extent.data();
     t.tensor.strides = nullptr;
     t.tensor.byte_offset = 0;
-    const size_t width = sdk::element_bytes(src.dtype);
-    if (contiguous_in(o.box, pull.box)) {
+    if (contiguous_in(shard, pull.box)) {
       int64_t at = 0, stride = 1;
-      for (size_t d = pull.box.extent.size(); d-- > 0;) at += (pull.box.offset[d] - o.box.offset[d]) * stride, stride *= o.box.extent[d];
-      t.tensor.data = static_cast<uint8_t*>(src.data) + src.byte_offset + static_cast<size_t>(at) * width;
+      for (size_t d = pull.box.extent.size(); d-- > 0;) at += (pull.box.offset[d] - shard.offset[d]) * stride, stride *= shard.extent[d];
+      plan->source_bytes[k] = at * static_cast<int64_t>(sdk::element_bytes(src.dtype));
     } else {
-      v->owned[k].reset(new uint8_t[static_cast<size_t>(pull.box.elements()) * width]);  // cut in prepare()
-      t.tensor.data = v->owned[k].get();
-      v->cut_from[k] = static_cast<int64_t>(it->second);
+      cut[k] = true;
     }
   }
-  v->layout = plan_layout(v->tensors.data(), n, own.layout.version, config.bucket_bytes, config.verify_checksum, who);
-  v->layout.request = request;
+  plan->layout = plan_layout(pieces.data(), n, 0, config.bucket_bytes, config.verify_checksum, who);
   for (size_t k = 0; k < n; ++k) {
-    TensorMeta& m = v->layout.tensors[k];
+    TensorMeta& m = plan->layout.tensors[k];
     m.name = pulls[k].name;
-    m.global_shape = own.boxes[source[k]].global_shape;
+    m.global_shape = own.boxes[plan->source[k]].global_shape;
     m.box_offset = pulls[k].box.offset;
   }
-  finish_version(*v, who);
+  plan->scratch = plan_scratch(plan->layout, cut);
+  return plan;
+}
+
+// The pieces of `plan` as a version of their own, over the rank's version `rank_version`.
+std::shared_ptr<UcxSender::Version> cut_version(const std::shared_ptr<UcxSender::Version>& rank_version,
+                                                const std::shared_ptr<const CutPlan>& plan,
+                                                const std::shared_ptr<ReceiveBufferPool>& pool, const std::string& who) {
+  const UcxSender::Version& own = *rank_version;
+  auto v = std::make_shared<UcxSender::Version>();
+  v->own = rank_version;
+  v->plan = plan;
+  v->layout = plan->layout;
+  v->layout.version = own.layout.version;
+  v->layout.request = plan->request;
+  v->scratch = plan->scratch;
+  finish_version(*v, pool, who);
+  const size_t n = plan->source.size();
+  v->tensors.resize(n);
+  v->cut.assign(n, true);
+  for (size_t k = 0; k < n; ++k) {
+    const DLTensor& src = own.tensors[plan->source[k]].tensor;
+    DLTensor& t = v->tensors[k].tensor;
+    t = src;
+    t.shape = const_cast<int64_t*>(plan->boxes[k].extent.data());
+    t.strides = nullptr;
+    t.byte_offset = 0;
+    if (plan->source_bytes[k] >= 0) {
+      t.data = static_cast<uint8_t*>(src.data) + src.byte_offset + plan->source_bytes[k];
+    } else if (v->scratch.piece[k] >= 0) {
+      t.data = v->scratch_at(v->scratch.piece[k]);
+      v->cut[k] = false;
+    }
+  }
   return v;
 }
 
@@ -164,12 +247,32 @@ void check_disjoint_boxes(const std::vector<OfferedTensor>& boxes, const std::st
   }
 }
 
-// Cuts piece `k` of a receiver's version from the rank's shard, once.
+// Cuts piece `k` of a receiver's version from the rank's shard into its place, once.
 void ensure_cut(UcxSender::Version& v, size_t k) {
-  if (k >= v.cut_from.size() || v.cut_from[k] < 0) return;
-  const auto source = static_cast<size_t>(v.cut_from[k]);
-  sdk::copy_box(v.own->tensors[source].tensor, v.own->boxes[source].box, v.tensors[k].tensor, v.piece_boxes[k], v.piece_boxes[k]);
-  v.cut_from[k] = -1;
+  if (!v.plan || v.cut[k]) return;
+  const size_t source = v.plan->source[k];
+  sdk::copy_box(v.own->tensors[source].tensor, v.own->boxes[source].box, v.tensors[k].tensor, v.plan->boxes[k], v.plan->boxes[k]);
+  v.cut[k] = true;
+}
+
+// Packs bucket `i` (several small tensors) at its place in the scratch buffer, padding zeroed; a
+// cut member is cut there directly.
+const uint8_t* pack(UcxSender::Version& v, size_t i) {
+  const Bucket& b = v.layout.buckets[i];
+  uint8_t* staging = v.scratch_at(v.scratch.bucket[i]);
+  uint64_t at = b.offset;
+  for (uint32_t k = b.first_member; k < b.end_member; ++k) {
+    const TensorMeta& m = v.layout.tensors[k];
+    if (m.offset > at) std::memset(staging + (at - b.offset), 0, m.offset - at);
+    if (v.plan && v.plan->source_bytes[k] < 0) {
+      ensure_cut(v, k);
+    } else if (m.nbytes > 0) {
+      const DLTensor& t = v.tensors[k].tensor;
+      std::memcpy(staging + (m.offset - b.offset), static_cast<const uint8_t*>(t.data) + t.byte_offset, m.nbytes);
+    }
+    at = m.offset + m.nbytes;
+  }
+  return staging;
 }
 
 }  // namespace
@@ -187,9 +290,11 @@ struct UcxSender::Peer {
   bool has_pulls = false;
   uint64_t request = 0;
   std::vector<Pull> pulls;
+  std::shared_ptr<const CutPlan> plan;  // how its pulls are cut, made once per request
   bool wants_offer = false;  // it asked for this rank's shard boxes before there was a version
   bool wants_whole = false;  // it asked for every version as this (only) rank sends it
   bool holds_whole = false;  // it confirmed the newest version as the rank's tensors as they are
+  bool leaving = false;      // it said it closes its endpoint: the connection's end is no fault
   // The stream of one version to this peer, and its number (ucx_common.hpp, Wire vocabulary).
   std::shared_ptr<Version> stream;
   uint32_t stream_id = 0;
@@ -238,7 +343,8 @@ class UcxSender::Engine {
   }
 
   Engine(const Config& config, ucp_context_h context, uint32_t rank, uint32_t ranks)
-      : config_(config), context_(context), rank_(rank), ranks_(ranks) {}
+      : config_(config), context_(context), rank_(rank), ranks_(ranks),
+        pool_(std::make_shared<ReceiveBufferPool>(2 * (config.receivers + 1))) {}
 
   // ---- shared with the API thread ----
   std::mutex mutex;
@@ -295,7 +401,7 @@ class UcxSender::Engine {
     am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     am.cb = &Engine::on_am;
     am.arg = this;
-    for (unsigned id : {kAmHello, kAmAck, kAmAsk, kAmPull, kAmWhole}) {
+    for (unsigned id : {kAmHello, kAmAck, kAmAsk, kAmPull, kAmWhole, kAmLeaving}) {
       am.id = id;
       check(ucp_worker_set_am_recv_handler(worker_, &am), "ucx sender: registering message handlers");
     }
@@ -404,9 +510,6 @@ class UcxSender::Engine {
   }
 
   void handle_messages() {
-    for (auto& [id, status] : ep_errors_)
-      if (auto* p = find(id)) fail_peer(*p, MLPT_UNAVAILABLE, "connection lost (" + status_text(status) + ")");
-    ep_errors_.clear();
     auto messages = std::move(messages_);
     messages_.clear();
     for (auto& m : messages) {
@@ -434,8 +537,14 @@ class UcxSender::Engine {
         if (!get(at, end, version) || !get(at, end, stream) || !get(at, end, code)) continue;
         std::string text(reinterpret_cast<const char*>(at), static_cast<size_t>(end - at));
         on_ack(*p, version, stream, static_cast<mlpt_error_code>(code), text);
+      } else if (kind == kAmLeaving) {
+        p->leaving = true;
       }
     }
+    // After the messages: a receiver's word that it leaves comes before its connection's end.
+    for (auto& [id, status] : ep_errors_)
+      if (auto* p = find(id)) fail_peer(*p, MLPT_UNAVAILABLE, "connection lost (" + status_text(status) + ")");
+    ep_errors_.clear();
   }
 
   void on_hello(Peer& p) {
@@ -463,8 +572,11 @@ class UcxSender::Engine {
       return;
     }
     std::shared_ptr<Version> cut;
+    const std::string who = "ucx sender rank " + std::to_string(rank_) + ": " + p.label();
     try {
-      cut = cut_version(newest_, p.pulls, p.request, config_, "ucx sender rank " + std::to_string(rank_) + ": " + p.label());
+      if (!p.plan || p.plan->request != p.request || p.plan->own_signature != newest_->signature)
+        p.plan = plan_cut(*newest_, p.pulls, p.request, config_, who);
+      cut = cut_version(newest_, p.plan, pool_, who);
     } catch (const std::exception& e) {
       fail_peer(p, MLPT_FAILED_PRECONDITION, e.what());
       return;
@@ -538,10 +650,7 @@ class UcxSender::Engine {
       ensure_cut(v, static_cast<size_t>(b.direct_tensor));
       v.source[i] = direct_source(v.layout, b, v.tensors.data());
     } else {
-      for (uint32_t m = b.first_member; m < b.end_member; ++m) ensure_cut(v, m);
-      v.staging[i].reset(new uint8_t[b.size]);
-      pack_bucket(v.layout, b, v.tensors.data(), v.staging[i].get());
-      v.source[i] = v.staging[i].get();
+      v.source[i] = pack(v, i);
     }
     if (v.layout.checksums) v.checksums[i] = xxhash64(v.source[i], b.size);
     v.prepared = i + 1;
@@ -634,7 +743,10 @@ class UcxSender::Engine {
     if (p.state == Peer::kFailed) return;
     bool was_ready = p.state == Peer::kReady;
     p.state = Peer::kFailed;
-    mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx", "sender: " + p.label() + ": " + why);
+    // A receiver that said it leaves and then closed is no fault: noted, not warned about.
+    const bool left = p.leaving && code == MLPT_UNAVAILABLE;
+    const auto level = left ? MLPT_LOG_INFO : MLPT_LOG_WARNING;
+    mlpt::sdk::log(level, "transport.ucx", "sender: " + p.label() + ": " + (left ? std::string("left") : why));
     // A receiver whose connection broke is gone (its process died): it is dropped, and this send
     // and later ones wait only for the others, so one lost engine does not stop the refit of the
     // rest. It fails the send only when it was the last. One that did not confirm in time may
@@ -644,7 +756,7 @@ class UcxSender::Engine {
       ++lost_;
       lost_labels_.push_back(p.label());
       dropped = expected() > 0;
-      mlpt::sdk::log(MLPT_LOG_WARNING, "transport.ucx",
+      mlpt::sdk::log(level, "transport.ucx",
                      "sender: " + p.label() + " is gone and dropped: sends now wait for " +
                          std::to_string(expected()) + " of the " + std::to_string(config_.receivers) +
                          " receivers");
@@ -780,6 +892,11 @@ class UcxSender::Engine {
   std::vector<std::string> lost_labels_;  // and who they were
   std::shared_ptr<Job> job_;
   std::shared_ptr<Version> newest_;
+
+ public:
+  // Scratch buffers of the versions being streamed: the rank's own and one per receiver, each
+  // possibly with the one before it still in flight.
+  std::shared_ptr<ReceiveBufferPool> pool_;
 };
 
 UcxSender::UcxSender(Config config, uint32_t rank, uint32_t ranks) : config_(std::move(config)), rank_(rank), ranks_(ranks) {
@@ -837,7 +954,9 @@ void UcxSender::send(const mlpt_transport_send_args& args) {
                                               "their pulls from those, so a sender rank keeps one layout (create a new endpoint)");
   last_boxes_ = std::move(signature);
   v->offer = encode_offer(args.version, v->boxes);
-  finish_version(*v, who);
+  v->signature = last_boxes_;
+  v->scratch = plan_scratch(v->layout, {});
+  finish_version(*v, engine_->pool_, who);
   last_version_ = args.version;  // even if this send fails: some receivers may hold it
 
   auto job = std::make_shared<Job>();

@@ -4,7 +4,8 @@
 // wants arrives exactly once and nobody gathers the whole model; where sources hold replicas, the
 // destinations spread over them. LayoutCut applies the plan on the receiving side of a transport
 // (what `receive` with a wanted layout returns): a wanted tensor that a source holds as it is is
-// handed over as it is (zero-copy), any other is cut into memory the cut owns.
+// handed over as it is (zero-copy), any other is cut into memory the cut owns (taken over from the
+// previous version's cut where it fits, so a refit faults its pages in once).
 #pragma once
 
 #include <algorithm>
@@ -198,7 +199,14 @@ class LayoutCut {
   // as `receive` documents (transport.h): MLPT_INVALID_ARGUMENT for a tensor no source has or one
   // whose dtype or global shape differs, MLPT_FAILED_PRECONDITION for an element no source holds,
   // MLPT_UNIMPLEMENTED for a cut of device memory.
-  LayoutCut(const std::vector<TensorLayout>& sources, const TensorLayout& wanted) {
+  // Memory a cut owns: uninitialised (every byte of it is cut), handed on to the next version's.
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    size_t size = 0;
+  };
+
+  LayoutCut(const std::vector<TensorLayout>& sources, const TensorLayout& wanted, std::vector<Buffer> reuse = {})
+      : reuse_(std::move(reuse)) {
     std::map<std::string, Source> by_name;
     std::vector<std::string> order;
     for (size_t r = 0; r < sources.size(); ++r) {
@@ -247,6 +255,12 @@ class LayoutCut {
   const std::vector<mlpt_tensor_shard>& shards() const { return shards_; }
   uint64_t bytes_copied() const { return copied_; }    // cut into memory the cut owns
   uint64_t bytes_handed_over() const { return handed_; }  // source memory handed over as it is
+  // The memory this cut owns, for the next version's cut to reuse; the views are void after.
+  std::vector<Buffer> take_buffers() {
+    std::vector<Buffer> out;
+    for (auto& h : held_) out.push_back(std::move(h.owned));
+    return out;
+  }
 
  private:
   struct Source {
@@ -265,7 +279,7 @@ class LayoutCut {
     std::string name;
     Box box;
     std::vector<int64_t> global_shape;
-    std::vector<std::byte> owned;
+    Buffer owned;
     mlpt_named_tensor view{};
   };
 
@@ -287,9 +301,15 @@ class LayoutCut {
         return;
       }
     }
-    h.owned.resize(static_cast<size_t>(w.box.elements()) * element_bytes(w.dtype));
+    const size_t size = static_cast<size_t>(w.box.elements()) * element_bytes(w.dtype);
+    const size_t index = static_cast<size_t>(&h - held_.data());
+    if (index < reuse_.size() && reuse_[index].data && reuse_[index].size == size) {
+      h.owned = std::move(reuse_[index]);
+    } else {
+      h.owned = Buffer{std::unique_ptr<std::byte[]>(new std::byte[size]), size};
+    }
     DLTensor& dst = h.view.tensor;
-    dst.data = h.owned.data();
+    dst.data = h.owned.data.get();
     dst.device = DLDevice{kDLCPU, 0};
     dst.ndim = static_cast<int32_t>(w.box.extent.size());
     dst.dtype = w.dtype;
@@ -302,9 +322,10 @@ class LayoutCut {
       if (!is_compact(from)) throw Error(MLPT_UNIMPLEMENTED, "cutting '" + w.name + "' from a strided tensor is not supported");
       copy_box(from, src.shards[m.from_shard].box, dst, w.box, m.box);
     }
-    copied_ += h.owned.size();
+    copied_ += h.owned.size;
   }
 
+  std::vector<Buffer> reuse_;
   std::vector<Held> held_;
   std::vector<mlpt_named_tensor> views_;
   std::vector<mlpt_tensor_shard> shards_;

@@ -33,6 +33,7 @@ namespace detail {
 struct TransportEndpoint {
   std::unique_ptr<Transport> impl;
   std::unique_ptr<LayoutCut> cut;  // the layout handed out for the version held; NULL: as received
+  std::vector<LayoutCut::Buffer> spare;  // the last cut's memory, for the next cut
 };
 
 inline TransportEndpoint* as_endpoint(mlpt_transport* t) {
@@ -72,7 +73,7 @@ inline void receive_in_layout(TransportEndpoint& e, mlpt_transport_receive_args&
     if (has_field(a, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_ready)) && a.out_ready.kind != MLPT_READY_ON_RETURN)
       throw Error(MLPT_UNIMPLEMENTED, "the received tensors are ready only after a device event; the SDK cuts only data ready on return");
     e.cut = std::make_unique<LayoutCut>(std::vector<TensorLayout>{{a.out_tensors, shards_in ? a.out_shards : nullptr, a.out_num_tensors}},
-                                        wanted);
+                                        wanted, std::move(e.spare));
   } catch (...) {
     e.impl->release(a.out_version);  // the receiver holds nothing after a failed receive
     throw;
@@ -87,6 +88,7 @@ inline void receive_in_layout(TransportEndpoint& e, mlpt_transport_receive_args&
 
 inline void release_held(TransportEndpoint& e, uint64_t version) {
   e.impl->release(version);
+  if (e.cut) e.spare = e.cut->take_buffers();
   e.cut.reset();
 }
 }  // namespace detail
