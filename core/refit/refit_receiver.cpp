@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/refit/host_tensor.hpp"
+#include "core/refit/parallel_tensors.hpp"
 #include "core/refit/refit_manifest.hpp"
 #include "core/refit/sparse_delta.hpp"
 #include "sdk/include/mlpt/sdk/xxhash64.hpp"
@@ -63,15 +64,22 @@ void RefitReceiver::rebuild(uint64_t version, const mlpt_named_tensor* message, 
       if (name != held[i].name)
         throw Error(MLPT_DATA_LOSS, where + ": delta " + std::to_string(i) + " is for '" + name + "', the tensor there is '" +
                                         held[i].name + "'");
-      const std::byte* delta = byte_message(message[1 + i], where + ": the delta of '" + name + "'", size);
-      const int width = compare_width(held[i].dtype);
-      apply_delta(delta, size, held[i].bytes.data(), static_cast<int64_t>(held[i].bytes.size()) / width, width, name);
+      byte_message(message[1 + i], where + ": the delta of '" + name + "'", size);
     }
+    for_each_tensor(held.size(), [&](size_t i) {
+      const std::string name = held[i].name;
+      size_t bytes = 0;
+      const std::byte* delta = byte_message(message[1 + i], where + ": the delta of '" + name + "'", bytes);
+      const int width = compare_width(held[i].dtype);
+      apply_delta(delta, bytes, held[i].bytes.data(), static_cast<int64_t>(held[i].bytes.size()) / width, width, name);
+    });
     copy_.set_version(version);
   }
   auto& held = copy_.tensors();
+  std::vector<uint64_t> hashes(held.size());
+  for_each_tensor(held.size(), [&](size_t i) { hashes[i] = sdk::xxhash64(held[i].bytes.data(), held[i].bytes.size()); });
   for (size_t i = 0; i < held.size(); ++i) {
-    const uint64_t h = sdk::xxhash64(held[i].bytes.data(), held[i].bytes.size());
+    const uint64_t h = hashes[i];
     if (h != m.hashes[i])
       throw Error(MLPT_DATA_LOSS, where + ": '" + held[i].name + "' as rebuilt here differs from the sender's (checksum " +
                                       std::to_string(h) + ", expected " + std::to_string(m.hashes[i]) +

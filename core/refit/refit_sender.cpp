@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/refit/host_tensor.hpp"
+#include "core/refit/parallel_tensors.hpp"
 #include "core/refit/refit_manifest.hpp"
 #include "core/refit/sparse_delta.hpp"
 #include "sdk/include/mlpt/sdk/xxhash64.hpp"
@@ -34,10 +35,10 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
   for (size_t i = 0; i < count; ++i) {
     const DLTensor& t = weights[i].tensor;
     require_host_compact(t, "weight '" + std::string(weights[i].name.data, weights[i].name.size) + "'");
-    m.hashes[i] = sdk::xxhash64(bytes_of(t), byte_size(t));
     stats_.dense_bytes += byte_size(t);
     stats_.numel += static_cast<int64_t>(byte_size(t)) / compare_width(t);  // elements as compared
   }
+  for_each_tensor(count, [&](size_t i) { m.hashes[i] = sdk::xxhash64(bytes_of(weights[i].tensor), byte_size(weights[i].tensor)); });
   const bool full = force_full || !base_.valid() || (full_every_ > 0 && since_full_ >= full_every_) ||
                     !base_.same_layout(weights, count);
   message_.assign(1 + count, mlpt_named_tensor{});
@@ -53,13 +54,17 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     m.base_version = base_.version();
     blobs_.resize(count);
     auto& base = base_.tensors();
-    for (size_t i = 0; i < count; ++i) {
+    std::vector<int64_t> changed(count, 0);
+    // Each tensor's delta, and the copy brought up to date in the same pass (only changed elements written).
+    for_each_tensor(count, [&](size_t i) {
       const DLTensor& t = weights[i].tensor;
       const int width = compare_width(t);
       const int64_t n = static_cast<int64_t>(byte_size(t)) / width;
       blobs_[i].clear();
-      stats_.changed += encode_delta(base[i].bytes.data(), bytes_of(t), n, width, blobs_[i]).changed;
-      if (!base[i].bytes.empty()) std::memcpy(base[i].bytes.data(), bytes_of(t), base[i].bytes.size());
+      changed[i] = encode_delta_and_update(base[i].bytes.data(), bytes_of(t), n, width, blobs_[i]).changed;
+    });
+    for (size_t i = 0; i < count; ++i) {
+      stats_.changed += changed[i];
       message_[1 + i] = byte_tensor(weights[i].name, blobs_[i], blob_sizes_[1 + i]);
     }
     base_.set_version(version);

@@ -1,5 +1,6 @@
 #include "core/refit/sparse_delta.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -27,38 +28,50 @@ size_t leb128_size(uint64_t v) {
   return n;
 }
 
-// Calls f(i) for every i where prev[i] != next[i], in order. Compares 8 bytes at a time: at the
-// changed fractions of a training step most words are equal and are skipped whole.
-template <class T, class F>
-void for_each_change(const T* prev, const T* next, int64_t numel, F&& f) {
-  constexpr int64_t per_word = 8 / sizeof(T);
+// The positions where base and next differ, in order, into `at`; with `update`, base takes next's
+// value there (so that afterwards it equals next, having written only what changed). Compares 64
+// bytes at a time (one vector compare): at a training step's changed fractions most blocks are
+// equal and are skipped whole.
+template <class T>
+void collect_changes(T* base, const T* next, int64_t numel, bool update, std::vector<int64_t>& at) {
+  constexpr int64_t per_block = 64 / sizeof(T), per_word = 8 / sizeof(T);
   int64_t i = 0;
-  for (; i + per_word <= numel; i += per_word) {
-    uint64_t a, b;
-    std::memcpy(&a, prev + i, 8);
-    std::memcpy(&b, next + i, 8);
-    if (a == b) continue;
-    for (int64_t j = i; j < i + per_word; ++j)
-      if (prev[j] != next[j]) f(j);
+  for (; i + per_block <= numel; i += per_block) {
+    uint64_t diff = 0;
+    for (int64_t w = 0; w < per_block; w += per_word) {
+      uint64_t a, b;
+      std::memcpy(&a, base + i + w, 8);
+      std::memcpy(&b, next + i + w, 8);
+      diff |= a ^ b;
+    }
+    if (diff == 0) continue;
+    for (int64_t j = i; j < i + per_block; ++j)
+      if (base[j] != next[j]) {
+        at.push_back(j);
+        if (update) base[j] = next[j];
+      }
   }
   for (; i < numel; ++i)
-    if (prev[i] != next[i]) f(i);
+    if (base[i] != next[i]) {
+      at.push_back(i);
+      if (update) base[i] = next[i];
+    }
 }
 
 // Values travel in the host's byte order (little-endian on every platform mlpt supports).
 template <class T>
-DeltaStats encode(const T* prev, const T* next, int64_t numel, std::vector<std::byte>& out) {
+DeltaStats encode(T* base, const T* next, int64_t numel, bool update, std::vector<std::byte>& out) {
   constexpr size_t width = sizeof(T);
+  thread_local std::vector<int64_t> at;
+  at.clear();
+  collect_changes(base, next, numel, update, at);
   DeltaStats s;
   s.numel = numel;
+  s.changed = static_cast<int64_t>(at.size());
   size_t index_bytes = 0;
   int64_t last = -1;
-  for_each_change(prev, next, numel, [&](int64_t i) {
-    ++s.changed;
-    index_bytes += leb128_size(static_cast<uint64_t>(i - last - 1));
-    last = i;
-  });
-  const size_t n = static_cast<size_t>(numel), k = static_cast<size_t>(s.changed);
+  for (int64_t i : at) index_bytes += leb128_size(static_cast<uint64_t>(i - last - 1)), last = i;
+  const size_t n = static_cast<size_t>(numel), k = at.size();
   const size_t dense = width * n, indices = index_bytes + width * k, bitmap = (n + 7) / 8 + width * k;
   s.form = indices <= bitmap && indices < dense ? DeltaForm::indices : bitmap < dense ? DeltaForm::bitmap : DeltaForm::dense;
   const size_t payload = s.form == DeltaForm::dense ? dense : s.form == DeltaForm::indices ? indices : bitmap;
@@ -79,7 +92,7 @@ DeltaStats encode(const T* prev, const T* next, int64_t numel, std::vector<std::
     std::byte* gaps = p;
     std::byte* vals = p + index_bytes;
     last = -1;
-    for_each_change(prev, next, numel, [&](int64_t i) {
+    for (int64_t i : at) {
       uint64_t gap = static_cast<uint64_t>(i - last - 1);
       while (gap >= 0x80) {
         *gaps++ = static_cast<std::byte>(0x80 | (gap & 0x7f));
@@ -89,17 +102,28 @@ DeltaStats encode(const T* prev, const T* next, int64_t numel, std::vector<std::
       std::memcpy(vals, next + i, width);
       vals += width;
       last = i;
-    });
+    }
   } else {
     std::byte* vals = p + (n + 7) / 8;
-    for_each_change(prev, next, numel, [&](int64_t i) {
+    for (int64_t i : at) {
       p[i / 8] |= static_cast<std::byte>(1u << (i % 8));
       std::memcpy(vals, next + i, width);
       vals += width;
-    });
+    }
   }
   s.bytes = out.size() - start;
   return s;
+}
+
+template <class F>
+DeltaStats by_width(int element_bytes, F&& f) {
+  switch (element_bytes) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+  }
+  throw Error(MLPT_INVALID_ARGUMENT, "sparse refit: elements of " + std::to_string(element_bytes) + " bytes (1, 2, 4 or 8 supported)");
 }
 
 }  // namespace
@@ -114,13 +138,18 @@ const char* form_name(DeltaForm f) {
 }
 
 DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes, std::vector<std::byte>& out) {
-  switch (element_bytes) {
-    case 1: return encode(static_cast<const uint8_t*>(prev), static_cast<const uint8_t*>(next), numel, out);
-    case 2: return encode(static_cast<const uint16_t*>(prev), static_cast<const uint16_t*>(next), numel, out);
-    case 4: return encode(static_cast<const uint32_t*>(prev), static_cast<const uint32_t*>(next), numel, out);
-    case 8: return encode(static_cast<const uint64_t*>(prev), static_cast<const uint64_t*>(next), numel, out);
-  }
-  throw Error(MLPT_INVALID_ARGUMENT, "sparse refit: elements of " + std::to_string(element_bytes) + " bytes (1, 2, 4 or 8 supported)");
+  return by_width(element_bytes, [&](auto zero) {
+    using T = decltype(zero);
+    // Not updated: prev is only read.
+    return encode(const_cast<T*>(static_cast<const T*>(prev)), static_cast<const T*>(next), numel, false, out);
+  });
+}
+
+DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes, std::vector<std::byte>& out) {
+  return by_width(element_bytes, [&](auto zero) {
+    using T = decltype(zero);
+    return encode(static_cast<T*>(base), static_cast<const T*>(next), numel, true, out);
+  });
 }
 
 void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes, const std::string& tensor) {
@@ -170,8 +199,16 @@ void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel
     vals = p;
   } else if (form == DeltaForm::bitmap) {
     if (payload != (n + 7) / 8 + width * k) throw bad("bitmap payload size does not match " + std::to_string(k) + " changes");
-    for (uint64_t i = 0; i < n; ++i)
-      if (static_cast<uint8_t>(p[i / 8]) >> (i % 8) & 1) at.push_back(i);
+    // Eight bytes of the bitmap at a time: words without a change are skipped whole.
+    for (uint64_t byte = 0; byte < (n + 7) / 8; byte += 8) {
+      uint64_t word = 0;
+      std::memcpy(&word, p + byte, std::min<uint64_t>(8, (n + 7) / 8 - byte));
+      for (; word != 0; word &= word - 1) {
+        const uint64_t i = byte * 8 + static_cast<uint64_t>(__builtin_ctzll(word));
+        if (i >= n) break;  // padding bits of the last byte
+        at.push_back(i);
+      }
+    }
     if (at.size() != k) throw bad("bitmap marks " + std::to_string(at.size()) + " changes, the header says " + std::to_string(k));
     vals = p + (n + 7) / 8;
   } else {
