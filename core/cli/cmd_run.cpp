@@ -5,6 +5,7 @@
 // Exit status: 0 converged (the target was reached), 1 did not converge within max_steps, 2 usage
 // or config error (nothing was run), 3 the run failed (an error stopped it; the message says which),
 // 130 interrupted, 128+N the process died on signal N (a crash; the log is closed, see stderr).
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
@@ -22,6 +23,20 @@ namespace mlpt::cli {
 namespace {
 
 constexpr int kConverged = 0, kNotConverged = 1, kFailed = 3, kInterrupted = 130;
+
+// The run's time by phase (the report's split): seconds summed over the threads that spent them, so
+// phases that overlap may add up to more than the wall time; each as its share of that sum.
+void print_time_split(const std::vector<std::pair<std::string, double>>& split) {
+  double total = 0;
+  for (const auto& [phase, seconds] : split) total += seconds;
+  if (total <= 0) return;
+  std::cout << "  time split (seconds summed over threads; phases overlap):\n";
+  for (const auto& [phase, seconds] : split) {
+    char line[128];
+    std::snprintf(line, sizeof(line), "    %-16s %10.1f s  %5.1f%%\n", phase.c_str(), seconds, 100.0 * seconds / total);
+    std::cout << line;
+  }
+}
 
 
 int run(const std::vector<std::string>& argv) {
@@ -90,6 +105,7 @@ int run(const std::vector<std::string>& argv) {
             << "  rollouts:   " << s.rollouts << " (" << s.failed_rollouts
             << " failed, back-filled with reward 0)\n";
   for (const auto& why : s.lost_workers) std::cout << "  lost:       " << why << "\n";
+  print_time_split(s.time_split);
   std::cout << "  result log: " << s.result_log.string() << "\n"
             << "  metrics:    " << s.metrics.string() << "\n"
             << "  report:     " << s.report.string() << "\n";

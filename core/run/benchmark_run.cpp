@@ -690,6 +690,7 @@ RunSummary BenchmarkRun::run() {
                          {"reward", totals_.reward_s},         {"core", totals_.core_s},
                          {"training", totals_.training_s},     {"weight transfer", totals_.weight_transfer_s},
                          {"validation", totals_.validation_s}};
+    summary.time_split = report.time_split;
     report.rollouts = totals_.rollouts;
     report.failed_rollouts = totals_.failed_rollouts;
     summary.rollouts = totals_.finished_rollouts;

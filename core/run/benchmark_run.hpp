@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/run/remote_ranks.hpp"
 #include "core/run/run_config.hpp"
@@ -48,6 +50,7 @@ struct RunSummary {
   int64_t rollouts = 0, failed_rollouts = 0;  // every rollout that ended; those back-filled after an infrastructure failure
   std::filesystem::path result_log, metrics, report;
   std::vector<std::string> lost_workers;  // distributed runs: rollout workers dropped on the way, and why
+  std::vector<std::pair<std::string, double>> time_split;  // the report's phases: seconds, summed over threads
 };
 
 RunSummary run_benchmark(const RunConfig& config, const RunOptions& options);
