@@ -22,6 +22,7 @@
 
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
+#include "device_model/rank_memory.hpp"
 #include "model/memory_plan.hpp"
 #include "model/parallel/shard_weights.hpp"
 #ifdef MLPT_REFERENCE_MODEL_MPI
@@ -239,6 +240,42 @@ PlanRequest placement(const std::map<std::string, std::string>& o) {
 }
 
 // Exit status 3 (not 1) when the plan is valid but does not fit: scripts can tell it from an error.
+// The same placement as the reference components run it (device_model/rank_memory.hpp): whole
+// experts (expert tensor parallel 1) over the EP ranks, which the code forms as tp × (ep / tp);
+// no pipeline stages, so the trainer's replicas are world / (tp · ep). A layout the code refuses
+// says why instead.
+std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
+  auto gib = [](double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(1ull << 30));
+    return std::string(text);
+  };
+  std::ostringstream o;
+  o << "as the reference code runs it (qwen35_cuda; weights and optimizer state, without activations):\n";
+  auto one = [&](const char* who, const ParallelLayout& l, int64_t world, bool trainer) {
+    try {
+      if (l.ep % l.tp != 0 && l.ep != 1)
+        throw Error(MLPT_INVALID_ARGUMENT, "ep " + std::to_string(l.ep) + " is not a multiple of tp " + std::to_string(l.tp));
+      const int tp = static_cast<int>(l.tp), ep = static_cast<int>(std::max<int64_t>(1, l.ep / l.tp));
+      const int dp = trainer ? static_cast<int>(std::max<int64_t>(1, world / (l.tp * ep))) : 1;
+      const dev::RankMemory m = dev::rank_memory(config, tp, ep, 1, dp);
+      o << "  " << who << " tensor_parallel " << tp << " x expert_parallel " << ep << " (experts whole over "
+        << tp * ep << " ranks" << (trainer ? ", " + std::to_string(dp) + " data-parallel replicas" : std::string()) << "): "
+        << m.parameters << " parameters on the busiest rank, weights " << gib(m.weights);
+      if (trainer) o << ", master " << gib(m.master) << ", gradients " << gib(m.gradients) << ", moments " << gib(m.moments)
+                     << ", total " << gib(m.trainer());
+      o << (l.pp > 1 ? " (pipeline parallelism is not in the code: " + std::to_string(l.pp) + " stages planned above, none here)" : "")
+        << "\n";
+    } catch (const Error& e) {
+      o << "  " << who << " " << to_string(l) << ": the code refuses it: " << e.what() << "\n";
+    }
+  };
+  const int64_t trainer_nodes = r.trainer_nodes > 0 ? r.trainer_nodes : r.nodes / 4;
+  one("trainer", r.trainer, trainer_nodes * r.gpus_per_node, true);
+  one("engine", r.engine, 0, false);
+  return o.str();
+}
+
 int plan(int argc, char** argv) {
   auto o = parse_options(argc, argv, 2,
                          {"config", "trainer", "engine", "nodes", "trainer-nodes", "gpus-per-node", "gpu-mem", "context"});
@@ -247,6 +284,7 @@ int plan(int argc, char** argv) {
   r.gpu_bytes = parse_bytes(required(o, "gpu-mem"));
   MemoryPlan p = plan_memory(config, r);
   std::cout << format_plan(config, r, p);
+  std::cout << code_plan(config, r);
   return p.trainer_fits && p.engine_fits ? 0 : 3;
 }
 

@@ -68,10 +68,23 @@ F gather_heads(const bf16* x, int64_t rows, int64_t heads, int64_t D, int64_t st
 void* Bf16Ops::allocate(size_t bytes) {
   void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
   if (!p) throw std::bad_alloc();
+  std::lock_guard lock(allocations_mutex_);
+  allocations_[p] = bytes;
+  live_bytes_ += bytes;
   return p;
 }
 void Bf16Ops::release(void* p) noexcept {
+  if (!p) return;
+  {
+    std::lock_guard lock(allocations_mutex_);
+    auto it = allocations_.find(p);
+    if (it != allocations_.end()) live_bytes_ -= it->second, allocations_.erase(it);
+  }
   std::free(p);
+}
+size_t Bf16Ops::live_bytes() const {
+  std::lock_guard lock(allocations_mutex_);
+  return live_bytes_;
 }
 void Bf16Ops::to_device(void* dst, const void* host, size_t bytes) {
   if (bytes) std::memcpy(dst, host, bytes);

@@ -9,6 +9,9 @@
 // Synchronous; one thread at a time (the kernels inside may use OpenMP).
 #pragma once
 
+#include <mutex>
+#include <unordered_map>
+
 #include "ops/ops.hpp"
 
 namespace mlpt::ref::cpu {
@@ -19,6 +22,8 @@ class Bf16Ops final : public Ops {
 
   void* allocate(size_t bytes) override;
   void release(void* p) noexcept override;
+  // The bytes asked of allocate and not yet released: what a memory plan is checked against.
+  size_t live_bytes() const;
   void to_device(void* dst, const void* host, size_t bytes) override;
   void to_host(void* host, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
@@ -131,6 +136,10 @@ class Bf16Ops final : public Ops {
                      int32_t* tokens, float* logprob) override;
   void adamw_update(int64_t n, const AdamWStep& s, const float* grad, float* master, float* m, float* v,
                     bf16* working) override;
+ private:
+  mutable std::mutex allocations_mutex_;
+  std::unordered_map<void*, size_t> allocations_;  // pointer -> bytes asked
+  size_t live_bytes_ = 0;
 };
 
 }  // namespace mlpt::ref::cpu

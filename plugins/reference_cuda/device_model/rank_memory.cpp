@@ -1,0 +1,52 @@
+#include "device_model/rank_memory.hpp"
+
+#include <algorithm>
+
+#include "device_model/model.hpp"
+#include "model/layout.hpp"
+#include "model/parallel/shard_weights.hpp"
+#include "mlpt/sdk/error.hpp"
+
+namespace mlpt::ref::dev {
+
+namespace {
+
+// What the largest of `replicas` contiguous ranges of n elements holds (trainer/optimizer_shards.hpp).
+int64_t largest_range(int64_t n, int replicas) {
+  int64_t most = 0;
+  for (int r = 0; r < replicas; ++r) most = std::max(most, n * (r + 1) / replicas - n * r / replicas);
+  return most;
+}
+
+RankMemory of_rank(const ModelConfig& full, const ModelShard& s, int data_parallel) {
+  RankMemory m;
+  const ModelConfig c = shard_config(full, s);
+  m.shard = c.shard;
+  ModelLayout layout = make_layout(c);
+  for (const LayerTensors& l : layout.layers)  // this rank's block of the experts (shard_weights)
+    for (int t : {l.moe.gate_up, l.moe.down})
+      layout.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / s.expert_blocks();
+  for (size_t i = 0; i < layout.tensors.size(); ++i) {
+    const int64_t n = layout.tensors[i].numel(), held = std::max<int64_t>(n, 1);  // as Buffer asks
+    m.parameters += n;
+    m.weights += static_cast<double>(held) * (is_fp32_tensor(layout, static_cast<int>(i)) ? 4 : 2);
+    m.master += static_cast<double>(held) * 4;
+    m.gradients += static_cast<double>(held) * 4;
+    m.moments += 2.0 * static_cast<double>(std::max<int64_t>(largest_range(n, data_parallel), 1)) * 4;
+  }
+  return m;
+}
+
+}  // namespace
+
+RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel) {
+  if (data_parallel < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "data parallel " + std::to_string(data_parallel));
+  RankMemory busiest;
+  for (int r = 0; r < tp * ep; ++r) {
+    const RankMemory m = of_rank(full, ModelShard::of_world_rank(tp, ep, r, etp), data_parallel);
+    if (r == 0 || m.trainer() > busiest.trainer()) busiest = m;
+  }
+  return busiest;
+}
+
+}  // namespace mlpt::ref::dev

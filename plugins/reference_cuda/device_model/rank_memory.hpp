@@ -1,0 +1,30 @@
+// What one rank of the device components (the trainer and engine behind qwen35_cuda and
+// qwen35_bf16) allocates for its shard of a model under a tp × ep layout, computed with the
+// functions they allocate with (shard_config, make_layout, allocate_weights' dtypes, the
+// distributed optimizer's ranges): a layout the code refuses throws here with the code's own
+// message, and the figures are the sizes of the buffers the components ask for. Activations,
+// workspaces and KV caches depend on the batch and are not counted. `mlpt model plan` prints it
+// next to its model of a Megatron-style placement.
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.hpp"
+
+namespace mlpt::ref::dev {
+
+struct RankMemory {
+  ModelShard shard;       // the rank of the layout that holds the most bytes
+  int64_t parameters = 0;  // the elements of its shard
+  double weights = 0;      // working copies: bf16, fp32 where the model keeps a tensor so
+  double master = 0;       // the trainer's fp32 master weights
+  double gradients = 0;    // the trainer's fp32 gradients
+  double moments = 0;      // AdamW m and v of this data-parallel replica's range (distributed optimizer)
+  double trainer() const { return weights + master + gradients + moments; }
+};
+
+// The busiest rank of a layout of tp × ep ranks (expert tensor parallelism etp, 1 or tp) whose
+// trainer has `data_parallel` replicas. Throws MLPT_INVALID_ARGUMENT as shard_config does.
+RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel);
+
+}  // namespace mlpt::ref::dev
