@@ -19,8 +19,9 @@ TEST_CASE("observations carry the completion, working directory and exit code li
   DriverReport soft{"soft", -1, "/testbed", "/usr/bin/python", "partial"};
   CHECK(mlpt::openhands::format_observation(soft, "", "sleep 99", "10", "") ==
         "partial\n[The command has no new output after 10 seconds. You may wait longer to see additional output by "
-        "sending empty command '', send other commands to interact with the current process, send keys to "
-        "interrupt/kill the command, or use the timeout parameter in execute_bash for future commands.]\n"
+        "sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", "
+        "\"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout "
+        "parameter in execute_bash for future commands.]\n"
         "[Current working directory: /testbed]\n[Python interpreter: /usr/bin/python]");
   DriverReport hard{"hard", -1, "/testbed", "", ""};
   CHECK(mlpt::openhands::format_observation(hard, "", "x", "2.5", "").rfind("\n[The command timed out after 2.5 seconds. ", 0) == 0);
