@@ -325,15 +325,37 @@ std::string Editor::view_dir(const std::string& path) {
   return out;
 }
 
-std::string Editor::str_replace(const std::string& path, const Info& info, const std::string& old_str,
-                                const std::string& new_str) {
-  std::string content = read_text(path, info);
+namespace {
+// Where `needle` starts in `text`, matches not overlapping (every position for an empty one).
+std::vector<size_t> occurrences(const std::string& text, const std::string& needle) {
   std::vector<size_t> starts;
-  if (old_str.empty()) {
-    for (size_t i = 0; i <= content.size(); ++i) starts.push_back(i);
+  if (needle.empty()) {
+    for (size_t i = 0; i <= text.size(); ++i) starts.push_back(i);
   } else {
-    for (size_t at = content.find(old_str); at != std::string::npos; at = content.find(old_str, at + old_str.size()))
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size()))
       starts.push_back(at);
+  }
+  return starts;
+}
+// Python's str.strip() for the ASCII whitespace it removes.
+std::string python_strip(const std::string& s) {
+  const char* space = " \t\n\r\v\f\x1c\x1d\x1e\x1f";
+  const size_t b = s.find_first_not_of(space);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(space) - b + 1);
+}
+}  // namespace
+
+std::string Editor::str_replace(const std::string& path, const Info& info, const std::string& old_given,
+                                const std::string& new_given) {
+  std::string content = read_text(path, info);
+  std::string old_str = old_given, new_str = new_given;
+  std::vector<size_t> starts = occurrences(content, old_str);
+  // As openhands-aci: not found verbatim, both strings lose their outer whitespace and it tries once more.
+  if (starts.empty()) {
+    old_str = python_strip(old_str);
+    new_str = python_strip(new_str);
+    starts = occurrences(content, old_str);
   }
   if (starts.empty())
     throw ToolError("No replacement was performed, old_str `" + old_str + "` did not appear verbatim in " + path + ".");

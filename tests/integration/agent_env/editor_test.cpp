@@ -88,6 +88,25 @@ TEST_CASE("str_replace needs exactly one verbatim occurrence and shows a snippet
   CHECK(agent_env_test::read(f.file) == "a = 1\nb = 20\nb2 = 0\na = 1\nc = 3\n");
 }
 
+TEST_CASE("str_replace retries once with both strings stripped, as openhands-aci does") {
+  Fixture f;
+  agent_env_test::write(f.file, "a = 1\nb = 2\nc = 3\n");
+  // Not verbatim (the outer whitespace is not in the file): stripped, it matches; new_str is
+  // stripped as well, so the line keeps its own newline and no more.
+  auto out = f.run({{"command", "str_replace"},
+                    {"path", f.file},
+                    {"old_str", "\n  b = 2 \t\n"},
+                    {"new_str", "\n b = 20\n\n"}});
+  CHECK(out.rfind("The file " + f.file + " has been edited.", 0) == 0);
+  CHECK(agent_env_test::read(f.file) == "a = 1\nb = 20\nc = 3\n");
+  // Found neither way: the error names the stripped text, as upstream's message does.
+  CHECK(f.run({{"command", "str_replace"}, {"path", f.file}, {"old_str", "  zzz\n"}, {"new_str", "y"}}) ==
+        "ERROR:\nNo replacement was performed, old_str `zzz` did not appear verbatim in " + f.file + ".");
+  // Found verbatim: nothing is stripped (new_str keeps its spaces).
+  f.run({{"command", "str_replace"}, {"path", f.file}, {"old_str", "c = 3"}, {"new_str", "  c = 3  "}});
+  CHECK(agent_env_test::read(f.file) == "a = 1\nb = 20\n  c = 3  \n");
+}
+
 TEST_CASE("insert adds lines after insert_line, undo_edit restores each earlier version") {
   Fixture f;
   CHECK(f.run({{"command", "insert"}, {"path", f.file}, {"insert_line", 9}, {"new_str", "x"}}) ==
