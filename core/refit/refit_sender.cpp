@@ -1,5 +1,6 @@
 #include "core/refit/refit_sender.hpp"
 
+#include <chrono>
 #include <cstring>
 
 #include "core/refit/host_tensor.hpp"
@@ -39,8 +40,11 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     stats_.numel += static_cast<int64_t>(byte_size(t)) / compare_width(t);  // elements as compared
   }
   for_each_tensor(count, [&](size_t i) { m.hashes[i] = sdk::xxhash64(bytes_of(weights[i].tensor), byte_size(weights[i].tensor)); });
-  const bool full = force_full || !base_.valid() || (full_every_ > 0 && since_full_ >= full_every_) ||
-                    !base_.same_layout(weights, count);
+  const auto started = std::chrono::steady_clock::now();
+  bool full = force_full || !base_.valid() || (full_every_ > 0 && since_full_ >= full_every_) || !base_.same_layout(weights, count);
+  const auto [delta_s, whole_s] = predicted_seconds(stats_.dense_bytes);
+  const bool quicker_whole = !full && whole_s > 0 && whole_s < delta_s;
+  full = full || quicker_whole;
   message_.assign(1 + count, mlpt_named_tensor{});
   blob_sizes_.resize(1 + count);
   if (full) {
@@ -49,6 +53,7 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     base_.assign(version, weights, count);
     since_full_ = 1;
     stats_.mode = "full";
+    stats_.whole_by_rates = quicker_whole;
   } else {
     m.kind = RefitManifest::Kind::delta;
     m.base_version = base_.version();
@@ -74,7 +79,25 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
   manifest_ = encode_manifest(m);
   message_[0] = byte_tensor(mlpt_string{kManifestName.data(), kManifestName.size()}, manifest_, blob_sizes_[0]);
   for (const auto& t : message_) stats_.bytes += byte_size(t.tensor);
+  if (!full && stats_.dense_bytes > 0) {
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (took > 0) encode_bytes_per_s_ = static_cast<double>(stats_.dense_bytes) / took;
+    delta_fraction_ = static_cast<double>(stats_.bytes) / static_cast<double>(stats_.dense_bytes);
+  }
   return message_;
+}
+
+void RefitSender::observe_send(uint64_t bytes, double seconds) {
+  if (bytes > 0 && seconds > 0) wire_bytes_per_s_ = static_cast<double>(bytes) / seconds;
+}
+
+// A delta costs its encoding, its bytes on the wire and its apply at the receiver (taken to run at
+// the encoder's rate: both pass over the whole model once and hash it); whole, the dense bytes on
+// the wire. Unknown rates predict nothing, and the delta is sent.
+std::pair<double, double> RefitSender::predicted_seconds(uint64_t dense_bytes) const {
+  if (wire_bytes_per_s_ <= 0 || encode_bytes_per_s_ <= 0) return {0, 0};
+  const double dense = static_cast<double>(dense_bytes);
+  return {2 * dense / encode_bytes_per_s_ + dense * delta_fraction_ / wire_bytes_per_s_, dense / wire_bytes_per_s_};
 }
 
 }  // namespace mlpt::refit

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/refit/refit_stats.hpp"
@@ -23,8 +24,18 @@ class RefitSender {
                                                 bool force_full = false);
   const RefitStats& stats() const { return stats_; }
 
+  // What the last message cost on the wire, as the host measured it: `bytes` sent in `seconds`.
+  // From these rates and the encoder's own, the sender sends a version whole when that is quicker
+  // than finding, sending and applying its changes (a fast link, or a step that changed much).
+  void observe_send(uint64_t bytes, double seconds);
+  // The predicted seconds of the next version as a delta and whole (0, 0 until both rates are known).
+  std::pair<double, double> predicted_seconds(uint64_t dense_bytes) const;
+
  private:
   int64_t full_every_, since_full_ = 0;
+  double wire_bytes_per_s_ = 0;    // measured by the host, the latest send
+  double encode_bytes_per_s_ = 0;  // dense bytes compared per second by the last delta (hashing included)
+  double delta_fraction_ = 0;      // the last delta's bytes over the dense bytes
   WeightCopy base_;
   std::vector<std::byte> manifest_;
   std::vector<std::vector<std::byte>> blobs_;

@@ -151,3 +151,34 @@ TEST_CASE("a delta against another version, a corrupted delta or a lost update i
     CHECK_THAT(error_of(receiver, 2, cut, MLPT_DATA_LOSS), Catch::Contains("3 checksums for 2 tensors"));
   }
 }
+
+// The sender picks the form from measured rates: a wire fast enough that the whole model crosses it
+// sooner than a delta can be found and applied gets the version whole; a slow one gets the delta.
+// The rates are the sender's own (its last delta's encode) against the wire's as reported.
+TEST_CASE("the sender sends a version whole when the measured rates say that is quicker than a delta") {
+  Model m;
+  RefitSender tx;
+  RefitReceiver rx;
+  require_equal(rx.apply(1, tx.prepare(1, m.views.data(), m.views.size()).data(), m.views.size() + 1), m);
+  m.step(2);
+  require_equal(rx.apply(2, tx.prepare(2, m.views.data(), m.views.size()).data(), m.views.size() + 1), m);
+  CHECK(tx.stats().mode == "delta");  // no wire rate known yet: the delta
+  const uint64_t dense = tx.stats().dense_bytes;
+  // A wire that moves the whole model in far less time than one pass over it.
+  tx.observe_send(dense, 1e-12);
+  auto [delta_s, whole_s] = tx.predicted_seconds(dense);
+  REQUIRE(whole_s > 0);
+  CHECK(whole_s < delta_s);
+  m.step(2);
+  require_equal(rx.apply(3, tx.prepare(3, m.views.data(), m.views.size()).data(), m.views.size() + 1), m);
+  CHECK(tx.stats().mode == "full");
+  CHECK(tx.stats().whole_by_rates);
+  // A wire that takes an hour for the model: a delta (its rate was measured on version 2).
+  tx.observe_send(dense, 3600);
+  std::tie(delta_s, whole_s) = tx.predicted_seconds(dense);
+  CHECK(delta_s < whole_s);
+  m.step(2);
+  require_equal(rx.apply(4, tx.prepare(4, m.views.data(), m.views.size()).data(), m.views.size() + 1), m);
+  CHECK(tx.stats().mode == "delta");
+  CHECK_FALSE(tx.stats().whole_by_rates);
+}

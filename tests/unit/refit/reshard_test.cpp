@@ -186,6 +186,25 @@ TEST_CASE("a cut from 2 trainer shards (rows) to 3 engine shards (columns) equal
   // Each engine rank holds a third: nobody received the whole model.
   CHECK(received == (54 + 9) * 4);
 
+  // The next version's cut reuses the previous cut's memory (no fresh pages per refit) and is
+  // still exact: the trainer's values change, the cut follows them into the same buffers.
+  for (auto& rank : trainer)
+    for (auto& x : rank[0].data) x = -x;
+  {
+    LayoutCut first(sources, {et[1].data(), es[1].data(), et[1].size()});
+    const void* memory = first.tensors()[0].tensor.data;
+    LayoutCut next(sources, {et[1].data(), es[1].data(), et[1].size()}, first.take_buffers());
+    CHECK(next.tensors()[0].tensor.data == memory);
+    const auto* w = static_cast<const float*>(next.tensors()[0].tensor.data);
+    for (size_t row = 0; row < 6; ++row)
+      for (size_t col = 0; col < 3; ++col) {
+        const float expected = -matrix[row * 9 + 3 + col];
+        CHECK(std::memcmp(&w[row * 3 + col], &expected, 4) == 0);
+      }
+  }
+  for (auto& rank : trainer)
+    for (auto& x : rank[0].data) x = -x;
+
   // Without a wanted layout: whole tensors, assembled; a replica that is whole is handed over as it is.
   LayoutCut whole(sources, {});
   REQUIRE(whole.tensors().size() == 2);

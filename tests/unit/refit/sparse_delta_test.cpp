@@ -129,3 +129,22 @@ TEST_CASE("FP32 and byte-wide elements round trip, and an update of another elem
   CHECK(engine == next);
   CHECK_THROWS_AS(encode_delta(prev.data(), next.data(), 10, 3, blob), mlpt::Error);
 }
+
+// The sender's form: the same encoding as encode_delta, and its copy becomes the new tensor. Sizes
+// that are not a multiple of the 64-byte block (a tail compared element by element) included.
+TEST_CASE("encoding while updating the sender's copy gives the same bytes and leaves the copy equal to the new tensor") {
+  for (int64_t n : {1, 31, 32, 33, 1000, 4097}) {
+    for (int64_t changed : {int64_t{0}, int64_t{1}, n / 50 + 1, n / 2, n}) {
+      INFO(n << " elements, " << changed << " changed");
+      Pair p = update_pair(n, changed, static_cast<uint64_t>(n * 31 + changed));
+      std::vector<std::byte> reference, updated;
+      const DeltaStats a = encode_bf16_delta(p.prev.data(), p.next.data(), n, reference);
+      std::vector<uint16_t> base = p.prev;
+      const DeltaStats b = encode_delta_and_update(base.data(), p.next.data(), n, 2, updated);
+      CHECK(updated == reference);
+      CHECK(a.changed == b.changed);
+      CHECK(a.form == b.form);
+      CHECK(base == p.next);
+    }
+  }
+}
