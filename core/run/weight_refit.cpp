@@ -1,6 +1,5 @@
 #include "core/run/weight_refit.hpp"
 
-#include <chrono>
 #include <cstdio>
 #include <future>
 
@@ -48,10 +47,7 @@ refit::RefitStats WeightRefit::deliver() {
   if (!encoder_) return deliver_dense();
   // Receive on another thread: a transport may need both ends active at once.
   auto received = std::async(std::launch::async, [&] { return receiver_.receive(version_, refit::kTransferTimeoutMs); });
-  const auto started = std::chrono::steady_clock::now();
   sender_.send(version_, message_, message_count_, refit::kTransferTimeoutMs);
-  // The wire's measured rate: the encoder sends the next version whole when that is quicker.
-  encoder_->observe_send(stats_.bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   auto got = received.get();
   try {
     const auto& rebuilt = decoder_->apply(got.version, got.tensors, got.count);
