@@ -59,8 +59,12 @@ TEST_CASE("mpirun -np 4 mlpt run configs/tiny-distributed.toml learns the letter
       mlpt_test::run_command(mlpt_exe() + " check log --division open --json " + result_log.string(), &status));
   INFO(report.dump(2));
   REQUIRE(report["rules"].size() > 5);
-  for (const auto& rule : report["rules"])
+  for (const auto& rule : report["rules"]) {
+    // The tiny validation set is not the rules' 251 tasks, and what only the stored MLCommons
+    // checker requires (eval_samples == 256) is not a rule: neither applies to this run.
+    if (rule["authority"] == "checker" || rule["id"] == "eval_samples_rules") continue;
     if (rule["id"] != "eval_target" || converged) CHECK(rule["passed"].get<bool>());
+  }
   // `check summary` reads the run (scored or with its reason); 2 would be an unreadable log.
   std::string summary = mlpt_test::run_command(mlpt_exe() + " check summary --division open " + result_log.string() + " 2>&1", &status);
   INFO(summary);
