@@ -45,11 +45,19 @@ void collect_changes(T* base, const T* next, int64_t numel, bool update, std::ve
       diff |= a ^ b;
     }
     if (diff == 0) continue;
-    for (int64_t j = i; j < i + per_block; ++j)
-      if (base[j] != next[j]) {
+    // A changed block: its words again, and in a changed word the lanes whose bits differ.
+    for (int64_t w = 0; w < per_block; w += per_word) {
+      uint64_t a, b;
+      std::memcpy(&a, base + i + w, 8);
+      std::memcpy(&b, next + i + w, 8);
+      for (uint64_t x = a ^ b; x != 0;) {
+        const int64_t lane = __builtin_ctzll(x) / (8 * static_cast<int>(sizeof(T)));
+        const int64_t j = i + w + lane;
         at.push_back(j);
         if (update) base[j] = next[j];
+        x &= lane + 1 < per_word ? ~0ull << (8 * sizeof(T) * static_cast<size_t>(lane + 1)) : 0;
       }
+    }
   }
   for (; i < numel; ++i)
     if (base[i] != next[i]) {
