@@ -79,6 +79,21 @@ MixingFlops mixing_flops(const ModelConfig& c, double context) {
   return m;
 }
 
+// The largest cache's size in bytes (0 when the system does not say).
+double last_level_cache_bytes() {
+  double best = 0;
+  for (int index = 0; index < 8; ++index) {
+    FILE* f = std::fopen(("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size").c_str(), "r");
+    if (!f) continue;
+    char unit = 0;
+    double size = 0;
+    if (std::fscanf(f, "%lf%c", &size, &unit) >= 1)
+      best = std::max(best, size * (unit == 'K' ? 1024.0 : unit == 'M' ? 1048576.0 : unit == 'G' ? 1073741824.0 : 1.0));
+    std::fclose(f);
+  }
+  return best;
+}
+
 // Memory read bandwidth: a sum over 512 MiB by `threads` threads (integer adds vectorise without
 // reassociating floats), best of 3.
 double read_bandwidth_gbs(int threads) {
@@ -235,8 +250,18 @@ void bench_config(const std::string& name, int64_t train_tokens, int decode_step
                                                    c.head_dim * context +
                                   2.0 * (c.num_layers - c.num_attention_layers()) * c.gdn_value_heads *
                                       c.gdn_key_dim * c.gdn_value_dim);
-      std::printf("  %6.2f GB/s read, %5.1f%% of bandwidth", decode_tps * bytes / 1e9,
-                  100.0 * decode_tps * bytes / 1e9 / bandwidth);
+      // A working set that fits the last-level cache is read from the cache, not memory: its rate
+      // says nothing about memory bandwidth (it can exceed it), so it is not printed as a fraction of it.
+      const double cache = last_level_cache_bytes(), fraction = decode_tps * bytes / 1e9 / bandwidth;
+      if (cache > 0 && bytes <= cache) {
+        std::printf("  %6.2f GB/s read: not a memory figure (%.1f MiB per step fits the %.0f MiB last-level cache)",
+                    decode_tps * bytes / 1e9, bytes / 1048576.0, cache / 1048576.0);
+      } else if (fraction > 1.0) {
+        std::printf("  %6.2f GB/s read: above the measured memory bandwidth, so partly cache-resident; not a memory figure",
+                    decode_tps * bytes / 1e9);
+      } else {
+        std::printf("  %6.2f GB/s read, %5.1f%% of bandwidth", decode_tps * bytes / 1e9, 100.0 * fraction);
+      }
     }
     std::printf("\n");
   }

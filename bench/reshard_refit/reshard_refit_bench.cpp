@@ -19,7 +19,8 @@
 // Every dense and resharded version is checked bit for bit on every receiver (values are a hash of
 // tensor, element and version); the sparse refit's receivers check every tensor's checksum.
 //
-//   bench_reshard_refit [--models small,397b] [--reps N] [--changed-fraction F] [--checksum] [--no-perftest]
+//   bench_reshard_refit [--models small,397b] [--refits dense,sparse,resharded] [--reps N] [--changed-fraction F]
+//                       [--checksum] [--no-perftest]
 // The sender ranks and receivers are this executable started with --sender / --receiver (internal).
 #include <poll.h>
 #include <spawn.h>
@@ -227,7 +228,8 @@ int run_sender(const std::string& model, const std::string& scenario, int rank, 
   return 0;
 }
 
-// ---- a receiver: receives `versions` versions in its layout; "got V" once it holds V, then "ok V" ----
+// ---- a receiver: receives `versions` versions in its layout; "got V" once it holds V, then on
+// "check V" checks it and answers "ok V" ----
 int run_receiver(const std::string& model, const std::string& scenario, int index, int senders, int port, bool checksum, int versions) {
   const TensorList list = tensor_list(model);
   std::vector<Box> boxes;
@@ -257,6 +259,9 @@ int run_receiver(const std::string& model, const std::string& scenario, int inde
     }
     std::printf("got %llu\n", static_cast<unsigned long long>(a.out_version));
     std::fflush(stdout);
+    // Checked once every receiver holds it, so that no check takes a core from a refit still running.
+    for (std::string line; std::getline(std::cin, line) && line.rfind("check", 0) != 0;) {
+    }
     std::string bad;
     if (count != boxes.size()) bad = std::to_string(count) + " tensors";
     for (size_t i = 0; bad.empty() && scenario != "sparse" && i < count; ++i) {
@@ -333,7 +338,7 @@ class Proc {
 };
 
 struct Result {
-  double best = 0, median = 0;  // seconds until every receiver held the version
+  double best = 0, median = 0, worst = 0;  // seconds until every receiver held the version
   uint64_t wire = 0;            // bytes on the wire per version (the timed ones)
   std::string error;
 };
@@ -362,6 +367,7 @@ Result measure(const std::string& self, const std::string& model, const std::str
       for (auto& p : tx) p->tell("go " + vs);
       for (auto& p : rx) p->expect("got " + vs);
       const double took = seconds_since(t0);
+      for (auto& p : rx) p->tell("check " + vs);
       uint64_t sent = 0;
       for (auto& p : tx) sent += std::stoull(p->expect("sent " + vs).substr(6 + vs.size()));
       for (auto& p : rx) p->expect("ok " + vs);
@@ -372,7 +378,7 @@ Result measure(const std::string& self, const std::string& model, const std::str
     }
     for (auto& p : tx) p->tell("quit");
     std::sort(times.begin(), times.end());
-    r.best = times.front(), r.median = times[times.size() / 2];
+    r.best = times.front(), r.median = times[times.size() / 2], r.worst = times.back();
   } catch (const std::exception& e) {
     r.error = e.what();
   }
@@ -397,6 +403,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models = {"small", "397b"};
   int reps = 3;
   double fraction = 0.015;
+  std::vector<std::string> refits = {"dense", "sparse", "resharded"};
   bool checksum = false, perftest = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -404,6 +411,10 @@ int main(int argc, char** argv) {
       models.clear();
       std::stringstream s(argv[++i]);
       for (std::string m; std::getline(s, m, ',');) models.push_back(m);
+    } else if (a == "--refits" && i + 1 < argc) {
+      refits.clear();
+      std::stringstream s(argv[++i]);
+      for (std::string m; std::getline(s, m, ',');) refits.push_back(m);
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::stoi(argv[++i]));
     } else if (a == "--changed-fraction" && i + 1 < argc) {
@@ -413,45 +424,52 @@ int main(int argc, char** argv) {
     } else if (a == "--no-perftest") {
       perftest = false;
     } else {
-      std::fprintf(stderr, "usage: %s [--models small,397b] [--reps N] [--changed-fraction F] [--checksum] [--no-perftest]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--models small,397b] [--refits dense,sparse,resharded] [--reps N] [--changed-fraction F] [--checksum] "
+                   "[--no-perftest]\n",
+                   argv[0]);
       return 64;
     }
   }
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::printf("bench_reshard_refit: %d receivers, 16 MiB buckets, checksums %s, %d timed refits per row after one warm-up; sparse: "
+  std::printf("bench_reshard_refit: %d receivers, 16 MiB buckets, checksums %s, %d timed refits per row after one warm-up (medians); sparse: "
               "%.2f%% of the elements change per step\n",
               kReceivers, checksum ? "on" : "off", reps, 100 * fraction);
   std::printf("UCX_TLS=%s (the same environment for ucx_perftest)\n", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "unset");
   for (const auto& model : models) {
     const TensorList list = tensor_list(model);
-    const double pt = perftest ? bench_ucx::perftest_gbps(kBucket, list.bytes, false).value_or(0) : 0;
-    const double pe = perftest ? bench_ucx::perftest_gbps(kBucket, list.bytes, true).value_or(0) : 0;
-    std::printf("\n%s: %zu tensors, %.1f MiB BF16; ucx_perftest tag_bw 16 MiB: %.2f GB/s (with -e, the transport's error mode: %.2f GB/s)\n",
-                model.c_str(), list.names.size(), static_cast<double>(list.bytes) / 1048576.0, pt, pe);
-    std::printf("  %-10s %-7s %12s %14s %10s %10s %9s %11s %9s %10s\n", "refit", "ranks", "wire MiB/v", "MiB/receiver", "best s",
-                "median s", "GB/s", "vs perftest", "vs -e", "vs dense");
-    double dense_best = 0;
-    for (const std::string scenario : {"dense", "sparse", "resharded"}) {
+    const auto pt = perftest ? bench_ucx::perftest_median(kBucket, list.bytes, false, 3) : bench_ucx::PerftestRate{};
+    const auto pe = perftest ? bench_ucx::perftest_median(kBucket, list.bytes, true, 3) : bench_ucx::PerftestRate{};
+    std::printf("\n%s: %zu tensors, %.1f MiB BF16; ucx_perftest tag_bw 16 MiB, median of 3: %.2f GB/s (%.2f-%.2f); with -e, the "
+                "transport's error mode: %.2f GB/s (%.2f-%.2f)\n",
+                model.c_str(), list.names.size(), static_cast<double>(list.bytes) / 1048576.0, pt.median, pt.low, pt.high, pe.median,
+                pe.low, pe.high);
+    std::printf("  %-10s %-7s %12s %14s %10s %19s %9s %11s %9s %10s\n", "refit", "ranks", "wire MiB/v", "MiB/receiver", "median s",
+                "(spread)", "GB/s", "vs perftest", "vs -e", "vs dense");
+    double dense_median = 0;
+    for (const std::string& scenario : refits) {
       const Result r = measure(self, model, scenario, list, reps, checksum, fraction);
       if (!r.error.empty()) {
         std::printf("  %-10s failed: %s\n", scenario.c_str(), r.error.c_str());
         continue;
       }
-      if (scenario == "dense") dense_best = r.best;
-      const double rate = static_cast<double>(r.wire) / r.best / 1e9;
-      char vs_pt[32] = "-", vs_pe[32] = "-", vs_dense[32] = "-";
-      if (pt > 0) std::snprintf(vs_pt, sizeof(vs_pt), "%.2f", rate / pt);
-      if (pe > 0) std::snprintf(vs_pe, sizeof(vs_pe), "%.2f", rate / pe);
-      if (dense_best > 0) std::snprintf(vs_dense, sizeof(vs_dense), "%.3f", r.best / dense_best);
+      if (scenario == "dense") dense_median = r.median;
+      const double rate = static_cast<double>(r.wire) / r.median / 1e9;
+      char vs_pt[32] = "-", vs_pe[32] = "-", vs_dense[32] = "-", spread[48];
+      if (pt.median > 0) std::snprintf(vs_pt, sizeof(vs_pt), "%.2f", rate / pt.median);
+      if (pe.median > 0) std::snprintf(vs_pe, sizeof(vs_pe), "%.2f", rate / pe.median);
+      if (dense_median > 0) std::snprintf(vs_dense, sizeof(vs_dense), "%.3f", r.median / dense_median);
+      std::snprintf(spread, sizeof(spread), "(%.4f-%.4f)", r.best, r.worst);
       // What each receiver ends up holding: the whole model, or its third of every tensor.
       const double held = scenario == "resharded" ? static_cast<double>(list.bytes) / kReceivers : static_cast<double>(list.bytes);
-      std::printf("  %-10s %-7s %12.1f %14.1f %10.4f %10.4f %9.2f %11s %9s %10s\n", scenario.c_str(),
-                  scenario == "resharded" ? "2 -> 3" : "1 -> 3", static_cast<double>(r.wire) / 1048576.0, held / 1048576.0, r.best,
-                  r.median, rate, vs_pt, vs_pe, vs_dense);
+      std::printf("  %-10s %-7s %12.1f %14.1f %10.4f %19s %9.2f %11s %9s %10s\n", scenario.c_str(),
+                  scenario == "resharded" ? "2 -> 3" : "1 -> 3", static_cast<double>(r.wire) / 1048576.0, held / 1048576.0, r.median,
+                  spread, rate, vs_pt, vs_pe, vs_dense);
       std::fflush(stdout);
     }
   }
-  std::printf("\nvs perftest: (wire bytes / best time) over ucx_perftest's rate for one pair; vs dense: best time over the dense "
-              "refit's best time (same tensors, same receivers)\n");
+  std::printf("\nEvery time is the median of the timed refits with its spread (fastest-slowest); vs perftest: (wire bytes / median "
+              "time) over ucx_perftest's median rate for one pair; vs dense: median time over the dense refit's median time (same "
+              "tensors, same receivers, same run)\n");
   return 0;
 }

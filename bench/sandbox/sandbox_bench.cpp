@@ -1,5 +1,7 @@
 // Cost of a sandbox: create / exec(`true`) / destroy, one at a time and with N = 1, 4, 16 running
-// concurrently, as ratios to a plain fork+exec of /bin/true on the host measured in the same run.
+// concurrently, as ratios to two baselines measured in the same run: bare bubblewrap running
+// /bin/true in the same image's root with the same binds (what isolation itself costs, without
+// the plugin), and a plain fork+exec of /bin/true on the host. Each baseline is named in full.
 //   bench_sandbox [iterations per thread, default 20] [sandbox plugin .so, default this build's]
 // The plugin argument measures another build of the plugin (e.g. one from before a change) in the
 // same run conditions.
@@ -31,6 +33,22 @@ void spawn_true() {
   pid_t pid;
   char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
   if (posix_spawn(&pid, "/bin/true", nullptr, nullptr, argv, environ) == 0) waitpid(pid, nullptr, 0);
+}
+
+// Bare bubblewrap: /bin/true with `root` (the image's tree) as / and the image's binds read-only,
+// in a user namespace of its own; no plugin, no cgroup, no state. False when bwrap cannot run here.
+bool bwrap_true(const std::string& root) {
+  std::vector<std::string> args = {"bwrap", "--unshare-user", "--bind", root, "/", "--dev", "/dev", "--proc", "/proc"};
+  for (const char* b : {"/usr", "/bin", "/sbin", "/lib"}) args.insert(args.end(), {"--ro-bind", b, b});
+  args.insert(args.end(), {"--ro-bind-try", "/lib64", "/lib64", "/bin/true"});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  int status = 0;
+  if (posix_spawnp(&pid, "bwrap", nullptr, nullptr, argv.data(), environ) != 0) return false;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 struct Api {
@@ -77,11 +95,16 @@ int main(int argc, char** argv) {
   mlpt::plugin::check(a.comp, a.api->runtime_create(&rc), "runtime_create");
   a.rt = rc.runtime;
 
-  // Baseline: fork+exec /bin/true.
+  // Baselines: fork+exec /bin/true; bare bwrap on the same image's tree.
   int base_n = iters * 10;
   auto t0 = Clock::now();
   for (int i = 0; i < base_n; ++i) spawn_true();
   double base = secs(t0, Clock::now()) / base_n;
+  const std::string root = (dir / "root").string();
+  bool bare_ok = bwrap_true(root);  // warm up, and find out whether bwrap runs here at all
+  auto b0 = Clock::now();
+  for (int i = 0; bare_ok && i < iters; ++i) bare_ok = bwrap_true(root);
+  const double bare = bare_ok ? secs(b0, Clock::now()) / iters : 0;
 
   // Warm the image mount, then one sandbox at a time, phase by phase.
   { auto* s = create(a, image); exec_true(a, s); a.api->destroy(s); }
@@ -97,12 +120,25 @@ int main(int argc, char** argv) {
     tc += secs(c0, c1), te += secs(c1, c2), td += secs(c2, c3);
   }
   tc /= iters, te /= iters, td /= iters;
-  std::printf("baseline fork+exec /bin/true: %.1f us\n\n", base * 1e6);
-  std::printf("%-28s %12s %10s\n", "phase (one sandbox)", "time", "x baseline");
-  std::printf("%-28s %10.2f ms %10.1f\n", "create", tc * 1e3, tc / base);
-  std::printf("%-28s %10.2f ms %10.1f\n", "exec true", te * 1e3, te / base);
-  std::printf("%-28s %10.2f ms %10.1f\n", "destroy", td * 1e3, td / base);
-  std::printf("%-28s %10.2f ms %10.1f\n\n", "create+exec+destroy", (tc + te + td) * 1e3, (tc + te + td) / base);
+  std::printf("baseline host fork+exec /bin/true (mean of %d): %.1f us\n", base_n, base * 1e6);
+  if (bare > 0)
+    std::printf("baseline bare bwrap /bin/true on the same image's tree, same read-only binds, own user namespace (mean of %d): "
+                "%.2f ms\n\n",
+                iters, bare * 1e3);
+  else
+    std::printf("baseline bare bwrap: cannot run here (bwrap missing or user namespaces refused); not measured\n\n");
+  char bare_ratio[32];
+  auto vs_bare = [&](double t) {
+    if (bare > 0) std::snprintf(bare_ratio, sizeof(bare_ratio), "%.2f", t / bare);
+    else std::snprintf(bare_ratio, sizeof(bare_ratio), "-");
+    return bare_ratio;
+  };
+  std::printf("%-28s %12s %12s %14s\n", "phase (one sandbox, mean)", "time", "x bare bwrap", "x host fork");
+  std::printf("%-28s %10.2f ms %12s %14.1f\n", "create", tc * 1e3, vs_bare(tc), tc / base);
+  std::printf("%-28s %10.2f ms %12s %14.1f\n", "exec true", te * 1e3, vs_bare(te), te / base);
+  std::printf("%-28s %10.2f ms %12s %14.1f\n", "destroy", td * 1e3, vs_bare(td), td / base);
+  std::printf("%-28s %10.2f ms %12s %14.1f\n\n", "create+exec+destroy", (tc + te + td) * 1e3, vs_bare(tc + te + td),
+              (tc + te + td) / base);
 
   std::printf("%-4s %16s %16s %18s\n", "N", "sandboxes/s", "host true/s", "sandbox/host ratio");
   for (int n : {1, 4, 16}) {

@@ -35,10 +35,14 @@ using namespace mlpt::ref::cpu;
 
 namespace {
 
-// Process CPU seconds (all threads) and wall seconds, best of reps. The CPU clock is the one to
-// compare on a shared machine: it does not count time spent waiting for a core.
+// Process CPU seconds (all threads) and wall seconds: the median of `reps` runs, with the CPU
+// seconds' spread (fastest and slowest run) and the count, so that each row says what it is. The
+// CPU clock is the one to compare on a shared machine: it does not count time spent waiting for a
+// core.
 struct Timing {
   double cpu, wall;
+  double cpu_min = 0, cpu_max = 0;
+  int reps = 0;
 };
 
 double cpu_now() {
@@ -47,16 +51,21 @@ double cpu_now() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-Timing best_seconds(const std::function<void()>& f, int reps) {
-  Timing best{1e30, 1e30};
+Timing median_seconds(const std::function<void()>& f, int reps) {
+  std::vector<double> cpu, wall;
   for (int r = 0; r < reps; ++r) {
     const double c0 = cpu_now();
     auto t0 = std::chrono::steady_clock::now();
     f();
-    best.wall = std::min(best.wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    best.cpu = std::min(best.cpu, cpu_now() - c0);
+    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(cpu_now() - c0);
   }
-  return best;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  return Timing{median(cpu), median(wall), *std::min_element(cpu.begin(), cpu.end()), *std::max_element(cpu.begin(), cpu.end()), reps};
 }
 
 std::vector<float> rand_vec(std::mt19937& rng, size_t n, float lo, float hi) {
@@ -153,17 +162,19 @@ double sgemm_gflops_per_cpu_s() {
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
   auto gemm = [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n); };
   gemm();
-  const Timing t = best_seconds(gemm, 5);
+  const Timing t = median_seconds(gemm, 5);
   return 2.0 * n * n * double(n) / t.cpu * 1e-9;
 }
 
 void header(const char* vs) {
-  std::printf("  %-32s %10s %10s %14s %9s\n", "op", "cpu ms", "wall ms", "GFLOP/cpu-s", vs);
+  std::printf("  %-32s %10s %19s %10s %14s %9s\n", "op", "cpu ms", "(min-max, runs)", "wall ms", "GFLOP/cpu-s", vs);
 }
 
-// GFLOP/s per CPU second (per core) and the speed ratio against the baseline, both by CPU time.
+// GFLOP/s per CPU second (per core) and the speed ratio against the baseline, both by median CPU time.
 void row(const char* name, Timing t, double flops, double base_cpu) {
-  std::printf("  %-32s %10.2f %10.2f %14.2f %8.2fx\n", name, t.cpu * 1e3, t.wall * 1e3, flops / t.cpu * 1e-9,
+  char spread[64];
+  std::snprintf(spread, sizeof(spread), "(%.1f-%.1f, %d)", t.cpu_min * 1e3, t.cpu_max * 1e3, t.reps);
+  std::printf("  %-32s %10.2f %19s %10.2f %14.2f %8.2fx\n", name, t.cpu * 1e3, spread, t.wall * 1e3, flops / t.cpu * 1e-9,
               base_cpu / t.cpu);
 }
 
@@ -175,7 +186,9 @@ int main(int argc, char** argv) {
 #if defined(_OPENMP)
   threads = omp_get_max_threads();
 #endif
-  std::printf("bench_seqops: T=%lld tokens (one sequence), float, %d thread(s); best of 3\n", (long long)T, threads);
+  std::printf("bench_seqops: T=%lld tokens (one sequence), float, %d thread(s); each figure the median of the runs its row "
+              "names (a baseline and what it is compared with run as often)\n",
+              (long long)T, threads);
   const bool attention_only = argc > 2 && std::strcmp(argv[2], "attention") == 0;
   const bool naive = T <= 8192;
   openblas_set_num_threads(threads);
@@ -199,15 +212,15 @@ int main(int argc, char** argv) {
     std::vector<float> o_rec(v.size()), o_chk(v.size()), f_rec(SS), f_chk(SS);
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()), db(g.size()), dinit(SS);
     const double fwd = 6.0 * double(T) * s.num_value_heads * s.key_dim * s.value_dim;
-    const Timing t_rec = best_seconds([&] {
+    const Timing t_rec = median_seconds([&] {
       gdn_recurrent_forward<float>(s, offsets, 1, q.data(), k.data(), v.data(), g.data(), beta.data(), init.data(),
                                    o_rec.data(), f_rec.data());
     }, 3);
-    const Timing t_chk = best_seconds([&] {
+    const Timing t_chk = median_seconds([&] {
       gdn_chunked_forward<float>(s, offsets, 1, q.data(), k.data(), v.data(), g.data(), beta.data(), init.data(),
                                  o_chk.data(), f_chk.data());
     }, 3);
-    const Timing t_bwd = best_seconds([&] {
+    const Timing t_bwd = median_seconds([&] {
       gdn_backward<float>(s, offsets, 1, q.data(), k.data(), v.data(), g.data(), beta.data(), init.data(), dout.data(),
                           f_rec.data(), dq.data(), dk.data(), dv.data(), dg.data(), db.data(), dinit.data());
     }, 3);
@@ -218,6 +231,18 @@ int main(int argc, char** argv) {
     row("chunked forward (C=64)", t_chk, fwd, t_rec.cpu);
     row("backward (recompute + adjoint)", t_bwd, 2 * fwd, 3 * t_rec.cpu);
     std::printf("  (backward ratio is against 3x the recurrent forward, the same-count baseline)\n");
+    // Why the chunked form may lose here: per token and value head it does the recurrence's
+    // 6·dk·dv (Q S, W S, the state update) plus the in-chunk work: the unit triangular solve over
+    // [W | U] (C·(dk+dv)), the intra-chunk attention P V' (C·dv) and K Kᵀ, Q Kᵀ shared by the
+    // r value heads of a key head (4·C·dk / r). It is faster only where its FLOP rate exceeds the
+    // recurrence's by more than that ratio; at dk = dv = 64 a token's 64x64 state stays in L1 and
+    // the rank-1 recurrence already runs vectorised, so on one core it need not.
+    const double C = 64, kd = double(s.key_dim), vd = double(s.value_dim), r = double(s.num_value_heads / s.num_key_heads);
+    const double work = (6 * kd * vd + C * (kd + vd) + C * vd + 4 * C * kd / r) / (6 * kd * vd);
+    const double rate = (fwd / t_chk.cpu) / (fwd / t_rec.cpu) * work;
+    std::printf("  chunked does %.2fx the recurrence's FLOPs at C=64 (in-chunk solve and attention); its FLOP rate is %.2fx the "
+                "recurrence's, so it %s\n",
+                work, rate, rate > work ? "wins" : "loses: its small matrix products do not run faster enough to pay for the extra work");
   }
 
   {  // attention
@@ -230,20 +255,20 @@ int main(int argc, char** argv) {
     std::vector<float> o(q.size()), o_naive(q.size()), dq(q.size()), dk(k.size()), dv(k.size()), ndq(q.size()),
         ndk(k.size()), ndv(k.size());
     const double fwd = 4.0 * s.head_dim * s.num_heads * double(T) * double(T + 1) / 2;
-    const int reps = naive ? 3 : 1;
-    const Timing tn_f = naive ? best_seconds([&] { naive_attention_forward(s, T, q.data(), k.data(), v.data(), o_naive.data()); }, 2) : Timing{0, 0};
-    const Timing t_f = best_seconds([&] {
+    const int reps = naive ? 3 : 1;  // past 8k one run each: no spread, and the row says so
+    const Timing tn_f = naive ? median_seconds([&] { naive_attention_forward(s, T, q.data(), k.data(), v.data(), o_naive.data()); }, reps) : Timing{0, 0};
+    const Timing t_f = median_seconds([&] {
       attention_forward<float>(s, offsets, offsets, 1, q.data(), k.data(), v.data(), o.data());
     }, reps);
-    const Timing tn_b = naive ? best_seconds([&] {
+    const Timing tn_b = naive ? median_seconds([&] {
       naive_attention_backward(s, T, q.data(), k.data(), v.data(), dout.data(), ndq.data(), ndk.data(), ndv.data());
-    }, 2) : Timing{0, 0};
-    const Timing t_b = best_seconds([&] {
+    }, reps) : Timing{0, 0};
+    const Timing t_b = median_seconds([&] {
       attention_backward<float>(s, offsets, offsets, 1, q.data(), k.data(), v.data(), dout.data(), dq.data(),
                                 dk.data(), dv.data());
     }, reps);
-    std::printf("\nAttention at T=%lld as a fraction of sgemm peak: forward %.1f%%, backward %.1f%%\n", (long long)T,
-                100.0 * fwd / t_f.cpu * 1e-9 / peak, 100.0 * 2.5 * fwd / t_b.cpu * 1e-9 / peak);
+    std::printf("\nAttention at T=%lld as a fraction of sgemm peak (median of %d run(s) each): forward %.1f%%, backward %.1f%%\n",
+                (long long)T, reps, 100.0 * fwd / t_f.cpu * 1e-9 / peak, 100.0 * 2.5 * fwd / t_b.cpu * 1e-9 / peak);
     if (!naive) return 0;
     std::printf("\nAttention  H=%lld Hkv=%lld D=64 causal   (vs naive: out %.1e, dq %.1e, dk %.1e max rel diff)\n",
                 (long long)s.num_heads, (long long)s.num_kv_heads, max_rel_diff(o, o_naive), max_rel_diff(dq, ndq), max_rel_diff(dk, ndk));

@@ -117,4 +117,22 @@ inline std::optional<double> perftest_gbps(size_t bucket, size_t total, bool err
   return result;
 }
 
+// ucx_perftest run `runs` times: the median of its overall bandwidths, and their spread, so that a
+// transport's median is compared with the same statistic. Empty when no run succeeded.
+struct PerftestRate {
+  double median = 0, low = 0, high = 0;
+  int runs = 0;
+};
+inline PerftestRate perftest_median(size_t bucket, size_t total, bool error_handling, int runs) {
+  std::vector<double> rates;
+  for (int r = 0; r < runs; ++r)
+    if (auto g = perftest_gbps(bucket, total, error_handling)) rates.push_back(*g);
+  PerftestRate out;
+  if (rates.empty()) return out;
+  std::sort(rates.begin(), rates.end());
+  out.median = rates[rates.size() / 2], out.low = rates.front(), out.high = rates.back();
+  out.runs = static_cast<int>(rates.size());
+  return out;
+}
+
 }  // namespace bench_ucx
