@@ -38,3 +38,8 @@ TEST_CASE("cuda trainer: an EP=2 group on one GPU (host-staged dispatch) steps a
 TEST_CASE("cuda trainer: TP=2 x EP=2 on four ranks of one GPU steps as the one-rank CUDA and CPU trainers") {
   dist_test::check_model_parallel_step(4, 2, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2});
 }
+
+TEST_CASE("cuda trainer: TP=4 over two KV heads (each replicated on two ranks) on one GPU steps as the one-rank CUDA and CPU trainers") {
+  dist_test::check_model_parallel_step(4, 4, 1, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2},
+                                       dist_test::kv_replicating_micro_config());
+}
