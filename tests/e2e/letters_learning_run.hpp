@@ -73,8 +73,12 @@ inline void check_letters_run_learns(mlpt::run::RunConfig config, const std::str
   auto log = mllog::parse_log_file(s.result_log);
   auto report = check::check_log(log, check::CheckOptions{check::Division::open, std::nullopt});
   INFO(check::format_report(report));
-  for (const auto& rule : report.rules)
+  for (const auto& rule : report.rules) {
+    // The letters validation set is not the rules' 251 tasks, and what only the stored MLCommons
+    // checker requires (eval_samples == 256) is not a rule: neither applies to this run.
+    if (rule.authority == check::Authority::checker_only || rule.id == "eval_samples_rules") continue;
     if (rule.id != check::kTargetRule || s.converged) CHECK(rule.passed());
+  }
 }
 
 }  // namespace mlpt_test

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../learning_curve.hpp"
+#include "mpirun_command.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -30,7 +31,7 @@ TEST_CASE("mpirun -np 4 mlpt run configs/tiny-distributed.toml learns the letter
   int status = 0;
   // --new-folder: never touches an earlier run of the same config.
   const std::string output = mlpt_test::run_command(
-      env + "timeout -k 10 1500 " + MPIRUN_EXE + " --allow-run-as-root --oversubscribe --bind-to none -np 4 " + mlpt_exe() +
+      env + "timeout -k 10 1500 " + mlpt_test::mpirun_command(4) + mlpt_exe() +
           " run --new-folder " + MLPT_SOURCE_DIR + "/configs/tiny-distributed.toml 2>&1",
       &status);
   INFO(output);
