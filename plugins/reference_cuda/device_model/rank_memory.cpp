@@ -20,12 +20,8 @@ int64_t largest_range(int64_t n, int replicas) {
 
 RankMemory of_rank(const ModelConfig& full, const ModelShard& s, int data_parallel) {
   RankMemory m;
-  const ModelConfig c = shard_config(full, s);
-  m.shard = c.shard;
-  ModelLayout layout = make_layout(c);
-  for (const LayerTensors& l : layout.layers)  // this rank's block of the experts (shard_weights)
-    for (int t : {l.moe.gate_up, l.moe.down})
-      layout.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / s.expert_blocks();
+  m.shard = shard_config(full, s).shard;
+  const ModelLayout layout = shard_layout(full, s);
   for (size_t i = 0; i < layout.tensors.size(); ++i) {
     const int64_t n = layout.tensors[i].numel(), held = std::max<int64_t>(n, 1);  // as Buffer asks
     m.parameters += n;

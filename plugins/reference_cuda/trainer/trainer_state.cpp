@@ -96,10 +96,7 @@ GroupPlacements group_placements(const ModelConfig& full, const ModelShard& mine
   GroupPlacements g{mine.tp, mine.ep, mine.etp, {}};
   for (int r = 0; r < mine.tp * mine.ep; ++r) {
     const ModelShard s = ModelShard::of_world_rank(mine.tp, mine.ep, r, mine.etp);
-    ModelLayout local = make_layout(shard_config(full, s));
-    for (const LayerTensors& l : local.layers)
-      for (int t : {l.moe.gate_up, l.moe.down}) local.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / s.expert_blocks();
-    g.of_rank.push_back(shard_placements(full, local, s));
+    g.of_rank.push_back(shard_placements(full, shard_layout(full, s), s));
   }
   return g;
 }

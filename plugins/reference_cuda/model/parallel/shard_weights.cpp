@@ -142,15 +142,20 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
   return w;
 }
 
+ModelLayout shard_layout(const ModelConfig& full, const ModelShard& shard) {
+  ModelLayout layout = make_layout(shard_config(full, shard));
+  for (const LayerTensors& l : layout.layers)
+    for (int t : {l.moe.gate_up, l.moe.down})
+      layout.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / shard.expert_blocks();
+  return layout;
+}
+
 template <class T>
 Weights<T> read_shard_weights(const ModelConfig& full, const SafetensorsCheckpoint& checkpoint, const ModelShard& shard,
                               const std::string& prefix) {
   Weights<T> w;
   w.config = shard_config(full, shard);
-  w.layout = make_layout(w.config);
-  for (const LayerTensors& l : w.layout.layers)  // this rank's block of the experts
-    for (int t : {l.moe.gate_up, l.moe.down})
-      w.layout.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / shard.expert_blocks();
+  w.layout = shard_layout(full, shard);
   const std::vector<ShardPlacement> placements = shard_placements(full, w.layout, shard);
   std::vector<T> box_values;
   for (size_t i = 0; i < w.layout.tensors.size(); ++i) {

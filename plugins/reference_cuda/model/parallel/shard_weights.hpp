@@ -12,6 +12,10 @@ namespace mlpt::ref {
 // "linear_num_key_heads 2 do not split over tp 4"), and for experts over ep.
 ModelConfig shard_config(const ModelConfig& full, const ModelShard& shard);
 
+// The layout of `shard`'s tensors for a model of config `full`: its config's (shard_config), the
+// routed-expert tensors holding its block of num_experts / expert_blocks() experts.
+ModelLayout shard_layout(const ModelConfig& full, const ModelShard& shard);
+
 // Copies this rank's slices out of the full weights: a one-rank model, whose expert tensors hold
 // every expert or already just this rank's block (load_weights with an expert range).
 template <class T>
