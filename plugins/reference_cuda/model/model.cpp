@@ -141,10 +141,15 @@ class PartialGradients {
     for (size_t j = 0; j < tensors_.size(); ++j) {
       std::vector<T>& g = grads_.values[tensors_[j].tensor];
       const size_t n = g.size(), slot = static_cast<size_t>(tensors_[j].slot);
-      std::vector<T> padded(n * static_cast<size_t>(tensors_[j].slots), T(0));  // zeros add nothing
-      std::copy(g.begin(), g.end(), padded.begin() + slot * n);
-      sum_over(group_, padded.data(), padded.size());
-      for (size_t i = 0; i < n; ++i) g[i] = padded[slot * n + i] + earlier_[j][i];
+      if (tensors_[j].slots == 1) {
+        sum_over(group_, g.data(), n);
+      } else {  // this rank's share at its slot, zeros (which add nothing) at the others
+        std::vector<T> padded(n * static_cast<size_t>(tensors_[j].slots), T(0));
+        std::copy(g.begin(), g.end(), padded.begin() + slot * n);
+        sum_over(group_, padded.data(), padded.size());
+        std::copy(padded.begin() + slot * n, padded.begin() + (slot + 1) * n, g.begin());
+      }
+      for (size_t i = 0; i < n; ++i) g[i] += earlier_[j][i];
     }
   }
 
