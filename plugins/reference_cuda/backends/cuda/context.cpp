@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/cuda/gemm.hpp"
 #include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref::cuda {
@@ -15,13 +16,19 @@ void check(cudaError_t status, const char* what) {
 
 void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw sdk::Error(MLPT_INTERNAL, std::string("cuBLAS: ") + what + ": " + cublasGetStatusName(status) + " (" +
-                                        cublasGetStatusString(status) + ")");
+    throw sdk::Error(MLPT_INTERNAL, std::string("cuBLAS: ") + what + ": " + cublasGetStatusName(status) +
+                                        " (" + cublasGetStatusString(status) + ")");
 }
 
-void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+void check_launch(const char* kernel) {
+  check(cudaGetLastError(), kernel);
+}
 
 Context create_context() {
+  return create_context(BackendOptions{});
+}
+
+Context create_context(const BackendOptions& options) {
   Context ctx;
   check(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   cublasStatus_t st = cublasCreate(&ctx.blas);
@@ -30,24 +37,34 @@ Context create_context() {
     check(st, "cublasCreate");
   }
   check(cublasSetStream(ctx.blas, ctx.stream), "cublasSetStream");
+  try {
+    ctx.gemm = new GemmEngine(ctx.stream, ctx.blas, options);
+  } catch (...) {
+    destroy_context(ctx);
+    throw;
+  }
   return ctx;
 }
 
 void select_device(int device, const char* component) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count <= device)
-    throw sdk::Error(MLPT_FAILED_PRECONDITION, std::string(component) + ": CUDA device " + std::to_string(device) +
-                                                   " is not available (" + std::to_string(count) + " visible)");
+    throw sdk::Error(MLPT_FAILED_PRECONDITION, std::string(component) + ": CUDA device " +
+                                                   std::to_string(device) + " is not available (" +
+                                                   std::to_string(count) + " visible)");
   check(cudaSetDevice(device), "cudaSetDevice");
 }
 
 void destroy_context(Context& ctx) {
+  delete ctx.gemm;
   if (ctx.blas) cublasDestroy(ctx.blas);
   if (ctx.stream) cudaStreamDestroy(ctx.stream);
   ctx = Context{};
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) { reserve(bytes); }
+DeviceBuffer::DeviceBuffer(size_t bytes) {
+  reserve(bytes);
+}
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_) cudaFree(ptr_);
 }

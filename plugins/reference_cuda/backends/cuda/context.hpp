@@ -8,20 +8,27 @@
 // packed sequences live on the device. Ops are asynchronous on ctx.stream.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mlpt::ref {
+struct BackendOptions;  // device_model/backend_options.hpp
+}
 
 namespace mlpt::ref::cuda {
 
 using bf16 = __nv_bfloat16;
 
+class GemmEngine;  // gemm.hpp
+
 struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  GemmEngine* gemm = nullptr;  // every dense product's library and cached plans (gemm.hpp)
 };
 
 // Throws mlpt::sdk::Error (MLPT_INTERNAL) naming `what` and the CUDA / cuBLAS error.
@@ -34,8 +41,10 @@ void check_launch(const char* kernel);
 // "<component>: CUDA device N is not available (M visible)" when there is no such device.
 void select_device(int device, const char* component);
 
-// A context on a new non-blocking stream of the current device; destroy() releases it.
+// A context on a new non-blocking stream of the current device, its products through the library
+// `options` names (default BackendOptions when omitted); destroy_context() releases it.
 Context create_context();
+Context create_context(const BackendOptions& options);
 void destroy_context(Context& ctx);
 
 // Device memory that frees itself; bytes are uninitialised unless zeroed.
@@ -50,7 +59,9 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* get() const { return ptr_; }
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
   // Grows (never shrinks) to at least `bytes`; contents are lost when it grows.
   void reserve(size_t bytes);

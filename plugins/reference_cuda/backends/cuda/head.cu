@@ -4,6 +4,7 @@
 #include "backends/cuda/head.hpp"
 
 #include "backends/cuda/kernels.cuh"
+#include "backends/cuda/linear.hpp"
 #include "model/counter_uniform.hpp"
 
 namespace mlpt::ref::cuda {
@@ -174,12 +175,7 @@ __global__ void sample_kernel(int64_t V, int64_t valid, const float* logits, con
 void logits_forward(const Context& ctx, int64_t rows, int64_t V, int64_t H, const bf16* hidden, const bf16* W,
                     float* logits) {
   if (rows <= 0 || V <= 0) return;
-  const float alpha = 1.f, beta = 0.f;  // logitsᵀ[V, rows] = W[V, H] · hiddenᵀ[H, rows]
-  check(cublasGemmEx(ctx.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(V), static_cast<int>(rows),
-                     static_cast<int>(H), &alpha, W, CUDA_R_16BF, static_cast<int>(H), hidden, CUDA_R_16BF,
-                     static_cast<int>(H), &beta, logits, CUDA_R_32F, static_cast<int>(V), CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT),
-        "logits_forward");
+  linear_forward_fp32(ctx, rows, V, H, hidden, W, logits);
 }
 
 void token_logprobs(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,

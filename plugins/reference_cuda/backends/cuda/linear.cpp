@@ -4,23 +4,15 @@
 #include <cstdint>
 
 #include "backends/cuda/context.hpp"
+#include "backends/cuda/gemm.hpp"
 
 namespace mlpt::ref::cuda {
 
 namespace {
 
-// The column-major call one LinearKind makes, for one group.
-struct Gemm {
-  cublasOperation_t ta, tb;
-  int m, n, k;
-  const void* A;
-  int lda;
-  const void* B;
-  int ldb;
-  void* C;
-  int ldc;
-};
+using Gemm = GemmCall;
 
+// The column-major call one LinearKind makes, for one group.
 Gemm plan(LinearKind kind, const LinearGroup& g) {
   const int M = static_cast<int>(g.M), N = static_cast<int>(g.N), K = static_cast<int>(g.K);
   switch (kind) {
@@ -35,10 +27,7 @@ Gemm plan(LinearKind kind, const LinearGroup& g) {
 }
 
 void gemm(const Context& ctx, const Gemm& p, bool fp32_out, float beta, const char* what) {
-  const float alpha = 1.f;
-  check(cublasGemmEx(ctx.blas, p.ta, p.tb, p.m, p.n, p.k, &alpha, p.A, CUDA_R_16BF, p.lda, p.B, CUDA_R_16BF, p.ldb,
-                     &beta, p.C, fp32_out ? CUDA_R_32F : CUDA_R_16BF, p.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-        what);
+  gemm_engine(ctx).run(p, fp32_out, beta, what);
 }
 
 void check_dims(int64_t M, int64_t N, int64_t K, const char* what) {
@@ -47,12 +36,13 @@ void check_dims(int64_t M, int64_t N, int64_t K, const char* what) {
 
 }  // namespace
 
-void linear_forward(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* x, const bf16* W, bf16* y,
-                    bool accumulate) {
+void linear_forward(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* x, const bf16* W,
+                    bf16* y, bool accumulate) {
   if (M == 0 || N == 0) return;
   check_dims(M, N, K, "linear_forward: dimension above 2^31");
   if (K == 0) {
-    if (!accumulate) check(cudaMemsetAsync(y, 0, size_t(M * N) * sizeof(bf16), ctx.stream), "linear_forward(K=0)");
+    if (!accumulate)
+      check(cudaMemsetAsync(y, 0, size_t(M * N) * sizeof(bf16), ctx.stream), "linear_forward(K=0)");
     return;
   }
   gemm(ctx, plan(LinearKind::forward, {M, N, K, x, W, y}), false, accumulate ? 1.f : 0.f, "linear_forward");
@@ -71,11 +61,22 @@ void linear_backward_input(const Context& ctx, int64_t M, int64_t N, int64_t K, 
        "linear_backward_input");
 }
 
-void linear_backward_weight(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* dy, const bf16* x,
-                            float* dW) {
+void linear_backward_weight(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* dy,
+                            const bf16* x, float* dW) {
   if (M == 0 || N == 0 || K == 0) return;
   check_dims(M, N, K, "linear_backward_weight: dimension above 2^31");
   gemm(ctx, plan(LinearKind::backward_weight, {M, N, K, dy, x, dW}), true, 1.f, "linear_backward_weight");
+}
+
+void linear_forward_fp32(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* x, const bf16* W,
+                         float* y) {
+  if (M == 0 || N == 0) return;
+  check_dims(M, N, K, "linear_forward_fp32: dimension above 2^31");
+  if (K == 0) {
+    check(cudaMemsetAsync(y, 0, size_t(M * N) * sizeof(float), ctx.stream), "linear_forward_fp32(K=0)");
+    return;
+  }
+  gemm(ctx, plan(LinearKind::forward, {M, N, K, x, W, y}), true, 0.f, "linear_forward_fp32");
 }
 
 void linear_grouped(const Context& ctx, LinearKind kind, const std::vector<LinearGroup>& groups) {
@@ -88,7 +89,13 @@ void linear_grouped(const Context& ctx, LinearKind kind, const std::vector<Linea
     gemms.push_back(plan(kind, g));
   }
   if (gemms.empty()) return;
-  // The grouped call takes per-group host arrays of sizes and a device array of pointers.
+  GemmEngine& engine = gemm_engine(ctx);
+  if (engine.options().experts == ExpertGemm::per_expert) {
+    for (const Gemm& p : gemms) gemm(ctx, p, fp32_out, beta, "linear_grouped(per expert)");
+    return;
+  }
+  // The grouped call takes per-group host arrays of sizes (read at the call) and a device array of
+  // pointers (read by the queued kernels: the engine's, overwritten only in stream order).
   const size_t n = gemms.size();
   std::vector<cublasOperation_t> ta(n), tb(n);
   std::vector<int> m(n), nn(n), k(n), lda(n), ldb(n), ldc(n), size(n, 1);
@@ -100,22 +107,19 @@ void linear_grouped(const Context& ctx, LinearKind kind, const std::vector<Linea
     lda[i] = p.lda, ldb[i] = p.ldb, ldc[i] = p.ldc;
     ptrs[i] = p.A, ptrs[n + i] = p.B, ptrs[2 * n + i] = p.C;
   }
-  DeviceBuffer dptrs(ptrs.size() * sizeof(void*));
-  check(cudaMemcpyAsync(dptrs.get(), ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice, ctx.stream),
+  void** dev = engine.pointer_array(ptrs.size());
+  check(cudaMemcpyAsync(dev, ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice, ctx.stream),
         "linear_grouped: pointer upload");
-  void** dev = dptrs.as<void*>();
   const void* const* inputs = dev;
   cublasStatus_t st = cublasGemmGroupedBatchedEx(
-      ctx.blas, ta.data(), tb.data(), m.data(), nn.data(), k.data(), alpha.data(), inputs, CUDA_R_16BF, lda.data(),
-      inputs + n, CUDA_R_16BF, ldb.data(), betas.data(), dev + 2 * n, fp32_out ? CUDA_R_32F : CUDA_R_16BF,
-      ldc.data(), static_cast<int>(n), size.data(), CUBLAS_COMPUTE_32F);
+      ctx.blas, ta.data(), tb.data(), m.data(), nn.data(), k.data(), alpha.data(), inputs, CUDA_R_16BF,
+      lda.data(), inputs + n, CUDA_R_16BF, ldb.data(), betas.data(), dev + 2 * n,
+      fp32_out ? CUDA_R_32F : CUDA_R_16BF, ldc.data(), static_cast<int>(n), size.data(), CUBLAS_COMPUTE_32F);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
     for (const Gemm& p : gemms) gemm(ctx, p, fp32_out, beta, "linear_grouped(per group)");
   } else {
     check(st, "cublasGemmGroupedBatchedEx");
   }
-  // The pointer array must outlive the queued GEMMs.
-  check(cudaStreamSynchronize(ctx.stream), "linear_grouped: synchronise");
 }
 
 }  // namespace mlpt::ref::cuda

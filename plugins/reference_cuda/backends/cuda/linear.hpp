@@ -1,5 +1,5 @@
-// Bias-free linear layers through cuBLAS (BF16 inputs, FP32 accumulation), weights in PyTorch's
-// [out, in] layout, row-major activations: the CUDA counterpart of ../cpu/linear.hpp; and the
+// Bias-free linear layers through cuBLAS or cuBLASLt (gemm.hpp; BF16 inputs, FP32 accumulation), weights in
+// PyTorch's [out, in] layout, row-major activations: the CUDA counterpart of ../cpu/linear.hpp; and the
 // grouped form the routed experts use (one GEMM per expert, sizes known on the host).
 #pragma once
 
@@ -10,14 +10,18 @@
 namespace mlpt::ref::cuda {
 
 // y[M,N] (+)= x[M,K] · W[N,K]^T
-void linear_forward(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* x, const bf16* W, bf16* y,
-                    bool accumulate = false);
+void linear_forward(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* x, const bf16* W,
+                    bf16* y, bool accumulate = false);
 // dx[M,K] (+)= dy[M,N] · W[N,K]
 void linear_backward_input(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* dy, const bf16* W,
                            bf16* dx, bool accumulate);
 // dW[N,K] += dy[M,N]^T · x[M,K], dW in fp32.
-void linear_backward_weight(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* dy, const bf16* x,
-                            float* dW);
+void linear_backward_weight(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* dy,
+                            const bf16* x, float* dW);
+
+// y[M,N] = x[M,K] · W[N,K]^T with fp32 output (the router and the LM head's logits).
+void linear_forward_fp32(const Context& ctx, int64_t M, int64_t N, int64_t K, const bf16* x, const bf16* W,
+                         float* y);
 
 // One member of a grouped product, in the terms of the three calls above (M rows of activations).
 struct LinearGroup {
@@ -28,9 +32,11 @@ struct LinearGroup {
 };
 enum class LinearKind { forward, backward_input, backward_weight };
 
-// Runs every group (M == 0 groups are skipped) as cublasGemmGroupedBatchedEx, or one cublasGemmEx
-// per group where cuBLAS does not support the grouped call for these types. Outputs are
-// overwritten (forward, backward_input) or accumulated (backward_weight).
+// Runs every group (M == 0 groups are skipped) as one cublasGemmGroupedBatchedEx (the context's
+// options: ExpertGemm::grouped; also one product per group where cuBLAS does not support the
+// grouped call for these types) or one product per group through the context's GEMM library
+// (ExpertGemm::per_expert). Outputs are overwritten (forward, backward_input) or accumulated
+// (backward_weight). Asynchronous: no synchronisation, no allocation once the pointer array fits.
 void linear_grouped(const Context& ctx, LinearKind kind, const std::vector<LinearGroup>& groups);
 
 }  // namespace mlpt::ref::cuda

@@ -4,9 +4,10 @@
 
 namespace mlpt::ref::cuda {
 
-CudaPlatform::CudaPlatform(int device, const char* component) : device_(device) {
+CudaPlatform::CudaPlatform(int device, const BackendOptions& options, const char* component)
+    : device_(device), options_(with_environment(options)) {
   select_device(device_, component);
-  ctx_ = create_context();
+  ctx_ = create_context(options_);
   ops_ = std::make_unique<CudaOps>(ctx_);
 }
 

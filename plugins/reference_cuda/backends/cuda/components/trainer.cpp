@@ -5,14 +5,18 @@
 namespace mlpt::ref::cuda {
 
 CudaTrainer::CudaTrainer(std::string_view config_json, const mlpt_component_group* group)
-    : CudaTrainer(config_json, group, std::make_shared<int>(0)) {}
+    : CudaTrainer(config_json, group, std::make_shared<PlatformKeys>()) {}
 
-CudaTrainer::CudaTrainer(std::string_view config_json, const mlpt_component_group* group, std::shared_ptr<int> device)
+CudaTrainer::CudaTrainer(std::string_view config_json, const mlpt_component_group* group,
+                         std::shared_ptr<PlatformKeys> keys)
     : DeviceTrainer(
           config_json, group, "trainer qwen35_cuda",
-          [device](Settings& s) { *device = static_cast<int>(s.integer_or("device", 0, 0)); },
-          [device]() -> std::unique_ptr<DevicePlatform> {
-            return std::make_unique<CudaPlatform>(*device, "trainer qwen35_cuda");
+          [keys](Settings& s) {
+            keys->device = static_cast<int>(s.integer_or("device", 0, 0));
+            keys->options = read_backend_options(s);
+          },
+          [keys]() -> std::unique_ptr<DevicePlatform> {
+            return std::make_unique<CudaPlatform>(keys->device, keys->options, "trainer qwen35_cuda");
           }) {}
 
 }  // namespace mlpt::ref::cuda
