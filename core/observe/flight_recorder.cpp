@@ -9,11 +9,20 @@
 
 namespace mlpt::observe {
 
+namespace {
+constexpr uint32_t kFree = 0, kWriting = 1, kRunning = 2;
+}
+
 struct FlightRecorder::Ring {
+  struct Entry {
+    std::atomic<uint64_t> stamp{0};  // 2·k+1 while call k is written into it, 2·k+2 once it is
+    CallRecord call;
+  };
   const char* kind = "";
+  const char* first_name = nullptr;  // the pointer it was created with: most lookups match it
   char component[sizeof(CallRecord::component)] = {};
-  CallRecord calls[kCallsPerComponent];
-  uint64_t count = 0;  // calls ever recorded here; the newest is calls[(count - 1) % size]
+  std::atomic<uint64_t> count{0};  // places handed out; call k goes to calls[k % size]
+  Entry calls[kCallsPerComponent];
 };
 
 namespace {
@@ -131,60 +140,98 @@ FlightRecorder& FlightRecorder::instance() {
 }
 
 FlightRecorder::FlightRecorder()
-    : epoch_ns_(clock_ns(CLOCK_MONOTONIC)), epoch_unix_ns_(clock_ns(CLOCK_REALTIME)) {
-  for (size_t i = 0; i < kMaxRunning; ++i) free_[i] = static_cast<uint32_t>(kMaxRunning - 1 - i);
-}
+    : epoch_ns_(clock_ns(CLOCK_MONOTONIC)), epoch_unix_ns_(clock_ns(CLOCK_REALTIME)) {}
 
 int64_t FlightRecorder::now_ns() const {
   return clock_ns(CLOCK_MONOTONIC) - epoch_ns_;
 }
 
-FlightRecorder::Ring* FlightRecorder::ring_for(const char* kind, const char* component) {
-  const size_t n = num_rings_.load();
+uint32_t FlightRecorder::ring_for(const char* kind, const char* component) {
+  const auto matches = [&](const Ring& r) {
+    return (r.kind == kind || std::strcmp(r.kind, kind) == 0) &&
+           (r.first_name == component ||
+            std::strncmp(r.component, component, sizeof(Ring::component) - 1) == 0);
+  };
+  size_t n = num_rings_.load(std::memory_order_acquire);
   for (size_t i = 0; i < n; ++i)
-    if (std::strcmp(rings_[i]->kind, kind) == 0 &&
-        std::strncmp(rings_[i]->component, component, sizeof(Ring::component) - 1) == 0)
-      return rings_[i];
-  if (n == kMaxComponents) return rings_[kMaxComponents - 1];  // "(other components)"
+    if (matches(*rings_[i].load(std::memory_order_relaxed))) return static_cast<uint32_t>(i);
+  std::lock_guard lock(mutex_);  // a new component: rare, and only adding takes the lock
+  n = num_rings_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < n; ++i)
+    if (matches(*rings_[i].load(std::memory_order_relaxed))) return static_cast<uint32_t>(i);
+  if (n == kMaxComponents) return kMaxComponents - 1;  // "(other components)"
   auto* ring = new Ring();
   ring->kind = kind;
+  ring->first_name = n == kMaxComponents - 1 ? nullptr : component;
   copy_name(ring->component, n == kMaxComponents - 1 ? "(other components)" : component);
-  rings_[n] = ring;
-  num_rings_.store(n + 1);
-  return ring;
+  rings_[n].store(ring, std::memory_order_relaxed);
+  num_rings_.store(n + 1, std::memory_order_release);
+  return static_cast<uint32_t>(n);
 }
 
 uint32_t FlightRecorder::begin(const char* kind, const char* component, const char* call,
                                uint64_t request_id) {
   const int64_t start = now_ns();
-  const uint64_t seq = next_seq_.fetch_add(1);
-  std::lock_guard lock(mutex_);
-  if (num_free_ == 0) return kNotRecorded;
-  const uint32_t slot = free_[--num_free_];
-  CallRecord& r = running_[slot];
-  r.seq = seq, r.kind = kind, r.call = call, r.request_id = request_id, r.thread = this_thread_id();
-  copy_name(r.component, component);
-  r.start_ns = start, r.duration_ns = -1, r.status = CallRecord::kRunning;
-  return slot;
+  const uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  // Each thread starts looking where it last found a free slot, so threads rarely meet.
+  thread_local uint32_t hint = static_cast<uint32_t>(this_thread_id() * 2654435761u) % kMaxRunning;
+  for (uint32_t tried = 0; tried < kMaxRunning; ++tried) {
+    const uint32_t i = (hint + tried) % kMaxRunning;
+    Slot& slot = running_[i];
+    uint32_t expected = kFree;
+    if (slot.state.load(std::memory_order_relaxed) != kFree ||
+        !slot.state.compare_exchange_strong(expected, kWriting, std::memory_order_acquire))
+      continue;
+    slot.ring = ring_for(kind, component);
+    CallRecord& r = slot.call;
+    r.seq = seq, r.kind = kind, r.call = call, r.request_id = request_id, r.thread = this_thread_id();
+    copy_name(r.component, component);
+    r.start_ns = start, r.duration_ns = -1, r.status = CallRecord::kRunning;
+    slot.state.store(kRunning, std::memory_order_release);
+    hint = i;
+    return i;
+  }
+  return kNotRecorded;
 }
 
 void FlightRecorder::end(uint32_t token, bool failed) {
   if (token == kNotRecorded) return;
   const int64_t end = now_ns();
-  CallRecord done;
-  {
-    std::lock_guard lock(mutex_);
-    done = running_[token];
-    done.duration_ns = end - done.start_ns;
-    done.status = failed ? CallRecord::kFailed : CallRecord::kOk;
-    running_[token].status = CallRecord::kOk;  // the slot no longer holds a running call
-    free_[num_free_++] = token;
-    Ring* ring = ring_for(done.kind, done.component);
-    ring->calls[ring->count++ % kCallsPerComponent] = done;
-  }
+  Slot& slot = running_[token];
+  CallRecord done = slot.call;  // this thread's own slot: no one else writes it
+  done.duration_ns = end - done.start_ns;
+  done.status = failed ? CallRecord::kFailed : CallRecord::kOk;
+  Ring& ring = *rings_[slot.ring].load(std::memory_order_acquire);
+  const uint64_t k = ring.count.fetch_add(1, std::memory_order_relaxed);
+  Ring::Entry& entry = ring.calls[k % kCallsPerComponent];
+  entry.stamp.store(2 * k + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  entry.call = done;
+  entry.stamp.store(2 * k + 2, std::memory_order_release);
+  slot.state.store(kFree, std::memory_order_release);
   if (listener_.load(std::memory_order_acquire)) {
     std::shared_lock lock(listener_mutex_);
     if (auto* l = listener_.load()) l->call_returned(done);
+  }
+}
+
+bool FlightRecorder::read_running(const Slot& slot, CallRecord& out) const {
+  if (slot.state.load(std::memory_order_acquire) != kRunning) return false;
+  out = slot.call;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return slot.state.load(std::memory_order_relaxed) == kRunning && out.seq == slot.call.seq;
+}
+
+template <class Visit>
+void FlightRecorder::for_each_recent(const Ring& ring, Visit&& visit) const {
+  const uint64_t count = ring.count.load(std::memory_order_acquire);
+  const uint64_t kept = count < kCallsPerComponent ? count : kCallsPerComponent;
+  for (uint64_t k = count - kept; k < count; ++k) {
+    const Ring::Entry& entry = ring.calls[k % kCallsPerComponent];
+    if (entry.stamp.load(std::memory_order_acquire) != 2 * k + 2) continue;  // being written, or lapped
+    CallRecord copy = entry.call;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (entry.stamp.load(std::memory_order_relaxed) == 2 * k + 2) visit(copy);
   }
 }
 
@@ -202,22 +249,19 @@ void FlightRecorder::set_dump_folder(const std::filesystem::path& folder) {
 }
 
 std::vector<CallRecord> FlightRecorder::running() const {
-  std::lock_guard lock(mutex_);
   std::vector<CallRecord> out;
-  for (const auto& r : running_)
-    if (r.status == CallRecord::kRunning && r.seq != 0) out.push_back(r);
+  CallRecord r;
+  for (const auto& slot : running_)
+    if (read_running(slot, r)) out.push_back(r);
   return out;
 }
 
 std::vector<CallRecord> FlightRecorder::recent() const {
-  std::lock_guard lock(mutex_);
   std::vector<CallRecord> out;
-  for (size_t i = 0; i < num_rings_.load(); ++i) {
-    const Ring& ring = *rings_[i];
-    const uint64_t kept = std::min<uint64_t>(ring.count, kCallsPerComponent);
-    for (uint64_t k = ring.count - kept; k < ring.count; ++k)
-      out.push_back(ring.calls[k % kCallsPerComponent]);
-  }
+  const size_t rings = num_rings_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < rings; ++i)
+    for_each_recent(*rings_[i].load(std::memory_order_relaxed),
+                    [&](const CallRecord& r) { out.push_back(r); });
   return out;
 }
 
@@ -233,26 +277,28 @@ void FlightRecorder::write_dump(int fd, const char* reason, int64_t now) const {
   w.raw(",\"calls_kept_per_component\":").integer(static_cast<int64_t>(kCallsPerComponent));
   w.raw(",\n\"running\":[");  // the calls that have not returned: what a hung run waits on
   bool first = true;
-  for (const auto& r : running_) {
-    if (r.status != CallRecord::kRunning || r.seq == 0) continue;
+  CallRecord r;
+  for (const auto& slot : running_) {
+    if (!read_running(slot, r)) continue;
     w.raw(first ? "\n" : ",\n");
     write_record(w, r, rank, now);
     first = false;
   }
   w.raw("],\n\"recent\":[");
-  const size_t rings = num_rings_.load();
+  const size_t rings = num_rings_.load(std::memory_order_acquire);
   for (size_t i = 0; i < rings; ++i) {
-    const Ring& ring = *rings_[i];
+    const Ring& ring = *rings_[i].load(std::memory_order_relaxed);
     w.raw(i ? ",\n{\"kind\":" : "\n{\"kind\":")
         .string(ring.kind)
         .raw(",\"component\":")
         .string(ring.component);
     w.raw(",\"calls\":[");
-    const uint64_t count = ring.count, kept = count < kCallsPerComponent ? count : kCallsPerComponent;
-    for (uint64_t k = count - kept; k < count; ++k) {
-      w.raw(k == count - kept ? "\n" : ",\n");
-      write_record(w, ring.calls[k % kCallsPerComponent], rank, now);
-    }
+    bool first_call = true;
+    for_each_recent(ring, [&](const CallRecord& call) {
+      w.raw(first_call ? "\n" : ",\n");
+      write_record(w, call, rank, now);
+      first_call = false;
+    });
     w.raw("]}");
   }
   w.raw("]}\n");

@@ -4,6 +4,11 @@
 // returned are kept apart until they do, however many calls come after: when a run hangs, the dump
 // names the call that did not return. Dumps are JSON files in a folder the run sets; the run
 // writes one when it aborts, on SIGUSR1 (live), and the crash guard when a signal kills it.
+//
+// Recording takes no lock: a call claims a free slot with one compare-and-swap and, when it
+// returns, a place in its component's ring with one fetch-add; each ring entry is a seqlock (an
+// odd stamp while it is written), so a reader copies an entry and keeps it only if the stamp did
+// not move. Many threads calling plugins at once therefore never wait for one another here.
 #pragma once
 
 #include <atomic>
@@ -62,7 +67,8 @@ class FlightRecorder {
   // Returns the dump's path (a buffer of the recorder's), or null when none was written.
   const char* dump_from_signal(const char* why);
 
-  // What a dump holds: the running calls, then every component's ring, oldest first. For tests.
+  // What a dump holds: the running calls, then every component's ring, oldest first (an entry
+  // being rewritten at that moment is left out).
   std::vector<CallRecord> running() const;
   std::vector<CallRecord> recent() const;
   uint64_t calls() const { return next_seq_.load() - 1; }
@@ -71,19 +77,25 @@ class FlightRecorder {
  private:
   FlightRecorder();
   struct Ring;
-  Ring* ring_for(const char* kind, const char* component);  // with mutex_ held
+  struct Slot {                      // a call in flight
+    std::atomic<uint32_t> state{0};  // kFree, kWriting, kRunning
+    uint32_t ring = 0;               // its component's ring
+    CallRecord call;
+  };
+  uint32_t ring_for(const char* kind, const char* component);
+  bool read_running(const Slot& slot, CallRecord& out) const;  // false: not a running call
+  template <class Visit>
+  void for_each_recent(const Ring& ring, Visit&& visit) const;  // the kept calls, oldest first
   void write_dump(int fd, const char* reason, int64_t now) const;
 
-  mutable std::mutex mutex_;
+  std::mutex mutex_;  // only to add a ring and to number dumps
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<int> rank_{0};
   std::atomic<uint64_t> dumps_{0};
   int64_t epoch_ns_ = 0;       // the steady clock at start
   int64_t epoch_unix_ns_ = 0;  // the wall clock at start
-  CallRecord running_[kMaxRunning];
-  uint32_t free_[kMaxRunning];  // free slots of running_ (a stack)
-  size_t num_free_ = kMaxRunning;
-  Ring* rings_[kMaxComponents] = {};
+  Slot running_[kMaxRunning];
+  std::atomic<Ring*> rings_[kMaxComponents] = {};
   std::atomic<size_t> num_rings_{0};
   char dump_folder_[4096] = {};
   char signal_dump_path_[sizeof dump_folder_ + 64] = {};

@@ -18,7 +18,7 @@ const std::vector<std::string>& places_work_keys() {
       "run.output_dir", "run.rollout_workers", "run.rollout_threads", "run.checkpoint_every_steps", "run.refit",
       "run.full_refit_every_steps",
       // What the run shows while it goes: the metrics endpoint and the timeline's cap.
-      "run.metrics_port", "run.trace_max_mb",
+      "run.metrics_port", "run.trace_max_mb", "run.hang_dump_after_s",
       // The trainer's layout and resources: its state reshards on load (trainer_state.hpp), the
       // loss is normalised by the global token count whatever the micro-batches, and a save writes
       // the same bytes whatever its pieces.

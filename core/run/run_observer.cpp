@@ -77,9 +77,21 @@ RunObserver::RunObserver(const RunConfig& config, const std::filesystem::path& r
   std::filesystem::create_directories(flight_recorder_dir(run_dir));
   recorder.set_dump_folder(flight_recorder_dir(run_dir));
   watch_dump_signal();
+  if (config.run.hang_dump_after_s > 0)
+    hang_watch_ = std::make_unique<observe::HangWatch>(
+        config.run.hang_dump_after_s, [this](const observe::CallRecord& call, double running_s, const auto& dump) {
+          metrics_.add("mlpt_hung_calls_total", "plugin calls that ran past [run] hang_dump_after_s", 1,
+                       {{"kind", call.kind}, {"call", call.call}});
+          std::fprintf(stderr,
+                       "[mlpt] %s '%s' call %s (request %llu, thread %d) has not returned after %.0f s; the "
+                       "calls in flight and the last calls into every plugin are in %s\n",
+                       call.kind, call.component, call.call, static_cast<unsigned long long>(call.request_id),
+                       call.thread, running_s, dump.empty() ? "(no dump written)" : dump.c_str());
+        });
 }
 
 RunObserver::~RunObserver() {
+  hang_watch_.reset();  // first: its reports use the metrics
   observe::FlightRecorder::instance().set_listener(nullptr);
   if (watcher_.joinable()) {
     sigaction(SIGUSR1, &g_previous_usr1, nullptr);

@@ -1,7 +1,8 @@
 // What a run shows while it goes, from core/observe/: the timeline (trace.json: one track per
 // rank's loop and plugin component, one per rollout slot), TensorBoard events (tensorboard/), the
 // Prometheus endpoint ([run] metrics_port) and the flight recorder's dumps (flight_recorder/:
-// when the run aborts, on `kill -USR1 PID`, and from the crash guard). The benchmark loop tells it
+// when the run aborts, on `kill -USR1 PID`, from the crash guard, and when a plugin call runs past
+// [run] hang_dump_after_s). The benchmark loop tells it
 // what happened; this decides what each view shows.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/observe/flight_recorder.hpp"
+#include "core/observe/hang_watch.hpp"
 #include "core/observe/metrics_endpoint.hpp"
 #include "core/observe/prometheus_text.hpp"
 #include "core/observe/tfevents_writer.hpp"
@@ -78,6 +80,7 @@ class RunObserver final : observe::CallListener {
   double last_step_at_ = 0;
   int64_t last_step_tokens_ = 0, generated_tokens_ = 0;
   int dump_pipe_[2] = {-1, -1};  // SIGUSR1's handler writes a byte; watcher_ dumps
+  std::unique_ptr<observe::HangWatch> hang_watch_;  // [run] hang_dump_after_s
   std::thread watcher_;
 };
 

@@ -1,0 +1,55 @@
+#include "core/observe/hang_watch.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+namespace mlpt::observe {
+
+HangWatch::HangWatch(double after_s, Report report, double poll_s)
+    : after_ns_(static_cast<int64_t>(after_s * 1e9)), report_(std::move(report)) {
+  if (poll_s <= 0) poll_s = std::clamp(after_s / 4, 0.01, 10.0);
+  const auto period = std::chrono::duration<double>(poll_s);
+  thread_ = std::thread([this, period] {
+    std::unique_lock lock(mutex_);
+    while (!wake_.wait_for(lock, period, [this] { return stop_; })) {
+      lock.unlock();
+      check();
+      lock.lock();
+    }
+  });
+}
+
+HangWatch::~HangWatch() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+int HangWatch::check() {
+  std::lock_guard guard(check_mutex_);
+  auto& recorder = FlightRecorder::instance();
+  const int64_t now = recorder.now_ns();
+  std::set<uint64_t> still_running;
+  int reported = 0;
+  for (const CallRecord& call : recorder.running()) {
+    still_running.insert(call.seq);
+    if (now - call.start_ns < after_ns_ || reported_.count(call.seq)) continue;
+    const double running_s = static_cast<double>(now - call.start_ns) * 1e-9;
+    const auto dump =
+        recorder.dump("hang", std::string(call.kind) + " '" + call.component + "' call " + call.call +
+                                  " has not returned after " + std::to_string(running_s) + " s");
+    reported_.insert(call.seq);
+    ++reported;
+    if (report_) report_(call, running_s, dump);
+  }
+  // Forget calls that returned, so the set stays as small as the calls in flight.
+  for (auto it = reported_.begin(); it != reported_.end();)
+    it = still_running.count(*it) ? std::next(it) : reported_.erase(it);
+  return reported;
+}
+
+}  // namespace mlpt::observe
