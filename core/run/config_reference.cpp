@@ -52,6 +52,9 @@ const std::vector<ConfigKey>& config_keys() {
          "serve the run's live metrics for Prometheus at http://HOST:PORT/metrics on every interface (0: no endpoint)"},
         {"run", "trace_max_mb", "integer", text(r.trace_max_mb),
          "the run's timeline (trace.json, for Perfetto) stops taking events past this many MiB (0: no timeline)"},
+        {"run", "hang_dump_after_s", "number", text(r.hang_dump_after_s),
+         "a call into a plugin that has not returned after this many seconds is named on stderr and in a "
+         "flight-recorder dump (flight_recorder/dump-N-hang.json); the run goes on (0: never)"},
         {"benchmark", "num_prompts_per_step", "integer", kRequired, "prompts per training step"},
         {"benchmark", "num_generations_per_prompt", "integer", text(b.num_generations_per_prompt), "rollouts per prompt (a GRPO group; >= 2)"},
         {"benchmark", "global_batch_size", "integer", "prompts × generations", "sequences per step; must equal num_prompts_per_step × num_generations_per_prompt"},

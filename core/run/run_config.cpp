@@ -86,6 +86,8 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   if (c.run.metrics_port < 0 || c.run.metrics_port > 65535) run.fail("metrics_port", "must be a TCP port in 1..65535, or 0 for none");
   c.run.trace_max_mb = run.get_or<int64_t>("trace_max_mb", c.run.trace_max_mb);
   if (c.run.trace_max_mb < 0) run.fail("trace_max_mb", "must be >= 0 (0: no timeline)");
+  c.run.hang_dump_after_s = run.get_or<double>("hang_dump_after_s", c.run.hang_dump_after_s);
+  if (!(c.run.hang_dump_after_s >= 0)) run.fail("hang_dump_after_s", "must be >= 0 seconds (0: never)");
   run.finish();
 
   auto& b = c.benchmark;

@@ -73,9 +73,11 @@ struct RunSettings {
   std::string refit = "dense";
   int64_t full_refit_every_steps = 20;
   // Watching the run (core/observe/): the Prometheus endpoint's port (0: none) and the cap of the
-  // timeline trace.json in MiB (0: no timeline).
+  // timeline trace.json in MiB (0: no timeline); a plugin call running longer than
+  // hang_dump_after_s seconds is reported with a flight-recorder dump (0: never).
   int64_t metrics_port = 0;
   int64_t trace_max_mb = 256;
+  double hang_dump_after_s = 1800;
 };
 
 struct RunConfig {
