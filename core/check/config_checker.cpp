@@ -94,6 +94,30 @@ ConfigReport check_config(const run::RunConfig& c, std::optional<Division> divis
     r.add("eval_schedule", "first evaluation at GBS·ceil(2.5 + 3840/GBS) samples, then every step",
           "first_eval_samples = " + std::to_string(b.first_eval_samples) + ", formula " + std::to_string(first), b.first_eval_samples == first);
   }
+  // The grading mode of the R2E reward (plugins/reward_r2e README): the closed division grades as
+  // R2E-Gym does (`reference`), the open division may also pay only supervised runs (`hardened`, the
+  // plugin's default, so a closed config must state `reference`).
+  for (const auto& component : c.components) {
+    if (component.kind != MLPT_COMPONENT_REWARD) continue;
+    const nlohmann::json& s = component.settings;
+    std::string mode = "hardened (the default)";
+    if (s.is_object() && s.contains("grading_mode"))
+      mode = s["grading_mode"].is_string() ? s["grading_mode"].get<std::string>() : s["grading_mode"].dump();
+    else if (s.is_object() && s.contains("witness") && s["witness"] == false)
+      mode = "reference";  // the older key: no witness is the reference mode
+    const bool known = mode == "reference" || mode == "hardened" || mode == "hardened (the default)";
+    const std::string where = component.settings_where.count("grading_mode")
+                                  ? component.settings_where.at("grading_mode")
+                                  : component.where;
+    r.add("grading_mode",
+          closed ? "closed division: the reward grades as R2E-Gym does (grading_mode = \"reference\")"
+                 : "the reward's grading mode is \"reference\" or \"hardened\"",
+          "grading_mode = " + mode, known && (!closed || mode == "reference"),
+          !known ? "grading_mode must be \"reference\" or \"hardened\", got " + mode
+                 : "set [components.reward.settings] grading_mode = \"reference\" (the closed division "
+                   "grades as R2E-Gym does)",
+          where);
+  }
   // Dataset identity: declared hashes must match the files; closed requires them to be declared.
   for (auto [name, path, declared] : {std::tuple{"train", c.dataset.train, c.dataset.train_sha256},
                                       std::tuple{"validation", c.dataset.validation, c.dataset.validation_sha256}}) {

@@ -4,7 +4,9 @@
 // the evaluation schedule (first point and k = 4), the dataset identity (declared SHA-256 of the
 // task files, checked against the files) and a stated max staleness. Open division: the same
 // structure (16 generations, GBS = prompts × 16, context, turns, evaluation k and target, stated
-// staleness, dataset identity) with the hyperparameters free. Both: every component's plugin loads.
+// staleness, dataset identity) with the hyperparameters free. The reward's grading mode: the closed
+// division requires `grading_mode = "reference"` (R2E-Gym's grading), the open division accepts
+// "reference" or "hardened". Both: every component's plugin loads.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -50,6 +50,8 @@ plugin = "x.so"
 plugin = "x.so"
 [components.reward]
 plugin = "x.so"
+[components.reward.settings]
+grading_mode = "reference"
 )";
 }
 
@@ -115,6 +117,26 @@ TEST_CASE("the open division frees the hyperparameters but keeps the structure")
   CHECK(failed(check_text(with("learning_rate = 3e-6"))).empty());
   CHECK(failed(check_text(with("validation_temperature = 0.7"))).empty());
   CHECK(failed(check_text(with("max_sequence_length = 32768"))) == std::vector<std::string>{"max_sequence_length"});
+}
+
+TEST_CASE("the closed division grades as R2E-Gym does, the open division accepts both grading modes") {
+  using V = std::vector<std::string>;
+  const std::string reference = "grading_mode = \"reference\"\n";
+  auto mode = [&](const std::string& division, const std::string& line) {
+    std::string text = std::regex_replace(base_config(), std::regex("division = \"closed\""),
+                                          "division = \"" + division + "\"");
+    return check_text(text.replace(text.find(reference), reference.size(), line));
+  };
+  CHECK(failed(mode("closed", reference)).empty());
+  CHECK(failed(mode("closed", "grading_mode = \"hardened\"\n")) == V{"grading_mode"});
+  CHECK(failed(mode("closed", "")) == V{"grading_mode"});      // the plugin's default is hardened
+  CHECK(failed(mode("closed", "witness = false\n")).empty());  // the older key for the reference mode
+  auto r = mode("closed", "grading_mode = \"hardened\"\n");
+  CHECK_THAT(check::format_report(r), Catch::Contains("'components.reward.settings.grading_mode'") &&
+                                          Catch::Contains("grading_mode = \"reference\""));
+  for (const char* line : {"grading_mode = \"reference\"\n", "grading_mode = \"hardened\"\n", ""})
+    CHECK(failed(mode("open", line)).empty());
+  CHECK(failed(mode("open", "grading_mode = \"strict\"\n")) == V{"grading_mode"});
 }
 
 TEST_CASE("the shipped real-benchmark configs pass the closed rules") {
