@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/config/component_kinds.hpp"
 #include "core/plugin/host_services.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/plugin/plugin_dirs.hpp"
@@ -142,14 +143,14 @@ ConfigReport check_config(const run::RunConfig& c, std::optional<Division> divis
   // component named, before anything runs; a failure names the config's file, line and table.
   plugin::HostServices host;
   for (const auto& component : load_plugins ? c.components : std::vector<config::ComponentConfig>{}) {
-    const std::string id = std::string("plugin_") + plugin::kind_name(component.kind);
-    const std::string table = "[components." + std::string(plugin::kind_name(component.kind)) + "]";
+    const std::string id = std::string("plugin_") + config::kind_name(component.kind);
+    const std::string table = "[components." + std::string(config::kind_name(component.kind)) + "]";
     try {
       auto path = plugin::resolve_plugin(component.plugin);
       auto loaded = plugin::Plugin::load(path, host);
       auto found = loaded->component(component.kind, component.name);
       r.add(id, "the " + table + " plugin loads and provides the component",
-            path.filename().string() + " " + loaded->version() + ": " + plugin::kind_name(component.kind) + " " + found.name, true);
+            path.filename().string() + " " + loaded->version() + ": " + config::kind_name(component.kind) + " " + found.name, true);
     } catch (const std::exception& e) {
       r.add(id, "the " + table + " plugin loads and provides the component", e.what(), false,
             table + " plugin = \"" + component.plugin + "\": " + e.what(), component.where);

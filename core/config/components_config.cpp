@@ -1,6 +1,6 @@
 #include "core/config/components_config.hpp"
 
-#include "core/plugin/plugin.hpp"
+#include "core/config/component_kinds.hpp"
 
 namespace mlpt::config {
 namespace {
@@ -33,7 +33,7 @@ std::vector<ComponentConfig> read_components(const TomlTable& root) {
   for (const auto& kind_name : components->keys()) {
     mlpt_component_kind kind;
     try {
-      kind = plugin::kind_from_name(kind_name);
+      kind = kind_from_name(kind_name);
     } catch (const Error& e) {
       components->fail(kind_name, e.what());
     }

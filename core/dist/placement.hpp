@@ -11,16 +11,12 @@
 #include <cstdint>
 #include <string>
 
+#include "core/run/placement_settings.hpp"
 #include "mlpt/mlpt.h"
 
 namespace mlpt::dist {
 
-struct PlacementSettings {
-  int64_t trainer_ranks = 1;        // processes in the trainer group
-  double answer_timeout_s = 1800;   // how long the coordinator waits for a rank's answer
-  double heartbeat_timeout_s = 60;  // a rank silent this long (it sends a heartbeat every second) is gone
-  int64_t engine_ranks = 1;         // processes per rollout worker: the ranks of its engine group
-};
+using run::PlacementSettings;  // the [placement] table
 
 class Placement {
  public:

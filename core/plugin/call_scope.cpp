@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "core/config/component_kinds.hpp"
 #include "core/observe/flight_recorder.hpp"
 
 namespace mlpt::plugin {
@@ -10,7 +11,7 @@ thread_local const CallScope* t_current = nullptr;
 }
 
 CallScope::CallScope(const Component& component, const char* call_name, uint64_t request_id)
-    : kind(kind_name(component.kind)),
+    : kind(config::kind_name(component.kind)),
       name(component.name.c_str()),
       file(component.plugin ? component.plugin->path().c_str() : ""),
       call(call_name),

@@ -1,5 +1,6 @@
 #include "core/plugin/component_set.hpp"
 
+#include "core/config/component_kinds.hpp"
 #include "core/plugin/plugin_dirs.hpp"
 
 namespace mlpt::plugin {
@@ -12,7 +13,7 @@ ComponentSet::ComponentSet(const std::vector<config::ComponentConfig>& configs, 
       if (!plugin) plugin = Plugin::load(path, host);
       entries_.emplace(c.kind, Entry{plugin->component(c.kind, c.name), c.settings, c});
     } catch (const Error& e) {
-      throw Error(e.code(), c.where + ": [components." + kind_name(c.kind) + "]: " + e.what());
+      throw Error(e.code(), c.where + ": [components." + config::kind_name(c.kind) + "]: " + e.what());
     }
   }
 }
@@ -20,7 +21,7 @@ ComponentSet::ComponentSet(const std::vector<config::ComponentConfig>& configs, 
 const Component& ComponentSet::component(mlpt_component_kind kind) const {
   auto it = entries_.find(kind);
   if (it == entries_.end())
-    throw Error(MLPT_NOT_FOUND, std::string("the config has no [components.") + kind_name(kind) + "] table");
+    throw Error(MLPT_NOT_FOUND, std::string("the config has no [components.") + config::kind_name(kind) + "] table");
   return it->second.component;
 }
 

@@ -1,5 +1,6 @@
 #include "core/plugin/describe.hpp"
 
+#include "core/config/component_kinds.hpp"
 #include "mlpt/engine.h"
 #include "mlpt/harness.h"
 #include "mlpt/reward.h"
@@ -82,7 +83,7 @@ nlohmann::json describe(const Plugin& plugin) {
   j["notes"] = plugin.notes();
   j["components"] = nlohmann::json::array();
   for (const auto& c : plugin.components()) {
-    j["components"].push_back({{"kind", kind_name(c.kind)},
+    j["components"].push_back({{"kind", config::kind_name(c.kind)},
                                {"name", c.name},
                                {"description", c.description},
                                {"capabilities", describe_capabilities(c)}});

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/config/component_kinds.hpp"
 #include "core/plugin/component_tables.hpp"
 
 namespace mlpt::plugin {
@@ -38,32 +39,6 @@ void require_elf(const std::filesystem::path& path) {
 }
 
 }  // namespace
-
-const std::vector<mlpt_component_kind>& all_kinds() {
-  static const std::vector<mlpt_component_kind> kinds = {
-      MLPT_COMPONENT_TRAINER, MLPT_COMPONENT_ENGINE, MLPT_COMPONENT_TRANSPORT,
-      MLPT_COMPONENT_SANDBOX, MLPT_COMPONENT_REWARD, MLPT_COMPONENT_HARNESS};
-  return kinds;
-}
-
-const char* kind_name(mlpt_component_kind kind) {
-  switch (kind) {
-    case MLPT_COMPONENT_TRAINER: return "trainer";
-    case MLPT_COMPONENT_ENGINE: return "engine";
-    case MLPT_COMPONENT_TRANSPORT: return "transport";
-    case MLPT_COMPONENT_SANDBOX: return "sandbox";
-    case MLPT_COMPONENT_REWARD: return "reward";
-    case MLPT_COMPONENT_HARNESS: return "harness";
-  }
-  return "unknown";
-}
-
-mlpt_component_kind kind_from_name(const std::string& name) {
-  for (auto k : all_kinds())
-    if (name == kind_name(k)) return k;
-  throw Error(MLPT_INVALID_ARGUMENT, "unknown component kind '" + name +
-                                         "' (kinds: trainer, engine, transport, sandbox, reward, harness)");
-}
 
 void check(const mlpt_error_api& errors, mlpt_error* error, const std::string& what) {
   if (!error) return;
@@ -171,7 +146,7 @@ void Plugin::validate() {
     if (!names.insert({static_cast<int>(c.kind), cname}).second)
       throw Error(MLPT_ALREADY_EXISTS, cw + ": two components of one kind have this name");
     bool known = false;
-    for (auto k : all_kinds()) known |= (k == c.kind);
+    for (auto k : config::all_kinds()) known |= (k == c.kind);
     if (!known) {
       notes_.push_back("component '" + cname + "' has kind " + std::to_string(c.kind) +
                        ", unknown to this host: ignored");
@@ -183,7 +158,7 @@ void Plugin::validate() {
     size_t api_size = *static_cast<const size_t*>(c.api);
     size_t caps_size = *static_cast<const size_t*>(c.capabilities);
     if (api_size < rules.min_api_size || api_size > (1u << 16))
-      throw Error(MLPT_INVALID_ARGUMENT, cw + ": " + kind_name(c.kind) + " table struct_size " + std::to_string(api_size) +
+      throw Error(MLPT_INVALID_ARGUMENT, cw + ": " + config::kind_name(c.kind) + " table struct_size " + std::to_string(api_size) +
                                              " is implausible (ABI 1.0 needs at least " + std::to_string(rules.min_api_size) + ")");
     if (caps_size < rules.min_capabilities_size || caps_size > (1u << 16))
       throw Error(MLPT_INVALID_ARGUMENT, cw + ": capabilities struct_size " + std::to_string(caps_size) +
@@ -203,7 +178,7 @@ std::vector<Component> Plugin::components() const {
   for (size_t i = 0; i < descriptor_->num_components; ++i) {
     const mlpt_component& c = descriptor_->components[i];
     bool known = false;
-    for (auto k : all_kinds()) known |= (k == c.kind);
+    for (auto k : config::all_kinds()) known |= (k == c.kind);
     if (!known) continue;
     out.push_back(Component{c.kind, str(c.name), str(c.description), c.api, c.capabilities, shared_from_this()});
   }
@@ -222,11 +197,11 @@ Component Plugin::component(mlpt_component_kind kind, const std::string& name) c
   std::string where = "plugin " + path_.string();
   if (name.empty() && of_kind.size() == 1) return of_kind.front();
   if (of_kind.empty())
-    throw Error(MLPT_NOT_FOUND, where + " has no " + kind_name(kind) + " component");
+    throw Error(MLPT_NOT_FOUND, where + " has no " + config::kind_name(kind) + " component");
   if (name.empty())
-    throw Error(MLPT_INVALID_ARGUMENT, where + " has several " + std::string(kind_name(kind)) +
+    throw Error(MLPT_INVALID_ARGUMENT, where + " has several " + std::string(config::kind_name(kind)) +
                                            " components (" + available + "): name one");
-  throw Error(MLPT_NOT_FOUND, where + " has no " + std::string(kind_name(kind)) + " component '" + name +
+  throw Error(MLPT_NOT_FOUND, where + " has no " + std::string(config::kind_name(kind)) + " component '" + name +
                                   "' (it has: " + available + ")");
 }
 

@@ -69,11 +69,6 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   std::vector<std::string> notes_;
 };
 
-// Human name of a kind ("engine") and its inverse (throws on an unknown name).
-const char* kind_name(mlpt_component_kind kind);
-mlpt_component_kind kind_from_name(const std::string& name);
-const std::vector<mlpt_component_kind>& all_kinds();
-
 // Converts an error returned by a component into mlpt::Error (destroying it); no-op for NULL.
 void check(const mlpt_error_api& errors, mlpt_error* error, const std::string& what);
 inline void check(const Component& c, mlpt_error* error, const std::string& what) {

@@ -90,19 +90,19 @@ const std::vector<ConfigKey>& config_keys() {
         {"dataset", "chat_format", "string", quoted(d.chat_format), "\"qwen3\" or \"qwen3_5\": how turns become tokens"},
         {"dataset", "train_sha256", "string", "\"\"", "the training file's SHA-256, when declared (checked by `check config`)"},
         {"dataset", "validation_sha256", "string", "\"\"", "the validation file's SHA-256, when declared"},
-        {"placement", "trainer_ranks", "integer", text(dist::PlacementSettings{}.trainer_ranks),
+        {"placement", "trainer_ranks", "integer", text(PlacementSettings{}.trainer_ranks),
          "under a launcher (`mpirun -np N mlpt run`, `srun`): processes in the trainer group (data parallel; a "
          "model-parallel trainer needs a multiple of its ranks per replica, e.g. tensor_parallel x expert_parallel), "
          "ranks 1..N; rank 0 is the coordinator and every other rank a rollout worker with its own engine, sandboxes, "
          "harness and reward. One process alone ignores the table"},
-        {"placement", "engine_ranks", "integer", text(dist::PlacementSettings{}.engine_ranks),
+        {"placement", "engine_ranks", "integer", text(PlacementSettings{}.engine_ranks),
          "processes per rollout worker: its engine runs as one engine group of that many ranks (the engine's "
          "tensor_parallel x expert_parallel; the transport's receivers count each rank). The ranks after the trainer "
          "group must divide into workers of this many; each worker's first rank runs the episodes"},
-        {"placement", "answer_timeout_s", "float", text(dist::PlacementSettings{}.answer_timeout_s),
+        {"placement", "answer_timeout_s", "float", text(PlacementSettings{}.answer_timeout_s),
          "seconds the coordinator waits for a rank's answer (a step, a refit, a checkpoint) before the run stops with an "
          "error naming the rank"},
-        {"placement", "heartbeat_timeout_s", "float", text(dist::PlacementSettings{}.heartbeat_timeout_s),
+        {"placement", "heartbeat_timeout_s", "float", text(PlacementSettings{}.heartbeat_timeout_s),
          "every rank sends the coordinator a heartbeat each second; one silent this long is gone (killed, "
          "its node lost, "
          "or hung): a rollout worker is dropped and its episodes in flight back-filled, a trainer rank stops "

@@ -4,7 +4,7 @@
 #include <functional>
 #include <optional>
 
-#include "core/plugin/plugin.hpp"
+#include "core/config/component_kinds.hpp"
 #include "core/rules/closed_division.hpp"
 
 namespace mlpt::run {
@@ -185,7 +185,7 @@ RunConfig read_run_config(const std::filesystem::path& file) {
                     MLPT_COMPONENT_HARNESS}) {
     bool found = false;
     for (const auto& comp : c.components) found |= comp.kind == kind;
-    if (!found) root.fail("components", std::string("needs a [components.") + plugin::kind_name(kind) + "] table");
+    if (!found) root.fail("components", std::string("needs a [components.") + config::kind_name(kind) + "] table");
   }
   root.finish();
   return c;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/config/components_config.hpp"
-#include "core/dist/placement.hpp"
+#include "core/run/placement_settings.hpp"
 
 namespace mlpt::run {
 
@@ -85,7 +85,7 @@ struct RunConfig {
   RunSettings run;
   BenchmarkSettings benchmark;
   DatasetSettings dataset;
-  dist::PlacementSettings placement;  // read always, used when launched on several processes
+  PlacementSettings placement;  // read always, used when launched on several processes
   std::vector<config::ComponentConfig> components;
 };
 

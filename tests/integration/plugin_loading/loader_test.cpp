@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/components/instances.hpp"
+#include "core/config/component_kinds.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/refit/weight_flow.hpp"
 #include "mlpt/reward.h"
@@ -170,8 +171,8 @@ TEST_CASE("component lookup by kind and name explains what exists") {
     try { plugin->component(MLPT_COMPONENT_REWARD, "other"); } catch (const mlpt::Error& e) { return std::string(e.what()); }
     return std::string();
   }(), Catch::Contains("no reward component 'other' (it has: nonempty_patch)"));
-  CHECK(mlpt::plugin::kind_from_name("sandbox") == MLPT_COMPONENT_SANDBOX);
-  CHECK_THROWS_WITH(mlpt::plugin::kind_from_name("gpu"), Catch::Contains("unknown component kind 'gpu'"));
+  CHECK(mlpt::config::kind_from_name("sandbox") == MLPT_COMPONENT_SANDBOX);
+  CHECK_THROWS_WITH(mlpt::config::kind_from_name("gpu"), Catch::Contains("unknown component kind 'gpu'"));
 }
 
 TEST_CASE("a component outlives its plugin handle: the shared object stays mapped while used") {

@@ -1,0 +1,102 @@
+# Checks core/'s modules against what they declare (cmake -P, run by the build and by ctest as
+# core_module_dependencies):
+#   cmake -DCORE_DIR=<core/> -DMODULES_FILE=<build/core/core_modules.cmake> [-DSTAMP=<file>] -P CheckCoreModules.cmake
+# A module is a folder of core/ (files at core/'s top belong to `error`). Every `#include "core/..."`
+# of another module must name a declared dependency of the including module (core/CMakeLists.txt),
+# every declared dependency must be included somewhere (the list says what a module really uses),
+# and the declared dependencies must not form a cycle. Each broken rule is one line naming the file
+# and line; any of them fails. MODULES_FILE sets MLPT_CORE_MODULES and MLPT_CORE_DEPS_<module>.
+cmake_minimum_required(VERSION 3.20)
+
+if(NOT CORE_DIR OR NOT MODULES_FILE)
+  message(FATAL_ERROR "CheckCoreModules.cmake: pass -DCORE_DIR=<core folder> -DMODULES_FILE=<core_modules.cmake>")
+endif()
+if(NOT EXISTS "${MODULES_FILE}")
+  message(FATAL_ERROR "CheckCoreModules.cmake: ${MODULES_FILE} does not exist (configure the build first)")
+endif()
+include("${MODULES_FILE}")
+
+# The module a path under core/ belongs to ("run/step_record.hpp" -> run, "error.hpp" -> error).
+function(module_of relative out)
+  if(relative MATCHES "^([^/]+)/")
+    set(${out} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+  else()
+    set(${out} error PARENT_SCOPE)
+  endif()
+endfunction()
+
+set(problems "")
+set(used_pairs "")
+file(GLOB_RECURSE files RELATIVE "${CORE_DIR}" "${CORE_DIR}/*.cpp" "${CORE_DIR}/*.hpp" "${CORE_DIR}/*.h")
+list(SORT files)
+foreach(file IN LISTS files)
+  module_of("${file}" from)
+  if(NOT from IN_LIST MLPT_CORE_MODULES)
+    string(APPEND problems "core/${file}: folder core/${from}/ is no module of core/CMakeLists.txt\n")
+    continue()
+  endif()
+  file(STRINGS "${CORE_DIR}/${file}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"core/")
+  file(STRINGS "${CORE_DIR}/${file}" all_lines)
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"core/([^\"]+)\".*" "\\1" included "${line}")
+    module_of("${included}" to)
+    if(to STREQUAL from)
+      continue()
+    endif()
+    list(APPEND used_pairs "${from}>${to}")
+    if(NOT to IN_LIST MLPT_CORE_DEPS_${from})
+      list(FIND all_lines "${line}" index)
+      math(EXPR number "${index} + 1")
+      string(APPEND problems
+             "core/${file}:${number}: includes core/${included}, but module ${from} does not declare ${to} "
+             "(its DEPS in core/CMakeLists.txt: ${MLPT_CORE_DEPS_${from}})\n")
+    endif()
+  endforeach()
+endforeach()
+
+foreach(module IN LISTS MLPT_CORE_MODULES)
+  foreach(dep IN LISTS MLPT_CORE_DEPS_${module})
+    if(NOT dep IN_LIST MLPT_CORE_MODULES)
+      string(APPEND problems "module ${module} declares ${dep}, which is no module of core/CMakeLists.txt\n")
+    elseif(NOT "${module}>${dep}" IN_LIST used_pairs)
+      string(APPEND problems "module ${module} declares ${dep} but nothing under core/${module}/ includes it: "
+                             "drop it from its DEPS in core/CMakeLists.txt\n")
+    endif()
+  endforeach()
+endforeach()
+
+# A cycle among the declared dependencies (depth-first; a module met again on the current path).
+function(visit module path)
+  if(module IN_LIST path)
+    list(APPEND path ${module})
+    list(FIND path ${module} first)
+    list(SUBLIST path ${first} -1 cycle)
+    string(REPLACE ";" " -> " cycle "${cycle}")
+    set_property(GLOBAL APPEND_STRING PROPERTY core_module_cycles "modules include each other: ${cycle}\n")
+    return()
+  endif()
+  get_property(done GLOBAL PROPERTY core_modules_done)
+  if(module IN_LIST done)
+    return()
+  endif()
+  list(APPEND path ${module})
+  foreach(dep IN LISTS MLPT_CORE_DEPS_${module})
+    visit(${dep} "${path}")
+  endforeach()
+  set_property(GLOBAL APPEND PROPERTY core_modules_done ${module})
+endfunction()
+foreach(module IN LISTS MLPT_CORE_MODULES)
+  visit(${module} "")
+endforeach()
+get_property(cycles GLOBAL PROPERTY core_module_cycles)
+string(APPEND problems "${cycles}")
+
+if(problems)
+  message(FATAL_ERROR "core/ modules and their declared dependencies disagree:\n${problems}")
+endif()
+list(LENGTH MLPT_CORE_MODULES count)
+list(LENGTH files file_count)
+message(STATUS "core/: ${count} modules, ${file_count} files, every include of another module declared, no cycle")
+if(STAMP)
+  file(TOUCH "${STAMP}")
+endif()
