@@ -1,0 +1,77 @@
+# Checks that every citation of a page in the tree resolves (cmake -P, run by ctest as doc_citations):
+#   cmake -DSOURCE_DIR=<repository root> -P CheckDocCitations.cmake
+# A citation is a Markdown file followed by sections, as comments write them:
+# `docs/benchmark.md §3`, `docs/qwen35-architecture.md §2.4.6-§2.4.7, §3`. The file must exist
+# (from the repository root, or beside the citing file), and each section must be a heading of it
+# (`## 3. ...`, `### 2.4.6 ...`). A mention of `docs/<page>.md` without sections must name a page that
+# exists. Each broken citation is one line naming the file; any of them fails.
+cmake_minimum_required(VERSION 3.20)
+
+if(NOT SOURCE_DIR)
+  message(FATAL_ERROR "CheckDocCitations.cmake: pass -DSOURCE_DIR=<repository root>")
+endif()
+
+set(folders abi bench cmake configs core docs packaging plugins scripts sdk tasks tests)
+set(globs "")
+foreach(folder IN LISTS folders)
+  foreach(ext cpp hpp h c cu cuh txt cmake md py sh toml)
+    list(APPEND globs "${SOURCE_DIR}/${folder}/*.${ext}")
+  endforeach()
+endforeach()
+file(GLOB_RECURSE files RELATIVE "${SOURCE_DIR}" ${globs})
+list(APPEND files README.md CMakeLists.txt)
+list(SORT files)
+
+# The section numbers a page has: "3" for "## 3. Title", "2.4.6" for "#### 2.4.6 Title".
+function(page_sections page out)
+  file(STRINGS "${page}" headings REGEX "^#+ +[0-9]+(\\.[0-9]+)*\\.? ")
+  set(sections "")
+  foreach(heading IN LISTS headings)
+    string(REGEX REPLACE "^#+ +([0-9]+(\\.[0-9]+)*)\\.? .*" "\\1" number "${heading}")
+    list(APPEND sections "${number}")
+  endforeach()
+  set(${out} "${sections}" PARENT_SCOPE)
+endfunction()
+
+set(section_run "(,? *(and |backward )?§[0-9]+(\\.[0-9]+)*(-§?[0-9]+(\\.[0-9]+)*)?)+")
+set(problems "")
+set(citations 0)
+foreach(file IN LISTS files)
+  file(READ "${SOURCE_DIR}/${file}" text)
+  get_filename_component(dir "${file}" DIRECTORY)
+  string(REGEX MATCHALL "[A-Za-z0-9_./-]+\\.md ?${section_run}" cited "${text}")
+  foreach(citation IN LISTS cited)
+    string(REGEX REPLACE "^([A-Za-z0-9_./-]+\\.md).*" "\\1" page "${citation}")
+    string(LENGTH "${page}" length)
+    string(SUBSTRING "${citation}" ${length} -1 sections)
+    math(EXPR citations "${citations} + 1")
+    if(EXISTS "${SOURCE_DIR}/${page}" AND NOT IS_DIRECTORY "${SOURCE_DIR}/${page}")
+      set(path "${SOURCE_DIR}/${page}")
+    elseif(EXISTS "${SOURCE_DIR}/${dir}/${page}" AND NOT IS_DIRECTORY "${SOURCE_DIR}/${dir}/${page}")
+      set(path "${SOURCE_DIR}/${dir}/${page}")
+    else()
+      string(APPEND problems "${file}: cites ${page}${sections}, but there is no ${page} in the repository "
+                             "(pages live in docs/: cite docs/<page>.md §N)\n")
+      continue()
+    endif()
+    page_sections("${path}" have)
+    string(REGEX MATCHALL "[0-9]+(\\.[0-9]+)*" numbers "${sections}")
+    foreach(number IN LISTS numbers)
+      if(NOT number IN_LIST have)
+        string(APPEND problems "${file}: cites ${page} §${number}, which is no heading of ${page}\n")
+      endif()
+    endforeach()
+  endforeach()
+  string(REGEX MATCHALL "docs/[A-Za-z0-9_.-]+\\.md" mentioned "${text}")
+  foreach(page IN LISTS mentioned)
+    if(NOT EXISTS "${SOURCE_DIR}/${page}")
+      string(APPEND problems "${file}: names ${page}, which does not exist\n")
+    endif()
+  endforeach()
+endforeach()
+
+if(problems)
+  message(FATAL_ERROR "citations that do not resolve:\n${problems}")
+endif()
+list(LENGTH files count)
+message(STATUS "${citations} section citations in ${count} files, every one resolves")
