@@ -1,5 +1,5 @@
 // `mlpt check config`: the division rules applied to a run config before any GPU-hour is spent.
-// Closed division: the hyperparameters and their formulas (benchmark.md §2), 16 generations,
+// Closed division: the hyperparameters and their formulas (docs/benchmark.md §2), 16 generations,
 // GBS = prompts × 16 and one of the table's values, context 65536, 30 turns, sampling settings,
 // the evaluation schedule (first point and k = 4), the dataset identity (declared SHA-256 of the
 // task files, checked against the files) and a stated max staleness. Open division: the same

@@ -874,7 +874,7 @@ struct EpisodeEnv {
   }
 };
 
-// The task's image holds only the base commit's history (benchmark.md §4): the fix commit is not an
+// The task's image holds only the base commit's history (docs/benchmark.md §4): the fix commit is not an
 // object of the repository at all (no ref, reflog entry, pack or loose object names it), and no
 // commit exists that HEAD does not reach.
 void check_task_image(Suite& s, const EpisodeEnv& env) {

@@ -1,4 +1,4 @@
-// The result-log compliance checker for qwen35_397b_grpo (benchmark.md §6; the reference's
+// The result-log compliance checker for qwen35_397b_grpo (docs/benchmark.md §6; the reference's
 // mlperf_logging training_6.1.0 rule files common, {closed,open}_common and
 // {closed,open}_qwen35_397b_grpo). It reads a parsed log and reports, rule by rule, what it checked,
 // the evidence, and every violation with the line it is on.

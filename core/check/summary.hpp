@@ -1,4 +1,4 @@
-// The score of a submission: time to train of each run and their olympic average (benchmark.md §1).
+// The score of a submission: time to train of each run and their olympic average (docs/benchmark.md §1).
 //
 // The benchmark requires exactly 3 runs (rules::kRunsPerSubmission): the score is the time of the
 // middle one, i.e. the fastest and the slowest are dropped. One run may fail to converge; it then

@@ -1,5 +1,5 @@
 // The init block of the result log: cache_clear, init_start, the submission_* keys and every
-// hyperparameter, in the reference's order (benchmark.md §6). init_stop is NOT written here: the
+// hyperparameter, in the reference's order (docs/benchmark.md §6). init_stop is NOT written here: the
 // caller writes it when initialisation (model load, engine start) is really done, since the
 // 30-minute init limit is measured to it.
 #pragma once

@@ -1,4 +1,4 @@
-// The key names of the MLPerf result log for qwen35_397b_grpo (benchmark.md §6), in the order the
+// The key names of the MLPerf result log for qwen35_397b_grpo (docs/benchmark.md §6), in the order the
 // reference writes them. Writer and checker both use these names, so a typo cannot split them.
 #pragma once
 

@@ -1,7 +1,7 @@
 // The MLPerf result-log writer. Each event is one line
 //   :::MLLOG {"namespace": "", "time_ms": 1700000000000, "event_type": "POINT_IN_TIME",
 //             "key": "seed", "value": 1234, "metadata": {"file": "loop.cpp", "lineno": 42}}
-// (benchmark.md §6), with the reference's field order and its ", " / ": " separators.
+// (docs/benchmark.md §6), with the reference's field order and its ", " / ": " separators.
 //
 // Lines go to a file and/or a callback. The file is flushed after every line, so a run that is
 // killed leaves a log whose every line is complete. All calls are thread-safe: lines from several

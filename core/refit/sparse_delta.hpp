@@ -1,4 +1,4 @@
-// Sparse refit (benchmark.md §7): with a learning rate of 1e-6 most BF16 weights do not change in
+// Sparse refit (docs/benchmark.md §7): with a learning rate of 1e-6 most BF16 weights do not change in
 // a step, so the engine's copy is updated by sending only what changed. A tensor's update is
 // encoded in whichever of three forms is smallest for it:
 //   dense    every value (element_bytes per element);

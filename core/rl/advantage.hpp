@@ -1,4 +1,4 @@
-// GRPO advantages as the reference computes them (benchmark.md §3): leave-one-out baseline, each
+// GRPO advantages as the reference computes them (docs/benchmark.md §3): leave-one-out baseline, each
 // sample normalised by the Bessel-corrected std of the OTHER samples of its group, not divided where
 // that std is 0. All-equal groups get advantage 0 and stay in the batch.
 #pragma once

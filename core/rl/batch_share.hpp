@@ -1,6 +1,6 @@
 // A trainer rank's share of the step's global batch (data parallel, ABI 1.2): a contiguous run of
 // whole sequences with about 1/ranks of the tokens, and N_tok of the whole batch that every rank
-// normalises by (benchmark.md §3), so the ranks' gradients add up to the one-rank gradient.
+// normalises by (docs/benchmark.md §3), so the ranks' gradients add up to the one-rank gradient.
 #pragma once
 
 #include <cstdint>

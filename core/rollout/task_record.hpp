@@ -1,4 +1,4 @@
-// R2E-Gym task records (benchmark.md §4): one JSON object per JSONL line with the fields of the
+// R2E-Gym task records (docs/benchmark.md §4): one JSON object per JSONL line with the fields of the
 // dataset; a malformed row is an error naming file, line and field. The sandbox image of a record
 // is <images>/<repo_name>_final_<commit_hash>.sif.
 #pragma once

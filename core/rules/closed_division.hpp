@@ -1,7 +1,7 @@
 // The benchmark's fixed facts: every constant and formula of qwen35_397b_grpo (MLPerf Training
 // v6.1 LLM post-training), closed division unless a name says otherwise. This is the ONE place that
 // knows them; the GRPO loop, the config checker and the result-log checker all read them from here.
-// Source: /work/shared/spec/benchmark.md §1-§3 and §6 (the reference's rule files).
+// Source: docs/benchmark.md §1-§3 and §6 (the reference's rule files).
 //
 // Constants are constexpr; the formulas that need a square root are small inline functions (std::sqrt
 // is not constexpr in C++20). Every formula takes the global batch size (GBS) in samples, i.e.

@@ -680,7 +680,7 @@ RunSummary BenchmarkRun::run() {
   log_->end(mllog::keys::kRunStop, {{std::string(mllog::keys::kMetaSamplesCount), summary.samples},
                               {std::string(mllog::keys::kMetaStatus), std::string(summary.converged ? mllog::keys::kStatusSuccess : mllog::keys::kStatusAborted)}});
   crash_guard.log_closed();
-  // A resumed run's time to train counts the earlier attempts too (benchmark.md §6).
+  // A resumed run's time to train counts the earlier attempts too (docs/benchmark.md §6).
   summary.time_to_train_minutes = (run_started ? seconds_since(run_start_) / 60.0 : 0.0) + summary.time_already_spent_minutes;
 
   ReportInputs report{c.run.name, steps_, evals_, {}, summary.converged, summary.abort_reason, summary.time_to_train_minutes};

@@ -1,4 +1,4 @@
-// Qwen3.5: XML tool calls (<function=NAME><parameter=KEY>), spec qwen35-architecture.md §6. The
+// Qwen3.5: XML tool calls (<function=NAME><parameter=KEY>), spec docs/qwen35-architecture.md §6. The
 // tool instructions follow the Qwen3-Coder template, which the spec outlines; the exact Qwen3.5
 // template is not available here.
 #include "core/text/qwen_chat_formats.hpp"

@@ -43,7 +43,7 @@ typedef struct mlpt_reward_create_args {
 
 /* ---- Grading --------------------------------------------------------------------------------- */
 
-/* Flags on a reward that cannot be trusted (benchmark.md §4). */
+/* Flags on a reward that cannot be trusted (docs/benchmark.md §4). */
 #define MLPT_REWARD_FLAG_HIT_LIMIT 0x1u     /* passed, but the agent hit max turns or context */
 #define MLPT_REWARD_FLAG_TEST_TIMEOUT 0x2u  /* the hidden test run timed out */
 #define MLPT_REWARD_FLAG_AGENT_TIMEOUT 0x4u /* the agent wall-clock limit cut the rollout */

@@ -3,7 +3,7 @@
  * The trainer owns the policy weights and the optimizer. Each benchmark step the host hands it the
  * step's global batch (GRPO groups flattened into sequences; since 1.2 each data-parallel replica
  * of a trainer group gets its share and the global normaliser) and the trainer computes the
- * benchmark loss (benchmark.md §3), splits the batch into micro-batches as it likes (normalising by
+ * benchmark loss (docs/benchmark.md §3), splits the batch into micro-batches as it likes (normalising by
  * the global valid-token count), applies one optimizer step and returns metrics. After the step it
  * publishes its weights (since 1.2, publish_weights: each rank sends its own shards through the
  * transport endpoint the host binds to it, and the host never sees them; a 1.0/1.1 trainer's
@@ -111,7 +111,7 @@ typedef struct mlpt_train_step_args {
   const mlpt_metric* out_metrics;
   size_t out_num_metrics;
   uint64_t out_weight_version; /* out: version after the step (the previous one + 1) */
-  /* Since 1.2 (in): N_tok of benchmark.md §3 as the host knows it: the trainable tokens (loss_mask
+  /* Since 1.2 (in): N_tok of docs/benchmark.md §3 as the host knows it: the trainable tokens (loss_mask
    * 1, not the first token of a sequence) of the sequences not truncated, over the whole global
    * batch (every rank's share). The trainer divides by it less the tokens of sequences its logprob
    * error mask removes (in a group of several ranks, the sum of what every rank removed).

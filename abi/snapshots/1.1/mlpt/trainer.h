@@ -2,7 +2,7 @@
  *
  * The trainer owns the policy weights and the optimizer. Each benchmark step the host hands it the
  * step's whole global batch (GRPO groups flattened into sequences) and the trainer computes the
- * benchmark loss (benchmark.md §3), splits the batch into micro-batches as it likes (normalising by
+ * benchmark loss (docs/benchmark.md §3), splits the batch into micro-batches as it likes (normalising by
  * the global valid-token count), applies one optimizer step and returns metrics. After the step
  * it exports its weights as named tensors for the weight transport.
  *
