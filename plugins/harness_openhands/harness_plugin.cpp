@@ -1,5 +1,5 @@
 // Plugin mlpt_harness_openhands: component harness "openhands", the OpenHands CodeAct agent side
-// of a rollout (benchmark.md §5) over the rollout's sandbox.
+// of a rollout (docs/benchmark.md §5) over the rollout's sandbox.
 #include <mlpt/sdk.hpp>
 
 #include "episode.hpp"

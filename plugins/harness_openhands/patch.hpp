@@ -1,4 +1,4 @@
-// The agent's patch as the benchmark takes it (benchmark.md §4): `git add -A; git diff --cached
+// The agent's patch as the benchmark takes it (docs/benchmark.md §4): `git add -A; git diff --cached
 // <base_commit>` in /testbed, with the file sections of binary changes dropped.
 #pragma once
 

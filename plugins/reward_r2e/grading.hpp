@@ -10,7 +10,7 @@
 
 namespace mlpt::r2e {
 
-// The exclusions of the agent's patch (benchmark.md §4): the files untracked at container start
+// The exclusions of the agent's patch (docs/benchmark.md §4): the files untracked at container start
 // (the R2E-Gym image's hidden tests r2e_tests/ and run_tests.sh are among them; the bundled images
 // carry them in the record instead, so they are named here). Tracked files, a repository's own
 // conftest.py and pytest.ini included, are the agent's to edit. A conftest.py or pytest.ini the

@@ -1,5 +1,5 @@
 // pytest's "short test summary info" -> {test name: status} as R2E-Gym's parse_log_pytest reads
-// it (benchmark.md §4): ANSI codes and carriage returns removed; a line after the header that
+// it (docs/benchmark.md §4): ANSI codes and carriage returns removed; a line after the header that
 // contains PASSED, else FAILED, else ERROR names a test by the part after the file, `::` parts
 // joined with '.', the " - reason" cut from failures and errors (a collection error, without
 // "::", is the key ""). tasks/summary.py computes the bundled suite's expected_output_json so.

@@ -1,4 +1,4 @@
-// Plugin mlpt_reward_r2e: component reward "r2e", R2E-Gym hidden-test grading (benchmark.md §4).
+// Plugin mlpt_reward_r2e: component reward "r2e", R2E-Gym hidden-test grading (docs/benchmark.md §4).
 // Every grade runs in a fresh sandbox from the task's image: the agent's patch is applied without
 // the files untracked at start (and any conftest.py it would add), the hidden tests are written from
 // the task record (they are never in an image, so no agent sandbox can read them), run_tests.sh runs

@@ -1,4 +1,4 @@
-// The model's shape, read from a HF config.json (qwen35-architecture.md §1). Two layouts are
+// The model's shape, read from a HF config.json (docs/qwen35-architecture.md §1). Two layouts are
 // accepted: Qwen3.5 MoE (`model_type` qwen3_5_moe, text part under `text_config`, or the text config
 // itself, qwen3_5_moe_text) and Qwen3-Next (`qwen3_next`: same math, fused GDN input projections and
 // per-expert tensors on disk, converted when loading). A missing or wrong key is an error naming

@@ -1,4 +1,4 @@
-// The gated full-attention mixer (qwen35-architecture.md §2.5): q/gate interleaved per head, q/k
+// The gated full-attention mixer (docs/qwen35-architecture.md §2.5): q/gate interleaved per head, q/k
 // zero-centred norms, partial NeoX RoPE, causal GQA over the KV cache (backends/cpu/attention.hpp),
 // sigmoid output gate, o_proj; and its backward.
 #include "backends/cpu/activations.hpp"

@@ -1,4 +1,4 @@
-// The Gated DeltaNet mixer (qwen35-architecture.md §2.4): projections, causal conv + SiLU (with the
+// The Gated DeltaNet mixer (docs/qwen35-architecture.md §2.4): projections, causal conv + SiLU (with the
 // decode window), gates, q/k L2 norms, the recurrence (backends/cpu/gdn.hpp), gated output norm
 // and out_proj; and its backward.
 #include <cmath>

@@ -1,4 +1,4 @@
-// The sparse MoE FFN (qwen35-architecture.md §2.6): fp32 softmax router over all experts, top-k
+// The sparse MoE FFN (docs/qwen35-architecture.md §2.6): fp32 softmax router over all experts, top-k
 // (or replayed experts), renormalised weights, routed SwiGLU experts and the sigmoid-gated shared
 // expert; and its backward with the router gradient of §3.
 #include "backends/cpu/activations.hpp"

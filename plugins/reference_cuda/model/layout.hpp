@@ -1,5 +1,5 @@
 // Every parameter tensor of the model, with its checkpoint name (Qwen3.5 naming,
-// qwen35-architecture.md §5), shape and initialisation, and where each layer finds its tensors.
+// docs/qwen35-architecture.md §5), shape and initialisation, and where each layer finds its tensors.
 // The same layout orders weights, gradients, optimizer moments and exported tensors.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The Qwen3.5 MoE text model as computation (qwen35-architecture.md §2-§3): forward of a packed
+// The Qwen3.5 MoE text model as computation (docs/qwen35-architecture.md §2-§3): forward of a packed
 // batch of sequences, optionally continuing per-sequence generation caches, and the backward pass
 // with per-layer recomputation. T is float (the backend) or double (gradient checks).
 #pragma once

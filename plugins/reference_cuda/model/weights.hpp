@@ -31,7 +31,7 @@ Weights<T> zeros_like_layout(const ModelConfig& config);
 template <class T>
 Weights<T> zeros_like_layout(const ModelConfig& config, const ModelLayout& layout);
 
-// Deterministic initialisation from `seed` (qwen35-architecture.md §2.2, §2.4.3, §2.4.8): each
+// Deterministic initialisation from `seed` (docs/qwen35-architecture.md §2.2, §2.4.3, §2.4.8): each
 // tensor draws from its own stream seeded by (seed, tensor name), so order does not matter.
 template <class T>
 Weights<T> init_weights(const ModelConfig& config, uint64_t seed);

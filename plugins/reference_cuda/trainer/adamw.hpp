@@ -1,4 +1,4 @@
-// AdamW on fp32 master weights with fp32 moments (benchmark.md §2): bias-corrected moments,
+// AdamW on fp32 master weights with fp32 moments (docs/benchmark.md §2): bias-corrected moments,
 // decoupled weight decay, constant learning rate; gradients pre-scaled for global-norm clipping.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The GRPO loss of benchmark.md §3, token level, as the coefficients of ∇log π_θ(t):
+// The GRPO loss of docs/benchmark.md §3, token level, as the coefficients of ∇log π_θ(t):
 //   loss = Σ_i Σ_t −A_i · w_t · m_it · s_i · ρ_t / N_tok
 // with w_t = exp(logp_prev − logp_gen) (detached; logp_prev is the trainer's own logprob under the
 // weights before the step), m the loss mask, s_i the sample mask (0 for truncated sequences and for

@@ -1,4 +1,4 @@
-// Pointwise activations and gates (qwen35-architecture.md §2.4.3, §2.5, §2.6; backward §3).
+// Pointwise activations and gates (docs/qwen35-architecture.md §2.4.3, §2.5, §2.6; backward §3).
 // CPU reference backend; T is float or double. Backward functions overwrite input gradients and
 // accumulate (+=) into parameter gradients.
 #pragma once

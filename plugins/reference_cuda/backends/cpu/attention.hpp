@@ -1,4 +1,4 @@
-// Causal multi-head attention with grouped KV heads (qwen35-architecture.md §2.5), after q/k norms
+// Causal multi-head attention with grouped KV heads (docs/qwen35-architecture.md §2.5), after q/k norms
 // and RoPE and before the output gate. CPU reference backend.
 //
 // Packed sequences: sequence s has new queries q[q_offsets[s] .. q_offsets[s+1]) and keys/values

@@ -1,5 +1,5 @@
 // Gated DeltaNet recurrence: token-by-token form, chunked form (chunk 64) and the exact adjoint
-// (qwen35-architecture.md §2.4.6, §2.4.7, §3). State layout S[a][j], a < dk (key), j < dv (value),
+// (docs/qwen35-architecture.md §2.4.6, §2.4.7, §3). State layout S[a][j], a < dk (key), j < dv (value),
 // so every inner loop runs over a contiguous value row and vectorises without reassociation.
 //
 // Work is split into independent tasks, one per (sequence, key head): a task owns the outputs of

@@ -1,4 +1,4 @@
-// Gated DeltaNet recurrence (qwen35-architecture.md §2.4.6-2.4.7, backward §3): the sequence-mixing
+// Gated DeltaNet recurrence (docs/qwen35-architecture.md §2.4.6-§2.4.7, backward §3): the sequence-mixing
 // core of a GDN layer, after projections, conv, q/k L2 norms and gates. CPU reference backend.
 //
 // Shapes (T = total tokens of a packed batch; sequence s is tokens [offsets[s], offsets[s+1])):

@@ -1,4 +1,4 @@
-// Sparse MoE pieces (qwen35-architecture.md §2.6, router backward §3): routing (softmax over all
+// Sparse MoE pieces (docs/qwen35-architecture.md §2.6, router backward §3): routing (softmax over all
 // experts, top-k, renormalisation, or replay of recorded experts for R3) and the routed SwiGLU
 // experts from the fused gate_up_proj [E, 2I, H] and down_proj [E, H, I]. The router's and the
 // shared expert's linears go through linear.hpp. CPU reference backend; T is float or double.

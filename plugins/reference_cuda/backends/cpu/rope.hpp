@@ -1,4 +1,4 @@
-// Partial rotary position embedding, NeoX rotate-half pairing (qwen35-architecture.md §2.5): on
+// Partial rotary position embedding, NeoX rotate-half pairing (docs/qwen35-architecture.md §2.5): on
 // the first rotary_dim dims of each head, pair (i, i + rotary_dim/2) is rotated by position ·
 // theta^(−2i/rotary_dim); the other dims pass through. For text, M-RoPE reduces to this.
 // CPU reference backend; T is float or double.

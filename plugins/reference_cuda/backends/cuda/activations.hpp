@@ -1,4 +1,4 @@
-// Pointwise activations and gates (qwen35-architecture.md §2.4.3, §2.5, §2.6; backward §3), the
+// Pointwise activations and gates (docs/qwen35-architecture.md §2.4.3, §2.5, §2.6; backward §3), the
 // CUDA counterparts of ../cpu/activations.hpp with the same arguments plus the context. Backward
 // functions overwrite input gradients and accumulate (+=) into parameter gradients (fp32).
 #pragma once

@@ -1,4 +1,4 @@
-// Causal multi-head attention with grouped KV heads (qwen35-architecture.md §2.5), after the q/k
+// Causal multi-head attention with grouped KV heads (docs/qwen35-architecture.md §2.5), after the q/k
 // norms and RoPE and before the output gate: the CUDA counterpart of ../cpu/attention.hpp, with the
 // same packed-sequence contract (queries are the LAST q_len tokens of their sequence; query i sees
 // kv positions 0 .. kv_len − q_len + i). Flash-style: keys stream through shared memory in tiles

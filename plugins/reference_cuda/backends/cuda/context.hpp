@@ -1,7 +1,7 @@
 // What every CUDA op takes: the stream it runs on and the cuBLAS handle bound to it, plus error
 // checks that name the failing call. CUDA reference backend (see ../cpu for the oracle).
 //
-// Conventions of backends/cuda (qwen35-architecture.md §7): activations and their gradients are
+// Conventions of backends/cuda (docs/qwen35-architecture.md §7): activations and their gradients are
 // BF16 (`bf16`), every reduction and every product accumulates in FP32, and the numerically
 // sensitive tensors are FP32: GDN gates and state, router logits and weights, softmax statistics,
 // weight gradients. All pointers are device pointers unless a parameter says "host"; offsets of

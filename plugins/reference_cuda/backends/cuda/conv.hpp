@@ -1,4 +1,4 @@
-// Causal depthwise convolution + SiLU over the GDN qkv stream (qwen35-architecture.md §2.4.2) for
+// Causal depthwise convolution + SiLU over the GDN qkv stream (docs/qwen35-architecture.md §2.4.2) for
 // packed variable-length sequences (the window resets at every sequence boundary): the CUDA
 // counterpart of ../cpu/conv.hpp. Weights fp32.
 #pragma once

@@ -1,4 +1,4 @@
-// The token embedding (qwen35-architecture.md §2.1): a row gather, and its gradient as a row
+// The token embedding (docs/qwen35-architecture.md §2.1): a row gather, and its gradient as a row
 // scatter-add into the fp32 gradient. Token ids must be in [0, vocab) (the model checks them on the
 // host before they reach the device).
 #pragma once

@@ -1,4 +1,4 @@
-// Gated DeltaNet recurrence (qwen35-architecture.md §2.4.6-2.4.7, backward §3): the CUDA
+// Gated DeltaNet recurrence (docs/qwen35-architecture.md §2.4.6-§2.4.7, backward §3): the CUDA
 // counterpart of ../cpu/gdn.hpp. Everything is fp32 except v, out and d_v (bf16, the projections'
 // precision): the state, q and k (after the fp32 L2 norms), g and beta (§7).
 //

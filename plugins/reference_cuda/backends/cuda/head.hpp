@@ -1,4 +1,4 @@
-// The output head on the device (qwen35-architecture.md §2.7): fp32 logits from the bf16 LM head,
+// The output head on the device (docs/qwen35-architecture.md §2.7): fp32 logits from the bf16 LM head,
 // per-token logprobs and their gradient for the trainer, and sampling (temperature, top-p) with the
 // sampled token's logprob for the engine. Ids >= `valid` (padding rows) take no probability mass.
 #pragma once

@@ -1,4 +1,4 @@
-// Sparse MoE pieces (qwen35-architecture.md §2.6, router backward §3): the CUDA counterpart of
+// Sparse MoE pieces (docs/qwen35-architecture.md §2.6, router backward §3): the CUDA counterpart of
 // ../cpu/moe.hpp. The router runs in fp32 on fp32 logits; the routed experts are grouped GEMMs over
 // the tokens each expert received (fused gate_up_proj [E, 2I, H], down_proj [E, H, I], bf16).
 #pragma once

@@ -1,4 +1,4 @@
-// Normalisations (qwen35-architecture.md §2.2, §2.4.4, §2.4.8; backward §3), row-wise over the last
+// Normalisations (docs/qwen35-architecture.md §2.2, §2.4.4, §2.4.8; backward §3), row-wise over the last
 // dimension D: the CUDA counterparts of ../cpu/norms.hpp. Statistics in fp32; weights fp32.
 // Backward functions overwrite dx and accumulate (+=) into weight gradients (NULL skips them).
 #pragma once

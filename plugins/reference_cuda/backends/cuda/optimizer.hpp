@@ -1,4 +1,4 @@
-// The trainer's device-side numerics (benchmark.md §2-§3): the GRPO token loss and its gradient
+// The trainer's device-side numerics (docs/benchmark.md §2-§3): the GRPO token loss and its gradient
 // coefficient, the global gradient norm, and AdamW on fp32 master weights with fp32 moments that
 // refreshes the bf16 working copy. Mirrors trainer/grpo_loss.hpp and trainer/adamw.hpp.
 #pragma once

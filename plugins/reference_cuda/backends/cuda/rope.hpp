@@ -1,4 +1,4 @@
-// Partial rotary position embedding, NeoX rotate-half pairing (qwen35-architecture.md §2.5): the
+// Partial rotary position embedding, NeoX rotate-half pairing (docs/qwen35-architecture.md §2.5): the
 // CUDA counterpart of ../cpu/rope.hpp; angles in fp32 from fp64-computed inverse frequencies.
 #pragma once
 
