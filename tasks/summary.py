@@ -1,4 +1,4 @@
-"""pytest's "short test summary info" -> {test name: status}, by the rules of benchmark.md §4.
+"""pytest's "short test summary info" -> {test name: status}, by the rules of docs/benchmark.md §4.
 
 The same rules as plugins/reward_r2e/pytest_summary.cpp (the grader); this copy lets taskgen.py
 compute expected_output_json without a build. ANSI codes and carriage returns are removed; every

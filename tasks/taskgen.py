@@ -33,7 +33,7 @@ PROJECTS = ROOT / "projects"
 OWNER = "mlpt"
 TEST_PYTHON = os.environ.get("MLPT_TASK_PYTHON", "/usr/bin/python3")
 
-# The hidden-test runner every image gets (benchmark.md §4: `pytest -rA r2e_tests`). The
+# The hidden-test runner every image gets (docs/benchmark.md §4: `pytest -rA r2e_tests`). The
 # interpreter runs isolated (-I: no PYTHON* variables, no working directory or user site on
 # sys.path) and the repository joins sys.path only when the session starts, after pytest and its
 # plugins are imported, and after the system paths, so no file in /testbed can stand in for pytest,
@@ -116,7 +116,7 @@ def build_repo(project, out):
 
 
 def resolve_base(repo, base):
-    """The real commit of an R2E-Gym base, which rows may store as `<fix>^` (benchmark.md §4)."""
+    """The real commit of an R2E-Gym base, which rows may store as `<fix>^` (docs/benchmark.md §4)."""
     return base if re.fullmatch(r"[0-9a-f]{40}", base) else git(repo, "rev-parse", "--verify", base + "^{commit}")
 
 

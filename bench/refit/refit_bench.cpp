@@ -2,7 +2,7 @@
 // saves. The ~100M config (configs/models/small-100m.json) takes real steps: forward, a policy-
 // gradient loss (advantages +-1 on random sequences), backward with the router frozen, global-norm
 // clipping at 0.125 and AdamW at the benchmark's settings (lr 1e-6, betas 0.9/0.999, eps 1e-8, no
-// weight decay; benchmark.md §2). After each step the engine's BF16 copy is updated by a sparse
+// weight decay; docs/benchmark.md §2). After each step the engine's BF16 copy is updated by a sparse
 // delta (core/refit/sparse_delta.hpp) and checked bit for bit. The sender's side is timed as the
 // sparse refit runs it: each tensor's delta found and its copy brought up to date in one pass, on
 // every core (core/refit/parallel_tensors.hpp); so is the engine's apply. Baseline in the same run:
@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
   Weights<float> w = init_weights<float>(c, 1);
   Weights<float> m = zeros_like_layout<float>(c), v = zeros_like_layout<float>(c), g = zeros_like_layout<float>(c);
   std::vector<bool> trainable(w.layout.tensors.size(), true);
-  for (const auto& l : w.layout.layers) trainable[l.moe.router] = false;  // router frozen (benchmark.md §2)
+  // The router is frozen (docs/benchmark.md §2.3).
+  for (const auto& l : w.layout.layers) trainable[l.moe.router] = false;
   AdamWSettings opt;  // lr 1e-6, betas 0.9/0.999, eps 1e-8, weight decay 0, clip 0.125
   std::vector<std::vector<uint16_t>> engine = to_bf16(w);
   int64_t numel = 0;

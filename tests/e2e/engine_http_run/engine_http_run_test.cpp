@@ -76,7 +76,7 @@ TEST_CASE("a server killed mid-run ends the run through its failure handling wit
   WARN("server killed: the run ended " << took << " s later with exit " << code);
   REQUIRE(code != -1);  // no hang
   CHECK(code == 3);     // an error stopped it
-  // benchmark.md §1: failed rollouts are back-filled with reward 0 and counted; the run aborts once
+  // docs/benchmark.md §1: failed rollouts are back-filled with reward 0 and counted; the run aborts once
   // they pass max_rollout_failure_rate, saying why and naming the server.
   CHECK_THAT(out, Catch::Contains("rollout failed (back-filled with reward 0)") && Catch::Contains(server.url() + "/v1/completions"));
   CHECK_THAT(out, Catch::Contains("more than max_rollout_failure_rate"));

@@ -1,4 +1,4 @@
-// The core's episode limits (benchmark.md §1, §3), through run_episode with recorded model turns
+// The core's episode limits (docs/benchmark.md §1, §3), through run_episode with recorded model turns
 // (the scripted engine) and the real harness, sandbox and reward: 30 iterations count actions (a
 // reply with k tool calls costs k); a sample is truncated only when generation filled the context
 // exactly (an observation that does not fit ends the episode normally, and it trains); an agent

@@ -1,5 +1,5 @@
 // The qwen35_cpu trainer through the C ABI: GRPO steps improve the objective, masks behave as
-// benchmark.md §3 says, micro-batching does not change the step, state saves and reloads exactly.
+// docs/benchmark.md §3 says, micro-batching does not change the step, state saves and reloads exactly.
 #include <cmath>
 #include <filesystem>
 
@@ -96,7 +96,7 @@ TEST_CASE("a few GRPO steps on a fixed batch raise the advantage-weighted logpro
   CHECK(last - j0 > 1e-3);
 }
 
-TEST_CASE("the first step's loss and masks follow benchmark.md §3") {
+TEST_CASE("the first step's loss and masks follow docs/benchmark.md §3") {
   TempDir dir("tr_masks");
   Trainer t(settings(make_checkpoint(dir, "ck", 22)));
   Batch b = fixed_batch(t);

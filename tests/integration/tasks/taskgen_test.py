@@ -1,4 +1,4 @@
-"""Task preparation (tasks/taskgen.py, benchmark.md §4): an R2E-Gym base stored as `<fix>^` resolves
+"""Task preparation (tasks/taskgen.py, docs/benchmark.md §4): an R2E-Gym base stored as `<fix>^` resolves
 to the real parent commit, and the repository an image gets holds the base's history only (the fix
 commit is no object of it: no ref, reflog entry or pack names it)."""
 import importlib.util

@@ -1,4 +1,4 @@
-// The benchmark constants and formulas against the table of benchmark.md §2, each formula also
+// The benchmark constants and formulas against the table of docs/benchmark.md §2, each formula also
 // against a second, independent computation.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// The GRPO loss plan and the per-token loss/gradient, against hand-computed values (benchmark.md §3).
+// The GRPO loss plan and the per-token loss/gradient, against hand-computed values (docs/benchmark.md §3).
 #include <catch2/catch.hpp>
 
 #include <cmath>

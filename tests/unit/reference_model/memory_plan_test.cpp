@@ -1,5 +1,5 @@
 // The 397B config and the per-GPU memory plan: parameter counts against the spec's hand count,
-// the reference placement (benchmark.md §7) fitting 288 GiB GPUs, layouts that cannot work, and the
+// the reference placement (docs/benchmark.md §7) fitting 288 GiB GPUs, layouts that cannot work, and the
 // refit time model built on the same placement.
 #include <catch2/catch.hpp>
 
@@ -29,7 +29,7 @@ PlanRequest reference_placement(double gpu_bytes) {
 TEST_CASE("the 397B config counts ~397B parameters, ~17B active, as the spec's hand count") {
   ModelConfig c = qwen35_397b();
   ParameterCount n = count_parameters(c);
-  CHECK(n.routed_experts == int64_t{60} * 512 * 3 * 4096 * 1024);  // 386.5B (qwen35-architecture.md §1)
+  CHECK(n.routed_experts == int64_t{60} * 512 * 3 * 4096 * 1024);  // 386.5B (docs/qwen35-architecture.md §1)
   CHECK(n.vocabulary == int64_t{2} * 248320 * 4096);
   CHECK(n.total == parameter_count(c));  // the tensor list agrees with config.cpp's closed formula
   CHECK(n.total > int64_t{394} * 1000 * 1000 * 1000);

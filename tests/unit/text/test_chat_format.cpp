@@ -16,7 +16,7 @@ std::shared_ptr<const Tokenizer> shared_qwen3() {
   return tok;
 }
 
-// Tools of the benchmark's harness (benchmark.md §5), trimmed.
+// Tools of the benchmark's harness (docs/benchmark.md §5), trimmed.
 json harness_tools() {
   return json::parse(R"([
     {"type": "function", "function": {"name": "execute_bash", "description": "Run a bash command.\nOutput is capped.",

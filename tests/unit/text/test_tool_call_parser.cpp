@@ -20,7 +20,7 @@ using nlohmann::json;
 
 namespace {
 
-// The benchmark harness's tools (benchmark.md §5), trimmed, plus one with every schema type.
+// The benchmark harness's tools (docs/benchmark.md §5), trimmed, plus one with every schema type.
 const json& tools() {
   static const json t = json::parse(R"([
     {"type": "function", "function": {"name": "execute_bash", "parameters": {"type": "object", "properties": {
