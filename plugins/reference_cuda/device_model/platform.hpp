@@ -67,6 +67,11 @@ class HostPlatform final : public DevicePlatform {
       g_.all_gather_v(s, sc, r, rc);
     }
     void exchange_counts(const size_t* s, size_t* r) override { g_.exchange_counts(s, r); }
+    void send(const float* v, size_t n, int peer) override { g_.send(v, n, peer); }
+    void recv(float* v, size_t n, int peer) override { g_.recv(v, n, peer); }
+    void send_recv(const float* s, size_t sn, int to, float* r, size_t rn, int from) override {
+      g_.send_recv(s, sn, to, r, rn, from);
+    }
 
    private:
     Communicator& g_;

@@ -2,9 +2,12 @@
 // final norm; the LM head; and the backward pass recomputing each layer from its saved input.
 #include "model/model.hpp"
 
+#include <type_traits>
+
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/norms.hpp"
 #include "model/layers.hpp"
+#include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "mlpt/sdk/error.hpp"
 
@@ -73,6 +76,27 @@ void check_batch(const ModelConfig& c, const ForwardBatch<T>& b) {
 template <class T>
 void check_parallel(const ModelConfig& c, const ForwardBatch<T>& b) {
   check_groups(c.shard, b.parallel);
+}
+
+// A pipeline stage's neighbours (model_parallel.hpp): the residual stream (or its gradient) of all
+// the batch's tokens, passed point to point over the pipeline group.
+template <class T>
+Communicator* pipeline_of(const ForwardBatch<T>& b) {
+  return b.parallel && b.parallel->pipeline_size() > 1 ? b.parallel->pipeline : nullptr;
+}
+template <class T>
+void send_stage(Communicator* pipeline, std::vector<T>& values, int peer) {
+  if constexpr (std::is_same_v<T, float>)
+    pipeline->send(values.data(), values.size(), peer);
+  else
+    throw sdk::Error(MLPT_UNIMPLEMENTED, "pipeline parallelism computes in float32 only");
+}
+template <class T>
+void recv_stage(Communicator* pipeline, std::vector<T>& values, int peer) {
+  if constexpr (std::is_same_v<T, float>)
+    pipeline->recv(values.data(), values.size(), peer);
+  else
+    throw sdk::Error(MLPT_UNIMPLEMENTED, "pipeline parallelism computes in float32 only");
 }
 
 // Copies layer l's [tokens, k] slice out of / into a [tokens, layers, k] routing record.
@@ -168,26 +192,36 @@ std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
   check_batch(c, b);
   check_parallel(c, b);
   const int64_t N = b.num_tokens(), H = c.hidden_size, Lc = c.num_layers, k = c.experts_per_token;
+  const StageLayers stage = stage_layers(Lc, c.shard);
+  Communicator* pipeline = pipeline_of(b);
   std::vector<int64_t> positions = positions_of(b);
   std::vector<T> x(N * H);
-  for (int64_t t = 0; t < N; ++t)
-    std::copy(w[w.layout.embed] + b.tokens[t] * H, w[w.layout.embed] + (b.tokens[t] + 1) * H, x.begin() + t * H);
+  if (c.shard.first_stage()) {
+    for (int64_t t = 0; t < N; ++t)
+      std::copy(w[w.layout.embed] + b.tokens[t] * H, w[w.layout.embed] + (b.tokens[t] + 1) * H, x.begin() + t * H);
+  } else {
+    recv_stage(pipeline, x, c.shard.pp_rank - 1);
+  }
   if (b.layer_inputs) {
-    b.layer_inputs->resize(static_cast<size_t>((Lc + 1) * N * H));
+    b.layer_inputs->resize(static_cast<size_t>((stage.count() + 1) * N * H));
     std::copy(x.begin(), x.end(), b.layer_inputs->begin());
   }
   std::vector<int16_t> replay(b.replay_experts ? N * k : 0), record(b.routed_experts ? N * k : 0);
-  for (int64_t l = 0; l < Lc; ++l) {
+  for (int64_t l = stage.first; l < stage.end; ++l) {
     stop_if_cancelled(b, "forward", l);
     LayerContext<T> ctx{c, N, b.offsets, b.caches, positions, b.gdn_mode, static_cast<int>(l), b.parents, b.parallel};
     if (b.replay_experts) gather_layer(b.replay_experts, N, Lc, k, l, replay.data());
     layer_forward(ctx, w, x.data(), b.replay_experts ? replay.data() : nullptr,
                   b.routed_experts ? record.data() : nullptr, static_cast<LayerTapes<T>*>(nullptr));
     if (b.routed_experts) scatter_layer(record.data(), N, Lc, k, l, b.routed_experts);
-    if (b.layer_inputs) std::copy(x.begin(), x.end(), b.layer_inputs->begin() + (l + 1) * N * H);
+    if (b.layer_inputs) std::copy(x.begin(), x.end(), b.layer_inputs->begin() + (l - stage.first + 1) * N * H);
   }
   for (size_t s = 0; s < b.num_segments(); ++s)
     if (!b.caches.empty() && b.caches[s]) b.caches[s]->length += b.offsets[s + 1] - b.offsets[s];
+  if (!c.shard.last_stage()) {
+    send_stage(pipeline, x, c.shard.pp_rank + 1);
+    return {};
+  }
   std::vector<T> out(N * H);
   cpu::rmsnorm_forward(N, H, x.data(), w[w.layout.final_norm], c.rms_norm_eps, out.data());
   return out;
@@ -206,23 +240,29 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
     if (cache) throw sdk::Error(MLPT_INTERNAL, "backward: batches with generation caches are not differentiable");
   check_parallel(c, b);
   const int64_t N = b.num_tokens(), H = c.hidden_size, Lc = c.num_layers, k = c.experts_per_token;
-  if (layer_inputs.size() != static_cast<size_t>((Lc + 1) * N * H))
+  const StageLayers stage = stage_layers(Lc, c.shard);
+  Communicator* pipeline = pipeline_of(b);
+  if (layer_inputs.size() != static_cast<size_t>((stage.count() + 1) * N * H))
     throw sdk::Error(MLPT_INTERNAL, "backward: layer_inputs do not match the batch");
   std::vector<int64_t> positions = positions_of(b);
   const std::vector<SequenceCache<T>*> no_caches;
 
   std::vector<T> dx(N * H), dxn(N * H), dtmp(N * H);
-  cpu::rmsnorm_backward(N, H, layer_inputs.data() + Lc * N * H, w[w.layout.final_norm], c.rms_norm_eps, d_hidden,
-                        dx.data(), grads[w.layout.final_norm]);
+  if (c.shard.last_stage())
+    cpu::rmsnorm_backward(N, H, layer_inputs.data() + stage.count() * N * H, w[w.layout.final_norm], c.rms_norm_eps,
+                          d_hidden, dx.data(), grads[w.layout.final_norm]);
+  else
+    recv_stage(pipeline, dx, c.shard.pp_rank + 1);  // d(this stage's output), from the next stage
   std::vector<int16_t> layer_experts(N * k);
   Communicator* tensor_group = b.parallel ? b.parallel->tensor : nullptr;
-  for (int64_t l = Lc - 1; l >= 0; --l) {
+  for (int64_t l = stage.end - 1; l >= stage.first; --l) {
     stop_if_cancelled(b, "backward", l);
     const LayerTensors& L = w.layout.layers[l];
     LayerContext<T> ctx{c, N, b.offsets, no_caches, positions, b.gdn_mode, static_cast<int>(l), b.parents, b.parallel};
     gather_layer(experts, N, Lc, k, l, layer_experts.data());
     LayerTapes<T> tapes;
-    std::vector<T> x(layer_inputs.begin() + l * N * H, layer_inputs.begin() + (l + 1) * N * H);
+    const int64_t at = l - stage.first;  // the layer's input among the stage's
+    std::vector<T> x(layer_inputs.begin() + at * N * H, layer_inputs.begin() + (at + 1) * N * H);
     layer_forward(ctx, w, x.data(), layer_experts.data(), static_cast<int16_t*>(nullptr), &tapes);
 
     // x_out = h + MoE(norm2(h)); h = x_in + mixer(norm1(x_in)).
@@ -239,10 +279,11 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
       detail::gdn_backward(ctx, w, tapes.gdn, dx.data(), dxn.data(), grads);
     partial.sum();
     sum_over(tensor_group, dxn.data(), static_cast<size_t>(N * H));
-    cpu::rmsnorm_backward(N, H, layer_inputs.data() + l * N * H, w[L.input_norm], c.rms_norm_eps, dxn.data(),
+    cpu::rmsnorm_backward(N, H, layer_inputs.data() + at * N * H, w[L.input_norm], c.rms_norm_eps, dxn.data(),
                           dtmp.data(), grads[L.input_norm]);
     for (int64_t i = 0; i < N * H; ++i) dx[i] += dtmp[i];  // dx_in
   }
+  if (!c.shard.first_stage()) return send_stage(pipeline, dx, c.shard.pp_rank - 1);
   T* de = grads[w.layout.embed];
   for (int64_t t = 0; t < N; ++t)
     for (int64_t i = 0; i < H; ++i) de[b.tokens[t] * H + i] += dx[t * H + i];

@@ -43,7 +43,7 @@ struct ForwardBatch {
   const int16_t* replay_experts = nullptr;
   int16_t* routed_experts = nullptr;
   // Out, for backward: the residual stream entering every layer and the last one's output,
-  // (num_layers + 1) x tokens x hidden. NULL skips saving.
+  // (num_layers + 1) x tokens x hidden (on a pipeline stage, of its layers). NULL skips saving.
   std::vector<T>* layer_inputs = nullptr;
   // Polled once per layer (forward and backward); true stops the pass with MLPT_CANCELLED. NULL: never.
   // A generation step leaves it NULL: its caches must not be left half-advanced.
@@ -58,7 +58,10 @@ struct ForwardBatch {
 
 // The final hidden states after the final norm, [tokens, hidden]. Throws on bad token ids or
 // replayed experts, naming the position. On a shard every rank of the layout makes the same call
-// with the same batch and gets the same hidden states (the full rows).
+// with the same batch and gets the same hidden states (the full rows). A pipeline stage runs its
+// layers only: a later stage first receives the residual stream from the previous one, a stage
+// before the last sends its output to the next and returns an empty vector (blocking messages:
+// every stage makes its calls in the same order).
 template <class T>
 std::vector<T> forward_hidden(const Weights<T>& weights, ForwardBatch<T>& batch);
 
@@ -76,6 +79,9 @@ struct BackwardOptions {
 // forward is recomputed from its input (activation recomputation) so only those are kept. On a
 // shard every rank of the layout makes the call with the same batch and d_hidden: `grads` (a
 // shard's shapes) receives this rank's slices, replicated tensors' gradients whole on every rank.
+// A pipeline stage before the last receives d(its output) from the next stage instead of reading
+// d_hidden (which may be NULL there), and a stage after the first sends d(its input) to the
+// previous one; forward's order of calls, stage by stage.
 template <class T>
 void backward(const Weights<T>& weights, const ForwardBatch<T>& batch, const std::vector<T>& layer_inputs,
               const int16_t* experts, const T* d_hidden, Weights<T>& grads, const BackwardOptions& options);

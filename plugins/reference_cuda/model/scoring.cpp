@@ -9,6 +9,7 @@ ScoreResult<T> score_sequences(const Weights<T>& w, ForwardBatch<T>& b, int64_t 
   std::vector<T> hidden = forward_hidden(w, b);
   const int64_t N = b.num_tokens(), H = w.config.hidden_size, V = w.config.vocab_size;
   ScoreResult<T> r;
+  if (!w.config.shard.last_stage()) return r;  // the last pipeline stage has the LM head
   r.logprobs.assign(static_cast<size_t>(N), 0.0);
   if (top_n > 0) r.top.resize(static_cast<size_t>(N));
   std::vector<bool> last(static_cast<size_t>(N), false);

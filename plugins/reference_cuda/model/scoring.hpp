@@ -17,6 +17,8 @@ struct ScoreResult {
   std::vector<std::vector<std::pair<int32_t, double>>> top;
 };
 
+// On a pipeline stage before the last (which holds the LM head) every call is made alike and the
+// result is empty.
 template <class T>
 ScoreResult<T> score_sequences(const Weights<T>& weights, ForwardBatch<T>& batch, int64_t valid_vocab,
                                int64_t top_n = 0);

@@ -1,6 +1,7 @@
 // `mlpt model`: make and inspect reference-model checkpoints.
 //   mlpt model init --config FILE --seed N --out DIR [--tokenizer DIR] [--dtype D] [--shard-bytes N]
-//   mlpt model score --checkpoint DIR [--top N] [--threads N] [--tp T --ep E [--etp 1|T]]   (mpirun -np T·E)
+//   mlpt model score --checkpoint DIR [--top N] [--threads N] [--tp T --ep E [--etp 1|T]] [--pp P]
+//                    (mpirun -np T·E·P)
 //   mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB
 //                   [--trainer-nodes N] [--gpus-per-node 4] [--context 65536]
 //   mlpt model refit-time --config FILE --trainer L --engine L --nodes N --changed-fraction F
@@ -45,8 +46,9 @@ const char* kUsage =
     "  mlpt model init --config FILE --seed N --out DIR [--tokenizer DIR] [--dtype float32|bfloat16|float16]\n"
     "                  [--shard-bytes N]\n"
     "  mlpt model score --checkpoint DIR [--top N] [--threads N]   (token ids on stdin, one sequence per line)\n"
-    "                  [--tp T --ep E [--etp 1|T]]   (under mpirun -np T*E: tensor and expert parallel, whole\n"
-    "                  experts over all T*E ranks or (--etp T) their columns over the T; the same output)\n"
+    "                  [--tp T --ep E [--etp 1|T]] [--pp P]   (under mpirun -np T*E*P: tensor and expert\n"
+    "                  parallel, whole experts over all T*E ranks of a stage or (--etp T) their columns over\n"
+    "                  the T, the layers in P pipeline stages; the same output)\n"
     "  mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB\n"
     "                  [--trainer-nodes N (default N/4)] [--gpus-per-node 4] [--context 65536]\n"
     "                  (per-GPU memory; exit status 0 when the plan fits, 3 when it does not)\n"
@@ -147,22 +149,27 @@ int launched_ranks() {
 std::unique_ptr<MpiModelLayout> g_layout;
 #endif
 
-// With --tp T --ep E (mpirun -np T·E) every rank holds its shard and computes; world rank 0 reads
-// stdin (the launcher forwards it there only), hands each line to the others and prints.
+// With --tp T --ep E --pp P (mpirun -np T·E·P) every rank holds its shard and computes; world rank
+// 0 reads stdin (the launcher forwards it there only) and hands each line to the others; the first
+// rank of the last pipeline stage (which holds the LM head) prints.
 int score(int argc, char** argv) {
-  auto o = parse_options(argc, argv, 2, {"checkpoint", "top", "threads", "tp", "ep", "etp"});
+  auto o = parse_options(argc, argv, 2, {"checkpoint", "top", "threads", "tp", "ep", "etp", "pp"});
   std::string dir = required(o, "checkpoint");
   int64_t top = integer(o, "top", 0);
-  const int64_t tp = integer(o, "tp", 1), ep = integer(o, "ep", 1), etp = integer(o, "etp", 1);
-  if (tp < 1 || ep < 1 || tp * ep > 65536) throw Error(MLPT_INVALID_ARGUMENT, "--tp and --ep must be positive");
+  const int64_t tp = integer(o, "tp", 1), ep = integer(o, "ep", 1), etp = integer(o, "etp", 1), pp = integer(o, "pp", 1);
+  if (tp < 1 || ep < 1 || pp < 1 || tp * ep * pp > 65536)
+    throw Error(MLPT_INVALID_ARGUMENT, "--tp, --ep and --pp must be positive");
   mlpt::ref::cpu::set_cpu_threads(static_cast<int>(integer(o, "threads", 1)));
-  const bool parallel = tp * ep > 1 || launched_ranks() > 1;
+  const bool parallel = tp * ep * pp > 1 || launched_ranks() > 1;
 #ifdef MLPT_REFERENCE_MODEL_MPI
-  if (parallel) g_layout = std::make_unique<MpiModelLayout>(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp));
+  if (parallel)
+    g_layout = std::make_unique<MpiModelLayout>(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp),
+                                                static_cast<int>(pp));
   const MpiModelLayout* layout = g_layout.get();
 #else
   if (parallel)
-    throw Error(MLPT_UNIMPLEMENTED, "--tp " + std::to_string(tp) + " --ep " + std::to_string(ep) + " over " +
+    throw Error(MLPT_UNIMPLEMENTED, "--tp " + std::to_string(tp) + " --ep " + std::to_string(ep) + " --pp " +
+                                        std::to_string(pp) + " over " +
                                         std::to_string(launched_ranks()) +
                                         " ranks: this mlpt-model was built without MPI (install libopenmpi-dev and rebuild)");
 #endif
@@ -177,13 +184,13 @@ int score(int argc, char** argv) {
   // A rank of a layout reads its block of the experts only.
   Weights<float> w = groups ? load_shard_weights<float>(dir, shard) : load_weights<float>(dir);
   int64_t valid = sampling_vocab_size(w.config, dir);
-  const bool prints = shard.world_rank() == 0;
+  const bool reads = shard.model_rank() == 0, prints = shard.last_stage() && shard.world_rank() == 0;
   std::string line;
   int line_no = 0;
   for (;;) {
-    bool have = !prints || static_cast<bool>(std::getline(std::cin, line));
+    bool have = !reads || static_cast<bool>(std::getline(std::cin, line));
 #ifdef MLPT_REFERENCE_MODEL_MPI
-    if (layout) have = layout->broadcast_line(line, prints && have);
+    if (layout) have = layout->broadcast_line(line, reads && have);
 #endif
     if (!have) break;
     ++line_no;

@@ -1,9 +1,10 @@
 // The reference model split over ranks computes what one rank computes, forward (scoring and
 // generation with caches) and gradients: tensor parallelism (heads and FFN columns, KV heads
 // replicated where tp exceeds them), expert
-// parallelism (experts, tokens exchanged all-to-all) and both, on the tiny and small configs, with
+// parallelism (experts, tokens exchanged all-to-all), pipeline parallelism (layers in stages, the
+// residual stream passed between them) and their products, on the tiny and small configs, with
 // the router's choice and with replayed experts (R3); and `mpirun -np N mlpt model score --tp T
-// --ep E` prints what the one-rank command prints.
+// --ep E --pp P` prints what the one-rank command prints.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -31,13 +32,14 @@ constexpr double kGenerationTolerance = 1e-4;
 
 std::string config(const char* name) { return std::string(MLPT_SOURCE_DIR) + "/configs/models/" + name + ".json"; }
 
-// Runs parallel_forward_check over tp × ep ranks: forward (and with `gradients` backward) of the
-// shards against one rank.
-nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay, bool gradients = true, int etp = 1) {
+// Runs parallel_forward_check over tp × ep × pp ranks: forward (and with `gradients` backward) of
+// the shards against one rank.
+nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay, bool gradients = true, int etp = 1,
+                     int pp = 1) {
   int status = 0;
-  const std::string cmd = "timeout -k 5 600 " + mlpt_test::mpirun_command(tp * ep) + PARALLEL_FORWARD_CHECK +
+  const std::string cmd = "timeout -k 5 600 " + mlpt_test::mpirun_command(tp * ep * pp) + PARALLEL_FORWARD_CHECK +
                           " --config " + config_path + " --tp " + std::to_string(tp) + " --ep " + std::to_string(ep) +
-                          " --etp " + std::to_string(etp) +
+                          " --etp " + std::to_string(etp) + " --pp " + std::to_string(pp) +
                           " --tolerance " + std::to_string(kLogprobTolerance) + " --grad-tolerance " +
                           std::to_string(kGradientTolerance) + (replay ? " --replay" : "") +
                           (gradients ? " --backward" : "") + " 2>&1";
@@ -49,7 +51,7 @@ nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay
   REQUIRE(key != std::string::npos);
   const auto line = out.rfind('{', key);
   nlohmann::json r = nlohmann::json::parse(out.substr(line, out.find('\n', line) - line));
-  WARN("tp " << tp << " ep " << ep << " etp " << etp << (replay ? " replay" : "") << " " << config_path << ": max |Δlogprob| "
+  WARN("tp " << tp << " ep " << ep << " etp " << etp << " pp " << pp << (replay ? " replay" : "") << " " << config_path << ": max |Δlogprob| "
              << r["max_logprob_diff"].get<double>() << ", max |Δhidden| " << r["max_hidden_diff"].get<double>()
              << (gradients ? ", max relative |Δgradient| " + std::to_string(r["max_grad_relative_diff"].get<double>()) : "")
              << ", generation max |Δhidden| " << r["max_generate_hidden_diff"].get<double>());
@@ -63,13 +65,13 @@ nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay
 
 std::string mlpt_model() { return std::string(MLPT_BUILD_DIR) + "/bin/mlpt-model"; }
 
-// A float32 checkpoint of the tiny config in a folder of this process, removed afterwards.
+// A float32 checkpoint of the tiny config (or `model`) in a folder of this process, removed afterwards.
 struct TinyCheckpoint {
   fs::path dir;
-  explicit TinyCheckpoint(const std::string& name)
+  explicit TinyCheckpoint(const std::string& name, const char* model = "tiny")
       : dir(fs::temp_directory_path() / ("mlpt-model-parallel-" + name + "-" + std::to_string(::getpid()))) {
     int status = 0;
-    const std::string out = mlpt_test::run_command(mlpt_model() + " init --config " + config("tiny") +
+    const std::string out = mlpt_test::run_command(mlpt_model() + " init --config " + config(model) +
                                                        " --seed 7 --dtype float32 --out " + dir.string() + " 2>&1",
                                                    &status);
     INFO(out);
@@ -80,6 +82,55 @@ struct TinyCheckpoint {
     fs::remove_all(dir, ec);
   }
 };
+
+// `mpirun -np ranks mlpt model score <layout>` against the one-rank command on the same input: the
+// same lines, the same keys, logprobs and top candidates within kLogprobTolerance. Returns the
+// largest logprob difference.
+double check_score(const char* model, int ranks, const std::string& layout) {
+  const TinyCheckpoint checkpoint("score", model);
+  const fs::path& dir = checkpoint.dir;
+  const std::string tool = mlpt_model();
+  int status = 0;
+  mlpt_test::write_bytes((dir / "input.txt").string(), "5 17 300 2 99 1000 42 7 7 7 8\n[1, 2, 3]\n\n12,13,14,15,16,1100\n");
+  const std::string score = " score --checkpoint " + dir.string() + " --top 3 < " + (dir / "input.txt").string();
+  const std::string one = mlpt_test::run_command(tool + score, &status);
+  REQUIRE(status == 0);
+  const std::string many =
+      mlpt_test::run_command("timeout -k 5 300 " + mlpt_test::mpirun_command(ranks) + tool + score + " " + layout, &status);
+  INFO("one rank:\n" << one << "\n" << layout << ":\n" << many);
+  REQUIRE(status == 0);
+  std::istringstream a(one), b(many);
+  std::string la, lb;
+  int lines = 0;
+  double largest = 0;
+  while (std::getline(a, la)) {
+    REQUIRE(std::getline(b, lb));
+    ++lines;
+    auto ja = nlohmann::json::parse(la), jb = nlohmann::json::parse(lb);
+    REQUIRE(ja.size() == jb.size());  // the same keys, nothing added
+    CHECK(ja["tokens"] == jb["tokens"]);
+    REQUIRE(ja["logprobs"].size() == jb["logprobs"].size());
+    for (size_t i = 0; i < ja["logprobs"].size(); ++i)
+      largest = std::max(largest, std::abs(ja["logprobs"][i].get<double>() - jb["logprobs"][i].get<double>()));
+    REQUIRE(ja["top"].size() == jb["top"].size());
+    for (size_t t = 0; t < ja["top"].size(); ++t)
+      for (size_t j = 0; j < ja["top"][t].size(); ++j) {
+        // The same ids, unless two candidates are closer than the tolerance and trade places.
+        const double lp = ja["top"][t][j][1].get<double>(), other = jb["top"][t][j][1].get<double>();
+        CHECK(std::abs(lp - other) <= kLogprobTolerance);
+        if (ja["top"][t][j][0] != jb["top"][t][j][0]) {
+          const double next = ja["top"][t][std::min(j + 1, ja["top"][t].size() - 1)][1].get<double>();
+          const double prev = ja["top"][t][j == 0 ? 0 : j - 1][1].get<double>();
+          CHECK(std::min(std::abs(lp - next), std::abs(lp - prev)) <= kLogprobTolerance);
+        }
+      }
+  }
+  CHECK(lines == 3);  // the empty line prints nothing, as with one rank
+  CHECK_FALSE(std::getline(b, lb));  // one rank prints
+  WARN("mlpt model score " << layout << " vs one rank: max |Δlogprob| " << largest);
+  CHECK(largest <= kLogprobTolerance);
+  return largest;
+}
 
 }  // namespace
 
@@ -126,48 +177,47 @@ TEST_CASE("Small config: TP=2, EP=4 and TP=2 x EP=2 (gradients too) equal one ra
 }
 
 TEST_CASE("mpirun -np 4 mlpt model score --tp 2 --ep 2 prints the one-rank command's output") {
-  const TinyCheckpoint checkpoint("score");
-  const fs::path& dir = checkpoint.dir;
-  const std::string tool = mlpt_model();
+  check_score("tiny", 4, "--tp 2 --ep 2");
+}
+
+// Pipeline parallelism passes the residual stream (and its gradient) between stages as it is:
+// nothing is summed in another order, so PP alone is bit for bit one rank, and a product with TP
+// and EP rounds as that TP and EP do (the same tolerances).
+TEST_CASE("Pipeline parallel: PP=2 alone equals one rank bit for bit (forward, gradients, generation), and with R3") {
+  auto r = check(1, 1, config("tiny"), false, true, 1, /*pp=*/2);
+  CHECK(r["hidden_bitwise_equal"].get<bool>());
+  CHECK(r["generate_bitwise_equal"].get<bool>());
+  CHECK(r["max_grad_relative_diff"].get<double>() == 0);
+  CHECK(r["max_logprob_diff"].get<double>() == 0);
+  check(1, 1, config("tiny"), true, false, 1, /*pp=*/4);  // a stage per layer
+}
+
+TEST_CASE("Pipeline parallel: PP=2 x TP=2 x EP=2 over eight ranks, and PP=2 x TP=4 over two KV heads, equal one rank") {
+  check(2, 2, config("tiny"), true, true, 1, /*pp=*/2);
+  check(4, 1, config("tiny-tp8"), false, true, 1, /*pp=*/2);
+}
+
+TEST_CASE("mpirun -np 8 mlpt model score --pp 2 --tp 2 --ep 2, --pp 2 --tp 4 (two KV heads) and --pp 2 print the one-rank output") {
+  check_score("tiny", 8, "--pp 2 --tp 2 --ep 2");
+  check_score("tiny-tp8", 8, "--pp 2 --tp 4");
+  CHECK(check_score("tiny", 2, "--pp 2") == 0);  // stages add no rounding of their own
+}
+
+TEST_CASE("Pipeline parallel: more stages than layers, or a job of another size, is refused naming the setting") {
+  const TinyCheckpoint checkpoint("pp-refused");
   int status = 0;
-  mlpt_test::write_bytes((dir / "input.txt").string(), "5 17 300 2 99 1000 42 7 7 7 8\n[1, 2, 3]\n\n12,13,14,15,16,1100\n");
-  const std::string score = " score --checkpoint " + dir.string() + " --top 3 < " + (dir / "input.txt").string();
-  const std::string one = mlpt_test::run_command(tool + score, &status);
-  REQUIRE(status == 0);
-  const std::string many =
-      mlpt_test::run_command("timeout -k 5 300 " + mlpt_test::mpirun_command(4) + tool + score + " --tp 2 --ep 2", &status);
-  INFO("one rank:\n" << one << "\nfour ranks:\n" << many);
-  REQUIRE(status == 0);
-  std::istringstream a(one), b(many);
-  std::string la, lb;
-  int lines = 0;
-  double largest = 0;
-  while (std::getline(a, la)) {
-    REQUIRE(std::getline(b, lb));
-    ++lines;
-    auto ja = nlohmann::json::parse(la), jb = nlohmann::json::parse(lb);
-    REQUIRE(ja.size() == jb.size());  // the same keys, nothing added
-    CHECK(ja["tokens"] == jb["tokens"]);
-    REQUIRE(ja["logprobs"].size() == jb["logprobs"].size());
-    for (size_t i = 0; i < ja["logprobs"].size(); ++i)
-      largest = std::max(largest, std::abs(ja["logprobs"][i].get<double>() - jb["logprobs"][i].get<double>()));
-    REQUIRE(ja["top"].size() == jb["top"].size());
-    for (size_t t = 0; t < ja["top"].size(); ++t)
-      for (size_t j = 0; j < ja["top"][t].size(); ++j) {
-        // The same ids, unless two candidates are closer than the tolerance and trade places.
-        const double lp = ja["top"][t][j][1].get<double>(), other = jb["top"][t][j][1].get<double>();
-        CHECK(std::abs(lp - other) <= kLogprobTolerance);
-        if (ja["top"][t][j][0] != jb["top"][t][j][0]) {
-          const double next = ja["top"][t][std::min(j + 1, ja["top"][t].size() - 1)][1].get<double>();
-          const double prev = ja["top"][t][j == 0 ? 0 : j - 1][1].get<double>();
-          CHECK(std::min(std::abs(lp - next), std::abs(lp - prev)) <= kLogprobTolerance);
-        }
-      }
-  }
-  CHECK(lines == 3);  // the empty line prints nothing, as with one rank
-  CHECK_FALSE(std::getline(b, lb));
-  WARN("mlpt model score, tp 2 x ep 2 vs one rank: max |Δlogprob| " << largest);
-  CHECK(largest <= kLogprobTolerance);
+  std::string out = mlpt_test::run_command("timeout -k 5 120 " + mlpt_test::mpirun_command(8) + mlpt_model() + " score --checkpoint " +
+                                               checkpoint.dir.string() + " --pp 8 < /dev/null 2>&1",
+                                           &status);
+  INFO(out);
+  CHECK(status != 0);
+  CHECK(out.find("pipeline_parallel 8 exceeds the model's 4 layers") != std::string::npos);
+  out = mlpt_test::run_command("timeout -k 5 120 " + mlpt_test::mpirun_command(2) + mlpt_model() + " score --checkpoint " +
+                                   checkpoint.dir.string() + " --tp 2 --pp 2 < /dev/null 2>&1",
+                               &status);
+  INFO(out);
+  CHECK(status != 0);
+  CHECK(out.find("--tp 2 × --ep 1 × --pp 2 = 4 ranks, but the job has 2") != std::string::npos);
 }
 
 TEST_CASE("A layout that does not match the job is refused, naming both") {

@@ -1,4 +1,4 @@
-// An MPI program (one process per rank of a tp × ep layout) that checks the sharded forward
+// An MPI program (one process per rank of a tp × ep × pp layout) that checks the sharded forward
 // against the one-rank forward of the same weights: every rank runs both on a packed batch of two
 // sequences and compares final hidden states, logprobs and routed experts; with --replay both
 // replay the same given experts (R3) instead of the router's choice. World rank 0 prints one JSON
@@ -7,6 +7,9 @@
 // slices of the one-rank gradients against its own, past --grad-tolerance (relative to each
 // tensor's largest element) it fails. Generation too (prefill and decode steps with caches, the
 // router's choice): the hidden states of every step against one rank's, past 1e-4 it fails.
+// Under pipeline parallelism (--pp) the last stage compares hidden states, logprobs and generation
+// (the others have none), every stage its own layers' experts and gradients; the first rank of the
+// last stage prints.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -16,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/parallel/mpi_communicator.hpp"
+#include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "model/scoring.hpp"
 #include "model/weights.hpp"
@@ -108,7 +112,7 @@ double max_diff(const V& a, const V& b) {
 
 int check(int argc, char** argv) {
   std::string config_path;
-  int tp = 1, ep = 1, etp = 1;
+  int tp = 1, ep = 1, etp = 1, pp = 1;
   bool replay = false, with_backward = false;
   double tolerance = 1e-5, grad_tolerance = 1e-4, hidden_tolerance = 1e-4;
   for (int i = 1; i < argc; ++i) {
@@ -121,13 +125,14 @@ int check(int argc, char** argv) {
     else if (a == "--tp") tp = std::stoi(value());
     else if (a == "--ep") ep = std::stoi(value());
     else if (a == "--etp") etp = std::stoi(value());
+    else if (a == "--pp") pp = std::stoi(value());
     else if (a == "--tolerance") tolerance = std::stod(value());
     else if (a == "--grad-tolerance") grad_tolerance = std::stod(value());
     else if (a == "--replay") replay = true;
     else if (a == "--backward") with_backward = true;
     else throw std::runtime_error("unknown argument " + a);
   }
-  MpiModelLayout layout(tp, ep, etp);
+  MpiModelLayout layout(tp, ep, etp, pp);
   ModelConfig config = load_model_config(config_path);
   Weights<float> full = init_weights<float>(config, 1234);
   // Two sequences (41 and 23 tokens) from a fixed linear congruential stream.
@@ -151,14 +156,26 @@ int check(int argc, char** argv) {
   const Run many = run(shard, tokens, offsets, replayed, &layout.groups(), with_backward);
   // This rank's slices of the one-rank gradients against the shard's.
   const double dg = with_backward ? max_relative_grad_diff(shard_weights(one.grads, layout.shard()), many.grads) : 0.0;
-  const double dh = max_diff(one.hidden, many.hidden), dl = max_diff(one.logprobs, many.logprobs);
   const std::vector<float> decoded = generate(shard, tokens, offsets, &layout.groups());
-  const double dd = max_diff(generate(full, tokens, offsets, nullptr), decoded);
-  const bool experts_equal = one.experts == many.experts && (!replay || many.experts == given);
-  if (layout.world_rank() == 0)
-    std::cout << nlohmann::json{{"config", config_path}, {"tp", tp}, {"ep", ep}, {"etp", etp}, {"replay", replay},
+  const std::vector<float> decoded_alone = generate(full, tokens, offsets, nullptr);
+  const bool last = layout.shard().last_stage();  // the stage with the final hidden states
+  const double dh = last ? max_diff(one.hidden, many.hidden) : 0.0, dl = last ? max_diff(one.logprobs, many.logprobs) : 0.0;
+  const double dd = last ? max_diff(decoded_alone, decoded) : 0.0;
+  // This stage's layers' experts ([tokens, layers, k]; another stage's slots stay unwritten).
+  const StageLayers stage = stage_layers(config.num_layers, layout.shard());
+  const int64_t k = config.experts_per_token;
+  bool experts_equal = true;
+  for (int64_t t = 0; t < 64; ++t)
+    for (int64_t l = stage.first; l < stage.end; ++l)
+      for (int64_t i = 0; i < k; ++i) {
+        const size_t at = static_cast<size_t>((t * config.num_layers + l) * k + i);
+        experts_equal = experts_equal && one.experts[at] == many.experts[at] && (!replay || many.experts[at] == given[at]);
+      }
+  if (last && layout.shard().world_rank() == 0)
+    std::cout << nlohmann::json{{"config", config_path}, {"tp", tp}, {"ep", ep}, {"etp", etp}, {"pp", pp}, {"replay", replay},
                                 {"max_hidden_diff", dh}, {"max_logprob_diff", dl}, {"experts_equal", experts_equal},
                                 {"hidden_bitwise_equal", one.hidden == many.hidden},
+                                {"generate_bitwise_equal", decoded_alone == decoded},
                                 {"backward", with_backward}, {"max_grad_relative_diff", dg},
                                 {"max_generate_hidden_diff", dd}}
                      .dump()

@@ -36,6 +36,15 @@ class Communicator {
   // recv_counts[p] = what rank p passed as send_counts[r] (this rank r): the sizes an all_to_all_v
   // will deliver, known before the buffers are allocated. Host memory for every implementation.
   virtual void exchange_counts(const size_t* send_counts, size_t* recv_counts) = 0;
+
+  // Point to point (pipeline stages): `count` floats to rank `peer`, or from it; the peer makes the
+  // matching call with the same count, and messages between two ranks arrive in the order sent.
+  // send_recv sends to `to` and receives from `from` at once, so two stages that each send to the
+  // other cannot wait for each other. Not collective. A communicator without them throws
+  // MLPT_UNIMPLEMENTED.
+  virtual void send(const float* values, size_t count, int peer);
+  virtual void recv(float* values, size_t count, int peer);
+  virtual void send_recv(const float* send, size_t send_count, int to, float* recv, size_t recv_count, int from);
 };
 
 }  // namespace mlpt::ref

@@ -7,7 +7,23 @@
 
 namespace mlpt::ref {
 
+namespace {
+[[noreturn]] void no_point_to_point(const char* call) {
+  throw sdk::Error(MLPT_UNIMPLEMENTED, std::string("model parallel: this communicator has no ") + call +
+                                           " (pipeline parallelism needs point-to-point messages)");
+}
+}  // namespace
+
+void Communicator::send(const float*, size_t, int) { no_point_to_point("send"); }
+void Communicator::recv(float*, size_t, int) { no_point_to_point("recv"); }
+void Communicator::send_recv(const float*, size_t, int, float*, size_t, int) { no_point_to_point("send_recv"); }
+
 void check_groups(const ModelShard& s, const ModelParallel* p) {
+  const int pp = p ? p->pipeline_size() : 1, pp_rank = p && p->pipeline ? p->pipeline->rank() : 0;
+  if (pp != s.pp || pp_rank != s.pp_rank)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "model parallel: the weights are pipeline stage " + std::to_string(s.pp_rank) +
+                                                " of " + std::to_string(s.pp) + ", but the batch's pipeline group makes it " +
+                                                std::to_string(pp_rank) + " of " + std::to_string(pp));
   const int tp = p ? p->tensor_size() : 1, ep = p ? p->expert_size() : 1;
   const int tp_rank = p && p->tensor ? p->tensor->rank() : 0, ep_rank = p && p->expert ? p->expert->rank() : 0;
   if (tp != s.tp || ep != s.ep || tp_rank != s.tp_rank || ep_rank != s.ep_rank)

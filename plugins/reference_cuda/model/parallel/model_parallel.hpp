@@ -15,7 +15,14 @@
 // (all-to-all), gets the expert outputs back and the group gathers the combined rows
 // (expert_dispatch.hpp); with etp = 1 those rows are whole on every TP rank, so only TP rank 0
 // adds them to the TP partial sums. Everything else (embedding, norms, router, shared expert gate,
-// LM head) is replicated. One rank is the case tp = ep = 1: the same code with no group to talk to.
+// LM head) is replicated. One rank is the case tp = ep = pp = 1: the same code with no group to
+// talk to.
+//
+// Pipeline parallelism cuts the layers into pp contiguous stages (pipeline_stages.hpp); each stage
+// is a tp × ep layout of its own, holding only its layers' tensors (stage 0 the embedding, the last
+// stage the final norm and LM head), and passes the residual stream to the next stage (backward:
+// its gradient to the previous one) over the pipeline group, point to point. A model-parallel
+// group of tp · ep · pp ranks places model rank pp_rank · tp · ep + the stage's world rank.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +41,14 @@ struct ModelShard {
   // How many tensor-parallel ranks hold each KV head: 1 when the KV heads split over tp, else
   // tp / num_kv_heads (set by shard_config, which knows the model).
   int kv_replicas = 1;
-  bool sharded() const { return tp * ep > 1; }
+  int pp = 1, pp_rank = 0;  // pipeline stages and this rank's stage
+  bool sharded() const { return tp * ep * pp > 1; }
+  // This rank within its stage's tp × ep layout (the only layout when pp = 1).
   int world_rank() const { return ep_rank * tp + tp_rank; }
+  // This rank within the model-parallel group of all stages.
+  int model_rank() const { return pp_rank * tp * ep + world_rank(); }
+  bool first_stage() const { return pp_rank == 0; }
+  bool last_stage() const { return pp_rank == pp - 1; }
   // The routed group: how many blocks the routed experts are split into, and this rank's block.
   int expert_blocks() const { return etp == 1 ? tp * ep : ep; }
   int expert_block() const { return etp == 1 ? world_rank() : ep_rank; }
@@ -44,6 +57,12 @@ struct ModelShard {
   bool routed_rows_whole_on_tp_ranks() const { return etp == 1 && tp > 1; }
   static ModelShard of_world_rank(int tp, int ep, int world_rank, int etp = 1) {
     return {tp, world_rank % tp, ep, world_rank / tp, etp};
+  }
+  // The shard of model rank `model_rank` of a tp × ep × pp model-parallel group.
+  static ModelShard of_model_rank(int tp, int ep, int pp, int model_rank, int etp = 1) {
+    ModelShard s = of_world_rank(tp, ep, model_rank % (tp * ep), etp);
+    s.pp = pp, s.pp_rank = model_rank / (tp * ep);
+    return s;
   }
   // The first KV head of a shard holding `kv_heads` of them: its own block, or with replicated KV
   // heads the one head its query heads read (GQA keeps a group of query heads on one rank).
@@ -56,7 +75,10 @@ struct ModelParallel {
   Communicator* expert = nullptr;  // the ep ranks with this rank's tp_rank
   // The routed experts' group where it is not `expert` (etp = 1 with tp > 1: all tp · ep ranks).
   Communicator* routed = nullptr;
+  // The pp stages' ranks with this rank's place in its stage (rank = pp_rank); NULL: one stage.
+  Communicator* pipeline = nullptr;
   int tensor_size() const { return tensor ? tensor->size() : 1; }
+  int pipeline_size() const { return pipeline ? pipeline->size() : 1; }
   int expert_size() const { return expert ? expert->size() : 1; }
   Communicator* routed_group() const { return routed ? routed : expert; }
   int routed_size() const { return routed_group() ? routed_group()->size() : 1; }

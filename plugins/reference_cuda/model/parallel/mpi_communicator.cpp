@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/mpi_status.hpp"
 #include "model/parallel/group_failure.hpp"
 
 namespace mlpt::ref {
@@ -17,13 +18,7 @@ namespace {
 
 MPI_Comm as_comm(void* c) { return static_cast<MPI_Comm>(c); }
 
-void check_mpi(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int n = 0;
-  MPI_Error_string(rc, text, &n);
-  throw sdk::Error(MLPT_UNAVAILABLE, std::string("model parallel: ") + what + " failed: " + std::string(text, static_cast<size_t>(n)));
-}
+void check_mpi(int rc, const char* what) { sdk::check_mpi<sdk::Error>(rc, std::string("model parallel: ") + what); }
 
 // MPI counts and displacements are int: a larger exchange is refused rather than truncated.
 std::vector<int> as_ints(const size_t* counts, int n, const char* what) {
@@ -131,8 +126,49 @@ void MpiCommunicator::exchange_counts(const size_t* send_counts, size_t* recv_co
   for (int i = 0; i < size_; ++i) recv_counts[i] = static_cast<size_t>(r[static_cast<size_t>(i)]);
 }
 
-MpiModelLayout::MpiModelLayout(int tp, int ep, int etp) {
-  if (tp < 1 || ep < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "--tp and --ep must be at least 1");
+// Point-to-point messages may exceed MPI's int count: sent in pieces, which arrive in order.
+constexpr size_t kMessagePiece = size_t{1} << 30;
+
+void MpiCommunicator::send(const float* values, size_t count, int peer) {
+  size_t done = 0;
+  do {  // a message of no floats is still one message
+    const int n = static_cast<int>(std::min(kMessagePiece, count - done));
+    collective(
+        failure_, "MPI_Send", [&] { return MPI_Send(values + done, n, MPI_FLOAT, peer, 0, as_comm(comm_)); },
+        [&](MPI_Request* r) { return MPI_Isend(values + done, n, MPI_FLOAT, peer, 0, as_comm(comm_), r); });
+    done += static_cast<size_t>(n);
+  } while (done < count);
+}
+
+void MpiCommunicator::recv(float* values, size_t count, int peer) {
+  size_t done = 0;
+  do {
+    const int n = static_cast<int>(std::min(kMessagePiece, count - done));
+    collective(
+        failure_, "MPI_Recv", [&] { return MPI_Recv(values + done, n, MPI_FLOAT, peer, 0, as_comm(comm_), MPI_STATUS_IGNORE); },
+        [&](MPI_Request* r) { return MPI_Irecv(values + done, n, MPI_FLOAT, peer, 0, as_comm(comm_), r); });
+    done += static_cast<size_t>(n);
+  } while (done < count);
+}
+
+void MpiCommunicator::send_recv(const float* send, size_t send_count, int to, float* recv, size_t recv_count, int from) {
+  if (send_count > kMessagePiece || recv_count > kMessagePiece)
+    throw sdk::Error(MLPT_OUT_OF_RANGE, "model parallel: send_recv of " + std::to_string(std::max(send_count, recv_count)) +
+                                            " floats exceeds MPI's int count");
+  const int ns = static_cast<int>(send_count), nr = static_cast<int>(recv_count);
+  if (!failure_)
+    return check_mpi(MPI_Sendrecv(send, ns, MPI_FLOAT, to, 0, recv, nr, MPI_FLOAT, from, 0, as_comm(comm_), MPI_STATUS_IGNORE),
+                     "MPI_Sendrecv");
+  failure_->check();
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  check_mpi(MPI_Irecv(recv, nr, MPI_FLOAT, from, 0, as_comm(comm_), &requests[1]), "MPI_Irecv");
+  check_mpi(MPI_Isend(send, ns, MPI_FLOAT, to, 0, as_comm(comm_), &requests[0]), "MPI_Isend");
+  failure_->wait(&requests[0], "MPI_Sendrecv (send)");
+  failure_->wait(&requests[1], "MPI_Sendrecv (receive)");
+}
+
+MpiModelLayout::MpiModelLayout(int tp, int ep, int etp, int pp) {
+  if (tp < 1 || ep < 1 || pp < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "--tp, --ep and --pp must be at least 1");
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (!initialised) {
@@ -143,12 +179,14 @@ MpiModelLayout::MpiModelLayout(int tp, int ep, int etp) {
   int world_rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  if (world_size != tp * ep) {
+  if (world_size != tp * ep * pp) {
     if (finalize_) MPI_Finalize();
     finalize_ = false;
-    throw sdk::Error(MLPT_INVALID_ARGUMENT, "--tp " + std::to_string(tp) + " × --ep " + std::to_string(ep) + " = " +
-                                                std::to_string(tp * ep) + " ranks, but the job has " +
-                                                std::to_string(world_size) + " (start tp × ep ranks: mpirun -np " + std::to_string(tp * ep) + ")");
+    const std::string stages = pp > 1 ? " × --pp " + std::to_string(pp) : "";
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "--tp " + std::to_string(tp) + " × --ep " + std::to_string(ep) + stages + " = " +
+                                                std::to_string(tp * ep * pp) + " ranks, but the job has " +
+                                                std::to_string(world_size) + " (start tp × ep" + (pp > 1 ? " × pp" : "") +
+                                                " ranks: mpirun -np " + std::to_string(tp * ep * pp) + ")");
   }
   if (etp != 1 && etp != tp) {
     if (finalize_) MPI_Finalize();
@@ -156,19 +194,24 @@ MpiModelLayout::MpiModelLayout(int tp, int ep, int etp) {
     throw sdk::Error(MLPT_INVALID_ARGUMENT, "--etp " + std::to_string(etp) + " is neither 1 (whole experts) nor --tp " +
                                                 std::to_string(tp));
   }
-  shard_ = ModelShard::of_world_rank(tp, ep, world_rank, etp);
-  MPI_Comm tensor = MPI_COMM_NULL, expert = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, /*color=*/shard_.ep_rank, /*key=*/shard_.tp_rank, &tensor), "MPI_Comm_split (tensor)");
-  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, /*color=*/shard_.tp_rank, /*key=*/shard_.ep_rank, &expert), "MPI_Comm_split (expert)");
-  tensor_ = std::make_unique<MpiCommunicator>(tensor);
-  expert_ = std::make_unique<MpiCommunicator>(expert);
+  shard_ = ModelShard::of_model_rank(tp, ep, pp, world_rank, etp);
+  const int stage = shard_.pp_rank;
+  auto split = [&](int color, int key, const char* what) {
+    MPI_Comm out = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &out), what);
+    return std::make_unique<MpiCommunicator>(out);
+  };
+  tensor_ = split(stage * ep + shard_.ep_rank, shard_.tp_rank, "MPI_Comm_split (tensor)");
+  expert_ = split(stage * tp + shard_.tp_rank, shard_.ep_rank, "MPI_Comm_split (expert)");
   groups_.tensor = tensor_.get();
   groups_.expert = expert_.get();
-  if (shard_.routed_rows_whole_on_tp_ranks()) {  // the routed experts over the whole job
-    MPI_Comm routed = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &routed), "MPI_Comm_dup (routed experts)");
-    routed_ = std::make_unique<MpiCommunicator>(routed);
+  if (shard_.routed_rows_whole_on_tp_ranks()) {  // the routed experts over the whole stage
+    routed_ = split(stage, shard_.world_rank(), "MPI_Comm_split (routed experts)");
     groups_.routed = routed_.get();
+  }
+  if (pp > 1) {
+    pipeline_ = split(shard_.world_rank(), stage, "MPI_Comm_split (pipeline)");
+    groups_.pipeline = pipeline_.get();
   }
 }
 
@@ -176,6 +219,7 @@ MpiModelLayout::~MpiModelLayout() {
   tensor_.reset();
   expert_.reset();
   routed_.reset();
+  pipeline_.reset();
   if (finalize_) MPI_Finalize();
 }
 

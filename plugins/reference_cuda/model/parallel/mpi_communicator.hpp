@@ -37,6 +37,9 @@ class MpiCommunicator final : public Communicator {
   void all_to_all_v(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts) override;
   void all_gather_v(const float* send, size_t send_count, float* recv, const size_t* recv_counts) override;
   void exchange_counts(const size_t* send_counts, size_t* recv_counts) override;
+  void send(const float* values, size_t count, int peer) override;
+  void recv(float* values, size_t count, int peer) override;
+  void send_recv(const float* send, size_t send_count, int to, float* recv, size_t recv_count, int from) override;
 
  private:
   void* comm_;
@@ -44,19 +47,20 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
 };
 
-// MPI_COMM_WORLD as a tp × ep layout: initialises MPI when the process has not (and then
-// finalises it in the destructor), checks that the world has tp · ep ranks, and splits it into
-// this rank's tensor-parallel and expert-parallel groups (model_parallel.hpp places the ranks).
+// MPI_COMM_WORLD as a tp × ep × pp layout: initialises MPI when the process has not (and then
+// finalises it in the destructor), checks that the world has tp · ep · pp ranks, and splits it
+// into this rank's tensor-parallel, expert-parallel and pipeline groups (model_parallel.hpp places
+// the ranks; world rank = model rank).
 class MpiModelLayout {
  public:
-  MpiModelLayout(int tp, int ep, int etp = 1);  // etp: expert tensor parallelism, 1 or tp
+  MpiModelLayout(int tp, int ep, int etp = 1, int pp = 1);  // etp: expert tensor parallelism, 1 or tp
   ~MpiModelLayout();
   MpiModelLayout(const MpiModelLayout&) = delete;
   MpiModelLayout& operator=(const MpiModelLayout&) = delete;
 
   const ModelShard& shard() const { return shard_; }
   const ModelParallel& groups() const { return groups_; }
-  int world_rank() const { return shard_.world_rank(); }
+  int world_rank() const { return shard_.model_rank(); }
 
   // World rank 0's `line` (and whether it has one) on every rank: rank 0 reads input, all compute.
   bool broadcast_line(std::string& line, bool have) const;
@@ -66,7 +70,7 @@ class MpiModelLayout {
  private:
   bool finalize_ = false;
   ModelShard shard_;
-  std::unique_ptr<MpiCommunicator> tensor_, expert_, routed_;
+  std::unique_ptr<MpiCommunicator> tensor_, expert_, routed_, pipeline_;
   ModelParallel groups_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "mlpt/sdk/error.hpp"
 
@@ -71,6 +72,9 @@ std::vector<ShardPlacement> shard_placements(const ModelConfig& f, const ModelLa
     at_row(l.moe.shared_up, s0);
     at_column(l.moe.shared_down, s0);
   }
+  const std::vector<bool> held = stage_tensors(local, s);  // another pipeline stage's: no boxes
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!held[i]) out[i].boxes.clear();
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <tuple>
 
+#include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_boxes.hpp"
 #include "mlpt/sdk/error.hpp"
 
@@ -39,6 +40,9 @@ ModelConfig shard_config(const ModelConfig& full, const ModelShard& s) {
     throw sdk::Error(MLPT_INVALID_ARGUMENT, "model shard: tp rank " + std::to_string(s.tp_rank) + " of " +
                                                 std::to_string(s.tp) + ", ep rank " + std::to_string(s.ep_rank) +
                                                 " of " + std::to_string(s.ep));
+  if (s.pp < 1 || s.pp_rank < 0 || s.pp_rank >= s.pp)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "model shard: pipeline stage " + std::to_string(s.pp_rank) + " of " + std::to_string(s.pp));
+  (void)stage_layers(full.num_layers, s);  // each stage holds a layer at least
   require_split(full.num_heads, s.tp, "num_attention_heads", "tp");
   // KV heads split over tp, or tp a multiple of them (each replicated on tp / num_kv_heads ranks).
   const bool kv_replicated = full.num_kv_heads < s.tp;
@@ -134,6 +138,9 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
     take_rows(full.values[A.moe.shared_up], H, s0, s0 + Is, w.values[B.moe.shared_up]);
     take_columns(full[A.moe.shared_down], H, f.shared_intermediate, s0, s0 + Is, w.values[B.moe.shared_down]);
   }
+  keep_stage_tensors(w.layout, s);  // another stage's tensors: none of their values
+  for (size_t i = 0; i < w.values.size(); ++i)
+    if (w.layout.tensors[i].numel() == 0) w.values[i].clear();
   for (size_t i = 0; i < w.values.size(); ++i)
     if (static_cast<int64_t>(w.values[i].size()) != w.layout.tensors[i].numel())
       throw sdk::Error(MLPT_INTERNAL, "shard_weights: " + w.layout.tensors[i].name + " has " +
@@ -147,6 +154,7 @@ ModelLayout shard_layout(const ModelConfig& full, const ModelShard& shard) {
   for (const LayerTensors& l : layout.layers)
     for (int t : {l.moe.gate_up, l.moe.down})
       layout.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / shard.expert_blocks();
+  keep_stage_tensors(layout, shard);
   return layout;
 }
 

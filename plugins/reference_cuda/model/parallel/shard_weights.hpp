@@ -8,12 +8,15 @@
 namespace mlpt::ref {
 
 // The config of `shard`: heads and FFN widths divided by tp, KV heads replicated where tp exceeds
-// them (the shard's kv_replicas set). Throws naming the size that does not divide (e.g.
-// "linear_num_key_heads 2 do not split over tp 4"), and for experts over ep.
+// them (the shard's kv_replicas set); every layer still listed (a pipeline stage runs its own,
+// pipeline_stages.hpp). Throws naming the size that does not divide (e.g.
+// "linear_num_key_heads 2 do not split over tp 4"), for experts over ep, and for more pipeline
+// stages than layers.
 ModelConfig shard_config(const ModelConfig& full, const ModelShard& shard);
 
 // The layout of `shard`'s tensors for a model of config `full`: its config's (shard_config), the
-// routed-expert tensors holding its block of num_experts / expert_blocks() experts.
+// routed-expert tensors holding its block of num_experts / expert_blocks() experts, another
+// pipeline stage's tensors empty (keep_stage_tensors).
 ModelLayout shard_layout(const ModelConfig& full, const ModelShard& shard);
 
 // Copies this rank's slices out of the full weights: a one-rank model, whose expert tensors hold

@@ -41,4 +41,24 @@ void StagedCommunicator::exchange_counts(const size_t* send_counts, size_t* recv
   host_.exchange_counts(send_counts, recv_counts);  // counts are host memory on every side
 }
 
+void StagedCommunicator::send(const float* values, size_t count, int peer) {
+  send_.resize(count);
+  staging_->to_host(send_.data(), values, count);
+  host_.send(send_.data(), count, peer);
+}
+
+void StagedCommunicator::recv(float* values, size_t count, int peer) {
+  recv_.resize(count);
+  host_.recv(recv_.data(), count, peer);
+  staging_->to_buffer(values, recv_.data(), count);
+}
+
+void StagedCommunicator::send_recv(const float* send, size_t send_count, int to, float* recv, size_t recv_count, int from) {
+  send_.resize(send_count);
+  recv_.resize(recv_count);
+  staging_->to_host(send_.data(), send, send_count);
+  host_.send_recv(send_.data(), send_count, to, recv_.data(), recv_count, from);
+  staging_->to_buffer(recv, recv_.data(), recv_count);
+}
+
 }  // namespace mlpt::ref

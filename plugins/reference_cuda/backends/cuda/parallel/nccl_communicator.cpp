@@ -126,4 +126,19 @@ void NcclCommunicator::exchange_counts(const size_t* send_counts, size_t* recv_c
   check_nccl(async, "an earlier collective", comm_);
 }
 
+void NcclCommunicator::send(const float* values, size_t count, int peer) {
+  check_nccl(ncclSend(values, count, ncclFloat32, peer, comm_, stream_), "ncclSend", comm_);
+}
+
+void NcclCommunicator::recv(float* values, size_t count, int peer) {
+  check_nccl(ncclRecv(values, count, ncclFloat32, peer, comm_, stream_), "ncclRecv", comm_);
+}
+
+void NcclCommunicator::send_recv(const float* send, size_t send_count, int to, float* recv, size_t recv_count, int from) {
+  GroupCall group(comm_);  // both at once: neither waits for the other to be posted
+  check_nccl(ncclSend(send, send_count, ncclFloat32, to, comm_, stream_), "ncclSend", comm_);
+  check_nccl(ncclRecv(recv, recv_count, ncclFloat32, from, comm_, stream_), "ncclRecv", comm_);
+  group.end();
+}
+
 }  // namespace mlpt::ref::cuda

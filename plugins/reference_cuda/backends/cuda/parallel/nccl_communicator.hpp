@@ -36,6 +36,11 @@ class NcclCommunicator final : public Communicator {
   void all_to_all_v(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts) override;
   void all_gather_v(const float* send, size_t send_count, float* recv, const size_t* recv_counts) override;
   void exchange_counts(const size_t* send_counts, size_t* recv_counts) override;
+  // Enqueued on the stream like the collectives (ncclSend/ncclRecv, both in one group call for
+  // send_recv).
+  void send(const float* values, size_t count, int peer) override;
+  void recv(float* values, size_t count, int peer) override;
+  void send_recv(const float* send, size_t send_count, int to, float* recv, size_t recv_count, int from) override;
 
  private:
   ncclComm_t comm_ = nullptr;
