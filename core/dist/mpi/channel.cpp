@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include <mlpt/sdk/mpi_status.hpp>
+
 #include "core/error.hpp"
 
 namespace mlpt::dist {
@@ -13,13 +15,7 @@ namespace {
 constexpr int kMessageTag = 2;
 constexpr int kNoticeTag = 3;
 
-void check_mpi(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int n = 0;
-  MPI_Error_string(rc, text, &n);
-  throw Error(MLPT_UNAVAILABLE, std::string("run messages: ") + call + " failed: " + std::string(text, static_cast<size_t>(n)));
-}
+void check_mpi(int rc, const char* call) { sdk::check_mpi<Error>(rc, std::string("run messages: ") + call); }
 
 }  // namespace
 

@@ -8,6 +8,8 @@
 #include <set>
 #include <vector>
 
+#include <mlpt/sdk/mpi_status.hpp>
+
 #include "core/error.hpp"
 
 namespace mlpt::dist {
@@ -22,13 +24,7 @@ constexpr int kRequestTag = 1;
 constexpr int kMaxReplyTag = 30000;  // MPI guarantees tags up to 32767
 constexpr char kOk = 'o', kExists = 'x', kCancelAck = 'a', kRefused = 'e';
 
-void check_mpi(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int n = 0;
-  MPI_Error_string(rc, text, &n);
-  throw Error(MLPT_UNAVAILABLE, std::string("rendezvous: ") + call + " failed: " + std::string(text, static_cast<size_t>(n)));
-}
+void check_mpi(int rc, const char* call) { sdk::check_mpi<Error>(rc, std::string("rendezvous: ") + call); }
 
 // A request's bytes: op, reply tag, key length, key, value.
 std::string encode(char op, int reply_tag, const std::string& key, const std::string& value) {

@@ -11,6 +11,7 @@
 #include "model/parallel/group_failure.hpp"
 #include "model/parallel/mpi_communicator.hpp"
 #include "model/parallel/mpi_group.hpp"
+#include "mlpt/sdk/mpi_status.hpp"
 #endif
 
 namespace mlpt::ref {
@@ -22,11 +23,7 @@ namespace {
 MPI_Comm as_comm(void* c) { return static_cast<MPI_Comm>(c); }
 
 void check_mpi(int rc, const std::string& group, const std::string& what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int n = 0;
-  MPI_Error_string(rc, text, &n);
-  throw Error(MLPT_UNAVAILABLE, "engine group '" + group + "': " + what + " failed: " + std::string(text, static_cast<size_t>(n)));
+  sdk::check_mpi<Error>(rc, "engine group '" + group + "': " + what);
 }
 
 // MPI_Bcast that gives up when a rank of the group fails (group_failure.hpp).

@@ -13,6 +13,8 @@
 #ifdef MLPT_REFERENCE_MPI
 #include <mpi.h>
 
+#include "mlpt/sdk/mpi_status.hpp"
+
 #include "model/parallel/mpi_communicator.hpp"
 #include "model/parallel/mpi_group.hpp"
 #endif
@@ -25,13 +27,7 @@ namespace {
 #ifdef MLPT_REFERENCE_MPI
 MPI_Comm as_comm(void* c) { return static_cast<MPI_Comm>(c); }
 
-void check_mpi(int rc, const std::string& what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int n = 0;
-  MPI_Error_string(rc, text, &n);
-  throw Error(MLPT_UNAVAILABLE, "trainer group: " + what + " failed: " + std::string(text, static_cast<size_t>(n)));
-}
+void check_mpi(int rc, const std::string& what) { sdk::check_mpi<Error>(rc, "trainer group: " + what); }
 
 #endif
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/mpi_status.hpp"
 
 namespace mlpt::ref {
 
@@ -14,13 +15,7 @@ constexpr int kFailureTag = 0x6661;  // "fa": a rank's report, on the communicat
 
 MPI_Comm as_comm(void* c) { return static_cast<MPI_Comm>(c); }
 
-void check_mpi(int rc, const std::string& group, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int n = 0;
-  MPI_Error_string(rc, text, &n);
-  throw sdk::Error(MLPT_UNAVAILABLE, group + ": " + what + " failed: " + std::string(text, static_cast<size_t>(n)));
-}
+void check_mpi(int rc, const std::string& group, const char* what) { sdk::check_mpi<sdk::Error>(rc, group + ": " + what); }
 }  // namespace
 
 GroupFailure::GroupFailure(void* comm, std::string group) : group_(std::move(group)) {

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "mlpt/sdk/mpi_status.hpp"
 #include "mlpt/sdk/plugin.hpp"
 
 namespace mlpt::ref {
@@ -19,13 +20,7 @@ void* meet_mpi_group(const std::string& what, const std::string& name, int rank,
   if (!initialised)
     throw sdk::Error(MLPT_FAILED_PRECONDITION, group + " of " + std::to_string(size) +
                                                   " ranks needs MPI, and this process was not started by an MPI launcher (mpirun, srun)");
-  auto check = [&](int rc, const char* call) {
-    if (rc == MPI_SUCCESS) return;
-    char text[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    MPI_Error_string(rc, text, &n);
-    throw sdk::Error(MLPT_UNAVAILABLE, group + ": " + call + " failed: " + std::string(text, static_cast<size_t>(n)));
-  };
+  auto check = [&](int rc, const char* call) { sdk::check_mpi<sdk::Error>(rc, group + ": " + call); };
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   const std::string key = name + "/world_rank/";
