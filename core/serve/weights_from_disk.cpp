@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <mlpt/sdk/types.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -61,7 +62,7 @@ WeightsFromDisk::WeightsFromDisk(const std::string& path) {
       throw fail(where + "data_offsets must be [begin, end]");
     const uint64_t begin = offsets[0], end = offsets[1];
     if (begin > end || end > data_size) throw fail(where + "bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ") lie outside the data");
-    if (end - begin != numel * dtype->dl.bits / 8)
+    if (end - begin != numel * sdk::element_bytes(dtype->dl))
       throw fail(where + std::to_string(end - begin) + " bytes for " + std::to_string(numel) + " " + dtype->code + " values");
     names_.push_back(name);
     shapes_.push_back(std::move(shape));

@@ -26,13 +26,12 @@ std::string write_weights_file(const std::string& dir, const mlpt_named_tensor* 
                                                                          : nullptr;
     if (!code || t.dtype.lanes != 1) throw refuse("dtype is not F32, BF16 or F16");
     std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
-    size_t numel = 1, stride = 1;
+    size_t stride = 1;
     for (int d = t.ndim - 1; d >= 0; --d) {
       if (t.strides && t.shape[d] > 1 && t.strides[d] != static_cast<int64_t>(stride)) throw refuse("not compact (strided)");
       stride *= static_cast<size_t>(t.shape[d]);
     }
-    for (int64_t n : shape) numel *= static_cast<size_t>(n);
-    const size_t bytes = numel * t.dtype.bits / 8;
+    const size_t bytes = sdk::nbytes(t);
     header[name] = {{"dtype", code}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
     parts.emplace_back(static_cast<const char*>(t.data) + t.byte_offset, bytes);
     offset += bytes;

@@ -1,5 +1,5 @@
 // The NCCL weight transport: ncclBroadcast of CUDA tensors from the sender (rank 0, the trainer) to
-// every receiver rank (the engines), bucketed like the UCX transport (mlpt/sdk/wire/weight_layout.hpp): large
+// every receiver rank (the engines), bucketed like the UCX transport (transport_wire/weight_layout.hpp): large
 // tensors are broadcast straight from their own memory in place, small ones are packed into one of
 // two staging buckets on a packing stream while the previous bucket is broadcast on the
 // communication stream (double buffering, ordered by events).
@@ -29,7 +29,7 @@
 #include <thread>
 
 #include "tcp_channel.hpp"
-#include "mlpt/sdk/wire/weight_layout.hpp"
+#include "transport_wire/weight_layout.hpp"
 
 namespace {
 

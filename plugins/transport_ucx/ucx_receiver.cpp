@@ -11,7 +11,7 @@
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/types.hpp"
 #include "receive_buffers.hpp"
-#include "mlpt/sdk/wire/weight_layout.hpp"
+#include "transport_wire/weight_layout.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
 #include "shard_pulls.hpp"
 

@@ -10,7 +10,7 @@
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/reshard.hpp"
 #include "mlpt/sdk/types.hpp"
-#include "mlpt/sdk/wire/weight_layout.hpp"
+#include "transport_wire/weight_layout.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
 #include "receive_buffers.hpp"
 #include "shard_pulls.hpp"

@@ -6,7 +6,7 @@
 
 #include "mlpt/sdk/error.hpp"
 #include "transport_support.hpp"
-#include "mlpt/sdk/wire/weight_layout.hpp"
+#include "transport_wire/weight_layout.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
 
 using mlpt::sdk::xxhash64;

@@ -273,7 +273,7 @@ inline Layout decode_metadata(const void* data, size_t size) {
     }
     t.offset = r.get<uint64_t>("offset");
     t.nbytes = r.get<uint64_t>("nbytes");
-    uint64_t elem = (uint64_t(t.dtype.bits) * t.dtype.lanes + 7) / 8;
+    const uint64_t elem = sdk::element_bytes(t.dtype);
     if (numel == UINT64_MAX || numel * elem != t.nbytes)
       throw Error(MLPT_DATA_LOSS, "tensor '" + t.name + "': byte count does not match shape and dtype");
     if (t.offset > layout.total_bytes || t.nbytes > layout.total_bytes - t.offset)
