@@ -21,20 +21,27 @@
 #include <thread>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "core/check/in_process_hacks.hpp"
 #include "core/components/instances.hpp"
+#include "core/config/component_kinds.hpp"
 #include "core/plugin/component_set.hpp"
 #include "core/plugin/describe.hpp"
+#include "core/plugin/kinds/kind.hpp"
 #include "core/refit/weight_flow.hpp"
 #include "core/run/dataset.hpp"
 #include "core/run/trainer_settings.hpp"
+
+#include <mlpt/sdk/types.hpp>
 
 namespace mlpt::check {
 namespace {
 
 using Status = ConformanceCheck::Status;
 using nlohmann::json;
+
+const char* status_name(Status s);
 
 // The module a Python line imports at its start ("import x", "from x ...": x), or "". The hidden
 // tests are the task's bytes: a linear scan, not a backtracking regex.
@@ -110,12 +117,84 @@ std::vector<std::string> snapshot(const components::Trainer::Weights& w) {
   for (size_t i = 0; i < w.count; ++i) {
     const DLTensor& t = w.tensors[i].tensor;
     if (t.device.device_type != kDLCPU) return {};
-    int64_t n = 1;
-    for (int d = 0; d < t.ndim; ++d) n *= t.shape[d];
-    size_t bytes = static_cast<size_t>(n) * ((t.dtype.bits * t.dtype.lanes + 7) / 8);
-    out.emplace_back(static_cast<const char*>(t.data) + t.byte_offset, bytes);
+    out.emplace_back(static_cast<const char*>(t.data) + t.byte_offset, sdk::nbytes(t));
   }
   return out;
+}
+
+// engine.h, Engine groups: two ranks of one group, each created on a thread of its own as ranks in
+// their own processes would be. create is collective: both succeed or both fail; when they meet,
+// requests go to rank 0 and rank 1 refuses them.
+void check_engine_group(Suite& s, const plugin::ComponentSet& set, const std::string& en) {
+  const auto& ec = set.component(MLPT_COMPONENT_ENGINE);
+  struct Rank {
+    std::unique_ptr<components::Engine> engine;
+    std::string error;
+  };
+  struct Meeting {  // shared with the threads, which a create that never returns leaves running
+    std::string name = "mlpt-conformance-engine-group";
+    mlpt_component_group groups[2];
+    Rank ranks[2];
+    std::promise<void> done[2];
+  };
+  auto m = std::make_shared<Meeting>();
+  const nlohmann::json settings = set.settings(MLPT_COMPONENT_ENGINE);
+  std::future<void> created[2];
+  for (int32_t r = 0; r < 2; ++r) {
+    m->groups[r] = {MLPT_COMPONENT_GROUP_STRUCT_SIZE, {m->name.data(), m->name.size()}, r, 2};
+    created[r] = m->done[r].get_future();
+    std::thread([m, r, ec, settings] {
+      try {
+        m->ranks[r].engine = std::make_unique<components::Engine>(ec, settings, 1, &m->groups[r]);
+      } catch (const std::exception& e) {
+        m->ranks[r].error = e.what();
+      }
+      m->done[r].set_value();
+    }).detach();
+  }
+  bool returned = true;
+  for (auto& f : created) returned &= f.wait_for(std::chrono::seconds(120)) == std::future_status::ready;
+  if (!returned) {
+    s.record(en, "engine_group_all_or_none", false, "a rank's create in a group of 2 did not return within 120 s");
+    s.skip(en, "engine_group_requests_to_rank_0", "the group's create did not return");
+    return;
+  }
+  const bool made[2] = {m->ranks[0].engine != nullptr, m->ranks[1].engine != nullptr};
+  auto said = [&](int r) { return made[r] ? std::string("created") : "refused (" + m->ranks[r].error.substr(0, 160) + ")"; };
+  s.record(en, "engine_group_all_or_none", made[0] == made[1],
+           "two ranks of a group of 2 created at once: rank 0 " + said(0) + "; rank 1 " + said(1));
+  if (!made[0] || !made[1]) {
+    if (made[0] == made[1])
+      s.not_applicable(en, "engine_group_requests_to_rank_0", "the engine refuses a group of 2 in one process with these settings");
+    else
+      s.skip(en, "engine_group_requests_to_rank_0", "only one rank was created");
+  } else {
+    s.check(en, "engine_group_requests_to_rank_0", [&](std::string& ev) {
+      std::vector<int32_t> tokens{1, 2, 3};
+      components::GenerateRequest r;
+      r.request_id = 1, r.tokens = &tokens, r.max_new_tokens = 2;
+      int code = MLPT_OK;
+      try {
+        m->ranks[1].engine->generate(r);
+      } catch (const Error& e) {
+        code = e.code();
+      }
+      ev = "a request to rank 1: code " + std::to_string(code) + " (MLPT_FAILED_PRECONDITION = " +
+           std::to_string(MLPT_FAILED_PRECONDITION) + " promised)";
+      return code == MLPT_FAILED_PRECONDITION;
+    });
+  }
+  // destroy is collective too: both at once.
+  std::thread other([m] { m->ranks[1].engine.reset(); });
+  m->ranks[0].engine.reset();
+  other.join();
+}
+
+// `batch` with `advantages` (one per sequence) in place of its own.
+mlpt_train_batch with_advantage(const mlpt_train_batch& batch, const float* advantages) {
+  mlpt_train_batch b = batch;
+  b.advantages = advantages;
+  return b;
 }
 
 void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const run::RunConfig& c) {
@@ -251,6 +330,45 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
   } else {
     s.not_applicable(en, "cancel", "capability supports_cancel = 0");
   }
+  if (caps.returns_routed_experts) {
+    s.check(en, "routed_experts_recorded", [&](std::string& ev) {
+      // Every position from routed_experts_from on, for every MoE layer, top-k distinct expert ids.
+      auto r = request(6, 42, &prompt, 8);
+      r.record_routed_experts = true;
+      r.routed_experts_from = 2;
+      const auto g = engine->generate(r);
+      const size_t layers = static_cast<size_t>(info.num_moe_layers), k = static_cast<size_t>(info.experts_per_token);
+      const size_t positions = prompt.size() + g.tokens.size() - 2;
+      bool ids_ok = true;
+      for (size_t at = 0; ids_ok && at + k <= g.routed_experts.size(); at += k) {
+        std::set<int16_t> top(g.routed_experts.begin() + static_cast<std::ptrdiff_t>(at), g.routed_experts.begin() + static_cast<std::ptrdiff_t>(at + k));
+        ids_ok = top.size() == k && *top.begin() >= 0;
+      }
+      ev = std::to_string(g.routed_experts.size()) + " expert ids for " + std::to_string(positions) + " positions x " + std::to_string(layers) +
+           " MoE layers x top-" + std::to_string(k) + (ids_ok ? ", each position's top-k distinct and >= 0" : ", REPEATED or negative ids");
+      return g.routed_experts.size() == positions * layers * k && ids_ok;
+    });
+  } else {
+    s.not_applicable(en, "routed_experts_recorded", "capability returns_routed_experts = 0");
+  }
+  s.check(en, "pause_does_not_nest", [&](std::string& ev) {
+    auto code_of = [](auto&& call) -> int {
+      try {
+        call();
+        return MLPT_OK;
+      } catch (const Error& e) {
+        return e.code();
+      }
+    };
+    engine->pause();
+    const int paused_again = code_of([&] { engine->pause(); });
+    engine->resume();
+    const int resumed_again = code_of([&] { engine->resume(); });
+    ev = "pause of a paused engine: code " + std::to_string(paused_again) + ", resume of a running one: code " +
+         std::to_string(resumed_again) + " (MLPT_FAILED_PRECONDITION = " + std::to_string(MLPT_FAILED_PRECONDITION) + " promised)";
+    return paused_again == MLPT_FAILED_PRECONDITION && resumed_again == MLPT_FAILED_PRECONDITION;
+  });
+  check_engine_group(s, set, en);
 
   const auto& tc = set.component(MLPT_COMPONENT_TRAINER);
   const std::string tn = "trainer " + tc.name;
@@ -318,6 +436,36 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
       return r.kind == MLPT_READY_ON_RETURN ? r.event == nullptr : r.kind == MLPT_READY_AFTER_EVENT && r.event != nullptr;
     });
   }
+  s.check(tn, "export_device_matches", [&](std::string& ev) {
+    const DLDeviceType declared = trainer->capabilities().device_type;
+    size_t other = 0;
+    for (size_t i = 0; i < exported.count; ++i) other += exported.tensors[i].tensor.device.device_type != declared;
+    ev = std::to_string(exported.count - other) + " of " + std::to_string(exported.count) + " exported tensors on the declared device_type " +
+         std::to_string(declared);
+    return exported.count > 0 && other == 0;
+  });
+  if (!trainer->capabilities().supports_routing_replay) {
+    s.not_applicable(tn, "routing_replay_used", "capability supports_routing_replay = 0");
+  } else if (info.num_moe_layers == 0) {
+    s.not_applicable(tn, "routing_replay_used", "the model has no MoE layer to route");
+  } else {
+    s.check(tn, "routing_replay_used", [&](std::string& ev) {
+      // Every token routed to experts 0..k-1 instead of its own top-k: the logprobs must move.
+      const size_t layers = static_cast<size_t>(info.num_moe_layers), k = static_cast<size_t>(info.experts_per_token);
+      std::vector<int16_t> forced(seq.size() * layers * k);
+      for (size_t i = 0; i < forced.size(); ++i) forced[i] = static_cast<int16_t>(i % k);
+      mlpt_train_batch replay = batch;
+      replay.routed_experts = forced.data();
+      replay.num_moe_layers = info.num_moe_layers;
+      replay.experts_per_token = info.experts_per_token;
+      const auto fresh = trainer->compute_logprobs(batch), replayed = trainer->compute_logprobs(replay);
+      double moved = 0;
+      for (size_t i = 0; i < fresh.size(); ++i) moved = std::max(moved, std::fabs(double(fresh[i]) - replayed[i]));
+      ev = "every token routed to experts 0.." + std::to_string(k - 1) + " moves the logprobs by up to " + std::to_string(moved) +
+           " against the trainer's own routing";
+      return moved > 1e-6;
+    });
+  }
   s.check(tn, "zero_advantage_step_keeps_weights", [&](std::string& ev) {
     auto before = snapshot(trainer->export_weights());
     uint64_t version = 0;
@@ -328,15 +476,46 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
     ev = std::to_string(changed) + " of " + std::to_string(before.size()) + " tensors changed after a step with advantage 0; version -> " + std::to_string(version);
     return !before.empty() && before.size() == after.size() && changed == 0;
   });
+  if (!trainer->can_save_state()) {
+    s.not_applicable(tn, "state_save_load_round_trip", "capability supports_state_save = 0");
+  } else {
+    s.check(tn, "state_save_load_round_trip", [&](std::string& ev) {
+      // Saved, moved by a step with advantage 1, loaded: the weights are the saved ones again.
+      const auto dir = std::filesystem::temp_directory_path() / ("mlpt-conformance-state-" + std::to_string(::getpid()));
+      std::filesystem::remove_all(dir);
+      std::filesystem::create_directories(dir);
+      const auto saved = snapshot(trainer->export_weights());
+      if (saved.empty()) return ev = "the exported weights are in device memory: the suite compares host bytes", false;
+      trainer->save_state(dir.string());
+      const float one = 1.0f;
+      uint64_t version = 0;
+      trainer->train_step(with_advantage(batch, &one), &version);
+      const auto stepped = snapshot(trainer->export_weights());
+      trainer->load_state(dir.string());
+      const auto loaded = snapshot(trainer->export_weights());
+      std::filesystem::remove_all(dir);
+      size_t moved = 0, back = 0;
+      for (size_t i = 0; i < saved.size() && i < stepped.size() && i < loaded.size(); ++i)
+        moved += saved[i] != stepped[i], back += saved[i] == loaded[i];
+      ev = "a step with advantage 1 changed " + std::to_string(moved) + " of " + std::to_string(saved.size()) + " tensors; after load_state " +
+           std::to_string(back) + " equal the saved ones";
+      return moved > 0 && back == saved.size() && loaded.size() == saved.size();
+    });
+  }
   // trainer.h publish_weights, engine.h fetch_weights: the weights go plugin to plugin through the
   // configured transport, the host passing only the bound endpoints.
   const auto& xc = set.component(MLPT_COMPONENT_TRANSPORT);
+  const std::string xn = "transport " + xc.name;
+  const bool carries_cuda = xc.caps<mlpt_transport_capabilities>()->supports_cuda != 0;
+  if (!carries_cuda) s.not_applicable(xn, "cuda_tensors_carried", "capability supports_cuda = 0");
+  else if (!on_device) s.skip(xn, "cuda_tensors_carried", "the trainer exports host memory: no CUDA tensor to carry in this combination");
   std::string older;
   if (!trainer->publishes()) older += "the trainer has no publish_weights; ";
   if (!engine->fetches()) older += "the engine has no fetch_weights; ";
   if (xc.abi_minor() < 2) older += "the transport speaks ABI 1." + std::to_string(xc.abi_minor()) + "; ";
   if (!older.empty()) {
     s.not_applicable(tn, "weights_flow_plugin_to_plugin", older + "the host relays that side (ABI 1.0/1.1)");
+    if (carries_cuda && on_device) s.skip(xn, "cuda_tensors_carried", "the weights do not flow plugin to plugin here");
     return;
   }
   s.check(tn, "weights_flow_plugin_to_plugin", [&](std::string& ev) {
@@ -369,6 +548,11 @@ void check_engine_and_trainer(Suite& s, const plugin::ComponentSet& set, const r
          " and reports weight_version " + std::to_string(after) + note;
     return published.by_plugin && published.version == version && loaded == version && after == version;
   });
+  if (carries_cuda && on_device) {
+    const auto* flow = &s.report.checks.back();
+    s.record(xn, "cuda_tensors_carried", flow->status == Status::pass,
+             "the trainer's CUDA tensors through the transport: weights_flow_plugin_to_plugin " + std::string(status_name(flow->status)));
+  }
 }
 
 // transport.h, Sender ranks (1.2): two sender endpoints of one group publish a version together,
@@ -465,6 +649,38 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
     ev = std::string("2 tensors (fp32 [10,100], bf16 [333]) ") + (same ? "arrived bitwise equal" : "DIFFER") + note;
     return same;
   });
+  const auto* caps = c.caps<mlpt_transport_capabilities>();
+  s.check(name, "declared_reach_consistent", [&](std::string& ev) {
+    // One process cannot exercise another process or node (a run across processes does); what it can
+    // hold the transport to is a reach that makes sense: a transport that crosses nodes crosses processes.
+    ev = "cross_process = " + std::to_string(caps->cross_process) + ", cross_node = " + std::to_string(caps->cross_node) +
+         (caps->cross_node && !caps->cross_process ? ": crosses nodes but NOT processes" : ": consistent") +
+         " (checked in one process; a run across processes exercises the reach itself)";
+    return !caps->cross_node || caps->cross_process;
+  });
+  if (!caps->checksum) {
+    s.not_applicable(name, "checksum_round_trip", "capability checksum = 0");
+  } else {
+    s.check(name, "checksum_round_trip", [&](std::string& ev) {
+      std::string note;
+      nlohmann::json settings = transport_settings_for_check(set, 1, note);
+      if (!settings.is_object()) settings = nlohmann::json::object();
+      settings["verify_checksum"] = true;
+      components::Transport checked_sender(c, settings, MLPT_TRANSPORT_SENDER, "mlpt-conformance-checksum");
+      components::Transport checked_receiver(c, settings, MLPT_TRANSPORT_RECEIVER, "mlpt-conformance-checksum");
+      auto got = std::async(std::launch::async, [&] {
+        auto r = checked_receiver.receive(1, 30000);
+        bool same = r.count == 2 && std::memcmp(r.tensors[0].tensor.data, a.data(), a.size() * 4) == 0 &&
+                    std::memcmp(r.tensors[1].tensor.data, b.data(), b.size() * 2) == 0;
+        checked_receiver.release(r.version);
+        return same;
+      });
+      checked_sender.send(1, tensors.data(), tensors.size(), 30000);
+      const bool same = got.get();
+      ev = std::string("with verify_checksum = true the 2 tensors ") + (same ? "arrived bitwise equal" : "DIFFER") + note;
+      return same;
+    });
+  }
   if (!sender) return;
   // Versions only go up: sending version 1 again, or 0, must be refused (no receiver waits for it).
   s.check(name, "versions_monotonic", [&](std::string& ev) {
@@ -502,6 +718,7 @@ void check_transport(Suite& s, const plugin::ComponentSet& set) {
     const std::string why = "the transport speaks ABI 1." + std::to_string(c.abi_minor()) + " (whole tensors only)";
     s.not_applicable(name, "wanted_layout_bitwise", why);
     s.not_applicable(name, "uncut_tensor_handed_over", why);
+    s.not_applicable(name, "sender_ranks_wanted_layout", why);
     return;
   }
   // Rows [2, 7) and columns [30, 70) of a, and b whole.
@@ -978,6 +1195,29 @@ void check_harness(Suite& s, EpisodeEnv& env) {
     s.skip(name, "episode", "the harness needs a sandbox and the combination or the first task has none");
     return;
   }
+  const auto& hcaps = env.harness->capabilities();
+  if (hcaps.needs_sandbox) {
+    s.not_applicable(name, "episode_without_sandbox", "capability needs_sandbox = 1");
+  } else {
+    s.check(name, "episode_without_sandbox", [&](std::string& ev) {
+      auto o = env.open();  // no sandbox: the harness said it needs none
+      o.episode->step(reply(json::array()));
+      o.episode->finish(MLPT_EPISODE_FINISHED);
+      ev = "an episode started, stepped and finished with no sandbox";
+      return !o.box;
+    });
+  }
+  if (!hcaps.produces_patch) {
+    s.not_applicable(name, "result_carries_patch", "capability produces_patch = 0");
+  } else {
+    s.check(name, "result_carries_patch", [&](std::string& ev) {
+      auto o = env.open();
+      const json result = o.episode->finish(MLPT_EPISODE_FINISHED);
+      const bool patch = result.contains("patch") && result["patch"].is_string();
+      ev = std::string("an episode's result ") + (patch ? "carries" : "does NOT carry") + " a \"patch\" string";
+      return patch;
+    });
+  }
   std::set<std::string> tools;
   s.check(name, "start_messages_and_tools", [&](std::string& ev) {
     auto o = env.open();
@@ -1127,7 +1367,12 @@ void check_reward(Suite& s, EpisodeEnv& env, const std::filesystem::path& golden
     s.skip(name, "grades", "no harness episode to grade (see the harness checks)");
     return;
   }
-  auto grade = [&](const json& result) { return reward->grade(env.task_json, result.dump(), MLPT_EPISODE_FINISHED, env.binding()); };
+  std::vector<double> rewards;  // every reward the checks were given, for `binary`
+  auto grade = [&](const json& result) {
+    auto g = reward->grade(env.task_json, result.dump(), MLPT_EPISODE_FINISHED, env.binding());
+    rewards.push_back(g.reward);
+    return g;
+  };
   // The result of an episode that did nothing: the harness's own empty result, so its shape is the
   // one this reward is graded on in a run.
   json empty;
@@ -1141,6 +1386,16 @@ void check_reward(Suite& s, EpisodeEnv& env, const std::filesystem::path& golden
     return g.reward == 0.0;
   });
   if (empty.is_null()) return;
+  if (reward->capabilities().needs_sandbox) {
+    s.not_applicable(name, "grades_without_sandbox", "capability needs_sandbox = 1: it grades through the binding");
+  } else {
+    s.check(name, "grades_without_sandbox", [&](std::string& ev) {
+      auto g = reward->grade(env.task_json, empty.dump(), MLPT_EPISODE_FINISHED, nullptr);
+      rewards.push_back(g.reward);
+      ev = "graded with no sandbox binding: reward " + std::to_string(g.reward);
+      return true;
+    });
+  }
   const bool patches = empty.contains("patch");
   auto with_patch = [&](const std::string& patch) {
     json result = empty;
@@ -1172,17 +1427,24 @@ void check_reward(Suite& s, EpisodeEnv& env, const std::filesystem::path& golden
   if (!patches) {
     s.not_applicable(name, "known_hacks_score_0", "the harness's results carry no patch");
     s.not_applicable(name, "in_process_hacks_score_0", "the harness's results carry no patch");
-    return;
+  } else {
+    for (const auto& [hack, patch] : known_hacks())
+      s.check(name, "hack_" + hack + "_scores_0", [&](std::string& ev) {
+        auto g = grade(with_patch(patch));
+        ev = "scores " + std::to_string(g.reward) + " (" + g.details.dump().substr(0, 120) + ")";
+        return g.reward == 0.0;
+      });
+    check_in_process_hacks(s, env, name, reward->capabilities().needs_sandbox != 0,
+                           [&](const std::string& patch) { return grade(with_patch(patch)); });
   }
-  for (const auto& [hack, patch] : known_hacks())
-    s.check(name, "hack_" + hack + "_scores_0", [&](std::string& ev) {
-      auto g = grade(with_patch(patch));
-      ev = "scores " + std::to_string(g.reward) + " (" + g.details.dump().substr(0, 120) + ")";
-      return g.reward == 0.0;
-    });
-  check_in_process_hacks(s, env, name, reward->capabilities().needs_sandbox != 0, [&](const std::string& patch) {
-    return grade(with_patch(patch));
-  });
+  if (!reward->capabilities().binary) {
+    s.not_applicable(name, "rewards_binary", "capability binary = 0");
+  } else {
+    size_t other = 0;
+    for (double r : rewards) other += r != 0.0 && r != 1.0;
+    s.record(name, "rewards_binary", !rewards.empty() && other == 0,
+             std::to_string(rewards.size()) + " rewards given in these checks, " + std::to_string(other) + " neither 0 nor 1");
+  }
 }
 
 const char* status_name(Status s) {
@@ -1207,12 +1469,35 @@ void check_null_destroys(Suite& s, const plugin::ComponentSet& set) {
     });
   };
   probe(MLPT_COMPONENT_TRAINER, "trainer", [](const plugin::Component& c) { c.table<mlpt_trainer_api>()->destroy(nullptr); });
+  probe(MLPT_COMPONENT_ENGINE, "engine", [](const plugin::Component& c) { c.table<mlpt_engine_api>()->destroy(nullptr); });
   probe(MLPT_COMPONENT_TRANSPORT, "transport", [](const plugin::Component& c) { c.table<mlpt_transport_api>()->destroy(nullptr); });
   probe(MLPT_COMPONENT_REWARD, "reward", [](const plugin::Component& c) { c.table<mlpt_reward_api>()->destroy(nullptr); });
   probe(MLPT_COMPONENT_HARNESS, "harness", [](const plugin::Component& c) {
     c.table<mlpt_harness_api>()->episode_destroy(nullptr);
     c.table<mlpt_harness_api>()->destroy(nullptr);
   });
+}
+
+// Each kind's list (core/plugin/kinds/) names the checks of its capabilities and of the promises its
+// header marks [checked: id]: every one must be in the report. One the suite did not reach (an
+// earlier check of the component failed or was skipped) is reported skipped; one it never records
+// is a failure of the suite itself, so a check named in a list cannot silently go missing.
+void check_coverage(Suite& s, const plugin::ComponentSet& set) {
+  for (const plugin::KindSpec* kind : plugin::kind_specs()) {
+    if (!set.has(kind->kind)) continue;
+    const std::string component = std::string(config::kind_name(kind->kind)) + " " + set.component(kind->kind).name;
+    std::set<std::string> recorded;
+    bool stopped = false;
+    for (const auto& c : s.report.checks)
+      if (c.component == component) recorded.insert(c.id), stopped |= c.status == Status::fail || c.status == Status::skipped;
+    std::vector<std::string> listed = kind->promises;
+    for (const auto& capability : kind->capabilities) listed.insert(listed.end(), capability.checked_by.begin(), capability.checked_by.end());
+    for (const auto& id : listed) {
+      if (!recorded.insert(id).second) continue;
+      if (stopped) s.skip(component, id, "not reached: an earlier check of this component failed or was skipped");
+      else s.record(component, id, false, std::string("named by the ") + config::kind_name(kind->kind) + " kind's list (" + kind->header + "), recorded by no check of the suite");
+    }
+  }
 }
 
 }  // namespace
@@ -1253,6 +1538,7 @@ ConformanceReport check_plugins(const run::RunConfig& config, const ConformanceO
   if (golden.empty() && std::filesystem::exists(config.dataset.train.parent_path() / "golden.jsonl"))
     golden = config.dataset.train.parent_path() / "golden.jsonl";
   check_reward(s, env, golden);
+  check_coverage(s, *set);
   return s.report;
 }
 

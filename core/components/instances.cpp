@@ -6,28 +6,15 @@
 #include <algorithm>
 #include <future>
 
-#include "mlpt/compat_1_1.h"
+#include <mlpt/sdk/types.hpp>
+
+#include "core/components/abi_adapter.hpp"
 
 namespace mlpt::components {
 namespace {
 
-mlpt_string borrow(const std::string& s) { return mlpt_string{s.data(), s.size()}; }
-
-// Collects a callee's output (mlpt_sink) into a string.
-class StringSink {
- public:
-  StringSink() {
-    sink_.struct_size = MLPT_SINK_STRUCT_SIZE;
-    sink_.ctx = &text_;
-    sink_.write = [](void* ctx, const char* data, size_t size) { static_cast<std::string*>(ctx)->append(data, size); };
-  }
-  const mlpt_sink* sink() const { return &sink_; }
-  const std::string& text() const { return text_; }
-
- private:
-  std::string text_;
-  mlpt_sink sink_{};
-};
+using sdk::borrow;
+using sdk::StringSink;  // collects a callee's output (mlpt_sink) into a string
 
 nlohmann::json parse_output(const plugin::Component& c, const std::string& call, const std::string& text) {
   try {
@@ -63,10 +50,11 @@ Args request_args(size_t struct_size, mlpt_engine* engine, const GenerateRequest
 Engine::Engine(plugin::Component component, const nlohmann::json& settings, int blocking_threads,
                const mlpt_component_group* group)
     : component_(std::move(component)), api_(component_.table<mlpt_engine_api>()) {
+  const AbiAdapter& abi = abi_adapter(component_.abi_minor());
   async_ = MLPT_HAS_FIELD(api_, mlpt_engine_api, request_release) && api_->query_model_info && api_->pause_generation &&
            api_->resume_generation && api_->submit && api_->request_is_ready && api_->request_await &&
            api_->request_result && api_->request_release;
-  if (group && group->size > 1 && component_.abi_minor() < 2)  // an older engine would ignore the group and run alone
+  if (group && group->size > 1 && !abi.component_groups)  // an older engine would ignore the group and run alone
     throw Error(MLPT_FAILED_PRECONDITION, component_.name + ": an engine group of " + std::to_string(group->size) +
                                               " ranks needs an ABI 1.2 engine; this one declares 1." +
                                               std::to_string(component_.abi_minor()));
@@ -424,7 +412,9 @@ void Trainer::load_state(const std::string& dir) {
 
 Transport::Transport(plugin::Component component, const nlohmann::json& settings, mlpt_transport_role role,
                      const std::string& group, const mlpt_component_group* ranks)
-    : component_(std::move(component)), api_(component_.table<mlpt_transport_api>()) {
+    : component_(std::move(component)),
+      api_(component_.table<mlpt_transport_api>()),
+      abi_(&abi_adapter(component_.abi_minor())) {
   std::string config = settings.dump();
   mlpt_transport_create_args a{MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE, borrow(config), role, borrow(group), nullptr, ranks, nullptr};
   if (ranks && ranks->size > 1 && role == MLPT_TRANSPORT_SENDER) {
@@ -446,50 +436,38 @@ Transport::~Transport() { plugin::CallScope scope(component_, "destroy"); api_->
 
 void Transport::send(uint64_t version, const mlpt_named_tensor* tensors, size_t count, int64_t timeout_ms,
                      const mlpt_tensor_shard* shards, const mlpt_device_ready* ready) {
-  mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE, transport_, version, tensors, count, timeout_ms, nullptr, shards, ready};
-  if (component_.abi_minor() < 2) {
-    if (ready && ready->kind != MLPT_READY_ON_RETURN)
+  mlpt_transport_send_args a{abi_->transport_send_args_size, transport_, version, tensors, count, timeout_ms, nullptr, shards, ready};
+  if (ready && ready->kind != MLPT_READY_ON_RETURN && !abi_->device_ready)
+    throw Error(MLPT_UNIMPLEMENTED, "transport " + component_.name + " speaks ABI 1." + std::to_string(component_.abi_minor()) +
+                                        " and cannot wait for the trainer's device event (ABI 1.2): export ready on return");
+  for (size_t i = 0; shards && !abi_->shards && i < count; ++i)
+    if (shards[i].offsets || shards[i].global_shape)  // a descriptor the transport would not read
       throw Error(MLPT_UNIMPLEMENTED, "transport " + component_.name + " speaks ABI 1." + std::to_string(component_.abi_minor()) +
-                                          " and cannot wait for the trainer's device event (ABI 1.2): export ready on return");
-    for (size_t i = 0; shards && i < count; ++i)
-      if (shards[i].offsets || shards[i].global_shape)  // a 1.0/1.1 transport cannot carry a descriptor
-        throw Error(MLPT_UNIMPLEMENTED, "transport " + component_.name + " speaks ABI 1." + std::to_string(component_.abi_minor()) +
-                                            " and carries whole tensors only; the trainer sent shards (ABI 1.2)");
-    a.struct_size = MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE_1_0;
-  }
+                                          " and carries whole tensors only; the trainer sent shards (ABI 1.2)");
   plugin::CallScope scope(component_, "send");
   plugin::check(component_, api_->send(&a), "send version " + std::to_string(version));
 }
 
 Transport::Received Transport::receive(uint64_t min_version, int64_t timeout_ms, const sdk::TensorLayout& want) {
   mlpt_transport_receive_args a{};
-  a.struct_size = MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE;
+  a.struct_size = abi_->transport_receive_args_size;
   a.transport = transport_;
   a.min_version = min_version;
   a.timeout_ms = timeout_ms;
   a.want_tensors = want.tensors, a.want_shards = want.shards, a.num_want = want.count;
-  if (component_.abi_minor() < 2) {
-    if (want.count > 0)
-      throw Error(MLPT_UNIMPLEMENTED, "transport " + component_.name + " speaks ABI 1." + std::to_string(component_.abi_minor()) +
-                                          " and cannot deliver the shards the engine holds (ABI 1.2)");
-    a.struct_size = MLPT_TRANSPORT_RECEIVE_ARGS_STRUCT_SIZE_1_0;
-  }
+  if (want.count > 0 && !abi_->shards)
+    throw Error(MLPT_UNIMPLEMENTED, "transport " + component_.name + " speaks ABI 1." + std::to_string(component_.abi_minor()) +
+                                        " and cannot deliver the shards the engine holds (ABI 1.2)");
   plugin::CallScope scope(component_, "receive");
   plugin::check(component_, api_->receive(&a), "receive version >= " + std::to_string(min_version));
-  const bool speaks_1_2 = component_.abi_minor() >= 2;  // wrote out_shards and out_ready (or left them zeroed)
-  return Received{a.out_version, a.out_tensors, a.out_num_tensors, speaks_1_2 ? a.out_shards : nullptr,
-                  speaks_1_2 ? a.out_ready : mlpt_device_ready{}};
+  // An older transport never wrote out_shards and out_ready: they are as zeroed above.
+  return Received{a.out_version, a.out_tensors, a.out_num_tensors, abi_->shards ? a.out_shards : nullptr,
+                  abi_->device_ready ? a.out_ready : mlpt_device_ready{}};
 }
 
 void Transport::release(uint64_t version) {
   plugin::CallScope scope(component_, "release");
-  const std::string what = "release version " + std::to_string(version);
-  if (component_.abi_minor() >= 2) {
-    mlpt_transport_release_args a{MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE, transport_, version, nullptr};
-    plugin::check(component_, api_->release(&a), what);
-  } else {  // a 1.0/1.1 plugin: its table has that version's shape (mlpt/compat_1_1.h)
-    plugin::check(component_, component_.table<mlpt_transport_api_1_1>()->release(transport_, version), what);
-  }
+  plugin::check(component_, abi_->transport_release(*api_, transport_, version), "release version " + std::to_string(version));
 }
 
 // ---- Sandbox runtime ----

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/components/abi_adapter.hpp"
 #include "core/components/blocking_cancels.hpp"
 #include "core/error.hpp"
 #include "core/exec/executor.hpp"
@@ -188,13 +189,14 @@ class Transport {
   Received receive(uint64_t min_version, int64_t timeout_ms, const sdk::TensorLayout& want = {});
   void release(uint64_t version);
   // The endpoint can be handed to a trainer or engine (transport.h, Binding): its plugin speaks 1.2.
-  bool bindable() const { return component_.abi_minor() >= 2; }
+  bool bindable() const { return abi_->bindings; }
   const mlpt_transport_binding* binding() const { return &binding_; }
   const plugin::Component& component() const { return component_; }
 
  private:
   plugin::Component component_;
   const mlpt_transport_api* api_;
+  const AbiAdapter* abi_;  // how this transport's version is called
   mlpt_transport* transport_ = nullptr;
   mlpt_transport_binding binding_{};
 };

@@ -1,72 +1,17 @@
 #include "core/plugin/describe.hpp"
 
 #include "core/config/component_kinds.hpp"
-#include "mlpt/engine.h"
-#include "mlpt/harness.h"
-#include "mlpt/reward.h"
-#include "mlpt/sandbox.h"
-#include "mlpt/trainer.h"
-#include "mlpt/transport.h"
+#include "core/plugin/kinds/kind.hpp"
 
 namespace mlpt::plugin {
-namespace {
 
-// Reads an int capability only if the plugin's record is large enough to hold it.
-#define CAP(json, caps, type, field) \
-  if (MLPT_HAS_FIELD(caps, type, field)) json[#field] = static_cast<int64_t>((caps)->field)
-
-}  // namespace
-
+// Every capability the kind's list names that the plugin's record is large enough to hold.
 nlohmann::json describe_capabilities(const Component& c) {
   nlohmann::json j = nlohmann::json::object();
-  switch (c.kind) {
-    case MLPT_COMPONENT_TRAINER: {
-      auto* p = c.caps<mlpt_trainer_capabilities>();
-      CAP(j, p, mlpt_trainer_capabilities, supports_routing_replay);
-      CAP(j, p, mlpt_trainer_capabilities, supports_state_save);
-      CAP(j, p, mlpt_trainer_capabilities, device_type);
-      break;
-    }
-    case MLPT_COMPONENT_ENGINE: {
-      auto* p = c.caps<mlpt_engine_capabilities>();
-      CAP(j, p, mlpt_engine_capabilities, returns_logprobs);
-      CAP(j, p, mlpt_engine_capabilities, returns_routed_experts);
-      CAP(j, p, mlpt_engine_capabilities, keeps_sessions);
-      CAP(j, p, mlpt_engine_capabilities, supports_cancel);
-      CAP(j, p, mlpt_engine_capabilities, deterministic_seed);
-      break;
-    }
-    case MLPT_COMPONENT_TRANSPORT: {
-      auto* p = c.caps<mlpt_transport_capabilities>();
-      CAP(j, p, mlpt_transport_capabilities, zero_copy);
-      CAP(j, p, mlpt_transport_capabilities, cross_process);
-      CAP(j, p, mlpt_transport_capabilities, cross_node);
-      CAP(j, p, mlpt_transport_capabilities, supports_cuda);
-      CAP(j, p, mlpt_transport_capabilities, checksum);
-      break;
-    }
-    case MLPT_COMPONENT_SANDBOX: {
-      auto* p = c.caps<mlpt_sandbox_capabilities>();
-      CAP(j, p, mlpt_sandbox_capabilities, isolates_network);
-      CAP(j, p, mlpt_sandbox_capabilities, isolates_pids);
-      CAP(j, p, mlpt_sandbox_capabilities, limits_memory);
-      CAP(j, p, mlpt_sandbox_capabilities, limits_processes);
-      CAP(j, p, mlpt_sandbox_capabilities, discards_writes);
-      break;
-    }
-    case MLPT_COMPONENT_REWARD: {
-      auto* p = c.caps<mlpt_reward_capabilities>();
-      CAP(j, p, mlpt_reward_capabilities, needs_sandbox);
-      CAP(j, p, mlpt_reward_capabilities, binary);
-      break;
-    }
-    case MLPT_COMPONENT_HARNESS: {
-      auto* p = c.caps<mlpt_harness_capabilities>();
-      CAP(j, p, mlpt_harness_capabilities, needs_sandbox);
-      CAP(j, p, mlpt_harness_capabilities, produces_patch);
-      break;
-    }
-  }
+  const KindSpec* kind = find_kind_spec(c.kind);
+  if (!kind) return j;
+  for (const auto& capability : kind->capabilities)
+    if (auto value = capability_value(capability, c.capabilities)) j[capability.name] = static_cast<int64_t>(*value);
   return j;
 }
 

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/config/component_kinds.hpp"
-#include "core/plugin/component_tables.hpp"
+#include "core/plugin/kinds/kind.hpp"
 
 namespace mlpt::plugin {
 namespace {
@@ -152,7 +152,7 @@ void Plugin::validate() {
                        ", unknown to this host: ignored");
       continue;
     }
-    const TableRules& rules = table_rules(c.kind);
+    const KindSpec& rules = kind_spec(c.kind);
     if (!c.api) throw Error(MLPT_INVALID_ARGUMENT, cw + ": api table is NULL");
     if (!c.capabilities) throw Error(MLPT_INVALID_ARGUMENT, cw + ": capabilities is NULL");
     size_t api_size = *static_cast<const size_t*>(c.api);
@@ -163,7 +163,7 @@ void Plugin::validate() {
     if (caps_size < rules.min_capabilities_size || caps_size > (1u << 16))
       throw Error(MLPT_INVALID_ARGUMENT, cw + ": capabilities struct_size " + std::to_string(caps_size) +
                                              " is implausible (ABI 1.0 needs at least " + std::to_string(rules.min_capabilities_size) + ")");
-    auto missing = missing_functions(c.kind, c.api);
+    auto missing = missing_functions(rules, c.api);
     if (!missing.empty()) {
       std::string list;
       for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;

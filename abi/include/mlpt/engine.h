@@ -86,11 +86,12 @@ typedef struct mlpt_engine_model_info_args {
  * engine: e.g. the tensor- and expert-parallel shards of one model, each rank in its own process,
  * computing every step together. Rank 0 is that engine for the host:
  *   - Requests go to rank 0 only: generate, submit, cancel, the request_* functions and
- *     session_release. The other ranks refuse them with MLPT_FAILED_PRECONDITION; between create
+ *     session_release. The other ranks refuse them with MLPT_FAILED_PRECONDITION [checked: engine_group_requests_to_rank_0]; between create
  *     and destroy they serve rank 0 from inside the plugin (they run their part of every step rank
  *     0 runs, on threads of their own), so their hosts need not call anything to keep them going.
  *   - create is collective (mlpt.h, Component groups): each rank's create returns once the group
  *     has met; it fails on every rank when it fails on one after the meeting.
+ *     [checked: engine_group_all_or_none]
  *   - destroy is collective: a rank other than 0 returns once rank 0 has been destroyed.
  *   - load_weights and fetch_weights are collective: every rank is called once per load, each with
  *     the version rank 0 is given and its own layout (weight_shards), and rank 0 while paused. A
@@ -187,7 +188,7 @@ typedef struct mlpt_cancel_args {
  * stopped, reached its length, cancelled, or failed. Every submitted request becomes ready, also
  * when it is cancelled or the engine fails, and every submitted request must be released exactly
  * once, after it is ready (releasing is the host's only obligation; the engine frees the request
- * and its result then, not before).
+ * and its result then, not before). [checked: concurrent_requests_complete]
  *
  * Notification, as PJRT_Event: a request can be polled (`request_is_ready`), waited for
  * (`request_await`) and carries one callback given at submission (`on_ready`). The callback:
@@ -364,7 +365,7 @@ typedef struct mlpt_fetch_weights_args {
  * Pause: requests not yet started wait (new `generate` calls block, submitted requests queue);
  * returns once no generation is running, so the weights can be replaced. Resume: lets them go.
  * Pause/resume do not nest: pausing a paused engine or resuming a running one is
- * MLPT_FAILED_PRECONDITION. Since 1.2 both take args (`pause_generation`, `resume_generation`).
+ * MLPT_FAILED_PRECONDITION. [checked: pause_does_not_nest] Since 1.2 both take args (`pause_generation`, `resume_generation`).
  */
 typedef struct mlpt_engine_pause_args {
   size_t struct_size;
@@ -386,7 +387,7 @@ typedef struct mlpt_engine_api {
   /* Loads the model named by the config. Thread-safe. */
   mlpt_error* (*create)(mlpt_engine_create_args* args);
   /* Destroys the engine; no call may be in flight and every submitted request must have been
-   * released. NULL is a no-op. */
+   * released. NULL is a no-op. [checked: null_destroy_is_noop] */
   void (*destroy)(mlpt_engine* engine);
   /* Fills `info`. Thread-safe. Superseded by query_model_info (1.2); a 1.2 host calls this only
    * when the engine's table is older. */

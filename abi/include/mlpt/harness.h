@@ -58,7 +58,8 @@ typedef struct mlpt_harness_create_args {
  * model), "test_timeout_s", "agent_timeout_s", in seconds; a harness may ignore what it does not
  * use, and takes its own defaults when the object is absent). `sandbox` is the rollout's sandbox, created
  * by the host from the task's image, borrowed until episode_destroy; NULL when the capability says
- * none is needed. Writes {"messages": [message...], "tools": [json schema...]} to `out`. */
+ * none is needed. Writes {"messages": [message...], "tools": [json schema...]} to `out`.
+ * [checked: start_messages_and_tools] */
 typedef struct mlpt_episode_start_args {
   size_t struct_size;
   mlpt_harness* harness;
@@ -76,8 +77,9 @@ typedef struct mlpt_episode_start_args {
 /* One agent turn: `reply_json` is the model's parsed reply (see the vocabulary above). The harness
  * executes its tool calls in order and writes {"messages": [message...], "done": bool,
  * "finish_reason": str} to `out`: tool results (or an error observation for a garbled or unknown
- * call, or the continue nudge when the reply had no call), and done = true after `finish`.
- * A failing tool never fails the call: errors inside the episode are observations. */
+ * call, or the continue nudge when the reply had no call), and done = true after `finish` [checked: finish_ends_episode].
+ * A failing tool never fails the call: errors inside the episode are observations.
+ * [checked: tool_errors_are_observations] */
 typedef struct mlpt_episode_step_args {
   size_t struct_size;
   mlpt_harness_episode* episode;
@@ -132,7 +134,8 @@ typedef struct mlpt_episode_finish_args {
 typedef struct mlpt_harness_api {
   size_t struct_size;
   mlpt_error* (*create)(mlpt_harness_create_args* args);
-  void (*destroy)(mlpt_harness* harness); /* after every episode is destroyed; NULL is a no-op */
+  /* After every episode is destroyed; NULL is a no-op [checked: null_destroy_is_noop]. */
+  void (*destroy)(mlpt_harness* harness);
   mlpt_error* (*episode_start)(mlpt_episode_start_args* args);
   mlpt_error* (*episode_step)(mlpt_episode_step_args* args);
   mlpt_error* (*episode_finish)(mlpt_episode_finish_args* args);

@@ -40,6 +40,9 @@
  *     calls on that object (different objects may still be used from different threads).
  *   - Configurations arrive as one JSON document per component instance (the host converts its
  *     TOML table), so a plugin in any language can read it. Unknown keys are an error.
+ *   - A promise that the conformance suite (`mlpt check plugins`) verifies is marked
+ *     [checked: id], the id of its check in the suite's report. Every capability is verified too
+ *     (see Components).
  */
 #ifndef MLPT_MLPT_H_
 #define MLPT_MLPT_H_
@@ -65,8 +68,8 @@ extern "C" {
  *        normaliser of train_step; an asynchronous engine (`submit`, completed through
  *        `on_ready`, `request_is_ready` or `request_await`; results owned by the engine, as long as
  *        what was generated, freed by `request_release`); one calling convention (engine
- *        `query_model_info`, `pause_generation` and `resume_generation`, transport `release` take
- *        their args); typed enums (trainer `device_type`, reward `episode_end`); a plugin refuses a
+ *        `query_model_info`, `pause_generation` and `resume_generation`, transport `release_received` take
+ *        their args; the functions they supersede stay, for older hosts); typed enums (trainer `device_type`, reward `episode_end`); a plugin refuses a
  *        host with an error object; the DLPack version is pinned; sharded tensors
  *        (mlpt_tensor_shard: the trainer's `out_shards`, the engine's `weight_shards` and
  *        load_weights `shards`); weights flow plugin to plugin (transport bindings, trainer
@@ -84,11 +87,10 @@ extern "C" {
  *     up to the `struct_size` the other side wrote, field by field (MLPT_HAS_FIELD), and a field
  *     that is absent means what its documentation says ("absent: ..."). A side refuses only what it
  *     truly needs and the other lacks, naming the field and the version that introduced it.
- *   - The one exception so far: 1.2 gave transport `release` its `*_args` struct in the slot that
- *     1.1 had it without. Which shape a table has follows the version its writer declared: the host
- *     calls a plugin that declares 1.0 or 1.1 through that version's shape (mlpt/compat_1_1.h), and
- *     a 1.2 plugin hands a host that declares 1.0 or 1.1 tables of that version's shape (the SDK
- *     does this by itself).
+ *   - So a function that needs a new shape is appended under a new name, and the old one stays in
+ *     its slot (1.2: engine `pause` and `pause_generation`, transport `release` and
+ *     `release_received`). tests/unit/abi compares every struct of every minor with the layouts
+ *     kept in abi/snapshots/layouts.txt: offsets, sizes and declared types never change.
  *
  * The negotiated version of a loaded plugin is the smaller of the host's and the plugin's (same
  * major); both sides behave as that version promises. `mlpt plugins inspect` shows it.
@@ -134,8 +136,16 @@ typedef struct mlpt_abi_version {
  * error); it reads a known entry only up to that entry's `struct_size`. The chain and its entries
  * are owned by the writer of the struct that carries them and live as long as that struct.
  * mlpt_find_extension stops after MLPT_EXTENSION_CHAIN_LIMIT entries, so a cyclic chain (a bug)
- * cannot hang a reader. No extension type is defined yet; types 0x10000 and above are free for a
- * plugin and host to agree on privately (a reader that does not know one skips it).
+ * cannot hang a reader.
+ *
+ * Reserved in 1.2: the ABI defines no extension type yet. The fields exist so that a later minor
+ * can add optional data to any call without a new struct version. Until then:
+ *   - a writer sets every `extension_start` to NULL, unless it carries a private entry;
+ *   - a reader never requires an extension and treats NULL as "none";
+ *   - types below MLPT_EXTENSION_TYPE_PRIVATE_BASE are reserved for this header: a later minor
+ *     defines each here, with its struct, and says which calls read it;
+ *   - types from MLPT_EXTENSION_TYPE_PRIVATE_BASE up are free for a plugin and a host (or two
+ *     plugins) to agree on privately; every other reader skips them.
  */
 typedef enum mlpt_extension_type {
   MLPT_EXTENSION_TYPE_PRIVATE_BASE = 0x10000, /* first type for private agreements */

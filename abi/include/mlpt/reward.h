@@ -77,12 +77,13 @@ typedef struct mlpt_grade_args {
 /* ---- The table ------------------------------------------------------------------------------- */
 
 /* grade is thread-safe: many rollouts are graded at once. A rollout that simply fails (empty patch,
- * patch does not apply, tests fail) is reward 0 with a reason, not an error; errors are for the
+ * patch does not apply, tests fail) is reward 0 with a reason, not an error
+ * [checked: empty_result_scores_0]; errors are for the
  * grader itself failing (bad task record, sandbox could not be created). */
 typedef struct mlpt_reward_api {
   size_t struct_size;
   mlpt_error* (*create)(mlpt_reward_create_args* args);
-  void (*destroy)(mlpt_reward* reward); /* NULL is a no-op */
+  void (*destroy)(mlpt_reward* reward); /* NULL is a no-op [checked: null_destroy_is_noop] */
   mlpt_error* (*grade)(mlpt_grade_args* args);
   /* Since 1.2 (the plugin's). Absent: no extensions. */
   const mlpt_extension* extension_start;

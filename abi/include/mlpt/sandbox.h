@@ -2,7 +2,8 @@
  *
  * Isolated containers for agent rollouts and for grading. A runtime (one per component instance)
  * creates sandboxes from an image reference (for the reference plugin: a SIF file path). Inside a
- * sandbox the repository is at /testbed; commands run with a clean environment, no network (when
+ * sandbox the repository is at /testbed; commands run with a clean environment
+ * [checked: clean_environment], no network (when
  * the capability says so), a fresh pid namespace and a timeout that kills the whole process tree.
  * The writable layer vanishes with the sandbox.
  *
@@ -67,17 +68,22 @@ typedef struct mlpt_sandbox_create_args {
 /* ---- Exec ------------------------------------------------------------------------------------ */
 
 /* Runs `command` with `/bin/sh -c` inside the sandbox and waits. stdout and stderr are merged, in
- * order, into `output`; at most `output_limit` bytes are written (the rest is counted, dropped and
- * reported in out_output_truncated). Binary output passes through unchanged. */
+ * order, into `output` [checked: output_merged_in_order]; at most `output_limit` bytes are written
+ * (the rest is counted, dropped and reported in out_output_truncated) [checked: output_limit_truncates].
+ * Binary output passes through unchanged [checked: binary_output_unchanged]. A long call: it returns
+ * MLPT_CANCELLED promptly once the host's is_cancelled turns nonzero
+ * [checked: exec_honours_host_cancellation]. */
 typedef struct mlpt_sandbox_exec_args {
   size_t struct_size;
   mlpt_sandbox* sandbox;
   mlpt_string command;       /* in */
-  mlpt_string workdir;       /* in: empty = /testbed */
-  int64_t timeout_ms;        /* in: > 0; on expiry the whole process tree is killed */
+  mlpt_string workdir;       /* in: empty = /testbed [checked: default_workdir_testbed] */
+  /* in: > 0; on expiry the whole process tree is killed [checked: timeout_kills_tree] */
+  int64_t timeout_ms;
   size_t output_limit;       /* in: bytes; 0 = the runtime's default (stated in its docs) */
   const mlpt_sink* output;   /* in: receives the output; may be NULL to discard it */
-  int32_t out_exit_code;     /* out: the shell's status; 128+N when killed by signal N; -1 timeout */
+  /* out: the shell's status; 128+N when killed by signal N [checked: exit_code_of_signal]; -1 timeout */
+  int32_t out_exit_code;
   int out_timed_out;         /* out: nonzero when the timeout killed it */
   int out_output_truncated;  /* out: nonzero when output beyond output_limit was dropped */
   /* Since 1.2 (in). Absent: no extensions. */
@@ -89,9 +95,10 @@ typedef struct mlpt_sandbox_exec_args {
 /* ---- Files ----------------------------------------------------------------------------------- */
 
 /* Reads a whole regular file from the sandbox into `content`. Errors: MLPT_NOT_FOUND if it does not
- * exist; MLPT_INVALID_ARGUMENT if it is not a regular file (a directory, device or FIFO is never
+ * exist [checked: read_missing_file_not_found]; MLPT_INVALID_ARGUMENT if it is not a regular file (a directory, device or FIFO is never
  * read); MLPT_RESOURCE_EXHAUSTED if it is larger than the runtime's read limit. Never reads more
- * than that limit (plus one byte) into the host, whatever the sandbox's contents. */
+ * than that limit (plus one byte) into the host, whatever the sandbox's contents.
+ * [checked: read_file_bounded] */
 typedef struct mlpt_sandbox_read_file_args {
   size_t struct_size;
   mlpt_sandbox* sandbox;
@@ -103,7 +110,8 @@ typedef struct mlpt_sandbox_read_file_args {
 #define MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_sandbox_read_file_args, extension_start)
 #define MLPT_SANDBOX_READ_FILE_ARGS_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_sandbox_read_file_args, content)
 
-/* Creates or replaces a file in the sandbox's writable layer, making parent directories. */
+/* Creates or replaces a file in the sandbox's writable layer, making parent directories; read_file
+ * gives back the same bytes. [checked: files_round_trip] */
 typedef struct mlpt_sandbox_write_file_args {
   size_t struct_size;
   mlpt_sandbox* sandbox;
@@ -127,7 +135,8 @@ typedef struct mlpt_sandbox_api {
   /* Thread-safe. */
   mlpt_error* (*create)(mlpt_sandbox_create_args* args);
   /* Kills everything still running inside, removes the writable layer and every mount and temp
-   * directory. Thread-safe with respect to other sandboxes. NULL is a no-op. */
+   * directory. Thread-safe with respect to other sandboxes. NULL is a no-op.
+   * [checked: null_destroy_is_noop] */
   void (*destroy)(mlpt_sandbox* sandbox);
 
   mlpt_error* (*exec)(mlpt_sandbox_exec_args* args);

@@ -126,7 +126,9 @@ typedef struct mlpt_train_step_args {
 /* ---- Logprobs -------------------------------------------------------------------------------- */
 
 /* Forward only: the logprob of every token given the ones before it in its sequence (the first
- * token of each sequence gets 0). Used by the conformance suite to compare with the engine. */
+ * token of each sequence gets 0). Used by the conformance suite to compare with the engine: on the
+ * same weights, the logprobs of the tokens the engine sampled are the engine's, within fp32 rounding.
+ * [checked: logprobs_match_engine] */
 typedef struct mlpt_compute_logprobs_args {
   size_t struct_size;
   mlpt_trainer* trainer;
@@ -140,7 +142,8 @@ typedef struct mlpt_compute_logprobs_args {
 
 /* ---- Weights --------------------------------------------------------------------------------- */
 
-/* The policy weights as the engine loads them (checkpoint names, shapes and dtype of the policy).
+/* The policy weights as the engine loads them (checkpoint names, shapes and dtype of the policy):
+ * the engine's load_weights accepts exactly this set. [checked: weight_export_complete]
  * The tensors are owned by the trainer and stay valid and unchanged until the next train_step,
  * load_state or destroy: the transport may hand them over zero-copy.
  *
@@ -161,7 +164,8 @@ typedef struct mlpt_export_weights_args {
    * writes it): every tensor is whole. */
   const mlpt_tensor_shard* out_shards;
   /* Since 1.2 (out): when the tensors' device data may be read (mlpt.h, Device memory); the trainer
-   * sets it when they are in device memory. Left zeroed (and absent): ready on return. */
+   * sets it when they are in device memory. Left zeroed (and absent): ready on return.
+   * [checked: export_device_ready] */
   mlpt_device_ready out_ready;
 } mlpt_export_weights_args;
 #define MLPT_EXPORT_WEIGHTS_ARGS_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_export_weights_args, out_ready)
@@ -175,7 +179,7 @@ typedef struct mlpt_export_weights_args {
  * tensor (the ranks of data-parallel replica 0, create args out_data_parallel_rank: all of them
  * under tensor or pipeline parallelism alone), each with its own sender endpoint (one sender rank
  * of the transport, transport.h). A failing send is returned as the trainer's error with the
- * transport's code and message. */
+ * transport's code and message. [checked: weights_flow_plugin_to_plugin] */
 typedef struct mlpt_publish_weights_args {
   size_t struct_size;
   mlpt_trainer* trainer;
@@ -210,7 +214,7 @@ typedef struct mlpt_trainer_state_args {
 typedef struct mlpt_trainer_api {
   size_t struct_size;
   mlpt_error* (*create)(mlpt_trainer_create_args* args);
-  void (*destroy)(mlpt_trainer* trainer); /* NULL is a no-op */
+  void (*destroy)(mlpt_trainer* trainer); /* NULL is a no-op [checked: null_destroy_is_noop] */
   mlpt_error* (*train_step)(mlpt_train_step_args* args);
   mlpt_error* (*compute_logprobs)(mlpt_compute_logprobs_args* args);
   mlpt_error* (*export_weights)(mlpt_export_weights_args* args);

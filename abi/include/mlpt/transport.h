@@ -9,8 +9,9 @@
  * transport of 1.0 or 1.1 the host calls `send` (with the export) or `receive`/`release` (around
  * load_weights) for that side itself, passing the tensors through (as `mlpt run`'s sparse refit).
  *
- * Versions: every send carries a version strictly greater than the previous send's; a receiver
- * asks for at least some version and gets the newest one available.
+ * Versions: every send carries a version strictly greater than the previous send's (a transport
+ * refuses another) [checked: versions_monotonic]; a receiver asks for at least some version and
+ * gets the newest one available, bit for bit as sent [checked: round_trip_bitwise].
  *
  * Sender ranks (since 1.2): the sender endpoints created with the same `group` and a component
  * group of n ranks publish each version together, each rank its own shards (mlpt.h,
@@ -77,7 +78,7 @@ typedef struct mlpt_transport_create_args {
 /* An endpoint bound to the component that uses it: the host passes a sender's binding to the
  * trainer's publish_weights and a receiver's to the engine's fetch_weights, so that they call the
  * transport without knowing which plugin provides it. The host binds only endpoints of a transport
- * whose plugin declares 1.2 or later (the table below has the 1.2 shape); it relays for an older
+ * whose plugin declares 1.2 or later (its table has release_received); it relays for an older
  * one. Everything here is the transport plugin's and is borrowed for the call it is passed to: a
  * component must not keep the binding or call it afterwards. Errors returned by `api` are destroyed
  * with `errors`; a component that fails because of one returns an error of its own carrying that
@@ -125,12 +126,12 @@ typedef struct mlpt_transport_send_args {
 
 /* Waits for a version >= min_version and returns the newest available. The tensors are owned by
  * the transport and stay valid until `release` of that version (or destroy); release before the
- * next receive. MLPT_DEADLINE_EXCEEDED after timeout_ms; MLPT_DATA_LOSS on a checksum mismatch;
+ * next receive. MLPT_DEADLINE_EXCEEDED after timeout_ms [checked: receive_times_out]; MLPT_DATA_LOSS on a checksum mismatch;
  * MLPT_UNAVAILABLE when the sender went away.
  *
  * The layout (since 1.2): a receiver says which tensors it wants and which part of each (`want_*`,
  * e.g. an engine rank's weight_shards), and gets exactly those, in that order, cut from what the
- * sender ranks published: each element it wants is read from one sender's shard, and a wanted
+ * sender ranks published [checked: wanted_layout_bitwise]: each element it wants is read from one sender's shard, and a wanted
  * tensor that is a published tensor as it is (same name, dtype and part) is handed over as it is
  * (zero-copy where the transport is). Without `want` (num_want 0, or an older receiver) it gets
  * every published tensor whole, each name once in the order the sender ranks sent them (rank 0
@@ -169,7 +170,9 @@ typedef struct mlpt_transport_receive_args {
 /* ---- Release --------------------------------------------------------------------------------- */
 
 /* Gives back what `receive` returned for `version`: the tensors are invalid afterwards. Releasing
- * a version the endpoint does not hold is an error that names the version. Receivers only. */
+ * a version the endpoint does not hold is an error that names the version. Receivers only.
+ * `release_received` takes these args (since 1.2); `release`, its 1.0 form, takes the endpoint and
+ * the version. */
 typedef struct mlpt_transport_release_args {
   size_t struct_size;
   mlpt_transport* transport;
@@ -189,20 +192,27 @@ typedef struct mlpt_transport_release_args {
 typedef struct mlpt_transport_api {
   size_t struct_size;
   mlpt_error* (*create)(mlpt_transport_create_args* args);
-  void (*destroy)(mlpt_transport* transport); /* NULL is a no-op; unblocks nobody else forever */
+  /* NULL is a no-op [checked: null_destroy_is_noop]; unblocks nobody else forever */
+  void (*destroy)(mlpt_transport* transport);
   mlpt_error* (*send)(mlpt_transport_send_args* args);       /* senders only */
   mlpt_error* (*receive)(mlpt_transport_receive_args* args); /* receivers only */
-  /* Since 1.2 this slot takes its args. A table of a plugin that declares 1.0 or 1.1 (and the table
-   * a 1.2 plugin hands a host that declares 1.0 or 1.1) has the older shape here:
-   * `mlpt_error* (*release)(mlpt_transport*, uint64_t version)` (mlpt_transport_api_1_1 in
-   * mlpt/compat_1_1.h). */
-  mlpt_error* (*release)(mlpt_transport_release_args* args); /* receivers only */
+  /* See Release, in the calling convention of 1.0. Superseded by release_received (1.2); a 1.2
+   * host calls this only when the table is older. */
+  mlpt_error* (*release)(mlpt_transport* transport, uint64_t version); /* receivers only */
 
   /* Since 1.2 (the plugin's). Absent: no extensions. */
   const mlpt_extension* extension_start;
+
+  /* ---- Since 1.2: read only when struct_size covers it (MLPT_HAS_FIELD); a 1.2 transport sets
+   * it, and keeps `release` set for older hosts. ---- */
+
+  /* See Release. */
+  mlpt_error* (*release_received)(mlpt_transport_release_args* args); /* receivers only */
 } mlpt_transport_api;
-#define MLPT_TRANSPORT_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_transport_api, extension_start)
+#define MLPT_TRANSPORT_API_STRUCT_SIZE MLPT_STRUCT_SIZE(mlpt_transport_api, release_received)
+/* The table of ABI 1.0, unchanged in 1.1: the least a host accepts. */
 #define MLPT_TRANSPORT_API_STRUCT_SIZE_1_0 MLPT_STRUCT_SIZE(mlpt_transport_api, release)
+#define MLPT_TRANSPORT_API_STRUCT_SIZE_1_1 MLPT_TRANSPORT_API_STRUCT_SIZE_1_0
 
 #ifdef __cplusplus
 }

@@ -99,7 +99,8 @@ static void check_transport(const mlpt_plugin_descriptor* d) {
   EXPECT(c != NULL, "the in-process transport component is listed");
   if (!c) return;
   api = (const mlpt_transport_api*)c->api;
-  EXPECT(api->struct_size == MLPT_TRANSPORT_API_STRUCT_SIZE, "its table has 1.1's size (the SDK served 1.1's shape)");
+  /* A 1.2 table begins with 1.1's, `release` in its 1.1 form included: a 1.1 host reads its prefix. */
+  EXPECT(api->struct_size >= MLPT_TRANSPORT_API_STRUCT_SIZE, "its table holds at least 1.1's");
 
   memset(&create, 0, sizeof(create));
   create.struct_size = MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE; /* 1.1's: no extension_start */

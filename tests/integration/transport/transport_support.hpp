@@ -102,7 +102,7 @@ class Endpoint {
   }
   void release(uint64_t version) {
     mlpt_transport_release_args a{MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE, handle_, version, nullptr};
-    mlpt::plugin::check(t_.component, t_.api->release(&a), "release");
+    mlpt::plugin::check(t_.component, t_.api->release_received(&a), "release_received");
   }
 
  private:

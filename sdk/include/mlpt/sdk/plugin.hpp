@@ -6,8 +6,8 @@
 //
 // which exports `mlpt_plugin_init`, refuses a host of another ABI major (with an error the host can
 // destroy), and returns a descriptor built from the listed components. A host that declares an
-// older minor (1.0, 1.1) gets tables of its version's shape; the plugin reads every field the host
-// writes only up to the size the host declared.
+// older minor (1.0, 1.1) gets the same tables: a 1.2 table begins with the older one (mlpt.h,
+// Versions), and the plugin reads every field the host writes only up to the size the host declared.
 #pragma once
 
 #include <algorithm>
@@ -126,16 +126,14 @@ inline std::string_view build_info() {
 #endif
 }
 
-// One component as the SDK lists it: the record, and for kinds whose table shape changed in 1.2
-// the table to hand a host that declares 1.0 or 1.1 instead (mlpt/compat_1_1.h).
+// One component as the SDK lists it.
 struct ComponentSpec {
   mlpt_component component;
-  const void* api_1_1 = nullptr;  // NULL: the 1.2 table is a valid 1.1 table (a longer prefix)
 };
 
 namespace detail {
 inline ComponentSpec component(mlpt_component_kind kind, std::string_view name, std::string_view description,
-                               const void* api, const void* caps, const void* api_1_1 = nullptr) {
+                               const void* api, const void* caps) {
   mlpt_component c{};
   c.struct_size = MLPT_COMPONENT_STRUCT_SIZE;
   c.kind = kind;
@@ -143,7 +141,7 @@ inline ComponentSpec component(mlpt_component_kind kind, std::string_view name, 
   c.description = borrow(description);
   c.api = api;
   c.capabilities = caps;
-  return ComponentSpec{c, api_1_1};
+  return ComponentSpec{c};
 }
 
 inline mlpt_plugin_descriptor& descriptor_storage() {
@@ -184,10 +182,7 @@ inline mlpt_error* plugin_init(mlpt_plugin_init_args* args, std::string_view nam
                           version_text(host_version) + " (another major version: rebuild one of them)");
   static std::vector<mlpt_component> storage;
   storage.clear();
-  for (const auto& spec : components) {
-    storage.push_back(spec.component);
-    if (host_version.minor < 2 && spec.api_1_1) storage.back().api = spec.api_1_1;
-  }
+  for (const auto& spec : components) storage.push_back(spec.component);
   descriptor.num_components = storage.size();
   descriptor.components = storage.data();
   return nullptr;

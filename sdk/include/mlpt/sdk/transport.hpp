@@ -13,7 +13,6 @@
 #include <memory>
 #include <type_traits>
 
-#include "mlpt/compat_1_1.h"
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/reshard.hpp"
 #include "mlpt/transport.h"
@@ -102,7 +101,7 @@ class BoundTransport {
     require_struct(b, MLPT_TRANSPORT_BINDING_STRUCT_SIZE, "mlpt_transport_binding");
     if (!b->api || !b->errors || !b->transport)
       throw Error(MLPT_INVALID_ARGUMENT, std::string(what) + " binding: api, errors and transport are required");
-    if (!MLPT_HAS_FIELD(b->api, mlpt_transport_api, extension_start))
+    if (!MLPT_HAS_FIELD(b->api, mlpt_transport_api, release_received) || !b->api->release_received)
       throw Error(MLPT_INVALID_ARGUMENT, std::string(what) + " binding: the transport's table is older than ABI 1.2");
     binding_ = *b;
   }
@@ -111,7 +110,7 @@ class BoundTransport {
   void receive(mlpt_transport_receive_args& a) const { check(binding_.api->receive(&a), "receive"); }
   void release(uint64_t version) const {
     mlpt_transport_release_args a{MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE, binding_.transport, version, nullptr};
-    check(binding_.api->release(&a), "release");
+    check(binding_.api->release_received(&a), "release");
   }
 
  private:
@@ -164,25 +163,15 @@ const mlpt_transport_api* transport_api() {
           detail::receive_in_layout(*detail::as_endpoint(a->transport), *a);
         });
       },
+      [](mlpt_transport* t, uint64_t version) {
+        return guard("transport.release", [&] { detail::release_held(*detail::as_endpoint(t), version); });
+      },
+      nullptr,
       [](mlpt_transport_release_args* a) {
-        return guard("transport.release", [&] {
+        return guard("transport.release_received", [&] {
           require_struct(a, MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE_1_2, "mlpt_transport_release_args");
           detail::release_held(*detail::as_endpoint(a->transport), a->version);
         });
-      },
-      nullptr,
-  };
-  return &api;
-}
-
-// The same component as a host of ABI 1.0 or 1.1 expects it: only `release` differs.
-template <class T>
-const mlpt_transport_api_1_1* transport_api_1_1() {
-  static const mlpt_transport_api_1_1 api = {
-      MLPT_TRANSPORT_API_STRUCT_SIZE_1_1, transport_api<T>()->create, transport_api<T>()->destroy,
-      transport_api<T>()->send, transport_api<T>()->receive,
-      [](mlpt_transport* t, uint64_t version) {
-        return guard("transport.release", [&] { detail::release_held(*detail::as_endpoint(t), version); });
       },
   };
   return &api;
@@ -191,8 +180,7 @@ const mlpt_transport_api_1_1* transport_api_1_1() {
 template <class T>
 ComponentSpec transport_component(std::string_view name, std::string_view description,
                                    const mlpt_transport_capabilities* caps) {
-  return detail::component(MLPT_COMPONENT_TRANSPORT, name, description, transport_api<T>(), caps,
-                           transport_api_1_1<T>());
+  return detail::component(MLPT_COMPONENT_TRANSPORT, name, description, transport_api<T>(), caps);
 }
 
 }  // namespace mlpt::sdk
