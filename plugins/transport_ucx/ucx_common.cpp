@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #include "mlpt/sdk/settings.hpp"
 
 namespace mlpt::transport::ucx {
@@ -19,6 +21,7 @@ Config parse_config(std::string_view text, bool sender) {
   c.verify_checksum = s.boolean_or("verify_checksum", c.verify_checksum);
   c.timeout_ms = s.integer_or("timeout_ms", c.timeout_ms, 0);
   c.name = s.string_or("name", c.name);
+  c.shared_memory = s.boolean_or("shared_memory", c.shared_memory);
   c.test_only_corrupt_bucket = s.integer_or("test_only_corrupt_bucket", c.test_only_corrupt_bucket, 0);
   c.test_only_exit_after_buckets = s.integer_or("test_only_exit_after_buckets", c.test_only_exit_after_buckets, 0);
   s.reject_unknown();
@@ -108,6 +111,14 @@ std::string describe(const sockaddr_storage& addr) {
     return "[" + std::string(ip) + "]:" + std::to_string(port);
   }
   return "unknown address";
+}
+
+std::string machine_identity() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(host) + "/" + boot;
 }
 
 ucp_context_h make_context(const std::string& who) {

@@ -33,6 +33,9 @@ struct Config {
   bool verify_checksum = true;         // sender: compute per-bucket xxhash64; receiver: check it
   int64_t timeout_ms = 30000;          // receiver: how long to keep trying to connect; both: teardown bound
   std::string name;                    // receiver: how the sender names it in errors
+  // sender: a receiver on this machine gets its streams over a second endpoint without peer error
+  // handling, so that UCX may use shared memory (see open_stream_endpoint in ucx_sender.cpp)
+  bool shared_memory = true;
   // Test-only fault injection, named so nobody sets them by accident:
   int64_t test_only_corrupt_bucket = -1;     // receiver flips a byte of this bucket after it lands
   int64_t test_only_exit_after_buckets = -1; // receiver process _exit()s after this many buckets landed
@@ -71,6 +74,7 @@ inline constexpr ucp_tag_t kFullMask = ~0ull;
 // sender assigned in its welcome. kAmAsk asks for the sender rank's shard boxes (answered by kOffer);
 // kAmPull says which boxes of which tensors to send this receiver from now on; kAmWhole (one sender
 // rank) asks for every version as the rank sends it. A receiver gets nothing before it said which.
+// kAmHello carries the receiver's name, machine identity and UCX worker address (put_string each).
 // kAmLeaving: the receiver is closing its endpoint on purpose, so the broken connection that
 // follows is its leaving, not a fault (it is dropped as a lost one is, without a warning).
 enum AmId : unsigned { kAmHello = 1, kAmAck = 2, kAmAsk = 3, kAmPull = 4, kAmWhole = 5, kAmLeaving = 6 };
@@ -91,6 +95,10 @@ inline void check(ucs_status_t s, const std::string& what) {
 // "host:port" (or "[v6]:port") -> socket address; throws MLPT_INVALID_ARGUMENT naming the text.
 sockaddr_storage resolve(const std::string& address, socklen_t* length);
 std::string describe(const sockaddr_storage& addr);
+
+// What tells this machine from others: host name and kernel boot id. A receiver sends it in its
+// hello; a sender that finds its own there knows shared memory can reach the receiver.
+std::string machine_identity();
 
 // A ucp context reading UCX_* from the environment; features TAG and AM.
 ucp_context_h make_context(const std::string& who);

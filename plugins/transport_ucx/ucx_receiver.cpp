@@ -158,6 +158,14 @@ class UcxReceiver::Engine {
       wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
       wp.thread_mode = UCS_THREAD_MODE_SINGLE;
       check(ucp_worker_create(context_, &wp, &worker_), "ucx receiver: creating the worker");
+      // Sent in the hello: a sender on this machine reaches the worker through it (shared memory).
+      ucp_address_t* address = nullptr;
+      size_t address_length = 0;
+      check(ucp_worker_get_address(worker_, &address, &address_length),
+            "ucx receiver: querying the worker address");
+      const auto* bytes = reinterpret_cast<const char*>(address);
+      worker_address_.assign(bytes, bytes + address_length);
+      ucp_worker_release_address(worker_, address);
       for (auto& l : links_) l.addr = resolve(l.address, &l.addr_len);
     } catch (const std::exception& e) {
       std::lock_guard lock(mutex);
@@ -421,7 +429,10 @@ class UcxReceiver::Engine {
           ++connected;
           cv.notify_all();
         }
-        std::vector<uint8_t> hello(config_.name.begin(), config_.name.end());
+        std::vector<uint8_t> hello;
+        put_string(hello, config_.name);
+        put_string(hello, machine_identity());
+        put_string(hello, worker_address_);
         send_am(link, kAmHello, std::move(hello));
         return;
       }
@@ -705,6 +716,7 @@ class UcxReceiver::Engine {
   const Config& config_;
   ucp_context_h context_;
   ucp_worker_h worker_ = nullptr;
+  std::string worker_address_;  // ucp_worker_get_address's bytes
   std::vector<Link> links_;  // one per sender rank, in rank order
   std::vector<std::unique_ptr<ErrArg>> err_args_;
   bool finished_ = false;  // gone for good: no more connection attempts

@@ -282,6 +282,10 @@ struct UcxSender::Peer {
   std::string address;  // the receiver's address as the listener saw it
   std::string name;     // from its hello
   ucp_ep_h ep = nullptr;
+  // A receiver on this machine: its streams go over this second endpoint, which has no peer error
+  // handling so that UCX may use shared memory; `ep` (peer error handling) notices when it dies.
+  // NULL: the streams go over `ep`.
+  ucp_ep_h stream_ep = nullptr;
   enum State { kAccepted, kReady, kRejected, kFailed } state = kAccepted;
   bool close_requested = false;
   void* close_request = nullptr;
@@ -430,12 +434,14 @@ class UcxSender::Engine {
     for (auto& [id, p] : peers_) request_close(*p);
     drive_for(std::max<int64_t>(1000, std::min<int64_t>(config_.timeout_ms, 5000)), [&] {
       reap();
-      return peers_.empty();
+      return peers_.empty() && stream_closes_.empty();
     });
     teardown();
   }
 
   void teardown() {
+    for (void* r : stream_closes_) ucp_request_free(r);  // UCX releases it when the worker ends it
+    stream_closes_.clear();
     if (listener_) ucp_listener_destroy(listener_);
     listener_ = nullptr;
     if (worker_) ucp_worker_destroy(worker_);
@@ -487,6 +493,30 @@ class UcxSender::Engine {
     }
   }
 
+  // UCX offers no shared-memory transport to an endpoint with peer error handling (UCX 1.13), and
+  // the connection endpoint needs it to notice a receiver that dies. So a receiver on this machine
+  // is streamed over a second endpoint to its worker's address without it: the connection endpoint
+  // still notices the receiver's death (its socket closes with the process) and then both close;
+  // sends pending on the stream endpoint are abandoned with it.
+  void open_stream_endpoint(Peer& p, const std::string& worker) {
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(worker.data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ep.err_handler.cb = &Engine::on_ep_error;  // a transport error is still reported, and fails the peer
+    err_args_.push_back(std::make_unique<ErrArg>(ErrArg{this, p.id}));
+    ep.err_handler.arg = err_args_.back().get();
+    if (ucs_status_t s = ucp_ep_create(worker_, &ep, &p.stream_ep); s != UCS_OK) {
+      p.stream_ep = nullptr;
+      mlpt::sdk::log(MLPT_LOG_INFO, "transport.ucx",
+                     "sender: " + p.label() + ": no endpoint to its worker (" + status_text(s) +
+                         "); streaming over the connection");
+      return;
+    }
+    if (std::getenv("MLPT_UCX_PRINT_EP")) ucp_ep_print_info(p.stream_ep, stderr);
+  }
+
   // The error handler names the peer by id (the peer may be gone by the time UCX calls back).
   struct ErrArg {
     Engine* engine;
@@ -521,8 +551,12 @@ class UcxSender::Engine {
       Peer* p = find(id);
       if (!p || p->state == Peer::kFailed) continue;
       if (kind == kAmHello) {
-        p->name.assign(reinterpret_cast<const char*>(at), static_cast<size_t>(end - at));
-        on_hello(*p);
+        std::string machine, worker;
+        if (!get_string(at, end, p->name) || !get_string(at, end, machine) || !get_string(at, end, worker)) {
+          fail_peer(*p, MLPT_DATA_LOSS, "its hello is malformed");
+          continue;
+        }
+        on_hello(*p, machine, worker);
       } else if (kind == kAmAsk) {
         p->wants_offer = true;
         if (newest_) send_offer(*p);
@@ -547,7 +581,7 @@ class UcxSender::Engine {
     ep_errors_.clear();
   }
 
-  void on_hello(Peer& p) {
+  void on_hello(Peer& p, const std::string& machine, const std::string& worker) {
     size_t ready = ready_peers();
     if (ready >= config_.receivers) {
       std::string why = "the sender at " + listening_ + " already serves its " + std::to_string(config_.receivers) + " receivers";
@@ -558,7 +592,11 @@ class UcxSender::Engine {
     }
     p.state = Peer::kReady;
     if (ready + 1 > expected()) --lost_;  // it takes the place of one that is gone
-    mlpt::sdk::log(MLPT_LOG_INFO, "transport.ucx", "sender: " + p.label() + " connected");
+    if (config_.shared_memory && machine == machine_) open_stream_endpoint(p, worker);
+    mlpt::sdk::log(
+        MLPT_LOG_INFO, "transport.ucx",
+        "sender: " + p.label() + " connected" +
+            (p.stream_ep ? " (on this machine: streamed over shared memory where UCX has it)" : ""));
     if (newest_) serve(p);  // a late receiver gets the newest version at once
   }
 
@@ -708,7 +746,7 @@ class UcxSender::Engine {
     rp.cb.send = &Engine::on_sent;
     rp.user_data = op;
     ++ops_in_flight_;
-    ucs_status_ptr_t r = ucp_tag_send_nbx(p.ep, data, size, tag, &rp);
+    ucs_status_ptr_t r = ucp_tag_send_nbx(p.stream_ep ? p.stream_ep : p.ep, data, size, tag, &rp);
     if (r == nullptr) {
       sent(op, UCS_OK);
     } else if (UCS_PTR_IS_ERR(r)) {
@@ -775,6 +813,15 @@ class UcxSender::Engine {
   void request_close(Peer& p) {
     if (p.close_requested) return;
     p.close_requested = true;
+    if (p.stream_ep) {
+      // Without peer error handling UCX closes only by flushing (it refuses a forced close). A dead
+      // receiver's pending sends may never complete: the close is not waited for, and the worker's
+      // teardown ends what is left.
+      ucp_request_param_t flush{};
+      ucs_status_ptr_t r = ucp_ep_close_nbx(p.stream_ep, &flush);
+      if (r != nullptr && !UCS_PTR_IS_ERR(r)) stream_closes_.push_back(r);
+      p.stream_ep = nullptr;
+    }
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     // A rejected peer gets its refusal flushed first; everyone else is cut off at once.
@@ -788,6 +835,11 @@ class UcxSender::Engine {
   }
 
   void reap() {
+    std::erase_if(stream_closes_, [](void* r) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+      ucp_request_free(r);
+      return true;
+    });
     for (auto it = peers_.begin(); it != peers_.end();) {
       Peer& p = *it->second;
       if (p.state == Peer::kRejected && !p.close_requested && p.outstanding == 0) request_close(p);
@@ -887,6 +939,8 @@ class UcxSender::Engine {
   std::vector<std::vector<uint8_t>> messages_;
   std::vector<std::pair<uint64_t, ucs_status_t>> ep_errors_;
   std::vector<std::unique_ptr<ErrArg>> err_args_;
+  std::vector<void*> stream_closes_;  // closes of stream endpoints in progress
+  const std::string machine_ = machine_identity();
   size_t ops_in_flight_ = 0;
   size_t lost_ = 0;                       // receivers dropped because their connection broke
   std::vector<std::string> lost_labels_;  // and who they were
