@@ -1,5 +1,6 @@
-// Grading cost of the hardened grading mode's supervised test run (plugins/reward_r2e/witness_record.hpp)
-// against the reference mode's unsupervised one: every bundled task's golden patch graded in both,
+// Grading cost of the hardened grading mode's supervised test run (plugins/reward_r2e/witness_record.hpp:
+// a judge outside the test interpreter, one test process per test, the hidden tests sealed by
+// Landlock) against the reference mode's unsupervised one: every bundled task's golden patch graded in both,
 // interleaved (hardened, reference, hardened, ...) so
 // both see the same machine load; reported as mean seconds per grade, split into sandbox create,
 // patch apply and test run, and the ratio on/off. Both must give every golden patch reward 1

@@ -4,9 +4,9 @@
 // the task record (they are never in an image, so no agent sandbox can read them), run_tests.sh runs
 // under the test timeout, and the parsed statuses must match expected_output_json as R2E-Gym compares.
 // Two named grading modes (config `grading_mode`, written into every grade's details):
-//   hardened (default): the run is supervised (witness_record.hpp): a pass needs the supervisor's
-//     signed record and the witness's agreement with the summary, and a run flagged TAMPER_SUSPECT
-//     (by the patch scan or the witness) scores 0.
+//   hardened (default): the run is supervised (witness_record.hpp): the statuses are the witness's
+//     judge's, one process per test, from the supervisor's signed record, and a run flagged
+//     TAMPER_SUSPECT (by the patch scan or the witness) scores 0.
 //   reference: R2E-Gym's semantics exactly (the closed division): the run is not supervised and
 //     flags never change the reward.
 #include <mlpt/sdk.hpp>
@@ -174,38 +174,36 @@ class R2EReward final : public mlpt::sdk::Reward {
       args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
       return done("test output passed the output limit and was cut");
     }
-    // The supervisor's signed record: the run's own output is what precedes it.
-    mlpt::r2e::WitnessRecord record;
+    // Hardened: the statuses are the judge's, from the supervisor's signed record; the run's output
+    // (what precedes the record) is kept for the log only. Reference: R2E-Gym's parse of the output.
+    std::map<std::string, std::string> got;
     if (hardened_) {
-      record = mlpt::r2e::split_witness_record(run.output, key, nonce);
+      auto record = mlpt::r2e::split_witness_record(run.output, key, nonce);
       if (!record.ok) {
         args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
         return done("untrusted test run: " + record.why);
       }
       details["test_output_tail"] = tail(mlpt::r2e::strip_ansi(record.run_output), 4000);
-    }
-    const std::string& output = hardened_ ? record.run_output : run.output;
-    auto summary = mlpt::r2e::trusted_summary(output, run.exit_code);
-    if (!summary.ok) {
-      details["tests"] = mlpt::r2e::parse_pytest_summary(output);
-      args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
-      return done("untrusted test output: " + summary.why);
-    }
-    // What the witness saw from inside the run, against the summary: refused tampering or any
-    // disagreement is a 0; what it reports as suspect is flagged, so the reward is reviewed.
-    if (hardened_) {
-      auto verdict = mlpt::r2e::cross_check(record.record, summary.tests, run.exit_code);
+      auto verdict = mlpt::r2e::judged_statuses(record.record, run.exit_code);
       // nondumpable: whether the supervisor kept its memory (the key) from the test process.
       details["witness"] = {{"violations", verdict.violations}, {"suspects", verdict.suspects}, {"agrees", verdict.agrees},
                             {"supervisor_nondumpable", record.record.value("nondumpable", false)}};
       if (!verdict.suspects.empty()) args.out_flags |= MLPT_REWARD_FLAG_TAMPER_SUSPECT;
       if (!verdict.agrees) {
-        details["tests"] = summary.tests;
+        details["tests"] = verdict.statuses;
         args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
         return done("the grading witness disagrees: " + verdict.why);
       }
+      got = verdict.statuses;
+    } else {
+      auto summary = mlpt::r2e::trusted_summary(run.output, run.exit_code);
+      if (!summary.ok) {
+        details["tests"] = mlpt::r2e::parse_pytest_summary(run.output);
+        args.out_flags |= MLPT_REWARD_FLAG_OUTPUT_UNTRUSTED;
+        return done("untrusted test output: " + summary.why);
+      }
+      got = summary.tests;
     }
-    const auto& got = summary.tests;
     details["tests"] = got;
     auto cmp = mlpt::r2e::compare(expected, got);
     details["mismatches"] = cmp.mismatches;

@@ -1,10 +1,12 @@
-// Grading from a channel the code under test cannot reach (issue 14 §3, the in-process class).
+// Grading from a channel the code under test cannot reach (issue 14 §3, issue 30 class 2).
 // The hidden tests run under a supervisor (witness/supervisor.py), a process of its own that holds
-// a per-grading key the code under test never sees, and a witness (witness/witness.py) that starts
-// before pytest and before any repository code, watches the run from inside (audit hook, its own
-// compile of the hidden tests, its own verdict per test) and reports to the supervisor on a private
-// pipe. The supervisor ends the output with one record line, signed with the key. The grader
-// trusts a passing run only when that record is intact and agrees with the parsed summary.
+// a per-grading key the code under test never sees. The run's interpreter starts the witness's
+// judge (witness/witness.py), which never runs repository code: it forks one child to collect the
+// tests and one child per test, and decides each test's status from what it observes across the
+// process boundary (the child's exit status, its summary line and its witness's signed events).
+// Its verdicts reach the supervisor on a socket only the judge holds; the supervisor ends the
+// output with one record line, signed with the key. The grader takes the statuses from that record
+// alone: nothing that decides them lives in an object the code under test can reach.
 #pragma once
 
 #include <map>
@@ -32,15 +34,18 @@ struct WitnessRecord {
 };
 WitnessRecord split_witness_record(const std::string& output, const std::string& key, const std::string& nonce);
 
-// The record's verdict on a run whose summary parsed to `summary` and whose exec ended with
-// `exit_code`: agreement (or why not), the violations the witness refused, and what it reports as
-// suspect (frame access, tracing, heap walks, ctypes by repository code).
+// The judge's verdicts in a record, for a run whose exec ended with `exit_code`: each test's status
+// by its summary name (pytest's node id after the file, "::" as "."; "" for a file that did not
+// collect), or why the record cannot be trusted (no judge, an incomplete run, a test the judge
+// could not trust, a refused tampering); what the children's witnesses reported as suspect (frame
+// access, tracing, ctypes, a repository hook in pytest's call protocol) is passed on.
 struct WitnessVerdict {
   bool agrees = false;
   std::string why;  // when it does not agree
+  std::map<std::string, std::string> statuses;
   nlohmann::json violations = nlohmann::json::array();
   nlohmann::json suspects = nlohmann::json::array();
 };
-WitnessVerdict cross_check(const nlohmann::json& record, const std::map<std::string, std::string>& summary, int exit_code);
+WitnessVerdict judged_statuses(const nlohmann::json& record, int exit_code);
 
 }  // namespace mlpt::r2e

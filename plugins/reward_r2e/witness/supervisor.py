@@ -3,11 +3,14 @@
 #   supervisor.py KEY_FILE NONCE WORKSPACE COMMAND
 # It reads the per-grading key and deletes its file before anything else runs, makes itself
 # non-dumpable (the code under test cannot read its memory or its file descriptors through /proc),
-# and runs COMMAND (the hidden-test run) with stdout and stderr on a pipe of its own and the
-# witness's event pipe as the only other channel. It forwards the output, counts and hashes it, and
-# ends its own output with one record line
+# and runs COMMAND (the hidden-test run) with stdout and stderr on a pipe of its own. The run's
+# `python3`, `python` and `pytest` start the witness's judge (witness.py), which connects to a
+# socket only the supervisor listens on, once: the supervisor accepts the first connection and
+# closes the listener, so the judge's verdicts arrive on a channel no other process can write
+# (a socket cannot be reopened through /proc, and the judge's is never inherited). The supervisor
+# forwards the output, counts and hashes it, and ends its own output with one record line
 #   @@MLPT_WITNESS@@ <hmac-sha256 hex of JSON> <JSON>
-# holding the run's true exit status, the output's length and SHA-256, and the witness's events.
+# holding the run's true exit status, the output's length and SHA-256, and the judge's events.
 # Bytes the code under test writes to the sandbox's output by any other path change the hash or
 # follow the record; a record it prints itself has no valid HMAC, as the key never reaches it.
 import hashlib
@@ -16,6 +19,7 @@ import json
 import os
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -43,27 +47,17 @@ def write_shims(folder, witness, real_python):
         os.chmod(path, 0o555)
 
 
-def verified_events(stream):
-    """The witness's events: its first line announces its key ("key <hex>"), every later line is
-    "<hmac-sha256 hex> <JSON>" with sequence numbers from 0. Lines that fail are counted, not kept:
-    something other than the witness wrote on its channel."""
-    lines = [l for l in stream.split(b"\n") if l]
-    if not lines or not lines[0].startswith(b"key "):
-        return [], len(lines)
-    try:
-        key = bytes.fromhex(lines[0][4:].decode("ascii"))
-    except ValueError:
-        return [], len(lines)
+def judge_events(stream):
+    """The judge's events: one JSON object a line. (events, lines that are not JSON objects)."""
     parsed, malformed = [], 0
-    for line in lines[1:]:
-        mac, _, body = line.partition(b" ")
+    for line in stream.split(b"\n"):
+        if not line:
+            continue
         try:
-            event = json.loads(body)
-            good = hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest().encode()) and \
-                isinstance(event, dict) and event.get("seq") == len(parsed)
+            event = json.loads(line)
         except ValueError:
-            good = False
-        if good:
+            event = None
+        if isinstance(event, dict):
             parsed.append(event)
         else:
             malformed += 1
@@ -83,17 +77,20 @@ def main():
     write_shims(shims, os.path.join(here, "witness.py"), real_python)
 
     out_r, out_w = os.pipe()
-    ev_r, ev_w = os.pipe()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = "mlpt-grading-%s-%s" % (nonce, os.urandom(8).hex())
+    listener.bind("\0" + name)
+    listener.listen(1)
     env = dict(os.environ)
-    env.update({"PATH": shims + ":" + path, "MLPT_WITNESS_PATH": path, "MLPT_WITNESS_FD": str(ev_w),
+    env.update({"PATH": shims + ":" + path, "MLPT_WITNESS_PATH": path, "MLPT_WITNESS_SOCKET": name,
                 "MLPT_WITNESS_WORKSPACE": workspace, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     proc = subprocess.Popen(["sh", "-c", command], cwd=workspace, stdin=subprocess.DEVNULL, stdout=out_w,
-                            stderr=out_w, pass_fds=(ev_w,), env=env)
+                            stderr=out_w, env=env)
     os.close(out_w)
-    os.close(ev_w)
 
-    digest, out_bytes, events, events_cut = hashlib.sha256(), 0, bytearray(), False
-    open_fds, exited_at = {out_r, ev_r}, None
+    digest, out_bytes, events, events_cut, connections = hashlib.sha256(), 0, bytearray(), False, 0
+    ev = None
+    open_fds, exited_at = {out_r, listener.fileno()}, None
     while open_fds:
         if exited_at is None and proc.poll() is not None:
             exited_at = time.monotonic()
@@ -101,6 +98,13 @@ def main():
             break  # a process the run left behind keeps a pipe open: stop reading
         ready, _, _ = select.select(list(open_fds), [], [], 0.2)
         for fd in ready:
+            if fd == listener.fileno():  # the judge, first and only: the listener goes away
+                ev, _ = listener.accept()
+                connections += 1
+                open_fds.discard(fd)
+                listener.close()
+                open_fds.add(ev.fileno())
+                continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 open_fds.discard(fd)
@@ -118,10 +122,11 @@ def main():
     if exit_code < 0:
         exit_code = 128 - exit_code
 
-    parsed, malformed = verified_events(bytes(events))
+    parsed, malformed = judge_events(bytes(events))
     record = json.dumps({"nonce": nonce, "exit": exit_code, "out_bytes": out_bytes, "out_sha256": digest.hexdigest(),
                          "nondumpable": nondumpable, "events": parsed, "events_malformed": malformed,
-                         "events_cut": events_cut}, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+                         "events_cut": events_cut, "judged": connections == 1}, ensure_ascii=True, sort_keys=True,
+                        separators=(",", ":"))
     mac = hmac.new(key, record.encode(), hashlib.sha256).hexdigest()
     line = ("\n@@MLPT_WITNESS@@ %s %s\n" % (mac, record)).encode()
     while line:

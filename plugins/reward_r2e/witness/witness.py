@@ -1,32 +1,45 @@
 # The grading witness: the first code of the hidden-test interpreter (the supervisor's `python3`,
 # `python` and `pytest` start it, isolated, from a folder outside the repository), before pytest
-# runs and before any repository code can be imported. It
+# runs and before any repository code can be imported. It has two roles.
+#
+# The judge (the interpreter the supervisor's shims start, MLPT_WITNESS_SOCKET set): it never runs
+# repository code. It connects to the supervisor's one-connection socket (a channel no other
+# process can open: a socket cannot be reopened through /proc, and the supervisor accepts only the
+# first connection), then forks one child to collect the tests and one child per collected test,
+# and decides each test's status itself, from what it observes across the process boundary: the
+# child's exit status (waitpid), the child's pytest summary line, and the child's signed events.
+# A test counts only when all three agree. Only its verdicts reach the supervisor.
+#
+# A test child (forked by the judge, or MLPT_WITNESS_FD set for a single run) runs the command line
+# it was given with pytest restricted to one test. Before any repository code it
 #  - installs an audit hook (which Python cannot remove) that refuses, when repository code is on
 #    the stack, reading the hidden tests or this witness, replacing the code of pytest's, pluggy's
 #    or the hidden tests' functions, reading the code of the runner, of this witness or
 #    (while tests run) of the hidden tests, walking the heap (gc), and starting processes while the
-#    hidden tests are still on disk; and that reports frame access, tracing and ctypes as suspect;
-#  - compiles the hidden tests itself, as pytest's assertion rewriting does, and checks that every
-#    collected test runs exactly that code, that the test modules' imports, functions and literal
-#    constants are still the ones their source binds, and that pytest's and pluggy's functions,
-#    classes and class attributes are the ones it saw before any repository code ran;
-#  - judges each test from the exceptions of its own setup, call and teardown (not from pytest's
-#    reports), deletes the hidden test modules once collected, and
-#  - sends all of it to the supervisor on its own pipe, each event with an HMAC under a key made
-#    here and kept only in a generator's frame (which the audit hook keeps repository code from
-#    reading), in sequence.
+#    tests are being collected; and that reports frame access, tracing and ctypes as suspect;
+#  - compiles the hidden tests itself, as pytest's assertion rewriting does, and keeps only digests
+#    of their code and constants (nothing of the tests' text stays in objects repository code can
+#    walk to: closures and module globals are not audited), to check that the collected test runs
+#    exactly that code and that the test module's imports, functions and constants are unchanged;
+#  - prepares Landlock file rules (every file readable and writable but the hidden tests and the
+#    runner script), which it applies when collection ends: from then on no name, link or
+#    /proc path opens the hidden tests' bytes in this process or anything it starts;
+#  - judges the test from the exceptions of its own setup, call and teardown, and sends that on its
+#    own pipe with an HMAC under a key made after the fork and kept only in a generator's frame.
 # A command line that is not the hidden-test run (a nested interpreter) runs plain.
 import os
 import sys
 
+_SOCKET = os.environ.pop("MLPT_WITNESS_SOCKET", None)
 _FD = os.environ.pop("MLPT_WITNESS_FD", None)
-if _FD is None:
+if _SOCKET is None and _FD is None:
     os.execv(sys.executable, [sys.executable] + sys.argv[1:])
 
 import ast
 import hashlib
 import hmac
 import json
+import select
 import threading
 import types
 
@@ -37,24 +50,10 @@ RUN_TESTS = os.path.join(WORKSPACE, "run_tests.sh")
 SELF = os.path.realpath(__file__)
 SELF_DIR = os.path.dirname(SELF)
 MAX_REPORTS = 64  # suspect events per kind and place are reported once, at most this many in all
+MAX_CHILD_OUTPUT = 4 << 20  # what the judge keeps of one child's output to find its summary line
+STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 
-# ---- The hidden tests, read before any repository code exists in this process ----
-SOURCES = {}
-IDENTITIES = set()  # (device, inode) of each: the same file under any other name (a hard link, /proc/N/root)
-for _root, _dirs, _files in os.walk(HIDDEN_DIR):
-    for _name in _files:
-        if _name.endswith(".py"):
-            _path = os.path.join(_root, _name)
-            with open(_path, "rb") as _f:
-                SOURCES[_path] = _f.read()
-                _st = os.fstat(_f.fileno())
-                IDENTITIES.add((_st.st_dev, _st.st_ino))
-# A relative name is resolved by the audit hook against the working directory, but os.open(...,
-# dir_fd=) resolves it against a folder the hook is not told: a relative name that ends like a
-# hidden test's path is taken for it.
-HIDDEN_TAILS = {os.path.relpath(p, HIDDEN_DIR) for p in SOURCES} | {os.path.basename(p) for p in SOURCES}
-# No bytecode cache: pytest would write the rewritten hidden tests' code next to them, readable by
-# another name than theirs while the tests run.
+# No bytecode cache: pytest would write the rewritten hidden tests' code next to them.
 sys.dont_write_bytecode = True
 
 import pytest  # noqa: E402  (the system's pytest: the repository is not on sys.path)
@@ -68,15 +67,42 @@ REWRITTEN = lambda path: (os.path.basename(path).startswith("test_") or path.end
                           or os.path.basename(path) == "conftest.py")
 
 
+def _hidden_files():
+    """The hidden tests' paths and (device, inode) identities, and the SHA-256 of each one's bytes."""
+    paths, identities, digests = [], set(), {}
+    for root, _dirs, files in os.walk(HIDDEN_DIR):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                with open(path, "rb") as f:
+                    digests[path] = hashlib.sha256(f.read()).hexdigest()
+                    st = os.fstat(f.fileno())
+                    identities.add((st.st_dev, st.st_ino))
+                paths.append(path)
+    return sorted(paths), identities, digests
+
+
+def _value_digest(value):
+    return "%s:%s" % (type(value).__name__, hashlib.sha256(repr(value).encode("utf-8", "replace")).hexdigest())
+
+
+def code_digest(code):
+    """A digest of a code object and everything it holds (nested code by its own digest)."""
+    consts = tuple(code_digest(c) if isinstance(c, types.CodeType) else _value_digest(c) for c in code.co_consts)
+    parts = (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+             code.co_qualname, code.co_firstlineno, code.co_filename)
+    return hashlib.sha256(repr(parts).encode("utf-8", "replace")).hexdigest()
+
+
 def _pristine(path, source):
-    """{(qualname, first line): code} of every function and class body in the hidden module, and its
-    top-level bindings: literal constants, imports and definitions."""
+    """Digests of every function and class body of a hidden module {(qualname, first line): digest},
+    and its top-level bindings: digests of literal constants, imports and definitions."""
     tree = ast.parse(source, filename=path)
     consts, imports, defs = {}, {}, set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
-                consts[node.targets[0].id] = ast.literal_eval(node.value)
+                consts[node.targets[0].id] = _value_digest(ast.literal_eval(node.value))
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 pass
         elif isinstance(node, ast.Import):
@@ -93,17 +119,9 @@ def _pristine(path, source):
     codes, todo = {}, [compile(tree, path, "exec", dont_inherit=True)]
     while todo:
         code = todo.pop()
-        codes[(code.co_qualname, code.co_firstlineno)] = code
+        codes[(code.co_qualname, code.co_firstlineno)] = code_digest(code)
         todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
     return {"codes": codes, "consts": consts, "imports": imports, "defs": defs}
-
-
-PRISTINE = {}
-for _path, _source in SOURCES.items():
-    try:
-        PRISTINE[_path] = _pristine(_path, _source)
-    except SyntaxError:
-        PRISTINE[_path] = None  # pytest reports the collection error itself
 
 
 def _equal(a, b):
@@ -113,7 +131,69 @@ def _equal(a, b):
         return False
 
 
-# ---- The event channel: a generator holds the key; only the witness's own code may send ----
+# ---- Landlock: file rules the kernel enforces on this process and everything it starts ----
+_LANDLOCK_READ_FILE, _LANDLOCK_WRITE_FILE, _LANDLOCK_TRUNCATE = 1 << 2, 1 << 1, 1 << 14
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # x86-64 and arm64 alike
+
+
+def _landlock_prepare(protected):
+    """A Landlock ruleset (its descriptor) that lets this process read and write every file but those
+    in `protected` and anything later created beside them: each folder on the way from / to a
+    protected file grants its other entries. (None, why) where the kernel has no Landlock."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    abi = syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi < 1:
+        return None, None, "the kernel has no Landlock (errno %d)" % ctypes.get_errno()
+    handled = _LANDLOCK_READ_FILE | _LANDLOCK_WRITE_FILE | (_LANDLOCK_TRUNCATE if abi >= 3 else 0)
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    attr = RulesetAttr(handled)
+    ruleset = syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return None, None, "landlock_create_ruleset failed (errno %d)" % ctypes.get_errno()
+    on_path = {"/"}
+    for p in protected:
+        d = os.path.dirname(p)
+        while d not in on_path:
+            on_path.add(d)
+            d = os.path.dirname(d)
+    granted = set()
+    for folder in sorted(on_path):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if path in on_path or path in protected or path in granted:
+                continue
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                import stat
+                rights = handled if stat.S_ISDIR(os.fstat(fd).st_mode) else handled & (
+                    _LANDLOCK_READ_FILE | _LANDLOCK_WRITE_FILE | _LANDLOCK_TRUNCATE)
+                rule = PathBeneath(rights, fd)
+                if syscall(_SYS_ADD_RULE, ruleset, ctypes.c_int(1), ctypes.byref(rule), ctypes.c_uint32(0)) == 0:
+                    granted.add(path)
+            finally:
+                os.close(fd)
+    restrict = lambda: syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)) == 0 or ctypes.get_errno()
+    return ruleset, restrict, None
+
+
+# ---- A test child: one pytest run (collect only, or one test), watched from inside ----
 def _channel(fd, key):
     seq = 0
     send_code, audit_code = yield
@@ -141,8 +221,9 @@ def _channel(fd, key):
             line = line[os.write(fd, line):]
 
 
-def _start():
-    fd = int(_FD)
+def _start(fd, only=None, collect_only=False):
+    """Sets up the witness in this (test) interpreter: events on `fd`; `only`: the node id of the one
+    test this run may run; `collect_only`: the run lists the collected node ids."""
     os.set_inheritable(fd, False)
     key = os.urandom(32)
     announce = ("key %s\n" % key.hex()).encode()  # the first line, written before any repository code runs
@@ -150,11 +231,28 @@ def _start():
         announce = announce[os.write(fd, announce):]
     gen = _channel(fd, key)
     next(gen)
+    del key
     lock = threading.RLock()
     busy = threading.local()
     state = {"phase": "exposed", "items": {}, "modules": {}, "runs": {}, "reported": set(), "collected": False}
     kinds = {}
     protected_prefixes = ("_pytest", "pytest", "pluggy", "mlpt_grading_witness")
+
+    # The hidden tests as this process reads them, before any repository code: digests only.
+    hidden_paths, identities, digests = _hidden_files()
+    hidden_set = set(hidden_paths)
+    hidden_tails = {os.path.relpath(p, HIDDEN_DIR) for p in hidden_paths} | {os.path.basename(p) for p in hidden_paths}
+    pristine = {}
+    for path in hidden_paths:
+        with open(path, "rb") as f:
+            source = f.read()
+        try:
+            pristine[path] = _pristine(path, source)
+        except SyntaxError:
+            pristine[path] = None  # pytest reports the collection error itself
+        del source
+    ruleset, restrict, no_landlock = _landlock_prepare(hidden_paths + [RUN_TESTS])
+    os_open, os_close, listdir = os.open, os.close, os.listdir  # bound before repository code can replace them
 
     def send(kind, **fields):
         with lock:
@@ -171,7 +269,7 @@ def _start():
             real = os.path.realpath(filename) if filename.startswith("/") else filename
             if real == SELF:
                 k = "witness"
-            elif real in SOURCES:
+            elif real in hidden_set:
                 k = "hidden"
             elif real.startswith(RUNNER_DIRS):
                 k = "runner"
@@ -235,15 +333,15 @@ def _start():
         or this witness, under whatever name."""
         given = os.fsdecode(path)
         real = os.path.realpath(given)
-        if real in SOURCES or real == RUN_TESTS or real.startswith(SELF_DIR + os.sep):
+        if real in hidden_set or real == RUN_TESTS or real.startswith(SELF_DIR + os.sep):
             return True
-        if not given.startswith("/") and os.path.normpath(given).lstrip("./") in HIDDEN_TAILS:
+        if not given.startswith("/") and os.path.normpath(given).lstrip("./") in hidden_tails:
             return True
         try:
             st = os.stat(real)
         except (OSError, ValueError):
             return False
-        return (st.st_dev, st.st_ino) in IDENTITIES
+        return (st.st_dev, st.st_ino) in identities
 
     def judge(event, args, frame):
         if event == "open":
@@ -298,7 +396,7 @@ def _start():
             if state["phase"] == "exposed":
                 culprit = repository_on_stack(frame)
                 if culprit is not None:
-                    return "violation", "%s while the hidden tests are on disk" % event, culprit
+                    return "violation", "%s while the hidden tests are readable" % event, culprit
         return None
 
     watched = {"open", "os.link", "os.rename", "object.__setattr__", "object.__getattr__", "gc.get_objects", "gc.get_referrers",
@@ -365,9 +463,9 @@ def _start():
                 send("violation", what="pytest's %s.%s was replaced" % (name, attr), at="")
 
     def same_code(fn, path):
-        p = PRISTINE.get(path)
+        p = pristine.get(path)
         code = fn.__code__
-        return p is not None and p["codes"].get((code.co_qualname, code.co_firstlineno)) == code
+        return p is not None and p["codes"].get((code.co_qualname, code.co_firstlineno)) == code_digest(code)
 
     def test_function(item):
         fn = getattr(item, "obj", None)
@@ -375,7 +473,7 @@ def _start():
         while fn is not None and seen < 20:
             fn = getattr(fn, "__func__", fn)
             code = getattr(fn, "__code__", None)
-            if isinstance(code, types.CodeType) and os.path.realpath(code.co_filename) in SOURCES:
+            if isinstance(code, types.CodeType) and os.path.realpath(code.co_filename) in hidden_set:
                 return fn, os.path.realpath(code.co_filename)
             if isinstance(code, types.CodeType) and kind_of(code.co_filename) == "workspace":
                 send("suspect", what="test %s is wrapped by repository code" % item.nodeid, at=code.co_filename)
@@ -395,12 +493,12 @@ def _start():
 
     def check_module(mod):
         path = os.path.realpath(getattr(mod, "__file__", "") or "")
-        p = PRISTINE.get(path)
+        p = pristine.get(path)
         if p is None:
             return
         g = vars(mod)
-        for name, value in p["consts"].items():
-            if name in g and (type(g[name]) is not type(value) or not _equal(g[name], value)):
+        for name, digest in p["consts"].items():
+            if name in g and _value_digest(g[name]) != digest:
                 send("violation", what="%s.%s is not the value its source binds" % (mod.__name__, name), at=path)
         for name in p["defs"]:
             obj = g.get(name)
@@ -417,6 +515,28 @@ def _start():
             expected = source if attr is None else getattr(source, attr, g[name])
             if g[name] is not expected:
                 send("violation", what="%s.%s is not what its import binds" % (mod.__name__, name), at=path)
+
+    def seal():
+        """Collection is over: the hidden tests' bytes become unreadable to this process and all it
+        starts. Threads alive now would escape the rules (Landlock binds the calling thread)."""
+        if no_landlock is not None:
+            send("violation", what="the hidden tests cannot be sealed: " + no_landlock, at="")
+            return
+        threads = listdir("/proc/self/task")
+        if len(threads) != 1:
+            send("violation", what="%d threads are alive when collection ends (the file rules bind one)" % len(threads), at="")
+        done = restrict()
+        if done is not True:
+            send("violation", what="landlock_restrict_self failed (errno %s)" % done, at="")
+            return
+        for path in hidden_paths[:1]:  # the rules hold: the kernel refuses the bytes to this process
+            try:
+                os_close(os_open(path, os.O_RDONLY))
+                send("violation", what="%s is still readable after the seal" % path, at="")
+            except PermissionError:
+                pass
+            except OSError as e:
+                send("violation", what="%s: %s after the seal" % (path, e), at="")
 
     # ---- The pytest plugin: thin hooks over the state above ----
     def outcome_of(excinfo):
@@ -437,6 +557,21 @@ def _start():
         send("configured")
 
     @pytest.hookimpl(trylast=True)
+    def pytest_collectreport(report):
+        if report.failed:
+            send("collect_error", path=str(getattr(report, "nodeid", "") or ""))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(session, config, items):
+        if only is None:
+            return
+        keep = [i for i in items if i.nodeid == only]
+        if len(keep) != 1:
+            send("violation", what="the test %s was collected %d times" % (only, len(keep)), at="")
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid != only])
+        items[:] = keep
+
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(session):
         if state["collected"]:
             send("violation", what="a second collection", at="")
@@ -451,15 +586,10 @@ def _start():
         for mod in state["modules"].values():
             check_module(mod)
         check_runner()
-        loaded = {os.path.realpath(getattr(m, "__file__", "") or "") for m in list(sys.modules.values())}
-        for path in list(SOURCES) + [RUN_TESTS]:
-            if path in loaded or path == RUN_TESTS:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+        seal()
         state["phase"] = "running"
-        send("collected", n=len(session.items))
+        send("collected", n=len(session.items), ids=[i.nodeid for i in session.items] if collect_only else [],
+             sources=digests)
 
     # Hooks that decide whether a test's code runs and what its outcome is: a repository's hook
     # among them (a tracked conftest.py, or a plugin registered at run time) can pass a test whose
@@ -509,6 +639,8 @@ def _start():
         send("finish", exitstatus=int(exitstatus), collected=state["collected"])
 
     plugin.pytest_configure = pytest_configure
+    plugin.pytest_collectreport = pytest_collectreport
+    plugin.pytest_collection_modifyitems = pytest_collection_modifyitems
     plugin.pytest_collection_finish = pytest_collection_finish
     plugin.pytest_runtest_setup = phase_wrapper("setup")
     plugin.pytest_runtest_call = phase_wrapper("call")
@@ -518,13 +650,9 @@ def _start():
 
     gen.send((send.__code__, audit.__code__))
     sys.addaudithook(audit)
-    send("boot", python=sys.version.split()[0], hidden=sorted(SOURCES))
+    send("boot", python=sys.version.split()[0], hidden=hidden_paths)
     sys.modules[plugin.__name__] = plugin
     os.environ["PYTEST_PLUGINS"] = plugin.__name__
-
-
-_start()
-del _start
 
 
 # ---- Run the command line the interpreter was given (python3 [options] -c CODE|-m MODULE|FILE ...) ----
@@ -560,4 +688,221 @@ def _run(argv):
         runpy.run_path(rest[0], run_name="__main__")
 
 
+# ---- The judge: one child per test, each test's status decided here ----
+def _verified_events(stream):
+    """A child's events: its first line announces its key ("key <hex>"), every later line is
+    "<hmac-sha256 hex> <JSON>" with sequence numbers from 0. (events, lines that are not the child
+    witness's)."""
+    lines = [l for l in stream.split(b"\n") if l]
+    if not lines or not lines[0].startswith(b"key "):
+        return [], len(lines)
+    try:
+        key = bytes.fromhex(lines[0][4:].decode("ascii"))
+    except ValueError:
+        return [], len(lines)
+    parsed, malformed = [], 0
+    for line in lines[1:]:
+        mac, _, body = line.partition(b" ")
+        try:
+            event = json.loads(body)
+            good = hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest().encode()) and \
+                isinstance(event, dict) and event.get("seq") == len(parsed)
+        except ValueError:
+            good = False
+        if good:
+            parsed.append(event)
+        else:
+            malformed += 1
+    return parsed, malformed
+
+
+def _child(argv, only, collect_only):
+    """Runs in a forked child: stdout and stderr are already the judge's pipe; fd 3 the events."""
+    try:
+        _start(3, only=only, collect_only=collect_only)
+        extra = ["--collect-only", "-q"] if collect_only else []
+        _run(argv + extra)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    try:  # the interpreter's own exit work, as a plain run would do it (what it prints is judged too)
+        import atexit
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:
+        pass
+    os._exit(code & 0xff)
+
+
+def _fork_child(argv, only, collect_only, forward):
+    """One child run; (exit status, events, malformed event lines, output)."""
+    out_r, out_w = os.pipe()
+    ev_r, ev_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()  # its own process group: whatever it leaves behind is killed with it
+            os.dup2(out_w, 1)
+            os.dup2(out_w, 2)
+            os.dup2(ev_w, 3)
+            os.closerange(4, 1 << 16)  # the judge's socket and pipes stay with the judge
+            _child(argv, only, collect_only)
+        finally:
+            os._exit(70)
+    os.close(out_w)
+    os.close(ev_w)
+    output, events, open_fds = bytearray(), bytearray(), {out_r, ev_r}
+    while open_fds:
+        ready, _, _ = select.select(list(open_fds), [], [], 1.0)
+        if not ready and os.waitpid(pid, os.WNOHANG)[0] == pid:
+            break  # exited, but something it started holds a pipe
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                open_fds.discard(fd)
+            elif fd == out_r:
+                forward(chunk)
+                if len(output) < MAX_CHILD_OUTPUT:
+                    output += chunk
+            elif len(events) < (1 << 20):
+                events += chunk
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        status = 0xff00
+    try:
+        os.killpg(pid, 9)
+    except OSError:
+        pass
+    os.close(out_r)
+    os.close(ev_r)
+    code = os.waitstatus_to_exitcode(status)
+    parsed, malformed = _verified_events(bytes(events))
+    return (128 - code if code < 0 else code), parsed, malformed, bytes(output)
+
+
+def _summary_status(output, nodeid):
+    """The status pytest's summary gives `nodeid` in a child's output, or None."""
+    found = None
+    for raw in output.split(b"\n"):
+        line = raw.decode("utf-8", "replace").replace("\r", "")
+        head, _, rest = line.partition(" ")
+        if head in STATUSES and (rest == nodeid or rest.startswith(nodeid + " - ")):
+            if found is not None and found != head:
+                return "two statuses"
+            found = head
+    return found
+
+
+def _judge_test(nodeid, code, events, malformed, output, expected_sources):
+    """(status, None) or (None, why) for one test child, from the three views."""
+    if malformed:
+        return None, "%d lines on the child's channel were not its witness's" % malformed
+    kinds = [e.get("t") for e in events]
+    if "violation" in kinds:
+        return None, "the child's witness refused: " + events[kinds.index("violation")].get("what", "")
+    if "boot" not in kinds or "collected" not in kinds or "finish" not in kinds:
+        return None, "the child's witness saw no complete pytest session"
+    collected = events[kinds.index("collected")]
+    if collected.get("sources") != expected_sources:
+        return None, "the child collected other hidden tests than the judge's"
+    finish = events[kinds.index("finish")]
+    if finish.get("exitstatus") != code:
+        return None, "pytest ended with status %s but the child exited %d" % (finish.get("exitstatus"), code)
+    tests = [e for e in events if e.get("t") == "test"]
+    if len(tests) != 1 or tests[0].get("id") != nodeid:
+        return None, "the child ran %s, not exactly %s" % ([t.get("id") for t in tests], nodeid)
+    t = tests[0]
+    setup, call, teardown, xfail = t.get("setup"), t.get("call"), t.get("teardown"), t.get("xfail")
+    if setup == "exc":
+        seen = {"ERROR"}
+    elif setup == "skip":
+        seen = {"SKIPPED"}
+    elif call == "ok":
+        seen = {"XPASS", "FAILED"} if xfail else {"PASSED"}
+    elif call == "exc":
+        seen = {"XFAIL"} if xfail else {"FAILED"}
+    elif call in ("skip", "xfail"):
+        seen = {"SKIPPED", "XFAIL"}
+    else:
+        return None, "the child's witness never saw %s run (setup=%s call=%s)" % (nodeid, setup, call)
+    if teardown == "exc":
+        seen.add("ERROR")
+    status = _summary_status(output, nodeid)
+    if status is None and seen <= {"SKIPPED", "XFAIL"} and code == 0:
+        status = "SKIPPED" if "SKIPPED" in seen else "XFAIL"  # pytest's summary line of a skip names no test
+    if status not in seen:
+        return None, "the summary says %s, the child's witness saw setup=%s call=%s teardown=%s" % (status, setup, call, teardown)
+    if (code == 0) != (status in ("PASSED", "SKIPPED", "XFAIL", "XPASS")):
+        return None, "the child exited %d on a %s test" % (code, status)
+    return status, None
+
+
+def _judge(sock_name):
+    import socket
+    chan = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    chan.connect("\0" + sock_name)
+    try:  # nothing the children start can read this process's memory or descriptors through /proc
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except Exception:
+        pass
+
+    def send(kind, **fields):
+        chan.sendall((json.dumps(dict(fields, t=kind), ensure_ascii=True, sort_keys=True, default=str) + "\n").encode())
+
+    def forward(chunk):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(1, view):]
+
+    hidden_paths, _identities, sources = _hidden_files()
+    send("boot", python=sys.version.split()[0], hidden=hidden_paths)
+    argv = sys.argv[1:]
+
+    def relay(events, child):
+        for e in events:
+            if e.get("t") in ("violation", "suspect"):
+                send(e["t"], what=e.get("what", ""), at=e.get("at", ""), child=child)
+
+    code, events, malformed, output = _fork_child(argv, None, True, forward)
+    relay(events, "collection")
+    collected = [e for e in events if e.get("t") == "collected"]
+    if malformed or not collected or collected[0].get("sources") != sources:
+        send("untrusted", id="", why="the collection child's report is missing or not its witness's")
+        send("finish", tests=0)
+        return 1
+    ids = collected[0].get("ids", [])
+    for e in events:
+        if e.get("t") == "collect_error":  # a file that does not import: pytest's summary key "" (no "::")
+            send("verdict", id=e.get("path", ""), status="ERROR")
+    failed = False
+    for nodeid in ids:
+        if not isinstance(nodeid, str) or os.path.join(WORKSPACE, nodeid.split("::")[0]) not in hidden_paths:
+            send("untrusted", id=str(nodeid), why="collected a test outside the hidden tests")
+            failed = True
+            continue
+        code, events, malformed, output = _fork_child(argv, nodeid, False, forward)
+        relay(events, nodeid)
+        status, why = _judge_test(nodeid, code, events, malformed, output, sources)
+        if status is None:
+            send("untrusted", id=nodeid, why=why)
+        else:
+            send("verdict", id=nodeid, status=status)
+        failed |= status not in ("PASSED", "SKIPPED", "XFAIL", "XPASS")
+    send("finish", tests=len(ids))
+    return 1 if failed else 0
+
+
+if _SOCKET is not None:
+    sys.exit(_judge(_SOCKET))
+_start(int(_FD))
 _run(sys.argv[1:])

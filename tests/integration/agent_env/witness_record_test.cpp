@@ -1,6 +1,6 @@
 // The grader's side of the supervised test run (witness_record.hpp): SHA-256 and HMAC-SHA256
 // against the published test vectors, the signed record split off the output (forgeries and
-// injected bytes refused), and the cross-check of the witness's view with the parsed summary.
+// injected bytes refused), and the statuses taken from the judge's verdicts in the record.
 #include <catch2/catch.hpp>
 
 #include <mlpt/sdk/sha256.hpp>
@@ -20,15 +20,14 @@ std::string signed_output(const std::string& run_output, json record, const std:
   return run_output + "\n@@MLPT_WITNESS@@ " + mlpt::sdk::hmac_sha256_hex(key, text) + " " + text + "\n";
 }
 
-json test_event(const std::string& id, const std::string& setup, const std::string& call, const std::string& teardown = "ok") {
-  return {{"t", "test"}, {"id", id}, {"setup", setup}, {"call", call}, {"teardown", teardown}, {"xfail", false}};
-}
+json verdict(const std::string& id, const std::string& status) { return {{"t", "verdict"}, {"id", id}, {"status", status}}; }
 
-json session(std::vector<json> tests, int exitstatus) {
-  json events = json::array({{{"t", "boot"}}, {{"t", "configured"}}, {{"t", "collected"}, {"n", tests.size()}}});
-  for (auto& t : tests) events.push_back(t);
-  events.push_back({{"t", "finish"}, {"exitstatus", exitstatus}, {"collected", true}});
-  return {{"nonce", "n1"}, {"exit", exitstatus}, {"events", events}, {"events_malformed", 0}, {"events_cut", false}, {"nondumpable", true}};
+json session(std::vector<json> verdicts, int exit) {
+  json events = json::array({{{"t", "boot"}, {"hidden", {"r2e_tests/t.py"}}}});
+  for (auto& v : verdicts) events.push_back(v);
+  events.push_back({{"t", "finish"}, {"tests", verdicts.size()}});
+  return {{"nonce", "n1"}, {"exit", exit}, {"events", events}, {"events_malformed", 0}, {"events_cut", false},
+          {"nondumpable", true}, {"judged", true}};
 }
 
 }  // namespace
@@ -49,7 +48,7 @@ TEST_CASE("SHA-256 and HMAC-SHA256 match the FIPS 180-4 and RFC 4231 test vector
 
 TEST_CASE("the supervisor's record is split off only when signed, last, and for exactly the forwarded bytes") {
   const std::string run = "=== short test summary info ===\nPASSED r2e_tests/t.py::test_a\n=== 1 passed in 0.01s ===\n";
-  const json rec = session({test_event("r2e_tests/t.py::test_a", "ok", "ok")}, 0);
+  const json rec = session({verdict("r2e_tests/t.py::test_a", "PASSED")}, 0);
   auto good = mlpt::r2e::split_witness_record(signed_output(run, rec), kKey, "n1");
   INFO(good.why);
   REQUIRE(good.ok);
@@ -79,53 +78,54 @@ TEST_CASE("the supervisor's record is split off only when signed, last, and for 
   }
 }
 
-TEST_CASE("the witness's view must agree with the summary, the exit status and its own channel") {
-  const std::map<std::string, std::string> summary = {{"test_a", "PASSED"}, {"TestK.test_b[1]", "FAILED"}};
-  const json tests = json::array({test_event("r2e_tests/t.py::test_a", "ok", "ok"), test_event("r2e_tests/t.py::TestK::test_b[1]", "ok", "exc")});
-  auto v = mlpt::r2e::cross_check(session({tests[0], tests[1]}, 1), summary, 1);
+TEST_CASE("the statuses are the judge's verdicts, only from a complete record without refusals") {
+  const json verdicts = json::array({verdict("r2e_tests/t.py::test_a", "PASSED"), verdict("r2e_tests/t.py::TestK::test_b[1]", "FAILED"),
+                                     verdict("r2e_tests/t.py", "ERROR")});
+  auto v = mlpt::r2e::judged_statuses(session(verdicts, 1), 1);
   INFO(v.why);
   CHECK(v.agrees);
-  CHECK(v.violations.empty());
+  // Names as pytest's summary gives them to R2E-Gym's parser: "::" after the file as ".", a file
+  // that did not collect as "".
+  CHECK(v.statuses == std::map<std::string, std::string>{{"test_a", "PASSED"}, {"TestK.test_b[1]", "FAILED"}, {"", "ERROR"}});
 
   auto with = [&](const std::function<void(json&)>& change) {
-    json r = session({tests[0], tests[1]}, 1);
+    json r = session(verdicts, 1);
     change(r);
     return r;
   };
   struct Case {
     const char* what;
     json record;
-    std::map<std::string, std::string> summary;
     int exit_code;
     const char* why_has;
   } cases[] = {
-      {"a test the witness saw fail is PASSED in the summary", session({tests[0], test_event("r2e_tests/t.py::TestK::test_b[1]", "ok", "exc")}, 0),
-       {{"test_a", "PASSED"}, {"TestK.test_b[1]", "PASSED"}}, 0, "the witness saw"},
-      {"phases the witness never saw run (the runner was replaced)",
-       session({test_event("r2e_tests/t.py::test_a", "none", "none", "none"), test_event("r2e_tests/t.py::TestK::test_b[1]", "none", "none", "none")}, 0),
-       {{"test_a", "PASSED"}, {"TestK.test_b[1]", "PASSED"}}, 0, "the witness saw setup=none"},
-      {"a test in the summary the witness never saw", session({tests[0]}, 1), summary, 1, "did not see run"},
-      {"a failed test left out of the summary", session({tests[0], tests[1]}, 0), {{"test_a", "PASSED"}}, 0, "leaves out"},
-      {"the session never finished (os._exit inside it)",
-       with([](json& r) { r["events"].erase(r["events"].size() - 1); }), summary, 1, "no complete pytest session"},
-      {"the witness never started", with([](json& r) { r["events"].erase(0); }), summary, 1, "did not start"},
-      {"lines on the witness's channel it did not write", with([](json& r) { r["events_malformed"] = 2; }), summary, 1,
-       "not the witness's"},
-      {"a refused tampering", with([](json& r) { r["events"].push_back({{"t", "violation"}, {"what", "read r2e_tests/t.py"}, {"at", "pkg/x.py:3"}}); }),
-       summary, 1, "refused: read r2e_tests/t.py"},
-      {"pytest's status and the process's exit status differ", session({tests[0], tests[1]}, 1), summary, 0, "exit status"},
+      {"the judge never connected (an interpreter the shims did not start)", with([](json& r) { r["judged"] = false; }), 1,
+       "never connected"},
+      {"the judge ended inside the run (no finish)", with([](json& r) { r["events"].erase(r["events"].size() - 1); }), 1,
+       "did not finish"},
+      {"the judge never started", with([](json& r) { r["events"].erase(0); }), 1, "did not finish"},
+      {"lines on the judge's socket that are not its events", with([](json& r) { r["events_malformed"] = 2; }), 1, "malformed"},
+      {"a refused tampering in a child", with([](json& r) {
+         r["events"].push_back({{"t", "violation"}, {"what", "read r2e_tests/t.py"}, {"at", "pkg/x.py:3"}, {"child", "collection"}});
+       }),
+       1, "refused: read r2e_tests/t.py"},
+      {"a test the judge could not trust", with([](json& r) {
+         r["events"].push_back({{"t", "untrusted"}, {"id", "r2e_tests/t.py::test_c"}, {"why", "the child exited 0 on a FAILED test"}});
+       }),
+       1, "r2e_tests/t.py::test_c: the child exited 0"},
+      {"the process's exit status is not the one the supervisor saw", session(verdicts, 1), 0, "exit status"},
   };
   for (const auto& c : cases) {
-    auto r = mlpt::r2e::cross_check(c.record, c.summary, c.exit_code);
+    auto r = mlpt::r2e::judged_statuses(c.record, c.exit_code);
     INFO(c.what << ": " << r.why);
     CHECK_FALSE(r.agrees);
     CHECK_THAT(r.why, Catch::Contains(c.why_has));
   }
-  // Setup errors are ERROR, skips and xfails may be absent, suspects are reported but agree.
-  json rec = session({test_event("r2e_tests/t.py::test_a", "exc", "none"), test_event("r2e_tests/t.py::test_s", "skip", "none")}, 1);
-  rec["events"].push_back({{"t", "suspect"}, {"what", "sys._getframe"}, {"at", "pkg/x.py:9"}});
-  auto s = mlpt::r2e::cross_check(rec, {{"test_a", "ERROR"}}, 1);
-  INFO(s.why);
+  // Suspects are passed on (the hardened mode scores a flagged run 0) but do not make it untrusted.
+  json rec = session(verdicts, 1);
+  rec["events"].push_back({{"t", "suspect"}, {"what", "sys._getframe"}, {"at", "pkg/x.py:9"}, {"child", "r2e_tests/t.py::test_a"}});
+  auto s = mlpt::r2e::judged_statuses(rec, 1);
   CHECK(s.agrees);
-  CHECK(s.suspects.size() == 1);
+  REQUIRE(s.suspects.size() == 1);
+  CHECK(s.suspects[0]["child"] == "r2e_tests/t.py::test_a");
 }
