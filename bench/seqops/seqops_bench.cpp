@@ -9,8 +9,9 @@
 // Times are process CPU time (ratios use it; robust on a shared machine) and wall time.
 // Attention is also reported as a fraction of the machine's sgemm peak (OpenBLAS, 1024³, same
 // thread count, measured first in the same run). Naive baselines are skipped above T = 8192 (they
-// would take minutes); `attention` as the second argument runs attention only (e.g. at 65536).
-// Usage: bench_seqops [T] [all|attention]   (OMP_NUM_THREADS sets the threads with OpenMP)
+// would take minutes); `attention` as the second argument runs attention only (e.g. at 65536),
+// `gdn` GDN only.
+// Usage: bench_seqops [T] [all|attention|gdn]   (OMP_NUM_THREADS sets the threads with OpenMP)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -190,6 +191,7 @@ int main(int argc, char** argv) {
               "names (a baseline and what it is compared with run as often)\n",
               (long long)T, threads);
   const bool attention_only = argc > 2 && std::strcmp(argv[2], "attention") == 0;
+  const bool gdn_only = argc > 2 && std::strcmp(argv[2], "gdn") == 0;
   const bool naive = T <= 8192;
   openblas_set_num_threads(threads);
   const double peak = sgemm_gflops_per_cpu_s();
@@ -231,21 +233,26 @@ int main(int argc, char** argv) {
     row("chunked forward (C=64)", t_chk, fwd, t_rec.cpu);
     row("backward (recompute + adjoint)", t_bwd, 2 * fwd, 3 * t_rec.cpu);
     std::printf("  (backward ratio is against 3x the recurrent forward, the same-count baseline)\n");
-    // Why the chunked form may lose here: per token and value head it does the recurrence's
-    // 6·dk·dv (Q S, W S, the state update) plus the in-chunk work: the unit triangular solve over
-    // [W | U] (C·(dk+dv)), the intra-chunk attention P V' (C·dv) and K Kᵀ, Q Kᵀ shared by the
-    // r value heads of a key head (4·C·dk / r). It is faster only where its FLOP rate exceeds the
-    // recurrence's by more than that ratio; at dk = dv = 64 a token's 64x64 state stays in L1 and
-    // the rank-1 recurrence already runs vectorised, so on one core it need not.
+    // The chunked form's FLOPs per token and value head, as gdn.cpp does them: the recurrence's
+    // 6·dk·dv (Q S, W S, the state update) plus the in-chunk work: U = T diag(beta) V and
+    // W = T diag(beta Gamma) K as full C x C products (2·C·(dv+dk)), the intra-chunk attention
+    // P V' (2·C·dv), K Kᵀ and Q Kᵀ shared by the r value heads of a key head (4·C·dk / r), and
+    // forming T = (I + A)^-1 (C²/3). It is faster only where its FLOP rate (matrix products)
+    // exceeds the recurrence's (rank-1 updates of a state that stays in cache) by more than that.
     const double C = 64, kd = double(s.key_dim), vd = double(s.value_dim), r = double(s.num_value_heads / s.num_key_heads);
-    const double work = (6 * kd * vd + C * (kd + vd) + C * vd + 4 * C * kd / r) / (6 * kd * vd);
+    const double work =
+        (6 * kd * vd + 2 * C * (kd + vd) + 2 * C * vd + 4 * C * kd / r + C * C / 3) / (6 * kd * vd);
     const double rate = (fwd / t_chk.cpu) / (fwd / t_rec.cpu) * work;
-    std::printf("  chunked does %.2fx the recurrence's FLOPs at C=64 (in-chunk solve and attention); its FLOP rate is %.2fx the "
-                "recurrence's, so it %s\n",
-                work, rate, rate > work ? "wins" : "loses: its small matrix products do not run faster enough to pay for the extra work");
+    std::printf(
+        "  chunked does %.2fx the recurrence's FLOPs at C=64 (in-chunk products and attention); its FLOP "
+        "rate is %.2fx "
+        "the recurrence's, so it %s\n",
+        work, rate,
+        rate > work ? "wins"
+                    : "loses: its small matrix products do not run faster enough to pay for the extra work");
   }
 
-  {  // attention
+  if (!gdn_only) {  // attention
     // Past 8k tokens one head pair keeps the run short; the fraction of peak is per head anyway.
     const AttentionShape s = naive ? AttentionShape{8, 2, 64} : AttentionShape{1, 1, 64};
     auto q = rand_vec(rng, size_t(T * s.num_heads * s.head_dim), -1, 1);

@@ -64,8 +64,14 @@ TEST_CASE("ucx: round trip across processes is bitwise equal for mixed dtypes an
   Loaded ucx("ucx");
   CHECK(ucx.caps()->cross_process == 1);
   int port = free_port();
+  // The receiver is on this machine: streamed over an endpoint of its own (shared memory where UCX
+  // has it), or over the peer-checked connection as a receiver on another machine is.
+  const bool shared_memory = GENERATE(true, false);
+  INFO("shared_memory " << shared_memory);
   // 64 KiB buckets: the large tensors span many buckets, the last one partial; small ones are packed.
-  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER, R"({"address": ")" + address(port) + R"(", "bucket_bytes": 65536})");
+  Endpoint tx(ucx, MLPT_TRANSPORT_SENDER,
+              R"({"address": ")" + address(port) + R"(", "bucket_bytes": 65536, "shared_memory": )" +
+                  (shared_memory ? "true" : "false") + "}");
   auto prefix = dump_prefix("roundtrip");
   Child rx = receiver(rx_config(port, "engine-0"), 2, prefix);
   auto v1 = mixed_tensors(1), v2 = mixed_tensors(2);
