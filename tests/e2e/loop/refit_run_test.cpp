@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/run/benchmark_run.hpp"
+#include "mlpt/sdk/types.hpp"
 
 using namespace mlpt;
 namespace fs = std::filesystem;
@@ -47,9 +48,7 @@ std::pair<Observed, std::vector<json>> run_letters(const std::string& mode, int6
     if (!loaded) {  // dense: plugin to plugin, the host never sees the engine's side
       for (size_t i = 0; i < n; ++i) {
         const auto& a = exported[i].tensor;
-        size_t bytes = (a.dtype.bits * a.dtype.lanes + 7u) / 8u;
-        for (int d = 0; d < a.ndim; ++d) bytes *= static_cast<size_t>(a.shape[d]);
-        o.bytes += bytes;
+        o.bytes += mlpt::sdk::nbytes(a);
       }
       return;
     }
@@ -60,8 +59,7 @@ std::pair<Observed, std::vector<json>> run_letters(const std::string& mode, int6
     for (size_t i = 0; i < n; ++i) {
       const auto& a = exported[i].tensor;
       const auto& b = loaded[i].tensor;
-      size_t bytes = (a.dtype.bits * a.dtype.lanes + 7u) / 8u;
-      for (int d = 0; d < a.ndim; ++d) bytes *= static_cast<size_t>(a.shape[d]);
+      const size_t bytes = mlpt::sdk::nbytes(a);
       const bool same = std::string_view(exported[i].name.data, exported[i].name.size) ==
                             std::string_view(loaded[i].name.data, loaded[i].name.size) &&
                         a.ndim == b.ndim && std::equal(a.shape, a.shape + a.ndim, b.shape) && a.dtype.code == b.dtype.code &&

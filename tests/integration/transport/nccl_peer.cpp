@@ -19,9 +19,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<uint8_t>> host(r.count);
     std::vector<mlpt_named_tensor> views(r.tensors, r.tensors + r.count);
     for (size_t i = 0; i < r.count; ++i) {
-      size_t n = 1;
-      for (int d = 0; d < views[i].tensor.ndim; ++d) n *= static_cast<size_t>(views[i].tensor.shape[d]);
-      host[i].resize(n * ((views[i].tensor.dtype.bits * views[i].tensor.dtype.lanes + 7) / 8));
+      host[i].resize(mlpt::sdk::nbytes(views[i].tensor));
       if (!host[i].empty() && cudaMemcpy(host[i].data(), views[i].tensor.data, host[i].size(), cudaMemcpyDeviceToHost) != cudaSuccess)
         throw mlpt::Error(MLPT_INTERNAL, "cudaMemcpy failed");
       views[i].tensor.data = host[i].data();

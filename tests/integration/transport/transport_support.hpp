@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/plugin/plugin.hpp"
+#include "mlpt/sdk/types.hpp"
 #include "mlpt/transport.h"
 #include "tests/support/loopback_port.hpp"
 
@@ -132,7 +133,7 @@ struct TensorSet {
     for (size_t i = 0; i < names.size(); ++i) {
       size_t n = 1;
       for (auto d : shapes[i]) n *= static_cast<size_t>(d);
-      bytes[i].resize(n * ((dtypes[i].bits * dtypes[i].lanes + 7) / 8));
+      bytes[i].resize(n * mlpt::sdk::element_bytes(dtypes[i]));
       for (auto& b : bytes[i]) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         b = static_cast<uint8_t>(x >> 24);
@@ -178,9 +179,7 @@ inline void write_dump(const std::string& path, const mlpt_named_tensor* t, size
     int64_t ndim = t[i].tensor.ndim;
     put(&ndim, 8);
     put(t[i].tensor.shape, sizeof(int64_t) * static_cast<size_t>(ndim));
-    size_t elems = 1;
-    for (int d = 0; d < t[i].tensor.ndim; ++d) elems *= static_cast<size_t>(t[i].tensor.shape[d]);
-    uint64_t nbytes = elems * ((t[i].tensor.dtype.bits * t[i].tensor.dtype.lanes + 7) / 8);
+    const uint64_t nbytes = mlpt::sdk::nbytes(t[i].tensor);
     put(&nbytes, 8);
     put(static_cast<const uint8_t*>(t[i].tensor.data) + t[i].tensor.byte_offset, nbytes);
   }
