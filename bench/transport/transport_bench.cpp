@@ -1,16 +1,22 @@
 // bench_transport: GB/s of the UCX weight transport between two processes on this machine, for one
-// weight set (default 1 GiB: 64 tensors of 16 MiB) in 1, 4, 16 and 64 MiB buckets, against two
-// baselines measured in the same run on the same machine:
-//   - memcpy of the same bytes into a pre-faulted buffer (what one copy costs here), and
-//   - ucx_perftest -t tag_bw with the bucket size as message size (UCX's own best for the data path
-//     the transport uses: tagged rendezvous messages, CMA/shared memory between processes).
+// weight set (default 1 GiB: 64 tensors of 16 MiB) in 1, 4, 16 and 64 MiB buckets, per transport
+// class (UCX_TLS, set for both processes and for ucx_perftest):
+//   - sm:  UCX_TLS=sm,tcp: shared memory and CMA carry the data, TCP the connection endpoint;
+//   - tcp: UCX_TLS=tcp: everything over TCP loopback.
+// Each row is measured against two baselines from the same run on the same machine:
+//   - ucx_perftest -t tag_bw with the bucket size as message size, in the same class and error
+//     mode as the endpoint that carries the transport's data: a receiver on this machine is
+//     streamed over an endpoint without peer error handling (perftest without -e); the row
+//     "peer-checked" streams over the connection endpoint, as across machines (perftest -e);
+//   - memcpy of the same bytes into a pre-faulted buffer (what one copy costs here).
 // A transport time is one whole send(): metadata, every bucket, commit and the receiver's ack.
 //
 // With --sparse-fraction F it also times a sparse refit of the same bytes read as BF16 weights of
 // which a fraction F changed (core/refit/sparse_delta.hpp; bench_refit measures F on the ~100M
 // model): encode, send the updates, apply them, against the dense send and ucx_perftest.
 //
-//   bench_transport [--mib N] [--reps N] [--buckets 1,4,16,64] [--no-perftest] [--sparse-fraction F]
+//   bench_transport [--mib N] [--reps N] [--buckets 1,4,16,64] [--classes sm,tcp] [--no-perftest]
+//                   [--sparse-fraction F]
 // The receiving process is this executable started with --receiver (internal).
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -65,7 +71,7 @@ int run_receiver(const std::string& config, int count) {
     a.timeout_ms = 60000;
     mlpt::plugin::check(t.component, t.api->receive(&a), "receive");
     mlpt_transport_release_args r{MLPT_TRANSPORT_RELEASE_ARGS_STRUCT_SIZE, rx, a.out_version, nullptr};
-    mlpt::plugin::check(t.component, t.api->release(&r), "release");
+    mlpt::plugin::check(t.component, t.api->release_received(&r), "release");
     next = a.out_version + 1;
   }
   t.api->destroy(rx);
@@ -124,20 +130,42 @@ double memcpy_gbps(const Weights& w, int reps) {
   return median_gbps_of(times, w.total);
 }
 
+// memcpy of one buffer of `bytes`, again and again (about 1 GB in all), the median of `reps`: what a
+// copy costs when its working set is one message, as ucx_perftest's is (it sends every message
+// from the same buffer). Well above memcpy_gbps: that message size stays in cache here.
+double reused_memcpy_gbps(size_t bytes, int reps) {
+  std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
+  const size_t rounds = std::max<size_t>(1, (size_t(1) << 30) / bytes);
+  std::vector<double> times;
+  for (int r = 0; r < reps + 1; ++r) {
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < rounds; ++i) {
+      std::memcpy(dst.data(), src.data(), bytes);
+      src[i % bytes] = dst[(i * 7) % bytes];  // keeps the copies from being folded together
+    }
+    if (r > 0) times.push_back(seconds_since(t0));
+  }
+  return median_gbps_of(times, rounds * bytes);
+}
+
 struct TransportResult {
   double best_gbps = 0, median_gbps = 0, worst_gbps = 0;
   bool ok = false;
   std::string error;
 };
 
-TransportResult transport_gbps(Transport& t, const std::string& self, const std::vector<mlpt_named_tensor>& views, size_t total,
-                               size_t bucket, bool checksum, int reps) {
+// `stream_endpoint`: the receiver (on this machine) is streamed over an endpoint of its own without
+// peer error handling (the transport's default); false: over the peer-checked connection.
+TransportResult transport_gbps(Transport& t, const std::string& self,
+                               const std::vector<mlpt_named_tensor>& views, size_t total, size_t bucket,
+                               bool checksum, int reps, bool stream_endpoint = true) {
   constexpr int kWarmup = 3;  // connect, and fault in the receiver's recycled buffers
   TransportResult out;
   int port = free_port();
   std::string addr = "127.0.0.1:" + std::to_string(port);
   std::string sender_config = R"({"address": ")" + addr + R"(", "bucket_bytes": )" + std::to_string(bucket) +
-                              R"(, "verify_checksum": )" + (checksum ? "true" : "false") + "}";
+                              R"(, "verify_checksum": )" + (checksum ? "true" : "false") +
+                              R"(, "shared_memory": )" + (stream_endpoint ? "true" : "false") + "}";
   std::string receiver_config = R"({"address": ")" + addr + R"(", "name": "bench-receiver", "verify_checksum": )" +
                                 (checksum ? "true" : "false") + "}";
   mlpt_transport* tx = t.create(MLPT_TRANSPORT_SENDER, sender_config);
@@ -217,6 +245,13 @@ void sparse_refit(Transport& t, const std::string& self, const Weights& w, doubl
 
 }  // namespace
 
+// UCX_TLS of a transport class: both processes and ucx_perftest read it from the environment.
+const char* class_tls(const std::string& name) {
+  if (name == "sm") return "sm,tcp";  // the connection endpoint needs TCP: peer error handling has no sm
+  if (name == "tcp") return "tcp";
+  return nullptr;
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--receiver") {
     try {
@@ -231,6 +266,13 @@ int main(int argc, char** argv) {
   bool perftest = true;
   double sparse_fraction = -1;
   std::vector<size_t> buckets_mib = {1, 4, 16, 64};
+  std::vector<std::string> classes = {"sm", "tcp"};
+  auto split = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    for (std::string x; std::getline(in, x, ',');) out.push_back(x);
+    return out;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--mib" && i + 1 < argc) {
@@ -239,39 +281,52 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::stoi(argv[++i]));
     } else if (a == "--buckets" && i + 1 < argc) {
       buckets_mib.clear();
-      std::stringstream s(argv[++i]);
-      for (std::string x; std::getline(s, x, ',');) buckets_mib.push_back(std::stoul(x));
+      for (const std::string& x : split(argv[++i])) buckets_mib.push_back(std::stoul(x));
+    } else if (a == "--classes" && i + 1 < argc) {
+      classes = split(argv[++i]);
+      for (const std::string& c : classes)
+        if (!class_tls(c)) {
+          std::fprintf(stderr, "--classes: unknown class '%s' (sm, tcp)\n", c.c_str());
+          return 64;
+        }
     } else if (a == "--no-perftest") {
       perftest = false;
     } else if (a == "--sparse-fraction" && i + 1 < argc) {
       sparse_fraction = std::stod(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--mib N] [--reps N] [--buckets 1,4,16,64] [--no-perftest] [--sparse-fraction F]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--mib N] [--reps N] [--buckets 1,4,16,64] [--classes sm,tcp] [--no-perftest] "
+                   "[--sparse-fraction F]\n",
+                   argv[0]);
       return 64;
     }
   }
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   size_t tensor_bytes = std::min<size_t>(16, mib) << 20;
   Weights w(std::max<size_t>(1, (mib << 20) / tensor_bytes), tensor_bytes);
-  std::printf("bench_transport: %zu tensors x %zu MiB = %.2f GB, %d timed sends per row after 3 warm-up sends\n",
-              w.data.size(), tensor_bytes >> 20, w.total / 1e9, reps);
-  std::printf("UCX_TLS=%s (unset: UCX chooses; the same environment is used by ucx_perftest)\n",
-              std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "unset");
+  std::printf(
+      "bench_transport: %zu tensors x %zu MiB = %.2f GB, %d timed sends per row after 3 warm-up sends\n",
+      w.data.size(), tensor_bytes >> 20, w.total / 1e9, reps);
   double memcpy_rate = memcpy_gbps(w, reps);
   Transport t;
   // Every figure is a median with its spread (lowest-highest): the transport's of `reps` sends,
   // ucx_perftest's of 3 runs (its "overall" bandwidth each), memcpy's of `reps` copies.
-  std::printf("\n%-8s %-9s %22s %22s %7s %22s %7s %9s\n", "bucket", "checksum", "mlpt median (spread)", "perftest -e (spread)",
-              "vs -e", "perftest (spread)", "vs it", "vs memcpy");
-  std::printf("%-8s %-9s %22s %22s %7s %22s %7s %9s\n", "", "", "GB/s", "GB/s", "", "GB/s", "", "");
+  std::printf("\n%-6s %-8s %-9s %-13s %22s %22s %7s %9s\n", "class", "bucket", "checksum", "data endpoint",
+              "mlpt median (spread)", "perftest (spread)", "vs it", "vs memcpy");
+  std::printf("%-6s %-8s %-9s %-13s %22s %22s %7s %9s\n", "", "", "", "", "GB/s", "GB/s", "", "");
   struct Row {
+    std::string cls;
     size_t mib;
     bool checksum;
+    bool stream_endpoint;  // false: streamed over the peer-checked connection (perftest -e)
   };
   std::vector<Row> rows;
-  for (size_t b : buckets_mib) rows.push_back({b, false});
-  rows.push_back({16, true});
-  int flagged = 0;
+  for (const std::string& c : classes) {
+    for (size_t b : buckets_mib) rows.push_back({c, b, false, true});
+    rows.push_back({c, 16, false, false});
+    rows.push_back({c, 16, true, true});
+  }
+  int flagged = 0, cached = 0;
   auto spread = [](double median, double low, double high) {
     char text[48];
     std::snprintf(text, sizeof(text), "%.2f (%.2f-%.2f)", median, low, high);
@@ -286,32 +341,72 @@ int main(int argc, char** argv) {
     if (value / base > bound) ++flagged;
     return std::string(text);
   };
+  std::string shown_class;
   for (const Row& row : rows) {
+    setenv("UCX_TLS", class_tls(row.cls), 1);
+    if (row.cls != shown_class) std::printf("-- %s: UCX_TLS=%s\n", row.cls.c_str(), class_tls(row.cls));
+    shown_class = row.cls;
     size_t bucket = row.mib << 20;
-    TransportResult r = transport_gbps(t, self, w.views, w.total, bucket, row.checksum, reps);
+    TransportResult r =
+        transport_gbps(t, self, w.views, w.total, bucket, row.checksum, reps, row.stream_endpoint);
     // Not measured (median 0): checksum rows, or ucx_perftest failed.
-    const auto pe = perftest && !row.checksum ? bench_ucx::perftest_median(bucket, w.total, true, 3) : bench_ucx::PerftestRate{};
-    const auto pt = perftest && !row.checksum ? bench_ucx::perftest_median(bucket, w.total, false, 3) : bench_ucx::PerftestRate{};
+    const auto pt = perftest && !row.checksum
+                        ? bench_ucx::perftest_median(bucket, w.total, !row.stream_endpoint, 3)
+                        : bench_ucx::PerftestRate{};
+    const char* endpoint = row.stream_endpoint ? "own (no -e)" : "peer-checked";
     if (!r.ok) {
-      std::printf("%4zu MiB %-9s failed: %s\n", row.mib, row.checksum ? "xxh64" : "off", r.error.c_str());
+      std::printf("%-6s %4zu MiB %-9s %-13s failed: %s\n", row.cls.c_str(), row.mib,
+                  row.checksum ? "xxh64" : "off", endpoint, r.error.c_str());
       continue;
     }
-    const std::string pes = pe.median > 0 ? spread(pe.median, pe.low, pe.high) : "-";
-    const std::string pts = pt.median > 0 ? spread(pt.median, pt.low, pt.high) : "-";
-    std::printf("%4zu MiB %-9s %22s %22s %7s %22s %7s %9s\n", row.mib, row.checksum ? "xxh64" : "off",
-                spread(r.median_gbps, r.worst_gbps, r.best_gbps).c_str(), pes.c_str(), ratio(r.median_gbps, pe.median, 1.0).c_str(),
-                pts.c_str(), ratio(r.median_gbps, pt.median, 1.0).c_str(), ratio(r.median_gbps, memcpy_rate, 1.0).c_str());
+    // perftest sends every message from one buffer: where a copy of one message runs well above a
+    // copy of the weights (more than 1.25x), its figure is a cache-resident one, marked "c" and its
+    // ratio not printed: the transport moves the weights themselves, from memory.
+    // Both copies measured now, under the same load (the machine is shared).
+    const double reused = pt.median > 0 ? reused_memcpy_gbps(bucket, reps) : 0;
+    const bool in_cache = pt.median > 0 && reused > 1.25 * memcpy_gbps(w, reps);
+    cached += in_cache ? 1 : 0;
+    const std::string pts = pt.median > 0 ? spread(pt.median, pt.low, pt.high) +
+                                                (row.stream_endpoint ? "" : " -e") + (in_cache ? " c" : "")
+                                          : "-";
+    std::printf("%-6s %4zu MiB %-9s %-13s %22s %22s %7s %9s\n", row.cls.c_str(), row.mib,
+                row.checksum ? "xxh64" : "off", endpoint,
+                spread(r.median_gbps, r.worst_gbps, r.best_gbps).c_str(), pts.c_str(),
+                in_cache ? "(c)" : ratio(r.median_gbps, pt.median, 1.0).c_str(),
+                ratio(r.median_gbps, memcpy_rate, 1.0).c_str());
+    if (in_cache)
+      std::printf("%-6s %8s copy of one %zu MiB message again and again: %.2f GB/s\n", "", "", row.mib,
+                  reused);
     std::fflush(stdout);
   }
   if (flagged > 0)
-    std::printf("\n!: the transport's median exceeds that baseline, which bounds it (ucx_perftest in the same error mode moves the\n"
-                "   same messages with nothing else to do; a copy between processes costs at least one memcpy): the baseline is\n"
-                "   not a ceiling in this run (see its spread: a loaded machine, or UCX chose another data path), so the ratio\n"
-                "   says nothing about the transport's efficiency\n");
-  if (sparse_fraction >= 0) sparse_refit(t, self, w, sparse_fraction, reps, perftest);
+    std::printf(
+        "\n!: the transport's median exceeds that baseline, which bounds it (ucx_perftest in the same class "
+        "and error mode\n"
+        "   moves the same messages with nothing else to do; a copy between processes costs at least one "
+        "memcpy): the\n"
+        "   baseline is not a ceiling in this run (see its spread: a loaded machine, or UCX chose another "
+        "data path), so\n"
+        "   the ratio says nothing about the transport's efficiency\n");
+  if (cached > 0)
+    std::printf(
+        "\nc: ucx_perftest sends every message from one buffer of that size, which stays in cache on this "
+        "machine (a copy\n"
+        "   of one message, at the rate printed below its row, runs over 1.25x a copy of the weights "
+        "measured with it):\n"
+        "   not a memory figure, so no ratio; the transport sends the weights themselves, each byte from "
+        "memory\n");
+  if (sparse_fraction >= 0) {
+    setenv("UCX_TLS", class_tls(classes.front()), 1);
+    sparse_refit(t, self, w, sparse_fraction, reps, perftest);
+  }
   std::printf("\nmemcpy of the same %.2f GB (one thread, pre-faulted destination, median of %d): %.2f GB/s\n", w.total / 1e9, reps,
               memcpy_rate);
-  std::printf("goal: the transport within 80%% of ucx_perftest tag_bw at the same message size and error-handling mode\n"
-              "(the transport must notice receivers that die midway, so its endpoints use UCP_ERR_HANDLING_MODE_PEER)\n");
+  std::printf(
+      "goal: the transport within 80%% of ucx_perftest tag_bw at the same message size, class and error "
+      "mode\n"
+      "(a receiver on this machine is streamed over an endpoint without peer error handling, so UCX may use "
+      "shared\n"
+      "memory; the connection endpoint keeps peer error handling to notice a receiver that dies)\n");
   return 0;
 }

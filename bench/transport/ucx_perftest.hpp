@@ -79,9 +79,10 @@ inline int wait_exit(pid_t pid) {
 }
 
 // ucx_perftest tag_bw, server and client on loopback; returns GB/s (10^9) or nothing. With
-// `error_handling` (-e) its endpoints detect dead peers, as the transport's must: in UCX 1.13 that
-// mode leaves out CMA and shared memory for client-server endpoints, so it is the like-for-like
-// ceiling; without it, UCX's best on this machine.
+// `error_handling` (-e) its endpoints detect dead peers, as the transport's connection endpoints
+// do: in UCX 1.13 that mode leaves out CMA and shared memory, so it is the baseline of a stream over
+// the connection; without it, of a stream over a receiver's own endpoint (no peer error handling,
+// the transport's path to a receiver on this machine). Both read UCX_TLS from the environment.
 inline std::optional<double> perftest_gbps(size_t bucket, size_t total, bool error_handling) {
   int port = free_port();
   size_t iters = std::max<size_t>(16, 3 * total / bucket);
