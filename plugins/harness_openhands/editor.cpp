@@ -5,19 +5,22 @@
 #include <set>
 #include <stdexcept>
 
+#include "patch.hpp"
 #include "text_util.hpp"
 
 namespace mlpt::openhands {
 
+// openhands-aci 0.3.2's notices, appended where its maybe_truncate cut the text.
 const char* const kContentTruncatedNotice =
-    "<response clipped><NOTE>To save on context only part of the full response has been shown to you.</NOTE>";
+    "<response clipped><NOTE>Due to the max output limit, only part of the full response has been shown to "
+    "you.</NOTE>";
 const char* const kFileContentTruncatedNotice =
-    "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this "
-    "tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are "
-    "looking for.</NOTE>";
+    "<response clipped><NOTE>Due to the max output limit, only part of this file has been shown to you. You should "
+    "retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of "
+    "what you are looking for.</NOTE>";
 const char* const kDirectoryContentTruncatedNotice =
-    "<response clipped><NOTE>To save on context only part of this directory has been shown to you. You should use "
-    "`ls -la` instead to view large directories incrementally.</NOTE>";
+    "<response clipped><NOTE>Due to the max output limit, only part of this directory has been shown to you. You "
+    "should use `ls -la` instead to view large directories incrementally.</NOTE>";
 
 namespace {
 
@@ -282,8 +285,8 @@ std::string Editor::view(const std::string& path, const Info& info, const nlohma
   if (end == -1) {
     end = num_lines;
   } else if (end > num_lines) {
-    warning = "We only show up to " + std::to_string(num_lines) + " since there's only " +
-              std::to_string(num_lines) + " lines in this file";
+    warning = "We only show up to " + std::to_string(num_lines) + " since there're only " +
+              std::to_string(num_lines) + " lines in this file.";
     end = num_lines;
   }
   if (end < start)
@@ -293,19 +296,19 @@ std::string Editor::view(const std::string& path, const Info& info, const nlohma
   // Python: '\n'.join(text.splitlines()) drops the last terminator.
   std::string text = line_range(content, start, end);
   if (!text.empty() && text.back() == '\n') text.pop_back();
-  std::string out = cat_n(text, path, start);
-  if (!warning.empty()) out += "\nNOTE: " + warning + "\n";
-  return out;
+  // The note goes before the listing, as openhands-aci 0.3.2 prepends it.
+  return (warning.empty() ? "" : "NOTE: " + warning + "\n") + cat_n(text, path, start);
 }
 
 std::string Editor::view_dir(const std::string& path) {
   const std::string q = shell_quote(path);
-  const std::string marker = "\n@@MLPT_HIDDEN@@";
+  // Each entry comes as "d PATH" or "f PATH": the listing is clipped as `find | sort` printed it and
+  // the folders get their slash after, as openhands-aci 0.3.2 does.
   const std::string cmd =
       "find -L " + q + " -mindepth 1 -maxdepth 1 -name '.*' 2>/dev/null | wc -l; printf '@@MLPT_LIST@@\\n'; "
       "find -L " + q + " -maxdepth 2 -not \\( -path " + shell_quote(path + "/.*") + " -o -path " +
       shell_quote(path + "/*/.*") + " \\) 2>/tmp/.mlpt_find_err | sort | while IFS= read -r p; do "
-      "if [ -d \"$p\" ]; then printf '%s/\\n' \"$p\"; else printf '%s\\n' \"$p\"; fi; done; "
+      "if [ -d \"$p\" ]; then printf 'd %s\\n' \"$p\"; else printf 'f %s\\n' \"$p\"; fi; done; "
       "printf '@@MLPT_ERR@@\\n'; cat /tmp/.mlpt_find_err; rm -f /tmp/.mlpt_find_err";
   ShellResult r = ws_.shell(cmd, 60000);
   const std::string& o = r.output;
@@ -313,12 +316,22 @@ std::string Editor::view_dir(const std::string& path) {
   if (list_at == std::string::npos || err_at == std::string::npos || err_at < list_at)
     throw ToolError("Ran into an error while listing " + path + ": " + o);
   long hidden = std::strtol(o.substr(0, list_at).c_str(), nullptr, 10);
-  std::string listing = o.substr(list_at + 14, err_at - list_at - 14);
   std::string err = o.substr(err_at + 13);
   if (!rstrip(err).empty()) return "ERROR:\n" + err;
+  std::string listing;
+  std::set<std::string> folders;
+  for (const std::string& line : split_lines(o.substr(list_at + 14, err_at - list_at - 14))) {
+    if (line.size() < 2) continue;
+    if (line[0] == 'd') folders.insert(line.substr(2));
+    listing += line.substr(2) + "\n";
+  }
   listing = maybe_truncate(listing, kMaxResponseChars, kDirectoryContentTruncatedNotice);
-  std::string out = "Here's the files and directories up to 2 levels deep in " + path + ", excluding hidden items:\n" +
-                    std::string(rstrip(listing));
+  const size_t first = listing.find_first_not_of(" \t\n\r\f\v");
+  std::string out = "Here's the files and directories up to 2 levels deep in " + path + ", excluding hidden items:\n";
+  size_t n = 0;
+  for (const std::string& p : first == std::string::npos ? std::vector<std::string>{}
+                                                          : split_lines(std::string(rstrip(listing.substr(first)))))
+    out += (n++ ? "\n" : "") + p + (folders.count(p) ? "/" : "");
   if (hidden > 0)
     out += "\n\n" + std::to_string(hidden) + " hidden files/directories in this directory are excluded. You can use 'ls -la " +
            path + "' to see them.";

@@ -1,6 +1,9 @@
 // str_replace_editor: semantics and the exact messages of the OpenHands editor.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "editor.hpp"
 #include "host_workspace.hpp"
 
@@ -31,9 +34,10 @@ TEST_CASE("view_range shows the given lines, -1 to the end, and says when the en
         "Here's the result of running `cat -n` on " + f.file + ":\n     2\ttwo\n     3\tthree\n");
   CHECK(f.run({{"command", "view"}, {"path", f.file}, {"view_range", {2, -1}}}) ==
         "Here's the result of running `cat -n` on " + f.file + ":\n     2\ttwo\n     3\tthree\n");
+  // openhands-aci 0.3.2 puts its note first, in its own words.
   CHECK(f.run({{"command", "view"}, {"path", f.file}, {"view_range", {3, 9}}}) ==
-        "Here's the result of running `cat -n` on " + f.file +
-            ":\n     3\tthree\n\nNOTE: We only show up to 3 since there's only 3 lines in this file\n");
+        "NOTE: We only show up to 3 since there're only 3 lines in this file.\nHere's the result of running `cat -n` "
+        "on " + f.file + ":\n     3\tthree\n");
   CHECK(f.run({{"command", "view"}, {"path", f.file}, {"view_range", {0, 2}}}) ==
         "ERROR:\nInvalid `view_range` parameter: [0, 2]. Its first element `0` should be within the range of lines of "
         "the file: [1, 3].");
@@ -146,6 +150,44 @@ TEST_CASE("a long file view is clipped after 16000 characters with the notice") 
   Fixture f;
   agent_env_test::write(f.file, std::string(20000, 'x'));
   std::string out = f.run({{"command", "view"}, {"path", f.file}});
-  CHECK(out.find(std::string(16000, 'x') + mlpt::openhands::kFileContentTruncatedNotice) != std::string::npos);
-  CHECK(out.find(std::string(16001, 'x')) == std::string::npos);
+  // openhands-aci 0.3.2: the first 16000 characters, its notice right after them, then numbered.
+  CHECK(out == "Here's the result of running `cat -n` on " + f.file + ":\n     1\t" + std::string(16000, 'x') +
+                   "<response clipped><NOTE>Due to the max output limit, only part of this file has been shown to "
+                   "you. You should retry this tool after you have searched inside the file with `grep -n` in order "
+                   "to find the line numbers of what you are looking for.</NOTE>\n");
+}
+
+TEST_CASE("a long directory view is clipped as find printed it, folders marked after") {
+  Fixture f;
+  const std::string d = f.dir.str();
+  // Enough folders that `find | sort` prints more than 16000 characters.
+  const std::string name(60, 'd');
+  std::vector<std::string> lines = {d, d + "/a.py"};
+  for (int i = 0; i < 400; ++i) {
+    const std::string sub = d + "/" + name + std::to_string(1000 + i);
+    std::filesystem::create_directories(sub);
+    lines.push_back(sub);
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string raw;
+  for (const auto& l : lines) raw += l + "\n";
+  REQUIRE(raw.size() > 16000);
+  // What openhands-aci does: cut the raw listing at 16000, append the notice, then a slash on each folder.
+  const std::string cut = raw.substr(0, 16000) + mlpt::openhands::kDirectoryContentTruncatedNotice;
+  std::string expected = "Here's the files and directories up to 2 levels deep in " + d + ", excluding hidden items:\n";
+  size_t start = 0;
+  bool first = true;
+  while (start < cut.size()) {
+    size_t nl = cut.find('\n', start);
+    const std::string line = cut.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    start = nl == std::string::npos ? cut.size() : nl + 1;
+    if (line.empty()) continue;
+    const bool folder = std::filesystem::is_directory(line);
+    expected += (first ? "" : "\n") + line + (folder ? "/" : "");
+    first = false;
+  }
+  CHECK(f.run({{"command", "view"}, {"path", d}}) == expected);
+  CHECK(std::string(mlpt::openhands::kDirectoryContentTruncatedNotice) ==
+        "<response clipped><NOTE>Due to the max output limit, only part of this directory has been shown to you. You "
+        "should use `ls -la` instead to view large directories incrementally.</NOTE>");
 }
