@@ -328,6 +328,24 @@ class Child {
     }
   }
   void signal(int sig) { kill(pid_, sig); }
+  // SIGSTOP, then true once every thread of the process has stopped: kill() returns before that, and
+  // a receiver polling shared memory may take a whole version in the meantime. False after
+  // `timeout_ms`, or when the process exited instead (then wait() reports it).
+  bool stop(int timeout_ms) {
+    kill(pid_, SIGSTOP);
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      int st = 0;
+      if (waitpid(pid_, &st, WUNTRACED | WNOHANG) == pid_) {
+        if (WIFSTOPPED(st)) return true;
+        exited_ = true;
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return false;
+      }
+      if (std::chrono::steady_clock::now() >= until) return false;
+      usleep(1000);
+    }
+  }
 
  private:
   pid_t pid_ = -1;

@@ -200,7 +200,7 @@ TEST_CASE("ucx: a receiver killed midway fails the send within its timeout, nami
   Child hung = receiver(rx_config(port, "frozen-engine"), 2, p2);
   tx.send(2, v.views, 20000);
   CHECK(hung.line(20000) == "received 2");
-  hung.signal(SIGSTOP);
+  REQUIRE(hung.stop(5000));
   f = failure_of([&] { tx.send(3, v.views, 500); });
   CHECK(f.code == MLPT_DEADLINE_EXCEEDED);
   CHECK_THAT(f.message, Catch::Contains("receiver 'frozen-engine'") && Catch::Contains("did not confirm"));
