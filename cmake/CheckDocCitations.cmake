@@ -19,7 +19,11 @@ foreach(folder IN LISTS folders)
   endforeach()
 endforeach()
 file(GLOB_RECURSE files RELATIVE "${SOURCE_DIR}" ${globs})
-list(APPEND files README.md CMakeLists.txt)
+foreach(top README.md CMakeLists.txt)
+  if(EXISTS "${SOURCE_DIR}/${top}")
+    list(APPEND files ${top})
+  endif()
+endforeach()
 list(SORT files)
 
 # The section numbers a page has: "3" for "## 3. Title", "2.4.6" for "#### 2.4.6 Title".
