@@ -23,6 +23,8 @@ class RefitSender {
   const std::vector<mlpt_named_tensor>& prepare(uint64_t version, const mlpt_named_tensor* weights, size_t count,
                                                 bool force_full = false);
   const RefitStats& stats() const { return stats_; }
+  // The last message prepare returned.
+  const std::vector<mlpt_named_tensor>& message() const { return message_; }
 
   // What the last message cost on the wire, as the host measured it: `bytes` sent in `seconds`.
   // From these rates and the encoder's own, the sender sends a version whole when that is quicker

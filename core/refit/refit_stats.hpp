@@ -15,6 +15,7 @@ struct RefitStats {
   uint64_t dense_bytes = 0;  // the weights' own size: what a dense refit moves
   int64_t numel = 0, changed = 0;  // elements, and those that differ from the previous version (delta only)
   bool whole_by_rates = false;     // sent full because the measured rates said it was quicker than a delta
+  std::string fallback;  // why the refit asked for ([run] refit = "sparse") was not used; empty when it was
 };
 
 // What a dense refit of `weights` moves: the weights as they are.

@@ -1,5 +1,5 @@
 // The benchmark loop (`mlpt run`): async GRPO through the ABI only, so any plugin combination runs
-// it. Rollout workers generate groups continuously while the trainer trains the previous step;
+// it, over one placement interface wherever the components are (component_placement.hpp). Rollout workers generate groups continuously while the trainer trains the previous step;
 // staleness is bounded by the scheduler; every step's weights go trainer -> transport -> engine;
 // validation (pass@k) runs from the first eval point on; the MLPerf result log, a metrics JSONL, a
 // progress line and an HTML report record it all.
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/run/remote_ranks.hpp"
+#include "core/run/component_placement.hpp"
 #include "core/run/run_config.hpp"
 #include "mlpt/mlpt.h"
 
@@ -29,9 +29,9 @@ struct RunOptions {
   std::function<void(uint64_t version, const mlpt_named_tensor* exported, size_t num_exported, const mlpt_named_tensor* loaded,
                      size_t num_loaded)>
       after_refit;
-  // The coordinator of a distributed run: episodes and training happen on these ranks, and this
-  // process loads no components (core/dist/mpi/distributed_run.hpp). NULL: one process does all.
-  RemoteRanks* remote = nullptr;
+  // Where the components run when not in this process: a distributed run's coordinator reaches
+  // them on the other ranks (core/dist/mpi/distributed_run.hpp). NULL: this process loads them all.
+  ComponentPlacement* placement = nullptr;
 };
 
 // RunSummary::abort_reason of a run that ran all its steps without reaching the target.

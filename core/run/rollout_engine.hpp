@@ -11,7 +11,7 @@
 
 #include "core/components/instances.hpp"
 #include "core/plugin/component_set.hpp"
-#include "core/refit/refit_receiver.hpp"
+#include "core/refit/weight_route.hpp"
 #include "core/run/run_config.hpp"
 
 namespace mlpt::run {
@@ -26,18 +26,15 @@ class RolloutEngine {
 
   components::Engine& engine() { return *engine_; }
   components::Transport& receiver() { return *receiver_; }
-  // The engine gets weight version `version` (or newer) and loads it; the caller pauses it around
-  // this. Dense: the engine fetches it through the receiver itself (refit/weight_flow). Sparse
-  // (`relays_refits`): the host receives the message, rebuilds a sparse refit's against the version
-  // held (a message without the refit manifest is the weights themselves) and loads it. Collective
-  // over an engine group: every rank calls it for every version.
-  void load_weights(uint64_t version, int64_t timeout_ms);
+  // The engine gets weight version `version` (or newer) and loads it through the receiving end
+  // [run] refit names (run/weight_refit.hpp); the caller pauses it around this. Collective over an
+  // engine group: every rank calls it for every version.
+  void load_weights(uint64_t version, int64_t timeout_ms) { weights_->fetch(*engine_, version, timeout_ms); }
 
  private:
   std::unique_ptr<components::Engine> engine_;
   std::unique_ptr<components::Transport> receiver_;
-  bool relays_refits_ = false;    // [run] refit = "sparse": the host receives and rebuilds
-  refit::RefitReceiver decoder_;  // holds the last version when refits are sparse
+  std::unique_ptr<refit::WeightReceiver> weights_;  // over receiver_
 };
 
 }  // namespace mlpt::run

@@ -24,6 +24,22 @@ nlohmann::json config_keys(const std::filesystem::path& file) { return config::t
 
 }  // namespace
 
+RunStart open_run_folder(const std::filesystem::path& out, bool resume) {
+  RunStart start;
+  if (resume) {
+    start.resume_from = latest_checkpoint(out / "checkpoints");
+    if (!start.resume_from) throw Error(MLPT_NOT_FOUND, (out / "checkpoints").string() + ": no checkpoint to resume from");
+    start.spent_before_ms = time_spent_before(out);
+  } else if (auto traces = run_traces(out)) {
+    throw Error(MLPT_ALREADY_EXISTS, out.string() + " holds another run (" + *traces +
+                                         "); a run never writes into it. Continue that run with `mlpt run --resume " +
+                                         out.string() + "`, pass --new-folder to write to the next free " +
+                                         out.filename().string() + "-N, or set [run] output_dir");
+  }
+  std::filesystem::create_directories(out);
+  return start;
+}
+
 void write_run_marker(const std::filesystem::path& output_dir, const std::filesystem::path& config_file) {
   const auto config = std::filesystem::absolute(config_file).lexically_normal();
   nlohmann::json marker = {{"config", config.string()}, {"config_sha256", config_sha256(config)}, {"config_keys", config_keys(config)}};

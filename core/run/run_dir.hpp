@@ -10,9 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "core/run/checkpoint.hpp"
 #include "core/run/resume_config.hpp"
 
 namespace mlpt::run {
+
+// Where a run starts from: the checkpoint a resumed run continues from (none for a new run) and
+// the milliseconds its earlier attempts ran.
+struct RunStart {
+  std::optional<CheckpointState> resume_from;
+  int64_t spent_before_ms = 0;
+};
+// Checks `output_dir` before anything is written (a new run refuses a folder that holds another
+// run, never touching it; a resume needs a checkpoint there), then creates it.
+RunStart open_run_folder(const std::filesystem::path& output_dir, bool resume);
 
 void write_run_marker(const std::filesystem::path& output_dir, const std::filesystem::path& config_file);
 

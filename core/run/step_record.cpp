@@ -79,15 +79,19 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json refit_stats_json(const refit::RefitStats& s) {
-  return {{"mode", s.mode},
-          {"bytes", s.bytes},
-          {"dense_bytes", s.dense_bytes},
-          {"elements", s.numel},
-          {"changed_elements", s.changed}};
+  nlohmann::json j = {{"mode", s.mode},
+                      {"bytes", s.bytes},
+                      {"dense_bytes", s.dense_bytes},
+                      {"elements", s.numel},
+                      {"changed_elements", s.changed}};
+  if (!s.fallback.empty()) j["fallback"] = s.fallback;
+  return j;
 }
 
 refit::RefitStats refit_stats_from_json(const nlohmann::json& j) {
-  return {j.at("mode"), j.at("bytes"), j.at("dense_bytes"), j.at("elements"), j.at("changed_elements")};
+  refit::RefitStats s{j.at("mode"), j.at("bytes"), j.at("dense_bytes"), j.at("elements"), j.at("changed_elements")};
+  s.fallback = j.value("fallback", std::string());
+  return s;
 }
 
 nlohmann::json eval_record_json(const EvalRecord& r) {

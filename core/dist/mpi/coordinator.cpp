@@ -47,6 +47,7 @@ Coordinator::Coordinator(MpiChannel& channel, const Placement& placement, const 
                                       info.at("num_moe_layers").get<int64_t>(), info.at("experts_per_token").get<int64_t>(),
                                       info.at("max_sequence_length").get<int64_t>(), info.at("weight_version").get<uint64_t>()};
       record_routed_experts_ = m.body.at("record_routed_experts").get<bool>();
+      end_of_turn_token_ = m.body.at("end_of_turn_token").get<int32_t>();
     }
   } catch (...) {
     stop();
@@ -352,7 +353,7 @@ std::vector<components::Metric> Coordinator::train_step(const mlpt_train_batch& 
   return metrics;
 }
 
-refit::RefitStats Coordinator::publish(uint64_t version) {
+refit::RefitStats Coordinator::deliver_weights(uint64_t version) {
   // The transport's sender drops a receiver whose process is gone, so a lost worker holds up
   // neither the publishing trainer ranks' sends nor this wait. The ranks of replica 0 publish
   // together, each its own shards.

@@ -26,11 +26,11 @@
 #include "core/dist/mpi/channel.hpp"
 #include "core/dist/placement.hpp"
 #include "core/dist/trainer_replicas.hpp"
-#include "core/run/remote_ranks.hpp"
+#include "core/run/component_placement.hpp"
 
 namespace mlpt::dist {
 
-class Coordinator final : public run::RemoteRanks {
+class Coordinator final : public run::ComponentPlacement {
  public:
   // Waits until every rank has said it is ready (its components are loaded) and checks the trainer
   // ranks' data-parallel replicas (dist/trainer_replicas.hpp).
@@ -48,10 +48,11 @@ class Coordinator final : public run::RemoteRanks {
   // One collective step of the trainer group; returns group rank 0's metrics.
   std::vector<components::Metric> train_step(const mlpt_train_batch& batch, uint64_t* new_version) override;
   // The trainer ranks of replica 0 send `version`, every worker loads it; returns when all have.
-  refit::RefitStats publish(uint64_t version) override;
+  refit::RefitStats deliver_weights(uint64_t version) override;
   bool can_save_state() const override { return can_save_state_; }
   bool record_routed_experts() const override { return record_routed_experts_; }
   mlpt_engine_model_info model_info() const override { return model_; }
+  int32_t end_of_turn_token() const override { return end_of_turn_token_; }
   void save_state(const std::string& dir) override;
   uint64_t load_state(const std::string& dir) override;  // returns the version loaded (not yet published)
 
@@ -104,6 +105,7 @@ class Coordinator final : public run::RemoteRanks {
   bool can_save_state_ = true, record_routed_experts_ = false, stopped_ = false;
   std::optional<TrainerReplicas> replicas_;  // which share each trainer rank trains, who publishes
   mlpt_engine_model_info model_{};
+  int32_t end_of_turn_token_ = 0;
   std::atomic<bool> reading_{true};
   std::thread reader_;
 };

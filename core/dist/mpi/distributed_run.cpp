@@ -65,7 +65,7 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
       MpiSession::abort_job(kStartFailed);
     }
     run::RunOptions with_ranks = options;
-    with_ranks.remote = &*coordinator;
+    with_ranks.placement = &*coordinator;
     outcome.summary = run::run_benchmark(config, with_ranks);
     outcome.end_job = coordinator->run_failed();
     outcome.rank_lost = coordinator->any_rank_lost();

@@ -42,7 +42,8 @@ RankEnd run_rollout_worker(const run::RunConfig& c, const Placement& placement, 
                   {"model", {{"vocab_size", model.vocab_size}, {"num_moe_layers", model.num_moe_layers},
                              {"experts_per_token", model.experts_per_token}, {"max_sequence_length", model.max_sequence_length},
                              {"weight_version", model.weight_version}}},
-                  {"record_routed_experts", rollouts.environment().record_routed_experts}});
+                  {"record_routed_experts", rollouts.environment().record_routed_experts},
+                  {"end_of_turn_token", rollouts.environment().stop_tokens.front()}});
     for (;;) {
       RunMessage m = channel.receive(Placement::coordinator(), -1, interrupted, me + " waiting for the coordinator");
       if (m.kind == "episode") {

@@ -8,8 +8,7 @@
 #include "core/dist/trainer_replicas.hpp"
 #include "core/error.hpp"
 #include "core/plugin/component_set.hpp"
-#include "core/refit/refit_sender.hpp"
-#include "core/refit/weight_flow.hpp"
+#include "core/refit/weight_route.hpp"
 #include "core/run/step_record.hpp"
 #include "core/run/trainer_settings.hpp"
 #include "core/run/weight_refit.hpp"
@@ -69,7 +68,7 @@ RankEnd run_trainer_rank(const run::RunConfig& c, const Placement& placement, pl
     // The ranks of replica 0 send each version to every rollout worker's receiver, each its own
     // shards as one sender rank of the transport (one rank: whole tensors).
     std::unique_ptr<components::Transport> sender;
-    std::unique_ptr<refit::RefitSender> encoder;  // [run] refit = "sparse": only what changed is sent
+    std::unique_ptr<refit::WeightSender> weights;  // over sender, as [run] refit says
     if (const int sender_rank = replicas.sender_rank(group_rank); sender_rank >= 0) {
       const std::string senders_name = transport_group + "/senders";
       const mlpt_component_group senders{MLPT_COMPONENT_GROUP_STRUCT_SIZE, {senders_name.data(), senders_name.size()}, sender_rank,
@@ -80,7 +79,7 @@ RankEnd run_trainer_rank(const run::RunConfig& c, const Placement& placement, pl
       } catch (const Error& e) {
         throw Error(e.code(), c.file.string() + " [components.transport]: " + e.what());
       }
-      encoder = run::sparse_refit_encoder(c.run, trainer);
+      weights = run::weight_sender(c.run, *sender, run::sparse_refit_refused(c.run, trainer));
     }
     channel.send(Placement::coordinator(), "ready",
                  {{"can_save_state", trainer.can_save_state()},
@@ -98,24 +97,10 @@ RankEnd run_trainer_rank(const run::RunConfig& c, const Placement& placement, pl
         for (const auto& metric : metrics) named[metric.name] = metric.value;
         channel.send(Placement::coordinator(), "trained", {{"version", version}, {"metrics", named}});
       } else if (m.kind == "publish") {
-        if (!sender)
+        if (!weights)
           throw Error(MLPT_INTERNAL, "publish sent to trainer rank " + std::to_string(group_rank) + " (only data-parallel replica 0 sends)");
-        refit::RefitStats stats;
-        uint64_t published_version = 0;
-        if (encoder) {  // sparse: this rank relays what changed
-          auto w = trainer.export_weights();
-          const auto& message = encoder->prepare(w.version, w.tensors, w.count);
-          stats = encoder->stats();
-          sender->send(w.version, message.data(), message.size(), refit::kTransferTimeoutMs);
-          published_version = w.version;
-        } else {  // dense: the trainer publishes through the transport itself (refit/weight_flow)
-          const auto published = refit::publish(trainer, *sender, refit::kTransferTimeoutMs);
-          stats = refit::RefitStats{"dense"};
-          stats.bytes = stats.dense_bytes = published.bytes;
-          published_version = published.version;
-        }
-        channel.send(Placement::coordinator(), "published",
-                     {{"version", published_version}, {"refit", run::refit_stats_json(stats)}});
+        const refit::SentVersion sent = weights->send(trainer, refit::kTransferTimeoutMs);
+        channel.send(Placement::coordinator(), "published", {{"version", sent.version}, {"refit", run::refit_stats_json(sent.stats)}});
       } else if (m.kind == "save") {
         trainer.save_state(m.body.at("dir").get<std::string>());
         channel.send(Placement::coordinator(), "saved");

@@ -26,7 +26,9 @@
 #include "mlpt/engine.h"
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/reshard.hpp"
+#include "mlpt/sdk/routed_experts.hpp"
 #include "mlpt/sdk/transport.hpp"
+#include "mlpt/sdk/weight_delivery.hpp"
 
 namespace mlpt::sdk {
 
@@ -170,14 +172,11 @@ inline void generate_blocking(mlpt_generate_args& a) {
   if (a.out_logprobs && r->out_logprobs.size() >= n)
     std::copy(r->out_logprobs.begin(), r->out_logprobs.begin() + static_cast<std::ptrdiff_t>(n), a.out_logprobs);
   if (a.record_routed_experts && !r->out_routed_experts.empty()) {
-    // Per-layer [position][k] to the blocking call's [position][layer][k].
+    // As recorded (per layer) to the blocking call's layout, the trainer's.
     const size_t layers = r->out_routed_experts.size();
     const size_t positions = a.num_tokens + n - a.routed_experts_from;
     const size_t k = positions ? r->out_routed_experts[0].size() / positions : 0;
-    for (size_t p = 0; p < positions; ++p)
-      for (size_t l = 0; l < layers; ++l)
-        std::copy_n(r->out_routed_experts[l].begin() + static_cast<std::ptrdiff_t>(p * k), k,
-                    a.out_routed_experts + (p * layers + l) * k);
+    routed_experts_by_position(r->routed_layer_pointers.data(), layers, positions, k, a.out_routed_experts);
   }
   a.out_num_tokens = n;
   a.out_finish_reason = r->finish_reason();
@@ -214,16 +213,8 @@ inline void fetch_and_load(mlpt_fetch_weights_args& a) {
   l.num_tensors = r.out_num_tensors;
   l.shards = r.out_shards;
   l.ready = &r.out_ready;
-  try {
-    engine->load_weights(l);
-  } catch (...) {
-    try {
-      receiver.release(r.out_version);
-    } catch (const Error&) {  // the load's error says more
-    }
-    throw;
-  }
-  receiver.release(r.out_version);
+  load_then_release(
+      r.out_version, [&] { engine->load_weights(l); }, [&](uint64_t version) { receiver.release(version); });
   a.out_version = r.out_version;
 }
 }  // namespace detail
