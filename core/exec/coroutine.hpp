@@ -4,6 +4,9 @@
 
 #include <coroutine>
 #include <exception>
+#include <optional>
+#include <type_traits>
+#include <utility>
 
 #include "core/exec/executor.hpp"
 
@@ -30,6 +33,37 @@ inline auto resume_on(Executor& executor) {
     void await_resume() const noexcept {}
   };
   return Awaiter{&executor};
+}
+
+// `co_await call_on(pool, home, call)`: runs the blocking `call()` on one of `pool`'s threads, then
+// the coroutine continues on `home` with its result (or its exception). For a call that would
+// otherwise hold one of `home`'s few threads for its whole length (grading a rollout's patch).
+template <class Call>
+auto call_on(Executor& pool, Executor& home, Call call) {
+  using Result = std::invoke_result_t<Call&>;
+  struct Awaiter {
+    Executor* pool;
+    Executor* home;
+    Call call;
+    std::optional<Result> result;
+    std::exception_ptr error;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) {
+      pool->post([this, h] {
+        try {
+          result.emplace(call());
+        } catch (...) {
+          error = std::current_exception();
+        }
+        home->post([h] { h.resume(); });  // nothing touches *this after this line
+      });
+    }
+    Result await_resume() {
+      if (error) std::rethrow_exception(error);
+      return std::move(*result);
+    }
+  };
+  return Awaiter{&pool, &home, std::move(call), std::nullopt, nullptr};
 }
 
 }  // namespace mlpt::exec

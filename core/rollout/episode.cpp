@@ -182,7 +182,13 @@ exec::Detached episode(const EpisodeEnvironment& env, EpisodeRequest req, exec::
       t.reward_reason = "agent timeout: past agent_timeout_s = " + std::to_string(req.limits.agent_timeout_s) + " s, not graded";
     } else {
       auto reward_started = Clock::now();
-      auto grade = env.reward->grade(task_json, result.dump(), end, env.sandboxes ? env.sandboxes->binding() : nullptr);
+      auto grade_patch = [&] {
+        return env.reward->grade(task_json, result.dump(), end, env.sandboxes ? env.sandboxes->binding() : nullptr);
+      };
+      // A hidden-test run takes as long as the tests: on the grading threads, not the episode's.
+      components::Grade grade;
+      if (env.grading) grade = co_await exec::call_on(*env.grading, executor, grade_patch);
+      else grade = grade_patch();
       t.reward_s = seconds_since(reward_started);
       t.reward = grade.reward;
       t.reward_flags = grade.flags;

@@ -4,9 +4,9 @@
 // it; then the harness's result, the reward (in a fresh sandbox, the reward's business), and the
 // exact token sequence with its loss mask (only generated tokens train).
 //
-// An episode is a coroutine: its host work (harness steps, sandbox commands, the reward) runs on
-// the executor's threads, and while the engine generates it holds no thread at all, so hundreds of
-// episodes in flight need only the executor's few threads.
+// An episode is a coroutine: its host work (harness steps, sandbox commands) runs on the executor's
+// threads, its grading on the environment's grading threads, and while the engine generates it
+// holds no thread at all, so hundreds of episodes in flight need only the executor's few threads.
 #pragma once
 
 #include <atomic>
@@ -49,6 +49,9 @@ struct EpisodeEnvironment {
   std::vector<int32_t> stop_tokens;             // e.g. <|im_end|>
   bool record_routed_experts = false;
   const std::atomic<bool>* cancelled = nullptr;  // stop promptly when set
+  // Where the reward grades: threads of their own, each held for a whole hidden-test run, so the
+  // episodes' threads go on meanwhile. NULL: on the episode's executor.
+  exec::Executor* grading = nullptr;
 };
 
 struct EpisodeRequest {

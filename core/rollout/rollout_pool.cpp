@@ -4,8 +4,11 @@
 
 namespace mlpt::rollout {
 
-RolloutPool::RolloutPool(const EpisodeEnvironment& env, int threads, int64_t max_episodes)
-    : env_(env), max_episodes_(std::max<int64_t>(max_episodes, 1)), pool_(threads) {}
+RolloutPool::RolloutPool(const EpisodeEnvironment& env, int threads, int64_t max_episodes, int grading_threads)
+    : env_(env), max_episodes_(std::max<int64_t>(max_episodes, 1)), grading_(grading_threads > 0 ? grading_threads : threads),
+      pool_(threads) {
+  env_.grading = &grading_;
+}
 
 RolloutPool::~RolloutPool() { wait_idle(); }
 
