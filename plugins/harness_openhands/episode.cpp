@@ -5,6 +5,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "bash_split.hpp"
+#include "git_history.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/settings.hpp"
 #include "patch.hpp"
@@ -56,14 +58,18 @@ nlohmann::ordered_json CodeActEpisode::start(const json& task) {
   // for images that do (R2E-Gym keeps r2e_tests/ and run_tests.sh), they are deleted here first.
   const std::string image_copies = config_.workspace == "/testbed" ? " /r2e_tests /run_tests.sh" : "";
   const std::string base_rev = shell_quote((declared_base.empty() ? std::string("HEAD") : declared_base) + "^{commit}");
+  // The fix commit, which the agent must not reach (whatever the image holds, see git_history.hpp).
+  const std::string fix = task.contains("commit_hash") && task["commit_hash"].is_string() ? task["commit_hash"].get<std::string>() : "";
   ShellResult r = ws_.shell(bash_.install_command() + " >/dev/null 2>&1; rm -rf " + ws + "/r2e_tests " + ws + "/run_tests.sh" + image_copies + " 2>/dev/null; cd " +
-                                ws + " && { git -c safe.directory='*' rev-parse --verify -q " + base_rev + " || git -c safe.directory='*' rev-parse HEAD; } && printf '@@MLPT_UNTRACKED@@\\n' && "
-                                "git -c safe.directory='*' -c core.quotepath=false ls-files --others --exclude-standard",
-                            60000);
+                                ws + " && base=$({ git -c safe.directory='*' rev-parse --verify -q " + base_rev + " || git -c safe.directory='*' rev-parse HEAD; }) && "
+                                "printf '%s\\n' \"$base\" && ( " + trim_history_command(config_.workspace, "\"$base\"", fix) + ") && cd " + ws +
+                                " && printf '@@MLPT_UNTRACKED@@\\n' && git -c safe.directory='*' -c core.quotepath=false ls-files --others --exclude-standard",
+                            600000);
   size_t at = r.output.find("@@MLPT_UNTRACKED@@\n");
   if (r.exit_code != 0 || at == std::string::npos)
-    throw std::runtime_error("cannot read the git state of " + config_.workspace + " in the sandbox: " + r.output);
-  base_commit_ = std::string(rstrip(r.output.substr(0, at)));
+    throw std::runtime_error("cannot read or trim the git state of " + config_.workspace + " in the sandbox: " + r.output);
+  base_commit_ = split_lines(r.output.substr(0, at)).at(0);
+  trimmed_ = r.output.substr(0, at).find("@@MLPT_TRIMMED@@") != std::string::npos;
   untracked_ = split_lines(r.output.substr(at + 19));
   // As the reference's template: the language defaults to python; the base commit is the resolved one.
   const std::string language = task.contains("repo_language") && task["repo_language"].is_string()
@@ -183,7 +189,23 @@ json CodeActEpisode::call_tool(const std::string& name, const json& args) {
                 {"content", truncate_observation(valid_utf8(content), config_.bash.max_observation_chars)}};
   };
   ++tool_calls_;
-  if (name == "execute_bash") return tool_message(bash_.run(args));
+  if (name == "execute_bash") {
+    // Several commands in one call run nothing: OpenHands answers with an error observation, its
+    // content capped like any other and then marked as an error.
+    if (args.contains("command") && args["command"].is_string()) {
+      const std::string& command = args["command"].get_ref<const std::string&>();
+      const size_t first = command.find_first_not_of(" \t\n\r\f\v");
+      const std::vector<std::string> commands =
+          split_bash_commands(first == std::string::npos ? "" : std::string(rstrip(command.substr(first))));
+      if (commands.size() > 1) {
+        ++tool_errors_;
+        json m = tool_message(multiple_commands_error(commands));
+        m["content"] = m["content"].get<std::string>() + "\n[Error occurred in processing last action]";
+        return m;
+      }
+    }
+    return tool_message(bash_.run(args));
+  }
   if (name == "str_replace_editor") {
     std::string out = editor_.run(args);
     if (out.rfind("ERROR:", 0) == 0) ++tool_errors_;
@@ -240,7 +262,7 @@ json CodeActEpisode::step(const json& reply) {
 json CodeActEpisode::finish(const std::string& end) {
   json result = {{"answer", answer_}, {"end", end}, {"base_commit", base_commit_}, {"untracked_at_start", untracked_},
                  {"steps", steps_}, {"tool_calls", tool_calls_}, {"tool_errors", tool_errors_},
-                 {"continue_nudges", nudges_}, {"patch", ""}};
+                 {"continue_nudges", nudges_}, {"history_trimmed", trimmed_}, {"patch", ""}};
   try {
     // Stop what the agent left running so the diff sees settled files.
     ShellResult r = ws_.shell("p=$(cat " + shell_quote(config_.state_dir + "/pid") + " 2>/dev/null) && kill -KILL -- -$p 2>/dev/null; " +

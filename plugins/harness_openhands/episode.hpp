@@ -50,6 +50,7 @@ class CodeActEpisode {
   TaskTracker tasks_;
   std::string base_commit_, answer_;
   std::vector<std::string> untracked_;
+  bool trimmed_ = false;  // the image held history past the base, removed at start
   int nudges_ = 0, steps_ = 0, tool_calls_ = 0, tool_errors_ = 0;
   bool done_ = false;
 };
