@@ -25,17 +25,18 @@ constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exis
 }  // namespace
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
-  int64_t tp = 1, ep = 1, etp = 1;
+  int64_t tp = 1, ep = 1, etp = 1, pp = 1;
   bool distributed_optimizer = true;
   const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu", [&](Settings& extra) {
     share_prefixes_ = extra.boolean_or("share_prefixes", true);
     tp = extra.integer_or("tensor_parallel", 1, 1);
     ep = extra.integer_or("expert_parallel", 1, 1);
     etp = extra.integer_or("expert_tensor_parallel", 1, 1);
+    pp = extra.integer_or("pipeline_parallel", 1, 1);
     distributed_optimizer = extra.boolean_or("distributed_optimizer", true);
     save_piece_bytes_ = static_cast<size_t>(extra.integer_or("save_piece_bytes", static_cast<int64_t>(save_piece_bytes_), 1));
   });
-  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp));
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp), static_cast<int>(pp));
   checkpoint_ = s.checkpoint;
   micro_batch_tokens_ = s.micro_batch_tokens;
   optimizer_ = s.optimizer;
@@ -81,6 +82,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   if (group_.shard().sharded()) group_.check_same_share(b);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
+  const bool last_stage = group_.shard().last_stage();  // the pipeline stage with the LM head
   const PrefixGroups groups = find_prefix_groups(b);
   const PrefixGroups* shared = share_prefixes_ ? &groups : nullptr;
   std::vector<MicroBatch> mbs = split_micro_batches(b, micro_batch_tokens_, true, shared);
@@ -115,10 +117,10 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
       sv.fb.routed_experts = sv.experts.data();
       sv.fb.layer_inputs = &sv.layer_inputs;
     }
-    sv.hidden = forward_hidden(weights_, sv.fb);
+    sv.hidden = forward_hidden(weights_, sv.fb);  // empty on a pipeline stage before the last
     sv.fb.routed_experts = nullptr;
     sv.fb.layer_inputs = nullptr;
-    sv.rows = scored_rows(b, mbs[k], sv.packed);
+    if (last_stage) sv.rows = scored_rows(b, mbs[k], sv.packed);
     const int32_t* tokens = b.tokens + mbs[k].first_token;  // the micro-batch's tokens as sequences
     for (size_t r0 = 0; r0 < sv.rows.size(); r0 += kHeadBlock) {
       const int64_t rows = std::min<int64_t>(kHeadBlock, static_cast<int64_t>(sv.rows.size() - r0));
@@ -134,6 +136,8 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     if (!mbs[k].trains) sv = Saved{};
   }
 
+  // Pipeline stages: the last one scored the tokens; every stage makes the same loss plan from them.
+  group_.sum_pipeline(prev.data(), prev.size());
   LossPlan plan = group_.plan_loss(args, prev, loss_);
 
   // Pass 2, for the micro-batches that train: the loss gradient at the output head over the scored
@@ -184,8 +188,9 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
       }
       cpu::linear_backward_weight(rows, V, H, dlogits.data(), block_hidden.data(), grads_[weights_.layout.lm_head]);
     }
-    // A micro-batch whose every coefficient came out 0 (TIS- or error-masked) has a zero gradient.
-    if (any_gradient) {
+    // A micro-batch whose every coefficient came out 0 (TIS- or error-masked) has a zero gradient;
+    // the last pipeline stage, which ran the head, tells the others.
+    if (group_.flag_from_last_stage(any_gradient)) {
       backward(weights_, sv.fb, sv.layer_inputs, sv.experts.data(), d_hidden.data(), grads_, options);
       backward_tokens += n;
     }
@@ -194,6 +199,10 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
 
   // Data parallel: the group's gradient is the sum of its ranks' (each normalised by the global
   // N_tok), and so are the loss and the counts the metrics report.
+  // The loss and the head's rows are the last pipeline stage's; the token counts every stage's alike.
+  double head_totals[2] = {total_loss, static_cast<double>(head_rows)};
+  group_.sum_pipeline(head_totals, 2);
+  total_loss = head_totals[0], head_rows = static_cast<int64_t>(head_totals[1]);
   StepWork work{mbs.size(), computed_tokens, backward_tokens, head_rows, shared_tokens};
   if (group_.data_parallel_size() > 1)
     for (size_t i = 0; i < grads_.values.size(); ++i)
@@ -236,6 +245,8 @@ void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
     PackedMicroBatch packed = pack_micro_batch(b, mb, nullptr);  // every sequence whole: all rows are read
     ForwardBatch<float> fb = forward_batch(packed);
     ScoreResult<float> r = score_sequences(weights_, fb, valid_vocab_);
+    r.logprobs.resize(static_cast<size_t>(fb.num_tokens()), 0.0);  // zeros before the last pipeline stage
+    group_.sum_pipeline(r.logprobs.data(), r.logprobs.size());      // the last stage's on every stage
     for (int64_t t = 0; t < fb.num_tokens(); ++t) args.out_logprobs[mb.first_token + t] = static_cast<float>(r.logprobs[t]);
   }
 }

@@ -21,8 +21,10 @@
 // gradients, loss and counts (each sum the same bits on every rank), so every rank applies the
 // same update.
 //
-// Model parallel (settings tensor_parallel, expert_parallel; default 1, trainer_group.hpp places
-// the ranks): each rank holds its shard of the weights (model/parallel/) and the AdamW moments of
+// Model parallel (settings tensor_parallel, expert_parallel, pipeline_parallel; default 1,
+// trainer_group.hpp places the ranks; pipeline stages run a GPipe schedule: every micro-batch's
+// forward through the stages, the last one's head scoring the tokens for the loss plan, then every
+// micro-batch's backward, activation gradients sent back; each stage updates its own tensors): each rank holds its shard of the weights (model/parallel/) and the AdamW moments of
 // that shard (AdamW is elementwise, so the shards' updates are the whole model's); the ranks of a
 // model-parallel group must be given the same batch share (the trainer tells the host its
 // data-parallel replica, trainer.h out_data_parallel_rank). The gradient-norm clip counts every

@@ -62,12 +62,13 @@ TrainerGroup::TrainerGroup(const mlpt_component_group* group) {
 
 TrainerGroup::~TrainerGroup() {
   model_.reset();
+  pipeline_.reset();
   data_.reset();
   tensor_.reset();
   expert_.reset();
   routed_.reset();
 #ifdef MLPT_REFERENCE_MPI
-  for (void* c : {data_comm_, tensor_comm_, expert_comm_, model_comm_, comm_}) {
+  for (void* c : {data_comm_, tensor_comm_, expert_comm_, model_comm_, stage_comm_, pipeline_comm_, comm_}) {
     if (!c) continue;
     MPI_Comm comm = as_comm(c);
     MPI_Comm_free(&comm);
@@ -75,56 +76,72 @@ TrainerGroup::~TrainerGroup() {
 #endif
 }
 
-void TrainerGroup::split_model_parallel(int tp, int ep, int etp) {
+void TrainerGroup::split_model_parallel(int tp, int ep, int etp, int pp) {
   if (etp != 1 && etp != tp)
     throw Error(MLPT_INVALID_ARGUMENT, "trainer group '" + name_ + "': expert_tensor_parallel " + std::to_string(etp) +
                                            " is neither 1 (whole experts) nor tensor_parallel " + std::to_string(tp));
-  if (tp < 1 || ep < 1 || size_ % (tp * ep) != 0)
+  if (tp < 1 || ep < 1 || pp < 1 || size_ % (tp * ep * pp) != 0)
     throw Error(MLPT_INVALID_ARGUMENT, "trainer group '" + name_ + "' of " + std::to_string(size_) +
                                            " ranks does not split into model-parallel groups of tensor_parallel " +
-                                           std::to_string(tp) + " × expert_parallel " + std::to_string(ep));
-  shard_ = ModelShard::of_world_rank(tp, ep, rank_ % (tp * ep), etp);
+                                           std::to_string(tp) + " × expert_parallel " + std::to_string(ep) +
+                                           (pp != 1 ? " × pipeline_parallel " + std::to_string(pp) : std::string()));
+  shard_ = ModelShard::of_model_rank(tp, ep, pp, rank_ % (tp * ep * pp), etp);
   if (size_ == 1) return;
 #ifdef MLPT_REFERENCE_MPI
-  const int dp_rank = rank_ / (tp * ep);
+  const int dp_rank = rank_ / (tp * ep * pp), stage = dp_rank * pp + shard_.pp_rank;  // stage: of the whole group
   auto split = [&](int color, int key, const char* what) {
     MPI_Comm out = MPI_COMM_NULL;
     check_mpi(MPI_Comm_split(as_comm(comm_), color, key, &out), std::string("MPI_Comm_split (") + what + ")");
     MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
     return static_cast<void*>(out);
   };
-  data_comm_ = split(shard_.world_rank(), dp_rank, "data parallel");
-  tensor_comm_ = split(dp_rank * ep + shard_.ep_rank, shard_.tp_rank, "tensor parallel");
-  expert_comm_ = split(dp_rank * tp + shard_.tp_rank, shard_.ep_rank, "expert parallel");
+  data_comm_ = split(shard_.model_rank(), dp_rank, "data parallel");
+  tensor_comm_ = split(stage * ep + shard_.ep_rank, shard_.tp_rank, "tensor parallel");
+  expert_comm_ = split(stage * tp + shard_.tp_rank, shard_.ep_rank, "expert parallel");
+  stage_comm_ = split(stage, shard_.world_rank(), "pipeline stage");
+  pipeline_comm_ = split(dp_rank * tp * ep + shard_.world_rank(), shard_.pp_rank, "pipeline");
   // The model's and the device gradients' communicators own duplicates; the raw ones carry the double sums here.
   auto communicator = [&](void* c) {
     MPI_Comm dup = MPI_COMM_NULL;
     check_mpi(MPI_Comm_dup(as_comm(c), &dup), "MPI_Comm_dup");
     return std::make_unique<MpiCommunicator>(static_cast<void*>(dup));
   };
-  model_comm_ = split(dp_rank, shard_.world_rank(), "model parallel");
+  model_comm_ = split(dp_rank, shard_.model_rank(), "model parallel");
   model_ = communicator(model_comm_);
   if (tp > 1) tensor_ = communicator(tensor_comm_);
   if (ep > 1) expert_ = communicator(expert_comm_);
-  if (shard_.routed_rows_whole_on_tp_ranks()) routed_ = communicator(model_comm_);
-  if (size_ > tp * ep) data_ = communicator(data_comm_);
-  parallel_ = ModelParallel{tensor_.get(), expert_.get(), routed_.get()};
+  if (shard_.routed_rows_whole_on_tp_ranks()) routed_ = communicator(stage_comm_);
+  if (pp > 1) pipeline_ = communicator(pipeline_comm_);
+  if (size_ > tp * ep * pp) data_ = communicator(data_comm_);
+  parallel_ = ModelParallel{tensor_.get(), expert_.get(), routed_.get(), pipeline_.get()};
 #endif
 }
 
 void TrainerGroup::sum_tensor_parallel(double* values, size_t count) const { sum_in(tensor_comm_, values, count); }
 void TrainerGroup::sum_expert_parallel(double* values, size_t count) const { sum_in(expert_comm_, values, count); }
+void TrainerGroup::sum_pipeline(double* values, size_t count) const {
+  if (shard_.pp > 1) sum_in(pipeline_comm_, values, count);
+}
+
+bool TrainerGroup::flag_from_last_stage(bool flag) const {
+  if (shard_.pp == 1) return flag;
+  float word = flag ? 1.0f : 0.0f;
+  if (!shard_.last_stage()) pipeline_->recv(&word, 1, shard_.pp_rank + 1);
+  if (!shard_.first_stage()) pipeline_->send(&word, 1, shard_.pp_rank - 1);
+  return word != 0.0f;
+}
 void TrainerGroup::sum(float* values, size_t count) const { sum_in(data_comm_ ? data_comm_ : comm_, values, count); }
 void TrainerGroup::sum(double* values, size_t count) const { sum_in(data_comm_ ? data_comm_ : comm_, values, count); }
 
 double TrainerGroup::global_norm(double squares[3]) const {
-  if (shard_.routed_rows_whole_on_tp_ranks()) {  // whole experts over the model-parallel group
-    sum_in(model_comm_, &squares[2], 1);
+  if (shard_.routed_rows_whole_on_tp_ranks()) {  // whole experts over the stage's ranks
+    sum_in(stage_comm_, &squares[2], 1);
     sum_tensor_parallel(&squares[1], 1);
   } else {  // expert blocks over the ep ranks, their columns over the tp ranks
     sum_expert_parallel(&squares[2], 1);
     sum_tensor_parallel(&squares[1], 2);
   }
+  sum_pipeline(squares, 3);  // each stage's tensors, once
   return std::sqrt(squares[0] + squares[1] + squares[2]);
 }
 
@@ -172,17 +189,20 @@ void TrainerGroup::check_same_share(const mlpt_train_batch& b) const {
   h = sdk::xxhash64(b.tokens, sizeof(int32_t) * n, h);
   h = sdk::xxhash64(b.advantages, sizeof(float) * b.num_sequences, h);
   const double mine[2] = {double(h >> 40), double((h >> 16) & 0xFFFFFF)};  // exact in a double, and in sums
-  double tensor[2] = {mine[0], mine[1]}, expert[2] = {mine[0], mine[1]};
+  double tensor[2] = {mine[0], mine[1]}, expert[2] = {mine[0], mine[1]}, stages[2] = {mine[0], mine[1]};
   sum_tensor_parallel(tensor, 2);
   sum_expert_parallel(expert, 2);
-  const int tp = shard().tp, ep = shard().ep;
+  sum_pipeline(stages, 2);
+  const int tp = shard().tp, ep = shard().ep, pp = shard().pp;
+  const std::string stage_text = pp > 1 ? " x pipeline_parallel " + std::to_string(pp) : "";
   for (int i = 0; i < 2; ++i)
-    if (tensor[i] != tp * mine[i] || expert[i] != ep * mine[i])
+    if (tensor[i] != tp * mine[i] || expert[i] != ep * mine[i] || stages[i] != pp * mine[i])
       throw Error(MLPT_INVALID_ARGUMENT,
                   "trainer group rank " + std::to_string(rank_) + ": the ranks of its model-parallel group (tensor_parallel " +
-                      std::to_string(tp) + " x expert_parallel " + std::to_string(ep) +
+                      std::to_string(tp) + " x expert_parallel " + std::to_string(ep) + stage_text +
                       ") were given different batch shares; every rank of such a group must train the same share "
-                      "(split the batch by data-parallel rank, group rank / (tensor_parallel * expert_parallel))");
+                      "(split the batch by data-parallel rank, group rank / (tensor_parallel * expert_parallel" +
+                      (pp > 1 ? " * pipeline_parallel" : "") + "))");
 }
 
 StateRanks TrainerGroup::state_ranks(const ModelConfig& full) const {

@@ -5,10 +5,12 @@
 // with MPI; its ranks find each other through the host's key-value store (each puts its MPI world
 // rank under "<group>/world_rank/<r>") and build their own communicator from those ranks only.
 //
-// Model parallelism (trainer settings tensor_parallel, expert_parallel): the group of dp · tp · ep
-// ranks is cut into dp model-parallel groups of tp · ep neighbours (group rank dp_rank · tp · ep +
-// the ModelShard's world rank); the ranks of one model-parallel group hold the shards of one model
-// and train the same batch share. sum() then sums over the dp replicas of this rank's shard only.
+// Model parallelism (trainer settings tensor_parallel, expert_parallel, pipeline_parallel): the
+// group of dp · tp · ep · pp ranks is cut into dp model-parallel groups of tp · ep · pp neighbours
+// (group rank dp_rank · tp · ep · pp + the ModelShard's model rank: a stage's tp · ep ranks are
+// neighbours, the stages follow each other); the ranks of one model-parallel group hold the shards
+// of one model and train the same batch share. sum() then sums over the dp replicas of this rank's
+// shard only.
 //
 // What both trainers (CPU, CUDA) do alike under data parallelism lives here too: the loss plan
 // normalised over the global batch, and the step's loss and counts summed over the replicas.
@@ -39,16 +41,18 @@ class TrainerGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // Splits the group into model-parallel groups of tp × ep ranks (once, before any sum), routed
-  // experts with expert tensor parallelism etp (1 or tp: model_parallel.hpp). Throws
-  // MLPT_INVALID_ARGUMENT when the group's size is not a multiple of tp · ep.
-  void split_model_parallel(int tp, int ep, int etp = 1);
+  // Splits the group into model-parallel groups of tp × ep × pp ranks (once, before any sum), routed
+  // experts with expert tensor parallelism etp (1 or tp: model_parallel.hpp), pp pipeline stages.
+  // Throws MLPT_INVALID_ARGUMENT naming the settings when the group's size is not a multiple of
+  // tp · ep · pp.
+  void split_model_parallel(int tp, int ep, int etp = 1, int pp = 1);
   const ModelShard& shard() const { return shard_; }
   const ModelParallel& model_parallel() const { return parallel_; }
-  int data_parallel_rank() const { return rank_ / (shard_.tp * shard_.ep); }
-  int data_parallel_size() const { return size_ / (shard_.tp * shard_.ep); }
-  // The tp · ep ranks of this rank's model-parallel group (rank = ModelShard::world_rank()); NULL
-  // when the trainer is not model-parallel.
+  int model_parallel_size() const { return shard_.tp * shard_.ep * shard_.pp; }
+  int data_parallel_rank() const { return rank_ / model_parallel_size(); }
+  int data_parallel_size() const { return size_ / model_parallel_size(); }
+  // The tp · ep · pp ranks of this rank's model-parallel group (rank = ModelShard::model_rank());
+  // NULL when the trainer is not model-parallel.
   Communicator* model_group() const { return model_.get(); }
   // The data-parallel replicas of this rank's shard (rank = data_parallel_rank()), for gradient
   // sums in another memory (a device communicator made from it); NULL when there is one replica.
@@ -57,9 +61,16 @@ class TrainerGroup {
   // same bits on every rank.
   void sum_tensor_parallel(double* values, size_t count) const;
   void sum_expert_parallel(double* values, size_t count) const;
+  // The same over this rank's pipeline group (its place in every stage): what one stage computed
+  // (the others adding zeros) reaches every stage.
+  void sum_pipeline(double* values, size_t count) const;
+  // A pipeline stage's word on a micro-batch passed from the last stage back to the first, in the
+  // backward's order: the last stage's `flag` on every stage. One stage: `flag`.
+  bool flag_from_last_stage(bool flag) const;
   // The L2 norm of the whole model's gradient from this rank's sums of squares by TensorSpread
   // (shard_weights.hpp: replicated, tensor_split, routed_experts; kv_copy counts nowhere), each summed over the groups its
-  // tensors are split over so every element counts once; the same bits on every rank. Collective.
+  // tensors are split over so every element counts once, then over the pipeline stages (each holds
+  // its own tensors); the same bits on every rank. Collective.
   double global_norm(double squares[3]) const;
 
   // Element-wise sums over the data-parallel replicas of this rank's shard (the whole group when
@@ -99,10 +110,12 @@ class TrainerGroup {
   int rank_ = 0, size_ = 1;
   void* comm_ = nullptr;  // the group's MPI communicator, when size_ > 1
   void* data_comm_ = nullptr, *tensor_comm_ = nullptr, *expert_comm_ = nullptr, *model_comm_ = nullptr;  // after a split
+  void* stage_comm_ = nullptr, *pipeline_comm_ = nullptr;
   ModelShard shard_;
   std::unique_ptr<Communicator> tensor_, expert_;  // what the model's forward and backward use
   std::unique_ptr<Communicator> model_;            // what a sharded save gathers tensors over
   std::unique_ptr<Communicator> routed_;           // the routed experts' group under etp = 1, tp > 1
+  std::unique_ptr<Communicator> pipeline_;         // the stages' activations, point to point
   std::unique_ptr<Communicator> data_;             // the replicas of this shard, when more than one
   ModelParallel parallel_;
 };

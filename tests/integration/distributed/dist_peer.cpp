@@ -139,7 +139,9 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
   // MLPT_TEST_SHARE_PER_RANK: a share per group rank even under model parallelism (the mistake the
   // trainer must refuse).
   const int model_ranks =
-      std::getenv("MLPT_TEST_SHARE_PER_RANK") ? 1 : parsed.value("tensor_parallel", 1) * parsed.value("expert_parallel", 1);
+      std::getenv("MLPT_TEST_SHARE_PER_RANK")
+          ? 1
+          : parsed.value("tensor_parallel", 1) * parsed.value("expert_parallel", 1) * parsed.value("pipeline_parallel", 1);
   mlpt::rl::BatchShare share(whole, rank / model_ranks, ranks / model_ranks);
   json out = {{"rank", rank}, {"sequences", share.abi()->num_sequences}};
   std::stringstream list(actions);

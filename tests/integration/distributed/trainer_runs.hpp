@@ -199,17 +199,21 @@ inline std::pair<json, std::map<std::string, std::vector<float>>> one_rank_of(co
   return {r["metrics"], weights};
 }
 
-// Runs one step on `ranks` ranks of tensor_parallel tp × expert_parallel ep (and data parallelism
-// over what is left), puts every rank's exported shards back in place and compares them with the
+// Runs one step on `ranks` ranks of tensor_parallel tp × expert_parallel ep × pipeline_parallel pp
+// (and data parallelism over what is left), puts every rank's exported shards back in place (a
+// pipeline stage exports its own layers' tensors) and compares them with the
 // one-rank step's weights: the loss and gradient norm within metric_tolerance relative, every
 // weight within weight_tolerance absolute (the weights and the step are O(0.1)). `trainer` is the
 // group's trainer component (the one-rank step is always qwen35_cpu's, the reference; `same` adds
 // the trainer's own one-rank step as a second one).
 inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_tolerance, double weight_tolerance,
                                       const std::string& trainer = "qwen35_cpu", const SameTrainerOnOneRank& same = {},
-                                      const json& model = splittable_micro_config()) {
+                                      const json& model = splittable_micro_config(), int pp = 1) {
   TempDir dir("dist_mp");
-  const OneRankStep one = one_rank_step(dir, model, {{"tensor_parallel", tp}, {"expert_parallel", ep}});
+  json layout = {{"tensor_parallel", tp}, {"expert_parallel", ep}};
+  if (pp > 1) layout["pipeline_parallel"] = pp;
+  const OneRankStep one = one_rank_step(dir, model, layout);
+  const int model_ranks = tp * ep * pp;
   json same_metrics;
   std::map<std::string, std::vector<float>> same_weights;
   if (same.weight > 0) std::tie(same_metrics, same_weights) = one_rank_of(dir, one.settings, trainer);
@@ -228,8 +232,8 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
     CHECK(r["version"] == one.version);
     // The clip norm's sum in a fixed order: every rank of the group gets the very same bits.
     CHECK(r["metrics"]["grad_norm"].get<double>() == rank_report(dir, 0)["metrics"]["grad_norm"].get<double>());
-    if (rank % (tp * ep) == 0) sequences += r["sequences"].get<int>();
-    CHECK(r["sequences"] == rank_report(dir, rank - rank % (tp * ep))["sequences"]);  // one share per group
+    if (rank % model_ranks == 0) sequences += r["sequences"].get<int>();
+    CHECK(r["sequences"] == rank_report(dir, rank - rank % model_ranks)["sequences"]);  // one share per group
     for (const char* key : {"loss", "grad_norm"}) {
       INFO(key);
       const double want = one.metrics.at(key), got = r["metrics"][key].get<double>();
@@ -278,7 +282,7 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
     INFO(name);
     CHECK(*std::min_element(counts.begin(), counts.end()) >= 1);
   }
-  WARN("tp " << tp << " ep " << ep << " on " << ranks << " ranks: loss and grad_norm within " << worst_metric
+  WARN("tp " << tp << " ep " << ep << " pp " << pp << " on " << ranks << " ranks: loss and grad_norm within " << worst_metric
              << " relative, weights within " << worst_weight << " of the one-rank step (which moved them up to " << one.moved << ")");
   CHECK(one.moved > 1e-3);
   CHECK(worst_weight <= weight_tolerance);

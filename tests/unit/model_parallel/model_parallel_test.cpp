@@ -211,7 +211,7 @@ TEST_CASE("Pipeline parallel: more stages than layers, or a job of another size,
                                            &status);
   INFO(out);
   CHECK(status != 0);
-  CHECK(out.find("pipeline_parallel 8 exceeds the model's 4 layers") != std::string::npos);
+  CHECK(out.find("pipeline_parallel 8 exceeds num_hidden_layers 4") != std::string::npos);
   out = mlpt_test::run_command("timeout -k 5 120 " + mlpt_test::mpirun_command(2) + mlpt_model() + " score --checkpoint " +
                                    checkpoint.dir.string() + " --tp 2 --pp 2 < /dev/null 2>&1",
                                &status);

@@ -13,8 +13,8 @@ StageLayers stage_layers(int64_t num_layers, int stages, int stage) {
                      "pipeline_parallel: stage " + std::to_string(stage) + " of " + std::to_string(stages));
   if (stages > num_layers)
     throw sdk::Error(MLPT_INVALID_ARGUMENT, "pipeline_parallel " + std::to_string(stages) +
-                                                " exceeds the model's " + std::to_string(num_layers) +
-                                                " layers (each stage needs at least one)");
+                                                " exceeds num_hidden_layers " + std::to_string(num_layers) +
+                                                " (each stage needs a layer at least)");
   const int64_t base = num_layers / stages, extra = num_layers % stages;
   const int64_t first = stage * base + std::min<int64_t>(stage, extra);
   return {first, first + base + (stage < extra ? 1 : 0)};
