@@ -7,13 +7,14 @@
 // so no two tasks write the same memory and results do not depend on the thread count.
 #include "backends/cpu/gdn.hpp"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
-
-#include "backends/cpu/small_gemm.hpp"
 
 // Threads only pay off above ~1 MFLOP of work; below that (decode steps, tests) run serially.
 #if defined(_OPENMP)
@@ -93,6 +94,67 @@ inline void gdn_step(int64_t dk, int64_t dv, T* S, const T* q, const T* k, const
   }
 }
 
+// C = alpha op(A) op(B) + beta C, row-major, through OpenBLAS.
+template <class T>
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, opa, opb, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
+                int(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, opa, opb, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
+                int(ldc));
+}
+
+// The in-chunk decay of n tokens whose log decays are g[i * stride]: gam = cumulative sum, Gam =
+// e^gam, and E_ij = e^{gam_i - gam_j} for j <= i (0 above; row stride ld). Only gam_i <= 0 and
+// differences are exponentiated, never -gam, unless every |gam_i| is small enough that 1 / Gam_j
+// is finite with margin: then E_ij = Gam_i / Gam_j, one multiply per element instead of an exp.
+template <class T>
+void decay_matrix(int64_t n, int64_t ld, const T* g, int64_t stride, T* gam, T* Gam, T* inv, T* E) {
+  T acc = 0, extreme = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    gam[i] = acc += g[i * stride];
+    Gam[i] = std::exp(gam[i]);
+    extreme = std::max(extreme, std::abs(gam[i]));
+  }
+  // e^40 ~ 2e17 (float's range is 3e38; double's limit is set by its own 1e308).
+  const T safe = std::is_same_v<T, float> ? T(40) : T(300);
+  if (extreme < safe) {
+    for (int64_t j = 0; j < n; ++j) inv[j] = T(1) / Gam[j];
+    for (int64_t i = 0; i < n; ++i) {
+      T* Ei = E + i * ld;
+      for (int64_t j = 0; j <= i; ++j) Ei[j] = Gam[i] * inv[j];
+      std::fill(Ei + i + 1, Ei + n, T(0));
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    T* Ei = E + i * ld;
+    for (int64_t j = 0; j <= i; ++j) Ei[j] = std::exp(gam[i] - gam[j]);
+    std::fill(Ei + i + 1, Ei + n, T(0));
+  }
+}
+
+// X = (I + A)^-1 for A strictly lower triangular (n x n, row stride ld; its diagonal and upper
+// part are not read), by forward substitution row by row: X_i = e_i - sum_{j<i} A_ij X_j. X is
+// unit lower triangular, zero above the diagonal.
+template <class T>
+void unit_lower_inverse(int64_t n, int64_t ld, const T* A, T* X) {
+  for (int64_t i = 0; i < n; ++i) {
+    T* Xi = X + i * ld;
+    std::fill(Xi, Xi + n, T(0));
+    Xi[i] = 1;
+    const T* Ai = A + i * ld;
+    for (int64_t j = 0; j < i; ++j) {
+      const T a = Ai[j];
+      const T* Xj = X + j * ld;
+      for (int64_t c = 0; c <= j; ++c) Xi[c] -= a * Xj[c];
+    }
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -125,23 +187,25 @@ void gdn_recurrent_forward(const GdnShape& shape, const int64_t* offsets, size_t
   }
 }
 
-// Chunked form, per chunk of n <= 64 tokens (the last chunk is not padded: zero-padded rows have
-// beta = k = v = g = 0 and contribute exact zeros, so processing only the n real rows is the same
-// computation as padding to 64). Per chunk the key-head products K Kᵀ and Q Kᵀ are shared by the
-// r value heads; only gamma, beta, the decay matrix and the state differ per value head. The
-// products are small matrix products (detail::gemm_acc); the unit lower triangular solve is
-// blocked by 4 rows: a product for the rows above the block, then plain substitution inside it.
+// Chunked form (the WY/UT form), per chunk of n <= 64 tokens (the last chunk is not padded:
+// zero-padded rows have beta = k = v = g = 0 and contribute exact zeros, so processing only the n
+// real rows is the same computation as padding to 64). With gamma the in-chunk cumulative log
+// decay, Gamma = e^gamma, E_ij = e^{gamma_i - gamma_j} (j <= i), A = strictly lower part of
+// diag(beta) K Kᵀ ⊙ E and T = (I + A)^-1:
+//   U = T diag(beta) V,  W = T diag(beta Gamma) K,  V' = U - W S        (S: the state entering)
+//   O = diag(Gamma) Q S + (Q Kᵀ ⊙ E) V',  S_next = Gamma_n S + (diag(E_n·) K)ᵀ V'.
+// Every product runs as an OpenBLAS matrix product; K Kᵀ and Q Kᵀ are shared by the r value heads
+// of a key head. T (n³/6 multiply-adds) is formed by forward substitution. Work per token and value
+// head is about twice the recurrence's, done as matrix products at several times its FLOP rate.
 template <class T>
 void gdn_chunked_forward(const GdnShape& shape, const int64_t* offsets, size_t num_seqs,
                          const T* q, const T* k, const T* v, const T* g, const T* beta,
                          const T* initial_state, T* out, T* final_state) {
   check_gdn_args("gdn_chunked_forward", shape, offsets, num_seqs,
                  {{"q", q}, {"k", k}, {"v", v}, {"g", g}, {"beta", beta}, {"out", out}});
-  using detail::gemm_acc;
   const int64_t Hk = shape.num_key_heads, Hv = shape.num_value_heads, dk = shape.key_dim,
-                dv = shape.value_dim, r = Hv / Hk, SS = dk * dv, C = kChunk, XW = dv + dk;
-  const int64_t ldk = Hk * dk, ldo = Hv * dv;  // token strides of q/k rows and of out rows
-  constexpr int64_t RB = 4;                    // row block of the triangular products
+                dv = shape.value_dim, r = Hv / Hk, SS = dk * dv, C = kChunk;
+  const int64_t ldk = Hk * dk, ldo = Hv * dv;  // token strides of q/k rows and of v/out rows
   const int64_t tasks = static_cast<int64_t>(num_seqs) * Hk;
   MLPT_SEQOPS_PARALLEL_FOR(tasks > 1 && (offsets[num_seqs] - offsets[0]) * Hv * SS >= (1 << 20))
   for (int64_t task = 0; task < tasks; ++task) {
@@ -149,9 +213,9 @@ void gdn_chunked_forward(const GdnShape& shape, const int64_t* offsets, size_t n
     GdnTask<T> tk{shape, offsets[s], offsets[s + 1] - offsets[s], hk, r, q, k};
     auto buf = [](int64_t n) { return std::vector<T>(static_cast<size_t>(n)); };
     std::vector<T> S = buf(r * SS);  // the r value-head states of this key head
-    std::vector<T> Kt = buf(dk * C), KtD = buf(dk * C), KK = buf(C * C), QK = buf(C * C);
-    std::vector<T> gam = buf(C), Gam = buf(C), E = buf(C * C), A = buf(C * C), P = buf(C * C);
-    std::vector<T> X = buf(C * XW), Vp = buf(C * dv);
+    std::vector<T> KK = buf(C * C), QK = buf(C * C), E = buf(C * C), A = buf(C * C), P = buf(C * C);
+    std::vector<T> Tb = buf(C * C), Tg = buf(C * C), gam = buf(C), Gam = buf(C), inv = buf(C);
+    std::vector<T> U = buf(C * dv), W = buf(C * dk), Kd = buf(C * dk);
     for (int64_t hr = 0; hr < r; ++hr) {
       const int64_t sh = s * Hv + hk * r + hr;
       if (initial_state)
@@ -161,78 +225,50 @@ void gdn_chunked_forward(const GdnShape& shape, const int64_t* offsets, size_t n
     }
     for (int64_t c0 = 0; c0 < tk.len; c0 += C) {
       const int64_t n = std::min(C, tk.len - c0);
-      // Key-head products, lower triangle by row blocks: KK = K Kᵀ, QK = Q Kᵀ (Kt[a][j] = k_j[a]).
-      for (int64_t j = 0; j < n; ++j) {
-        const T* kj = tk.k(c0 + j);
-        for (int64_t a = 0; a < dk; ++a) Kt[a * C + j] = kj[a];
-      }
-      std::fill(KK.begin(), KK.end(), T(0));
-      std::fill(QK.begin(), QK.end(), T(0));
-      for (int64_t i0 = 0; i0 < n; i0 += RB) {
-        const int64_t rows = std::min(RB, n - i0), cols = std::min(n, i0 + RB);
-        gemm_acc<T>(rows, cols, dk, 1, tk.k(c0 + i0), ldk, Kt.data(), C, KK.data() + i0 * C, C);
-        gemm_acc<T>(rows, cols, dk, 1, tk.q(c0 + i0), ldk, Kt.data(), C, QK.data() + i0 * C, C);
-      }
+      const T *Kc = tk.k(c0), *Qc = tk.q(c0);
+      // Key-head products: KK = K Kᵀ, QK = Q Kᵀ (only their lower triangles are read).
+      blas_gemm<T>(false, true, n, n, dk, 1, Kc, ldk, Kc, ldk, 0, KK.data(), C);
+      blas_gemm<T>(false, true, n, n, dk, 1, Qc, ldk, Kc, ldk, 0, QK.data(), C);
       for (int64_t hr = 0; hr < r; ++hr) {
         const int64_t h = hk * r + hr;
         T* Sh = S.data() + hr * SS;
-        // gamma = in-chunk cumulative log decay; only gamma_i <= 0 and differences
-        // gamma_i - gamma_j <= 0 (j <= i) are exponentiated, never -gamma.
-        T acc = 0;
+        const T* bt = beta + tk.vh(c0, h);  // beta and g of token i at [i * Hv]
+        const T* gt = g + tk.vh(c0, h);
+        decay_matrix(n, C, gt, Hv, gam.data(), Gam.data(), inv.data(), E.data());
+        // A (strictly lower) and P = Q Kᵀ ⊙ E (lower, diagonal included).
         for (int64_t i = 0; i < n; ++i) {
-          gam[i] = acc += g[tk.vh(c0 + i, h)];
-          Gam[i] = std::exp(gam[i]);
+          const T bi = bt[i * Hv];
+          T *Ai = A.data() + i * C, *Pi = P.data() + i * C;
+          const T *Ei = E.data() + i * C, *KKi = KK.data() + i * C, *QKi = QK.data() + i * C;
+          for (int64_t j = 0; j < i; ++j) Ai[j] = bi * KKi[j] * Ei[j];
+          for (int64_t j = 0; j <= i; ++j) Pi[j] = QKi[j] * Ei[j];
+          std::fill(Pi + i + 1, Pi + n, T(0));
         }
-        // E_ij = e^{gamma_i - gamma_j} (j <= i); A = strictly lower part of diag(beta) KKᵀ ⊙ E;
-        // P = Q Kᵀ ⊙ E (lower, diagonal included): the intra-chunk attention weights.
+        // Tb = T diag(beta), Tg = T diag(beta Gamma): the solve's right-hand scalings folded into T.
+        unit_lower_inverse(n, C, A.data(), Tb.data());
         for (int64_t i = 0; i < n; ++i) {
-          const T bi = beta[tk.vh(c0 + i, h)];
-          for (int64_t j = 0; j < n; ++j) {
-            const T e = j <= i ? std::exp(gam[i] - gam[j]) : T(0);
-            E[i * C + j] = e;
-            A[i * C + j] = j < i ? bi * KK[i * C + j] * e : T(0);
-            P[i * C + j] = QK[i * C + j] * e;
+          T *Tbi = Tb.data() + i * C, *Tgi = Tg.data() + i * C;
+          for (int64_t j = 0; j <= i; ++j) {
+            Tbi[j] *= bt[j * Hv];
+            Tgi[j] = Tbi[j] * Gam[j];
           }
+          std::fill(Tgi + i + 1, Tgi + n, T(0));
         }
-        // X = [U | W] = (I + A)^-1 diag(beta) [V | Gamma K] by forward substitution.
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t vi = tk.vh(c0 + i, h);
-          const T bi = beta[vi];
-          T* Xi = X.data() + i * XW;
-          const T *vrow = v + vi * dv, *ki = tk.k(c0 + i);
-          for (int64_t j = 0; j < dv; ++j) Xi[j] = bi * vrow[j];
-          for (int64_t a = 0; a < dk; ++a) Xi[dv + a] = bi * Gam[i] * ki[a];
-        }
-        for (int64_t i0 = 0; i0 < n; i0 += RB) {
-          const int64_t rows = std::min(RB, n - i0);
-          gemm_acc<T>(rows, XW, i0, -1, A.data() + i0 * C, C, X.data(), XW, X.data() + i0 * XW, XW);
-          for (int64_t i = i0 + 1; i < i0 + rows; ++i) {
-            T* Xi = X.data() + i * XW;
-            for (int64_t j = i0; j < i; ++j) {
-              const T Aij = A[i * C + j];
-              const T* Xj = X.data() + j * XW;
-              for (int64_t c = 0; c < XW; ++c) Xi[c] -= Aij * Xj[c];
-            }
-          }
-        }
-        // V' = U - W S (S is the state entering the chunk).
-        for (int64_t i = 0; i < n; ++i)
-          std::copy(X.data() + i * XW, X.data() + i * XW + dv, Vp.data() + i * dv);
-        gemm_acc<T>(n, dv, dk, -1, X.data() + dv, XW, Sh, dv, Vp.data(), dv);
-        // O = diag(Gamma) Q S + (Q Kᵀ ⊙ E) V'.
+        // U = Tb V, W = Tg K, V' = U - W S (in U).
+        blas_gemm<T>(false, false, n, dv, n, 1, Tb.data(), C, v + tk.vh(c0, h) * dv, ldo, 0, U.data(), dv);
+        blas_gemm<T>(false, false, n, dk, n, 1, Tg.data(), C, Kc, ldk, 0, W.data(), dk);
+        blas_gemm<T>(false, false, n, dv, dk, -1, W.data(), dk, Sh, dv, 1, U.data(), dv);
+        // O = diag(Gamma) Q S + P V'.
         T* o0 = out + tk.vh(c0, h) * dv;
-        for (int64_t i = 0; i < n; ++i) std::fill(o0 + i * ldo, o0 + i * ldo + dv, T(0));
-        gemm_acc<T>(n, dv, dk, 1, tk.q(c0), ldk, Sh, dv, o0, ldo);
+        blas_gemm<T>(false, false, n, dv, dk, 1, Qc, ldk, Sh, dv, 0, o0, ldo);
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < dv; ++j) o0[i * ldo + j] *= Gam[i];
-        for (int64_t i0 = 0; i0 < n; i0 += RB)
-          gemm_acc<T>(std::min(RB, n - i0), dv, std::min(n, i0 + RB), 1, P.data() + i0 * C, C, Vp.data(), dv,
-                      o0 + i0 * ldo, ldo);
-        // S_next = Gamma_n S + (diag(e^{gamma_n - gamma}) K)ᵀ V'.
-        for (int64_t a = 0; a < SS; ++a) Sh[a] *= Gam[n - 1];
-        for (int64_t a = 0; a < dk; ++a)
-          for (int64_t j = 0; j < n; ++j) KtD[a * C + j] = E[(n - 1) * C + j] * Kt[a * C + j];
-        gemm_acc<T>(dk, dv, n, 1, KtD.data(), C, Vp.data(), dv, Sh, dv);
+        blas_gemm<T>(false, false, n, dv, n, 1, P.data(), C, U.data(), dv, 1, o0, ldo);
+        // S_next = Gamma_n S + Kdᵀ V', Kd = diag(E_{n-1, ·}) K.
+        const T* En = E.data() + (n - 1) * C;
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t a = 0; a < dk; ++a) Kd[j * dk + a] = En[j] * Kc[j * ldk + a];
+        blas_gemm<T>(true, false, dk, dv, n, 1, Kd.data(), dk, U.data(), dv, Gam[n - 1], Sh, dv);
       }
     }
     if (final_state)

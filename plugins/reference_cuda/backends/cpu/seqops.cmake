@@ -12,6 +12,10 @@ add_library(mlpt_ref_cpu_seqops STATIC
 # Headers are included as "backends/cpu/<op>.hpp".
 target_include_directories(mlpt_ref_cpu_seqops PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../..)
 target_link_libraries(mlpt_ref_cpu_seqops PRIVATE mlpt_warnings)
+# The chunked GDN's in-chunk and state products run as OpenBLAS matrix products.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+target_link_libraries(mlpt_ref_cpu_seqops PUBLIC PkgConfig::OPENBLAS)
 target_compile_options(mlpt_ref_cpu_seqops PRIVATE -O3)
 set_target_properties(mlpt_ref_cpu_seqops PROPERTIES POSITION_INDEPENDENT_CODE ON
                       CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
