@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/settings.hpp"
 
 namespace mlpt::ref {
 
@@ -10,7 +11,7 @@ const char* to_string(GemmLibrary g) {
   return g == GemmLibrary::cublaslt ? "cublaslt" : "cublas";
 }
 const char* to_string(ExpertGemm e) {
-  return e == ExpertGemm::grouped ? "grouped" : "per_expert";
+  return e == ExpertGemm::grouped ? "grouped" : e == ExpertGemm::per_expert ? "per_expert" : "device_sized";
 }
 
 namespace {
@@ -18,12 +19,6 @@ namespace {
 [[noreturn]] void refuse(const std::string& where, std::string_view value, const char* choices) {
   throw sdk::Error(MLPT_INVALID_ARGUMENT,
                    where + ": expected one of " + choices + ", got \"" + std::string(value) + "\"");
-}
-
-bool parse_flag(std::string_view v, const std::string& where) {
-  if (v == "1" || v == "true") return true;
-  if (v == "0" || v == "false") return false;
-  refuse(where, v, "\"1\", \"0\", \"true\", \"false\"");
 }
 
 }  // namespace
@@ -37,7 +32,17 @@ GemmLibrary parse_gemm_library(std::string_view v, const std::string& where) {
 ExpertGemm parse_expert_gemm(std::string_view v, const std::string& where) {
   if (v == "grouped") return ExpertGemm::grouped;
   if (v == "per_expert") return ExpertGemm::per_expert;
-  refuse(where, v, "\"grouped\", \"per_expert\"");
+  if (v == "device_sized") return ExpertGemm::device_sized;
+  refuse(where, v, "\"grouped\", \"per_expert\", \"device_sized\"");
+}
+
+ExpertForm choose_expert_form(ExpertGemm option, int64_t rows, int64_t top_k, int64_t num_experts) {
+  if (option == ExpertGemm::per_expert) return ExpertForm::host_per_expert;
+  if (option == ExpertGemm::device_sized) {
+    if (rows * top_k < num_experts) return ExpertForm::per_slot;
+    if (rows <= kAllExpertsMaxRows) return ExpertForm::all_experts;
+  }
+  return ExpertForm::host_grouped;
 }
 
 BackendOptions read_backend_options(sdk::Settings& s) {
@@ -45,22 +50,20 @@ BackendOptions read_backend_options(sdk::Settings& s) {
   // choice_or names the component and key in its error; the parsers then cannot fail.
   o.gemm =
       parse_gemm_library(s.choice_or("cuda_gemm", to_string(o.gemm), {"cublas", "cublaslt"}), "cuda_gemm");
-  o.experts = parse_expert_gemm(s.choice_or("cuda_experts", to_string(o.experts), {"grouped", "per_expert"}),
-                                "cuda_experts");
-  o.graphs = s.boolean_or("cuda_graphs", o.graphs);
+  o.experts = parse_expert_gemm(
+      s.choice_or("cuda_experts", to_string(o.experts), {"grouped", "per_expert", "device_sized"}),
+      "cuda_experts");
   return o;
 }
 
-BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* experts, const char* graphs) {
+BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* experts) {
   if (gemm && *gemm) o.gemm = parse_gemm_library(gemm, "MLPT_CUDA_GEMM");
   if (experts && *experts) o.experts = parse_expert_gemm(experts, "MLPT_CUDA_EXPERTS");
-  if (graphs && *graphs) o.graphs = parse_flag(graphs, "MLPT_CUDA_GRAPHS");
   return o;
 }
 
 BackendOptions with_environment(BackendOptions o) {
-  return with_overrides(o, std::getenv("MLPT_CUDA_GEMM"), std::getenv("MLPT_CUDA_EXPERTS"),
-                        std::getenv("MLPT_CUDA_GRAPHS"));
+  return with_overrides(o, std::getenv("MLPT_CUDA_GEMM"), std::getenv("MLPT_CUDA_EXPERTS"));
 }
 
 }  // namespace mlpt::ref

@@ -4,28 +4,30 @@
 //
 //   cuda_gemm    "cublas" | "cublaslt": dense products through cublasGemmEx, or cublasLtMatmul with
 //                the heuristic's algorithm cached per shape (backends/cuda/gemm.hpp);
-//   cuda_experts "grouped" | "per_expert": the routed experts' products as one grouped call per
-//                projection (cublasGemmGroupedBatchedEx), or one product per expert;
-//   cuda_graphs  true | false: the engine's decode steps captured once per batch bucket as a CUDA
-//                graph and replayed (device_model/decode_graphs.hpp).
+//   cuda_experts "grouped" | "per_expert" | "device_sized": the routed experts' products as one
+//                grouped call per projection (cublasGemmGroupedBatchedEx), or one product per
+//                expert, both sized on the host from the per-expert token counts (one device-to-host
+//                copy and synchronisation per MoE layer); or, for the forward of a small batch
+//                (decode), forms sized on the device, with no host round trip (choose_expert_form).
 #pragma once
 
-#include <optional>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "mlpt/sdk/settings.hpp"
+namespace mlpt::sdk {
+class Settings;  // mlpt/sdk/settings.hpp
+}
 
 namespace mlpt::ref {
 
 enum class GemmLibrary { cublas, cublaslt };
-enum class ExpertGemm { grouped, per_expert };
+enum class ExpertGemm { grouped, per_expert, device_sized };
 
 struct BackendOptions {
   // The paths every GPU test has checked are the defaults until a GPU run has checked the others.
   GemmLibrary gemm = GemmLibrary::cublas;
   ExpertGemm experts = ExpertGemm::grouped;
-  bool graphs = false;
 };
 
 const char* to_string(GemmLibrary g);
@@ -35,12 +37,24 @@ const char* to_string(ExpertGemm e);
 GemmLibrary parse_gemm_library(std::string_view value, const std::string& where);
 ExpertGemm parse_expert_gemm(std::string_view value, const std::string& where);
 
+// How one experts_forward runs its products:
+//   host_grouped / host_per_expert: tokens grouped by expert, the groups' sizes read on the host;
+//   per_slot: one matrix-vector product per (row, slot) against its expert's weights, pointers
+//     made on the device (reads only the experts routed to: best while slots < experts);
+//   all_experts: every expert over every row as strided batched products, each row combining its
+//     own experts' outputs (reads each expert once; the wasted rows cost compute a small batch has
+//     to spare).
+enum class ExpertForm { host_grouped, host_per_expert, per_slot, all_experts };
+// Rows up to which device_sized runs the all_experts form (beyond, host_grouped).
+constexpr int64_t kAllExpertsMaxRows = 128;
+ExpertForm choose_expert_form(ExpertGemm option, int64_t rows, int64_t top_k, int64_t num_experts);
+
 // The keys above from a component's settings (absent keys keep the defaults).
 BackendOptions read_backend_options(sdk::Settings& s);
 
-// The environment's overrides, given as the values of MLPT_CUDA_GEMM, MLPT_CUDA_EXPERTS and
-// MLPT_CUDA_GRAPHS ("1"/"0", "true"/"false"); NULL or empty leaves an option as it is.
-BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* experts, const char* graphs);
+// The environment's overrides, given as the values of MLPT_CUDA_GEMM and MLPT_CUDA_EXPERTS; NULL or
+// empty leaves an option as it is.
+BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* experts);
 // with_overrides from this process's environment.
 BackendOptions with_environment(BackendOptions o);
 

@@ -3,7 +3,9 @@
 // routed experts of 512, router of 16 experts, LM head of 32768):
 //   cuda_gemm = cublaslt vs cublas: every dense product (forward, input and weight gradients, fp32
 //     logits), and every cuBLASLt product found an algorithm (none fell back to cublasGemmEx);
-//   cuda_experts = grouped vs per_expert: the routed experts forward and backward.
+//   cuda_experts = grouped vs per_expert vs device_sized: the routed experts forward and backward
+//     (device_sized's forward takes the per-slot form at 1 row of 16 experts and 5 rows of 64, the
+//     all-experts form at 32 and 61 rows, the grouped form at 700).
 // Tolerances (max |a − b| / max |b|, cuda_testing.hpp): bf16 outputs 1e-2 (each side rounds once to
 // bf16, 2^-9 relative, after fp32 sums in different orders); fp32 outputs 1e-5 (fp32 sums of K
 // bf16 products in different orders: K · 2^-24 relative at K = 2048 is 1.2e-4 in the worst case,
@@ -106,8 +108,12 @@ TEST_CASE("gemm paths: cuBLASLt and cuBLAS agree with each other and the CPU on 
 TEST_CASE("expert paths: grouped and per-expert products agree forward and backward, with the CPU") {
   REQUIRE(have_gpu());
   std::mt19937_64 rng(12);
-  for (auto [rows, E, k, H, I] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{
-           {1, 16, 2, 2048, 512}, {32, 16, 2, 2048, 512}, {700, 16, 2, 256, 128}, {61, 64, 8, 128, 64}}) {
+  for (auto [rows, E, k, H, I] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{{1, 16, 2, 2048, 512},
+                                                                            {32, 16, 2, 2048, 512},
+                                                                            {700, 16, 2, 256, 128},
+                                                                            {61, 64, 8, 128, 64},
+                                                                            {5, 64, 8, 128, 64}}) {
     INFO("rows " << rows << " E " << E << " k " << k << " H " << H << " I " << I);
     const cpu::MoeShape cs{H, E, k, I, true};
     auto logits = random_floats(rng, rows * E, -3, 3, false);
@@ -126,7 +132,7 @@ TEST_CASE("expert paths: grouped and per-expert products agree forward and backw
     DeviceVec<int16_t> gex(ex);
     DeviceVec<float> gw(w);
     std::vector<std::vector<float>> ys, dxs, dgus;
-    for (ExpertGemm path : {ExpertGemm::grouped, ExpertGemm::per_expert})
+    for (ExpertGemm path : {ExpertGemm::grouped, ExpertGemm::per_expert, ExpertGemm::device_sized})
       for (GemmLibrary lib : {GemmLibrary::cublas, GemmLibrary::cublaslt}) {
         INFO(mlpt::ref::to_string(path) << " over " << mlpt::ref::to_string(lib));
         BackendOptions o;

@@ -11,6 +11,7 @@
 
 #include "device_model/gemm_plan_cache.hpp"
 #include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/settings.hpp"
 
 using namespace mlpt::ref;
 
@@ -36,18 +37,15 @@ TEST_CASE("backend options: settings select each library path, absent keys keep 
   const BackendOptions d = read("{}");
   CHECK(d.gemm == GemmLibrary::cublas);
   CHECK(d.experts == ExpertGemm::grouped);
-  CHECK_FALSE(d.graphs);
-  const BackendOptions o =
-      read(R"({"cuda_gemm": "cublaslt", "cuda_experts": "per_expert", "cuda_graphs": true})");
+  const BackendOptions o = read(R"({"cuda_gemm": "cublaslt", "cuda_experts": "per_expert"})");
   CHECK(o.gemm == GemmLibrary::cublaslt);
   CHECK(o.experts == ExpertGemm::per_expert);
-  CHECK(o.graphs);
   CHECK(std::string(to_string(o.gemm)) == "cublaslt");
   CHECK(std::string(to_string(o.experts)) == "per_expert");
   // Each value names itself back: the strings are the settings' own.
   for (GemmLibrary g : {GemmLibrary::cublas, GemmLibrary::cublaslt})
     CHECK(parse_gemm_library(to_string(g), "x") == g);
-  for (ExpertGemm e : {ExpertGemm::grouped, ExpertGemm::per_expert})
+  for (ExpertGemm e : {ExpertGemm::grouped, ExpertGemm::per_expert, ExpertGemm::device_sized})
     CHECK(parse_expert_gemm(to_string(e), "x") == e);
 }
 
@@ -57,24 +55,39 @@ TEST_CASE("backend options: a wrong value names the component, the key and the c
   CHECK_THAT(e, Catch::Contains("cuda_gemm"));
   CHECK_THAT(e, Catch::Contains("\"cublaslt\""));
   CHECK_THAT(e, Catch::Contains("cutlass"));
-  CHECK_THAT(error_of([] { read(R"({"cuda_graphs": "yes"})"); }), Catch::Contains("cuda_graphs"));
+  CHECK_THAT(error_of([] { read(R"({"cuda_experts": 2})"); }), Catch::Contains("cuda_experts"));
 }
 
 TEST_CASE("backend options: the environment overrides the settings, empty values leave them") {
   BackendOptions base;
   base.gemm = GemmLibrary::cublaslt;
-  const BackendOptions same = with_overrides(base, nullptr, "", nullptr);
+  const BackendOptions same = with_overrides(base, nullptr, "");
   CHECK(same.gemm == GemmLibrary::cublaslt);
   CHECK(same.experts == ExpertGemm::grouped);
-  const BackendOptions o = with_overrides(base, "cublas", "per_expert", "1");
+  const BackendOptions o = with_overrides(base, "cublas", "device_sized");
   CHECK(o.gemm == GemmLibrary::cublas);
-  CHECK(o.experts == ExpertGemm::per_expert);
-  CHECK(o.graphs);
-  CHECK_FALSE(with_overrides(o, nullptr, nullptr, "false").graphs);
-  CHECK_THAT(error_of([&] { with_overrides(base, "cuBLASLt", nullptr, nullptr); }),
-             Catch::Contains("MLPT_CUDA_GEMM"));
-  CHECK_THAT(error_of([&] { with_overrides(base, nullptr, nullptr, "on"); }),
-             Catch::Contains("MLPT_CUDA_GRAPHS"));
+  CHECK(o.experts == ExpertGemm::device_sized);
+  CHECK_THAT(error_of([&] { with_overrides(base, "cuBLASLt", nullptr); }), Catch::Contains("MLPT_CUDA_GEMM"));
+  CHECK_THAT(error_of([&] { with_overrides(base, nullptr, "fused"); }), Catch::Contains("MLPT_CUDA_EXPERTS"));
+}
+
+TEST_CASE("backend options: the expert form follows the option and, device-sized, the batch") {
+  // Host-sized options never change with the batch.
+  for (int64_t rows : {1, 64, 100000}) {
+    CHECK(choose_expert_form(ExpertGemm::grouped, rows, 2, 16) == ExpertForm::host_grouped);
+    CHECK(choose_expert_form(ExpertGemm::per_expert, rows, 2, 16) == ExpertForm::host_per_expert);
+  }
+  // Device-sized: per slot while the slots are fewer than the experts (each slot reads its expert
+  // once; fewer slots than experts read fewer bytes than every expert), then every expert over every
+  // row up to kAllExpertsMaxRows, then the host-sized grouped form.
+  CHECK(choose_expert_form(ExpertGemm::device_sized, 1, 2, 16) == ExpertForm::per_slot);
+  CHECK(choose_expert_form(ExpertGemm::device_sized, 7, 2, 16) == ExpertForm::per_slot);
+  CHECK(choose_expert_form(ExpertGemm::device_sized, 8, 2, 16) == ExpertForm::all_experts);
+  CHECK(choose_expert_form(ExpertGemm::device_sized, 63, 8, 512) == ExpertForm::per_slot);
+  CHECK(choose_expert_form(ExpertGemm::device_sized, kAllExpertsMaxRows, 2, 16) == ExpertForm::all_experts);
+  CHECK(choose_expert_form(ExpertGemm::device_sized, kAllExpertsMaxRows + 1, 2, 16) ==
+        ExpertForm::host_grouped);
+  CHECK(read(R"({"cuda_experts": "device_sized"})").experts == ExpertGemm::device_sized);
 }
 
 TEST_CASE("gemm plan cache: one plan per shape, reused, the least recently used forgotten") {

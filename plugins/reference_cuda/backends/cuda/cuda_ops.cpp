@@ -25,7 +25,16 @@ void CudaOps::release(void* p) noexcept {
 void CudaOps::to_device(void* dst, const void* host, size_t bytes) {
   if (!bytes) return;
   check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, ctx_.stream), "CudaOps: to_device");
-  check(cudaStreamSynchronize(ctx_.stream), "CudaOps: to_device");  // the host buffer may go away
+  // From pageable memory CUDA has staged the bytes when the call returns, so the host buffer may go
+  // away without a wait (no round trip per upload inside a forward); a pinned buffer is read by the
+  // copy itself, later, so then wait for it.
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, host) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error of an unknown pointer
+    a.type = cudaMemoryTypeUnregistered;
+  }
+  if (a.type != cudaMemoryTypeUnregistered)
+    check(cudaStreamSynchronize(ctx_.stream), "CudaOps: to_device");  // the host buffer may go away
 }
 void CudaOps::to_host(void* host, const void* src, size_t bytes) {
   if (!bytes) return;

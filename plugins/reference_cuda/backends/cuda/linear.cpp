@@ -90,7 +90,7 @@ void linear_grouped(const Context& ctx, LinearKind kind, const std::vector<Linea
   }
   if (gemms.empty()) return;
   GemmEngine& engine = gemm_engine(ctx);
-  if (engine.options().experts == ExpertGemm::per_expert) {
+  if (engine.options().experts == ExpertGemm::per_expert) {  // device_sized's larger batches: grouped
     for (const Gemm& p : gemms) gemm(ctx, p, fp32_out, beta, "linear_grouped(per expert)");
     return;
   }
@@ -120,6 +120,36 @@ void linear_grouped(const Context& ctx, LinearKind kind, const std::vector<Linea
   } else {
     check(st, "cublasGemmGroupedBatchedEx");
   }
+}
+
+void linear_forward_gathered(const Context& ctx, int64_t count, int64_t N, int64_t K, const bf16* const* x,
+                             const bf16* const* W, bf16* const* y) {
+  if (count <= 0 || N == 0 || K == 0) return;
+  check_dims(count, N, K, "linear_forward_gathered: dimension above 2^31");
+  const float alpha = 1.f, beta = 0.f;  // y_iᵀ[N, 1] = W_i[N, K] · x_iᵀ[K, 1]
+  const int n = static_cast<int>(N), k = static_cast<int>(K);
+  check(cublasGemmBatchedEx(ctx.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, 1, k, &alpha,
+                            reinterpret_cast<const void* const*>(W), CUDA_R_16BF, k,
+                            reinterpret_cast<const void* const*>(x), CUDA_R_16BF, k, &beta,
+                            reinterpret_cast<void* const*>(y), CUDA_R_16BF, n, static_cast<int>(count),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "linear_forward_gathered");
+}
+
+void linear_forward_strided(const Context& ctx, int64_t batch, int64_t M, int64_t N, int64_t K, const bf16* x,
+                            int64_t x_stride, const bf16* W, int64_t W_stride, bf16* y, int64_t y_stride) {
+  if (batch <= 0 || M == 0 || N == 0 || K == 0) return;
+  check_dims(batch, M * N, K, "linear_forward_strided: dimension above 2^31");
+  const float alpha = 1.f, beta = 0.f;  // y_bᵀ[N, M] = W_b[N, K] · x_bᵀ[K, M]
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  check(cublasGemmStridedBatchedEx(ctx.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, W, CUDA_R_16BF, k,
+                                   W_stride, x, CUDA_R_16BF, k, x_stride, &beta, y, CUDA_R_16BF, n, y_stride,
+                                   static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "linear_forward_strided");
+}
+
+ExpertForm expert_form(const Context& ctx, int64_t rows, int64_t top_k, int64_t num_experts) {
+  return choose_expert_form(gemm_engine(ctx).options().experts, rows, top_k, num_experts);
 }
 
 }  // namespace mlpt::ref::cuda

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cuda/context.hpp"
+#include "device_model/backend_options.hpp"
 
 namespace mlpt::ref::cuda {
 
@@ -38,5 +39,16 @@ enum class LinearKind { forward, backward_input, backward_weight };
 // (ExpertGemm::per_expert). Outputs are overwritten (forward, backward_input) or accumulated
 // (backward_weight). Asynchronous: no synchronisation, no allocation once the pointer array fits.
 void linear_grouped(const Context& ctx, LinearKind kind, const std::vector<LinearGroup>& groups);
+
+// The products of routed experts sized on the device (ExpertForm per_slot and all_experts), through
+// cuBLAS's batched calls (no grouped call takes device-side sizes):
+// y_i[N] = x_i[K] · W_iᵀ for i < count, every pointer read from device arrays.
+void linear_forward_gathered(const Context& ctx, int64_t count, int64_t N, int64_t K, const bf16* const* x,
+                             const bf16* const* W, bf16* const* y);
+// y_b[M, N] = x_b[M, K] · W_bᵀ for b < batch, operands `stride` elements apart (x_stride 0: one x for all).
+void linear_forward_strided(const Context& ctx, int64_t batch, int64_t M, int64_t N, int64_t K, const bf16* x,
+                            int64_t x_stride, const bf16* W, int64_t W_stride, bf16* y, int64_t y_stride);
+// The form experts_forward takes for `rows` under the context's options (choose_expert_form).
+ExpertForm expert_form(const Context& ctx, int64_t rows, int64_t top_k, int64_t num_experts);
 
 }  // namespace mlpt::ref::cuda

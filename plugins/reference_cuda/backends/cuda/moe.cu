@@ -1,6 +1,9 @@
 // Router: one block per row. Experts: tokens grouped by expert (counts, scan, scatter), the two
 // expert GEMMs per expert as one grouped cuBLAS call each, SwiGLU between, and a deterministic
-// combine (each output row sums its own k slots in slot order).
+// combine (each output row sums its own k slots in slot order). A small batch's forward may instead
+// take the device-sized forms (per slot, or every expert over every row; backend_options.hpp),
+// which need no host round trip. The kernels here are our own because they are index bookkeeping
+// around library products (grouping, pointers, gather, combine), which no library offers fused.
 #include "backends/cuda/moe.hpp"
 
 #include <vector>
@@ -234,6 +237,63 @@ size_t expert_acts_bytes(const MoeShape& s, int64_t n) {
   return 2 * carved(n * s.hidden, 2) + carved(n * 2 * s.intermediate, 2) + carved(n * s.intermediate, 2);
 }
 
+// Pointers of the per-slot products: slot i = (row i / k, slot i % k) against expert e = experts[i].
+__global__ void slot_pointers_kernel(int64_t n, int64_t k, int64_t H, int64_t I, const int16_t* experts,
+                                     const bf16* x, const bf16* gate_up, const bf16* down, bf16* gu, bf16* h,
+                                     bf16* out, const bf16** ptrs, int* position) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t e = experts[i];
+    ptrs[i] = x + (i / k) * H;              // gate_up product: input
+    ptrs[n + i] = gate_up + e * 2 * I * H;  //   weight
+    ptrs[2 * n + i] = gu + i * 2 * I;       //   output
+    ptrs[3 * n + i] = h + i * I;            // down product: input
+    ptrs[4 * n + i] = down + e * H * I;     //   weight
+    ptrs[5 * n + i] = out + i * H;          //   output
+    position[i] = static_cast<int>(i);
+  }
+}
+// Where each (row, slot)'s output lies among every expert's outputs over every row ([E, rows, H]).
+__global__ void all_experts_position_kernel(int64_t n, int64_t k, int64_t rows, const int16_t* experts,
+                                            int* position) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    position[i] = static_cast<int>(int64_t(experts[i]) * rows + i / k);
+}
+
+// The forward without a host round trip: products sized on the device (ExpertForm), the same bf16
+// stores as the grouped form (gate_up, SwiGLU, per-slot outputs), combined in slot order.
+void device_sized_forward(const Context& ctx, const MoeShape& s, int64_t rows, ExpertForm form, const bf16* x,
+                          const int16_t* experts, const float* weights, const bf16* gate_up, const bf16* down,
+                          bf16* y, DeviceBuffer& scratch) {
+  const int64_t H = s.hidden, I = s.intermediate, E = s.num_experts, k = s.top_k, n = rows * k;
+  const int64_t m = form == ExpertForm::per_slot ? n : E * rows;  // rows of the products
+  scratch.reserve(carved(n, 4) + carved(6 * n, sizeof(void*)) + carved(m * 2 * I, 2) + carved(m * I, 2) +
+                  carved(m * H, 2));
+  char* at = scratch.as<char>();
+  int* position = carve<int>(at, n);
+  const bf16** ptrs = carve<const bf16*>(at, 6 * n);
+  bf16* gu = carve<bf16>(at, m * 2 * I);
+  bf16* h = carve<bf16>(at, m * I);
+  bf16* out = carve<bf16>(at, m * H);
+  if (form == ExpertForm::per_slot) {
+    slot_pointers_kernel<<<blocks_for(n), kThreads, 0, ctx.stream>>>(n, k, H, I, experts, x, gate_up, down,
+                                                                     gu, h, out, ptrs, position);
+    check_launch("experts: slot pointers");
+    linear_forward_gathered(ctx, n, 2 * I, H, ptrs, ptrs + n, const_cast<bf16* const*>(ptrs + 2 * n));
+    swiglu_forward(ctx, n, I, gu, gu + I, 2 * I, h);
+    linear_forward_gathered(ctx, n, H, I, ptrs + 3 * n, ptrs + 4 * n, const_cast<bf16* const*>(ptrs + 5 * n));
+  } else {
+    all_experts_position_kernel<<<blocks_for(n), kThreads, 0, ctx.stream>>>(n, k, rows, experts, position);
+    check_launch("experts: positions");
+    linear_forward_strided(ctx, E, rows, 2 * I, H, x, 0, gate_up, 2 * I * H, gu, rows * 2 * I);
+    swiglu_forward(ctx, m, I, gu, gu + I, 2 * I, h);
+    linear_forward_strided(ctx, E, rows, H, I, h, rows * I, down, H * I, out, rows * H);
+  }
+  combine_kernel<<<blocks_for(rows * H), kThreads, 0, ctx.stream>>>(rows, k, H, weights, position, out, y);
+  check_launch("experts: combine");
+}
+
 }  // namespace
 
 void route(const Context& ctx, const MoeShape& s, int64_t rows, const float* logits, const int16_t* replay,
@@ -256,6 +316,11 @@ void route_backward(const Context& ctx, const MoeShape& s, int64_t rows, const f
 void experts_forward(const Context& ctx, const MoeShape& s, int64_t rows, const bf16* x, const int16_t* experts,
                      const float* weights, const bf16* gate_up, const bf16* down, bf16* y, DeviceBuffer& scratch) {
   if (rows <= 0) return;
+  const ExpertForm form = expert_form(ctx, rows, s.top_k, s.num_experts);
+  if (form == ExpertForm::per_slot || form == ExpertForm::all_experts) {
+    device_sized_forward(ctx, s, rows, form, x, experts, weights, gate_up, down, y, scratch);
+    return;
+  }
   const int64_t n = rows * s.top_k, H = s.hidden;
   scratch.reserve(grouping_bytes(s.num_experts, n) + expert_acts_bytes(s, n));
   char* at = scratch.as<char>();

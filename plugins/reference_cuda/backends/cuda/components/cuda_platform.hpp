@@ -2,7 +2,7 @@
 // context (a stream and the cuBLAS handle bound to it), the CUDA ops on it, device communicators
 // (parallel/device_communicator.hpp: NCCL where each rank of a group has a GPU of its own, else
 // host-staged MPI), exports as kDLCUDA tensors, and reads of other components' CUDA tensors.
-// The library paths (cuda_gemm, cuda_experts, cuda_graphs) are the component's settings with the
+// The library paths (cuda_gemm and cuda_experts) are the component's settings with the
 // environment's overrides (device_model/backend_options.hpp).
 #pragma once
 

@@ -1,9 +1,10 @@
 // The engine component "qwen35_cuda": the reference engine (engine/engine.hpp) with the device
 // backend (engine/device_backend.hpp, the same code the CPU tests run on the host platform as
 // "qwen35_bf16") on one GPU (cuda_platform.hpp). Settings: the device backend's plus "device"
-// (CUDA ordinal, 0) and the library paths cuda_gemm, cuda_experts, cuda_graphs
-// (device_model/backend_options.hpp). Over NCCL, a rank of a group that fails halfway through a step cannot
-// be abandoned by the others' collectives, so they may wait for it; over host-staged MPI they hear it.
+// (CUDA ordinal, 0) and the library paths cuda_gemm and cuda_experts
+// (device_model/backend_options.hpp). Over NCCL, a rank of a group that fails halfway through a
+// step cannot be abandoned by the others' collectives, so they may wait for it; over host-staged
+// MPI they hear it.
 #pragma once
 
 #include <string_view>

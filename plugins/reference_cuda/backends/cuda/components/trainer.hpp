@@ -1,7 +1,7 @@
 // The trainer component "qwen35_cuda" (mlpt/trainer.h): the device trainer
 // (trainer/device_trainer.hpp, the same code the CPU tests run on the host platform) on one GPU.
-// Settings: qwen35_cpu's plus "device" (CUDA ordinal, 0) and the library paths cuda_gemm,
-// cuda_experts, cuda_graphs (device_model/backend_options.hpp); "threads" is accepted and unused.
+// Settings: qwen35_cpu's plus "device" (CUDA ordinal, 0) and the library paths cuda_gemm and
+// cuda_experts (device_model/backend_options.hpp); "threads" is accepted and unused.
 // Exported weights are the fp32 masters as CUDA tensors (kDLCUDA, valid until the next step), or
 // under model parallelism host copies of this rank's shards; states are interchangeable with
 // qwen35_cpu's. Collectives over device buffers: NCCL where each rank of a group has a GPU of its
