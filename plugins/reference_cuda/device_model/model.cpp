@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "device_model/staged_experts.hpp"
 #include "model/parallel/shard_weights.hpp"
@@ -64,25 +65,47 @@ DeviceWeights allocate_weights(Ops& ops, const ModelConfig& c, const ModelLayout
   return d;
 }
 
+namespace {
+
+// y = bf16(x), elementwise, over a few threads (a 1B model's tensors are ~1e9 values).
+void round_to_bf16(const float* x, size_t n, bf16* y) {
+  constexpr size_t kSlice = size_t(1) << 20;
+  const size_t slices = (n + kSlice - 1) / kSlice;
+  const size_t threads = std::min<size_t>({slices, std::max(1u, std::thread::hardware_concurrency()), 16});
+  auto part = [&](size_t t) {
+    for (size_t s = t; s < slices; s += threads)
+      for (size_t i = s * kSlice, e = std::min(n, i + kSlice); i < e; ++i) y[i] = to_bf16(x[i]);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
+  part(0);
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
 DeviceWeights upload_weights(Ops& ops, const Weights<float>& w) {
   DeviceWeights d = allocate_weights(ops, w.config, w.layout);
   if (w.values.size() != d.layout.tensors.size())
     throw sdk::Error(MLPT_INTERNAL, "upload_weights: " + std::to_string(w.values.size()) +
                                         " tensors for a layout of " +
                                         std::to_string(d.layout.tensors.size()));
-  Buffer staging;
+  // bf16 tensors are rounded on the host (to_bf16 rounds as the backends' to_bf16 op does) and sent
+  // as bf16: half the bytes of fp32, one copy per tensor, no device staging.
+  std::vector<bf16> rounded;
   for (size_t i = 0; i < w.values.size(); ++i) {
     const int64_t n = d.layout.tensors[i].numel();
     if (static_cast<int64_t>(w.values[i].size()) != n)
       throw sdk::Error(MLPT_INTERNAL, "upload_weights: tensor '" + d.layout.tensors[i].name + "' has " +
                                           std::to_string(w.values[i].size()) + " values, its shape " +
                                           std::to_string(n));
+    if (!n) continue;
     if (is_fp32_tensor(d.layout, static_cast<int>(i))) {
-      if (n) ops.to_device(d.tensors[i].get(), w.values[i].data(), size_t(n) * 4);
+      ops.to_device(d.tensors[i].get(), w.values[i].data(), size_t(n) * 4);
     } else {
-      float* s = upload(ops, staging, w.values[i]);
-      ops.to_bf16(n, s, d.tensors[i].as<bf16>());
-      ops.synchronize();  // staging is reused by the next tensor
+      rounded.resize(size_t(n));
+      round_to_bf16(w.values[i].data(), size_t(n), rounded.data());
+      ops.to_device(d.tensors[i].get(), rounded.data(), size_t(n) * 2);
     }
   }
   return d;

@@ -1,10 +1,12 @@
 #include "model/weights.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "mlpt/sdk/error.hpp"
 
@@ -27,10 +29,13 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-// A per-tensor stream: the values of a tensor depend only on (seed, name).
+// A per-tensor stream: the values of a tensor depend only on (seed, name). SplitMix64's state
+// advances by the same constant at every draw, so the stream can start at any draw: a tensor's
+// blocks are drawn in parallel with exactly the values of one sequential pass.
 class Stream {
  public:
   Stream(uint64_t seed, const std::string& name) : state_(seed ^ fnv1a(name)) { splitmix64(state_); }
+  void skip(uint64_t draws) { state_ += draws * 0x9E3779B97F4A7C15ull; }
   double uniform() { return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53; }  // [0, 1)
   double normal() {  // Box-Muller, one value per pair of uniforms (simple and reproducible)
     double u1 = 1.0 - uniform(), u2 = uniform();
@@ -55,24 +60,65 @@ Weights<T> zeros_like_layout(const ModelConfig& config) {
   return zeros_like_layout<T>(config, make_layout(config));
 }
 
+namespace {
+
+// Draws per element of each Init (normal: two uniforms; zeros and ones: none).
+uint64_t draws_per_element(Init init) {
+  return init == Init::normal ? 2 : (init == Init::a_log || init == Init::conv) ? 1 : 0;
+}
+
+// Elements [begin, end) of tensor `spec`, as the sequential stream draws them.
 template <class T>
-Weights<T> init_weights(const ModelConfig& config, uint64_t seed) {
-  Weights<T> w = zeros_like_layout<T>(config);
-  for (size_t i = 0; i < w.layout.tensors.size(); ++i) {
-    const TensorSpec& spec = w.layout.tensors[i];
-    Stream rng(seed, spec.name);
-    auto& v = w.values[i];
-    const double bound = 1.0 / std::sqrt(static_cast<double>(config.conv_kernel));
-    for (auto& x : v) {
-      switch (spec.init) {
-        case Init::normal: x = static_cast<T>(config.initializer_range * rng.normal()); break;
-        case Init::zeros: x = T(0); break;
-        case Init::ones: x = T(1); break;
-        case Init::a_log: x = static_cast<T>(std::log(0.01 + (16.0 - 0.01) * rng.uniform())); break;
-        case Init::conv: x = static_cast<T>(bound * (2.0 * rng.uniform() - 1.0)); break;
-      }
+void init_block(const ModelConfig& config, uint64_t seed, const TensorSpec& spec, T* v, size_t begin,
+                size_t end) {
+  Stream rng(seed, spec.name);
+  rng.skip(begin * draws_per_element(spec.init));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(config.conv_kernel));
+  for (size_t e = begin; e < end; ++e) {
+    T& x = v[e];
+    switch (spec.init) {
+      case Init::normal: x = static_cast<T>(config.initializer_range * rng.normal()); break;
+      case Init::zeros: x = T(0); break;
+      case Init::ones: x = T(1); break;
+      case Init::a_log: x = static_cast<T>(std::log(0.01 + (16.0 - 0.01) * rng.uniform())); break;
+      case Init::conv: x = static_cast<T>(bound * (2.0 * rng.uniform() - 1.0)); break;
     }
   }
+}
+
+// f(j) for j < count on `threads` workers taking j from one counter.
+template <class F>
+void parallel_for(size_t count, int threads, const F& f) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t j; (j = next.fetch_add(1)) < count;) f(j);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+template <class T>
+Weights<T> init_weights(const ModelConfig& config, uint64_t seed, int threads) {
+  Weights<T> w{config, make_layout(config), {}};
+  w.values.resize(w.layout.tensors.size());
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The tensors' memory first touched by every worker (a 1B model is 4.4 GB of fp32), then blocks
+  // of every tensor drawn from one counter (~1e9 normal draws: some 30 s on one core).
+  parallel_for(w.values.size(), threads,
+               [&](size_t i) { w.values[i].resize(size_t(w.layout.tensors[i].numel())); });
+  constexpr size_t kBlock = size_t(1) << 16;
+  std::vector<std::pair<size_t, size_t>> blocks;  // (tensor, first element)
+  for (size_t i = 0; i < w.values.size(); ++i)
+    for (size_t b = 0; b < w.values[i].size(); b += kBlock) blocks.emplace_back(i, b);
+  parallel_for(blocks.size(), threads, [&](size_t j) {
+    const auto [i, b] = blocks[j];
+    const size_t end = std::min(b + kBlock, w.values[i].size());
+    init_block(config, seed, w.layout.tensors[i], w.values[i].data(), b, end);
+  });
   return w;
 }
 
@@ -350,8 +396,8 @@ template Weights<float> zeros_like_layout<float>(const ModelConfig&);
 template Weights<double> zeros_like_layout<double>(const ModelConfig&);
 template Weights<float> zeros_like_layout<float>(const ModelConfig&, const ModelLayout&);
 template Weights<double> zeros_like_layout<double>(const ModelConfig&, const ModelLayout&);
-template Weights<float> init_weights<float>(const ModelConfig&, uint64_t);
-template Weights<double> init_weights<double>(const ModelConfig&, uint64_t);
+template Weights<float> init_weights<float>(const ModelConfig&, uint64_t, int);
+template Weights<double> init_weights<double>(const ModelConfig&, uint64_t, int);
 template void read_weight_box<float>(const ModelConfig&, const SafetensorsCheckpoint&, const std::string&, const std::vector<int64_t>&,
                                      const std::vector<int64_t>&, const std::vector<int64_t>&, float*);
 template void read_weight_box<double>(const ModelConfig&, const SafetensorsCheckpoint&, const std::string&, const std::vector<int64_t>&,

@@ -32,9 +32,10 @@ template <class T>
 Weights<T> zeros_like_layout(const ModelConfig& config, const ModelLayout& layout);
 
 // Deterministic initialisation from `seed` (docs/qwen35-architecture.md §2.2, §2.4.3, §2.4.8): each
-// tensor draws from its own stream seeded by (seed, tensor name), so order does not matter.
+// tensor draws from its own stream seeded by (seed, tensor name), so order does not matter. Drawn
+// by `threads` workers (0: one per core); the values do not depend on how many.
 template <class T>
-Weights<T> init_weights(const ModelConfig& config, uint64_t seed);
+Weights<T> init_weights(const ModelConfig& config, uint64_t seed, int threads = 0);
 
 // Loads DIR/config.json and the safetensors of DIR (Qwen3.5 names, fused or one tensor per expert,
 // or Qwen3-Next's fused layout, converted; FP8 block-scaled tensors dequantised). Every tensor the model needs must be there with its shape; errors name it.
