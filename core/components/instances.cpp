@@ -551,6 +551,9 @@ std::unique_ptr<Harness::Episode> Harness::start(const std::string& task_json, c
   plugin::check(component_, api_->episode_start(&a), "episode_start");
   std::unique_ptr<Episode> episode(new Episode(*this, a.episode, nlohmann::json()));
   episode->start_ = parse_output(component_, "episode_start", out.text());
+  // Parsed again in order: the tool schemas' key order is part of the rendered prompt's tokens.
+  if (episode->start_.is_object() && episode->start_.contains("tools"))
+    episode->tools_ = nlohmann::ordered_json::parse(out.text())["tools"];
   return episode;
 }
 

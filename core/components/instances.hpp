@@ -280,6 +280,8 @@ class Harness {
     Episode(const Episode&) = delete;
     Episode& operator=(const Episode&) = delete;
     const nlohmann::json& start() const { return start_; }  // {"messages": [...], "tools": [...]}
+    // The start's tools with their keys in the harness's order (the prompt renders them so).
+    const nlohmann::ordered_json& tools() const { return tools_; }
     nlohmann::json step(const nlohmann::json& reply);       // {"messages", "done", "finish_reason"}
     nlohmann::json finish(mlpt_episode_end end);            // {"patch", "answer", ...}
 
@@ -289,6 +291,7 @@ class Harness {
     const Harness* harness_;
     mlpt_harness_episode* episode_;
     nlohmann::json start_;
+    nlohmann::ordered_json tools_ = nlohmann::ordered_json::array();
   };
   std::unique_ptr<Episode> start(const std::string& task_json, const mlpt_sandbox_binding* binding,
                                  mlpt_sandbox* sandbox);

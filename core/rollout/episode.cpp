@@ -73,7 +73,7 @@ exec::Detached episode(const EpisodeEnvironment& env, EpisodeRequest req, exec::
 
     auto core_started = Clock::now();
     const nlohmann::json tools = episode->start().value("tools", nlohmann::json::array());
-    append_context(t, env.chat->render_prompt(episode->start().at("messages"), tools));
+    append_context(t, env.chat->render_prompt(episode->start().at("messages"), episode->tools()));
     t.transcript.start_messages = episode->start().at("messages");
     t.core_s += seconds_since(core_started);
 

@@ -79,27 +79,34 @@ std::vector<int32_t> Rendered::tokens(const Tokenizer& tok) const {
   return ids;
 }
 
-std::string to_template_json(const json& v) {
+namespace {
+template <class Json>
+std::string template_json(const Json& v) {
   switch (v.type()) {
-    case json::value_t::array: {
+    case Json::value_t::array: {
       std::string s = "[";
-      for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + to_template_json(v[i]);
+      for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + template_json(v[i]);
       return s + "]";
     }
-    case json::value_t::object: {
+    case Json::value_t::object: {
       std::string s = "{";
       bool first = true;
       for (auto it = v.begin(); it != v.end(); ++it, first = false)
-        s += (first ? "" : ", ") + json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace) + ": " +
-             to_template_json(it.value());
+        s += (first ? "" : ", ") + Json(it.key()).dump(-1, ' ', false, Json::error_handler_t::replace) + ": " +
+             template_json(it.value());
       return s + "}";
     }
     default:
-      return v.dump(-1, ' ', false, json::error_handler_t::replace);
+      return v.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
 }
+}  // namespace
 
-void ChatFormat::render(Rendered& out, const json& messages, const json& tools, bool add_generation_prompt) const {
+std::string to_template_json(const nlohmann::ordered_json& v) { return template_json(v); }
+std::string to_template_json(const json& v) { return template_json(v); }
+
+void ChatFormat::render(Rendered& out, const json& messages, const nlohmann::ordered_json& tools,
+                        bool add_generation_prompt) const {
   if (!messages.is_array()) throw Error("chat format: messages must be a JSON array");
   bool has_tools = tools.is_array() && !tools.empty();
   bool first_system = !messages.empty() && role_of(messages[0]) == "system";
@@ -167,13 +174,15 @@ void ChatFormat::render_turns(Rendered& out, const json& messages, size_t first,
   }
 }
 
-std::vector<int32_t> ChatFormat::render_prompt(const json& messages, const json& tools, bool add_generation_prompt) const {
+std::vector<int32_t> ChatFormat::render_prompt(const json& messages, const nlohmann::ordered_json& tools,
+                                               bool add_generation_prompt) const {
   Rendered r;
   render(r, messages, tools, add_generation_prompt);
   return r.tokens(*tok_);
 }
 
-std::string ChatFormat::render_text(const json& messages, const json& tools, bool add_generation_prompt) const {
+std::string ChatFormat::render_text(const json& messages, const nlohmann::ordered_json& tools,
+                                    bool add_generation_prompt) const {
   Rendered r;
   render(r, messages, tools, add_generation_prompt);
   return r.text();

