@@ -110,3 +110,36 @@ TEST_CASE("mlpt model plan reports the reference placement of the 397B config an
   out = mlpt_test::run_command(cmd + "288GiB --engine tp8,ep7 2>&1", &status);
   CHECK(WEXITSTATUS(status) == 1);
 }
+
+// The trainer's pipeline stages as the code cuts them: 60 layers in two stages of 30, the 64
+// trainer ranks one replica of tp 4 x ep 8 x pp 2; the busiest stage holds about half of what one
+// stage would (the experts of half the layers, one of the embedding and the LM head).
+TEST_CASE("mlpt model plan states the trainer's pipeline stages as the code runs them") {
+  int status = 0;
+  auto busiest = [&](const std::string& trainer, std::string* out) {
+    *out = mlpt_test::run_command(tool() + " plan --config " + MLPT_SOURCE_DIR + "/configs/qwen35-397b/config.json --trainer " +
+                                      trainer + " --engine tp8,ep8 --nodes 64 --trainer-nodes 16 --gpu-mem 288GiB 2>&1",
+                                  &status);
+    INFO(*out);
+    REQUIRE(status == 0);
+    const size_t line = out->find("  trainer tensor_parallel");
+    REQUIRE(line != std::string::npos);
+    const size_t colon = out->find("): ", line);
+    REQUIRE(colon != std::string::npos);
+    return std::stoll(out->substr(colon + 3));
+  };
+  std::string staged, whole;
+  const long long two = busiest("tp4,pp2,ep32", &staged), one = busiest("tp4,ep32", &whole);
+  INFO(staged << "\n" << whole);
+  CHECK_THAT(staged, Catch::Contains("tensor_parallel 4 x expert_parallel 8 x pipeline_parallel 2 (stages of 30..30 layers)"));
+  CHECK_THAT(staged, Catch::Contains("1 data-parallel replicas"));
+  CHECK_THAT(whole, Catch::Contains("2 data-parallel replicas"));
+  CHECK(two > one / 2);
+  CHECK(two < one * 55 / 100);
+  const std::string refused = mlpt_test::run_command(tool() + " plan --config " + MLPT_SOURCE_DIR +
+                                                         "/configs/models/tiny.json --trainer tp1,pp8,ep1 --engine tp1 --nodes 8"
+                                                         " --trainer-nodes 2 --gpu-mem 288GiB 2>&1",
+                                                     &status);
+  CHECK(WEXITSTATUS(status) == 1);  // refused, not planned
+  CHECK_THAT(refused, Catch::Contains("num_hidden_layers: 4"));
+}

@@ -1,6 +1,7 @@
 // What one rank of the device components (the trainer and engine behind qwen35_cuda and
-// qwen35_bf16) allocates for its shard of a model under a tp × ep layout, computed with the
-// functions they allocate with (shard_config, make_layout, allocate_weights' dtypes, the
+// qwen35_bf16) allocates for its shard of a model under a tp × ep × pp layout, computed with the
+// functions they allocate with (shard_config, shard_layout with its pipeline stage's tensors,
+// allocate_weights' dtypes, the
 // distributed optimizer's ranges): a layout the code refuses throws here with the code's own
 // message, and the figures are the sizes of the buffers the components ask for. Activations,
 // workspaces and KV caches depend on the batch and are not counted. `mlpt model plan` prints it
@@ -23,8 +24,9 @@ struct RankMemory {
   double trainer() const { return weights + master + gradients + moments; }
 };
 
-// The busiest rank of a layout of tp × ep ranks (expert tensor parallelism etp, 1 or tp) whose
-// trainer has `data_parallel` replicas. Throws MLPT_INVALID_ARGUMENT as shard_config does.
-RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel);
+// The busiest rank of a layout of tp × ep × pp ranks (expert tensor parallelism etp, 1 or tp; pp
+// pipeline stages, each holding its layers' tensors as pipeline_stages.hpp cuts them) whose trainer
+// has `data_parallel` replicas. Throws MLPT_INVALID_ARGUMENT as shard_config does.
+RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel, int pp = 1);
 
 }  // namespace mlpt::ref::dev

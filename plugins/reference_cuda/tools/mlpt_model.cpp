@@ -25,6 +25,7 @@
 #include "backends/cpu/threads.hpp"
 #include "device_model/rank_memory.hpp"
 #include "model/memory_plan.hpp"
+#include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
 #ifdef MLPT_REFERENCE_MODEL_MPI
 #include "model/parallel/mpi_communicator.hpp"
@@ -248,9 +249,9 @@ PlanRequest placement(const std::map<std::string, std::string>& o) {
 
 // Exit status 3 (not 1) when the plan is valid but does not fit: scripts can tell it from an error.
 // The same placement as the reference components run it (device_model/rank_memory.hpp): whole
-// experts (expert tensor parallel 1) over the EP ranks, which the code forms as tp × (ep / tp);
-// no pipeline stages, so the trainer's replicas are world / (tp · ep). A layout the code refuses
-// says why instead.
+// experts (expert tensor parallel 1) over the EP ranks, which the code forms as tp × (ep / tp) in
+// each pipeline stage; the stages' layers cut as the trainer cuts them (pipeline_stages.hpp), so
+// the trainer's replicas are world / (tp · ep · pp). A layout the code refuses says why instead.
 std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
   auto gib = [](double bytes) {
     char text[32];
@@ -258,21 +259,27 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
     return std::string(text);
   };
   std::ostringstream o;
-  o << "as the reference code runs it (qwen35_cuda; weights and optimizer state, without activations):\n";
+  o << "as the reference code runs it (weights and optimizer state, without activations):\n";
   auto one = [&](const char* who, const ParallelLayout& l, int64_t world, bool trainer) {
     try {
       if (l.ep % l.tp != 0 && l.ep != 1)
         throw Error(MLPT_INVALID_ARGUMENT, "ep " + std::to_string(l.ep) + " is not a multiple of tp " + std::to_string(l.tp));
       const int tp = static_cast<int>(l.tp), ep = static_cast<int>(std::max<int64_t>(1, l.ep / l.tp));
-      const int dp = trainer ? static_cast<int>(std::max<int64_t>(1, world / (l.tp * ep))) : 1;
-      const dev::RankMemory m = dev::rank_memory(config, tp, ep, 1, dp);
-      o << "  " << who << " tensor_parallel " << tp << " x expert_parallel " << ep << " (experts whole over "
-        << tp * ep << " ranks" << (trainer ? ", " + std::to_string(dp) + " data-parallel replicas" : std::string()) << "): "
-        << m.parameters << " parameters on the busiest rank, weights " << gib(m.weights);
+      const int pp = trainer ? static_cast<int>(l.pp) : 1;
+      if (!trainer && l.pp > 1) throw Error(MLPT_INVALID_ARGUMENT, "the engine runs no pipeline stages (pp " + std::to_string(l.pp) + ")");
+      const int dp = trainer ? static_cast<int>(std::max<int64_t>(1, world / (l.tp * ep * pp))) : 1;
+      const dev::RankMemory m = dev::rank_memory(config, tp, ep, 1, dp, pp);
+      o << "  " << who << " tensor_parallel " << tp << " x expert_parallel " << ep;
+      if (pp > 1) {
+        const StageLayers first = stage_layers(config.num_layers, pp, 0), last = stage_layers(config.num_layers, pp, pp - 1);
+        o << " x pipeline_parallel " << pp << " (stages of " << first.count() << ".." << last.count() << " layers)";
+      }
+      o << " (experts whole over " << tp * ep << " ranks"
+        << (trainer ? ", " + std::to_string(dp) + " data-parallel replicas" : std::string()) << "): " << m.parameters
+        << " parameters on the busiest rank, weights " << gib(m.weights);
       if (trainer) o << ", master " << gib(m.master) << ", gradients " << gib(m.gradients) << ", moments " << gib(m.moments)
                      << ", total " << gib(m.trainer());
-      o << (l.pp > 1 ? " (pipeline parallelism is not in the code: " + std::to_string(l.pp) + " stages planned above, none here)" : "")
-        << "\n";
+      o << (pp > 1 ? " [pipeline stages: the qwen35_cpu trainer; qwen35_cuda runs one stage]" : "") << "\n";
     } catch (const Error& e) {
       o << "  " << who << " " << to_string(l) << ": the code refuses it: " << e.what() << "\n";
     }

@@ -88,14 +88,16 @@ int64_t numel(const std::vector<int64_t>& shape) {
 
 // What every rank of the model-parallel group holds, computed alike on each (no exchange needed).
 struct GroupPlacements {
-  int tp = 1, ep = 1, etp = 1;
+  int tp = 1, ep = 1, etp = 1, pp = 1;
   std::vector<std::vector<ShardPlacement>> of_rank;  // [model-parallel rank][tensor]
+  int size() const { return tp * ep * pp; }
+  int stage_size() const { return tp * ep; }
 };
 
 GroupPlacements group_placements(const ModelConfig& full, const ModelShard& mine) {
-  GroupPlacements g{mine.tp, mine.ep, mine.etp, {}};
-  for (int r = 0; r < mine.tp * mine.ep; ++r) {
-    const ModelShard s = ModelShard::of_world_rank(mine.tp, mine.ep, r, mine.etp);
+  GroupPlacements g{mine.tp, mine.ep, mine.etp, mine.pp, {}};
+  for (int r = 0; r < g.size(); ++r) {
+    const ModelShard s = ModelShard::of_model_rank(mine.tp, mine.ep, mine.pp, r, mine.etp);
     g.of_rank.push_back(shard_placements(full, shard_layout(full, s), s));
   }
   return g;
@@ -121,14 +123,17 @@ struct TensorWrite {
 
 TensorWrite plan_tensor(const GroupPlacements& g, size_t i, bool expert_blocks) {
   TensorWrite w;
-  const int size = g.tp * g.ep;
+  const int size = g.size(), stage = g.stage_size();
+  // The pipeline stage holding the tensor: its first model rank.
+  int base = 0;
+  while (base + stage < size && g.of_rank[static_cast<size_t>(base)][i].boxes.empty()) base += stage;
   // A block of experts is held by one rank (expert tensor parallel 1) or by the tp ranks of an ep rank.
-  w.parts = expert_blocks ? (g.etp == 1 ? size : g.ep) : 1;
-  // Writers spread over the ranks: a block of experts stays within its expert-parallel ranks.
+  w.parts = expert_blocks ? (g.etp == 1 ? stage : g.ep) : 1;
+  // Writers spread over the stage's ranks: a block of experts stays within its expert-parallel ranks.
   for (int64_t p = 0; p < w.parts; ++p)
-    w.writer.push_back(!expert_blocks ? static_cast<int>(i % size)
-                       : g.etp == 1   ? static_cast<int>(p)
-                                      : static_cast<int>(p) * g.tp + static_cast<int>(i % g.tp));
+    w.writer.push_back(base + (!expert_blocks ? static_cast<int>(i % stage)
+                               : g.etp == 1   ? static_cast<int>(p)
+                                              : static_cast<int>(p) * g.tp + static_cast<int>(i % g.tp)));
   const int64_t rows = g.of_rank[0][i].global_shape[0], per_part = rows / w.parts;
   std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>> seen;
   for (int r = 0; r < size; ++r)
@@ -147,7 +152,7 @@ TensorWrite plan_tensor(const GroupPlacements& g, size_t i, bool expert_blocks) 
 std::vector<std::vector<float>> gather_rows(const GroupPlacements& g, const TensorWrite& plan, size_t i, int me,
                                             const std::vector<float>& local, const std::vector<int64_t>& local_shape,
                                             Communicator* group, int64_t begin, int64_t rows, size_t* held) {
-  const int size = g.tp * g.ep;
+  const int size = g.size();
   const std::vector<int64_t>& global = g.of_rank[0][i].global_shape;
   const int64_t per_part = global[0] / plan.parts;
   // Each contribution's box cut to those rows of its part; a box that holds none of them sends nothing.
@@ -238,7 +243,7 @@ bool is_routed_expert(const ModelLayout& layout, size_t i) {
 std::exception_ptr write_rank_files(const fs::path& dir, const std::string& checkpoint, const Weights<float>* quantities[3],
                                     const StateRanks& ranks, SaveFootprint& footprint) {
   const ModelConfig& full = ranks.full;
-  const int me = ranks.shard.world_rank(), size = ranks.shard.tp * ranks.shard.ep;
+  const int me = ranks.shard.model_rank(), size = ranks.shard.tp * ranks.shard.ep * ranks.shard.pp;
   const GroupPlacements g = group_placements(full, ranks.shard);
   const ModelLayout layout = make_layout(full);
   const SafetensorsCheckpoint source(checkpoint);  // deterministic on every rank: only headers read
@@ -389,8 +394,9 @@ void swap_in(const fs::path& tmp, const fs::path& target) {
   }
 }
 
-std::string layout_name(int tp, int ep) {
-  return "tensor_parallel " + std::to_string(tp) + " x expert_parallel " + std::to_string(ep);
+std::string layout_name(int tp, int ep, int pp) {
+  return "tensor_parallel " + std::to_string(tp) + " x expert_parallel " + std::to_string(ep) +
+         (pp > 1 ? " x pipeline_parallel " + std::to_string(pp) : "");
 }
 
 }  // namespace
@@ -405,7 +411,7 @@ SaveFootprint save_trainer_state(const std::string& path, const std::string& che
   const fs::path target = fs::absolute(path);
   // One name every rank agrees on (the ranks may be on several hosts sharing the file system).
   const fs::path tmp = target.string() + ".saving";
-  const bool leader = ranks.writes && ranks.shard.world_rank() == 0;  // group rank 0
+  const bool leader = ranks.writes && ranks.shard.model_rank() == 0;  // group rank 0
   std::exception_ptr error;  // this rank's own, rethrown as it is
   auto step_ok = [&](auto&& work) {  // one phase: every rank learns whether all of them succeeded
     if (!error) {
@@ -448,6 +454,7 @@ SaveFootprint save_trainer_state(const std::string& path, const std::string& che
                                    {{"tensor_parallel", ranks.shard.tp},
                                     {"expert_parallel", ranks.shard.ep},
                                     {"expert_tensor_parallel", ranks.shard.etp},
+                                    {"pipeline_parallel", ranks.shard.pp},
                                     {"data_parallel", ranks.data_parallel}}}};
     write_file_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
     swap_in(tmp, target);
@@ -481,7 +488,8 @@ TrainerState load_trainer_state(const std::string& path, const Weights<float>& c
                                              saved.tensors[i].name + "' differs");
   TrainerState out;
   const nlohmann::json layout = state.value("layout", nlohmann::json::object());
-  out.saved_layout = layout_name(layout.value("tensor_parallel", 1), layout.value("expert_parallel", 1));
+  out.saved_layout = layout_name(layout.value("tensor_parallel", 1), layout.value("expert_parallel", 1),
+                                 layout.value("pipeline_parallel", 1));
   try {
     const SafetensorsCheckpoint optimizer(path + "/" + kOptimizerFolder);
     Weights<float>* into[3] = {&out.weights, &out.m, &out.v};

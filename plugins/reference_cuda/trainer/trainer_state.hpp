@@ -1,5 +1,5 @@
 // The trainer's state directory, written alike by one rank and by the ranks of a model-parallel
-// trainer (tensor_parallel × expert_parallel), and read under any layout:
+// trainer (tensor_parallel × expert_parallel × pipeline_parallel), and read under any layout:
 //   config.json, model-*.safetensors, model.safetensors.index.json
 //       the model as HF transformers and vLLM load it: every tensor of the input checkpoint (text,
 //       mtp.*, vision), under its names, in its dtypes (model/weights.hpp, pieces_like_source)
@@ -34,7 +34,7 @@ constexpr size_t kSavePieceBytes = size_t{64} << 20;
 struct StateRanks {
   ModelConfig full;                     // the whole model's config (not a shard's)
   ModelShard shard;                     // this rank's shard (tp = ep = 1: the whole model)
-  Communicator* model_group = nullptr;  // the shard's tp · ep ranks (rank = shard.world_rank()); NULL: one
+  Communicator* model_group = nullptr;  // the shard's tp · ep · pp ranks (rank = shard.model_rank()); NULL: one
   bool writes = true;                   // data-parallel replica 0 writes; the others only take part
   int group_rank = 0;                   // this rank in the trainer group: each file's "mlpt_writer"
   int data_parallel = 1;                // recorded in trainer_state.json
@@ -72,7 +72,7 @@ struct TrainerState {
   Weights<float> weights, m, v;  // this rank's shard
   int64_t step = 0;
   uint64_t version = 0;
-  std::string saved_layout;  // "tensor_parallel T x expert_parallel E" of the ranks that wrote it
+  std::string saved_layout;  // "tensor_parallel T x expert_parallel E[ x pipeline_parallel P]" of the ranks that wrote it
 };
 // Reads this rank's shard of a state saved under any layout for a model of `ranks.full`'s tensors
 // (errors name the path and what differs; MLPT_DATA_LOSS for unreadable, missing or corrupt

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <set>
 
 #include "batch_file.hpp"
 #include "model/safetensors.hpp"
@@ -166,7 +167,8 @@ TEST_CASE("a TP=2 x EP=2 and an EP=2 trainer group save the one-rank trainer sta
   CHECK(SafetensorsCheckpoint(s1).names() == SafetensorsCheckpoint(dir / "published").names());
   const json state = json::parse(mlpt_test::read_bytes(s1 + "/trainer_state.json"));
   CHECK(state["layout"] ==
-        json({{"tensor_parallel", 2}, {"expert_parallel", 2}, {"expert_tensor_parallel", 1}, {"data_parallel", 1}}));
+        json({{"tensor_parallel", 2}, {"expert_parallel", 2}, {"expert_tensor_parallel", 1}, {"pipeline_parallel", 1},
+              {"data_parallel", 1}}));
   CHECK(state["step"] == 1);
 
   const FolderDiff ep_model = compare_folders(e1, one1), ep_optimizer = compare_folders(e1 + "/optimizer", one1 + "/optimizer");
@@ -258,6 +260,63 @@ TEST_CASE("a TP=2 x EP=2 and an EP=2 trainer group save the one-rank trainer sta
   run = run_group(dir, 2, truncated_settings, "step");
   CHECK(run.status != 0);
   for (int r = 0; r < 2; ++r) CHECK_THAT(rank_report(dir, r).value("error", ""), Catch::Contains(cut));
+}
+
+// Pipeline stages save the tensors of their own layers, each written whole by a rank of the stage
+// that holds it: a PP=2 save is the one-rank save bit for bit (the stages compute as one rank),
+// PP=2 x TP=2 within TP's rounding; either loads under another layout (one rank, PP=2 from a
+// one-rank save) and steps as the uninterrupted one-rank trainer.
+TEST_CASE("pipeline parallel: PP=2 and PP=2 x TP=2 trainer groups save the one-rank state, record the layout, and reshard on load") {
+  TempDir dir("dist_ckpt_pp");
+  const std::string one1 = dir / "one1", one2 = dir / "one2";
+  OneRankOptions options{[&](const std::string& ck) { return published_copy(dir, ck); }, kOptimizer, {one1, one2}};
+  const OneRankStep one = one_rank_step(dir, splittable_micro_config(), json::object(), options);
+  auto layout = [&](int tp, int pp) {
+    json s = one.settings;
+    s["tensor_parallel"] = tp, s["pipeline_parallel"] = pp;
+    return s;
+  };
+  const std::string p1 = dir / "pp2.1", q1 = dir / "pp2tp2.1";
+  require_group_ok(dir, run_group(dir, 2, layout(1, 2), "step,save=" + p1), 2);
+  require_group_ok(dir, run_group(dir, 4, layout(2, 2), "step,save=" + q1), 4);
+  CHECK(SafetensorsCheckpoint(p1).names() == SafetensorsCheckpoint(dir / "published").names());
+  const json state = json::parse(mlpt_test::read_bytes(q1 + "/trainer_state.json"));
+  CHECK(state["layout"]["pipeline_parallel"] == 2);
+  CHECK(state["layout"]["tensor_parallel"] == 2);
+  const FolderDiff pp_model = compare_folders(p1, one1), pp_optimizer = compare_folders(p1 + "/optimizer", one1 + "/optimizer");
+  CHECK(pp_model.differing_tensors == 0);
+  CHECK(pp_optimizer.differing_tensors == 0);
+  const FolderDiff ptp_optimizer = compare_folders(q1 + "/optimizer", one1 + "/optimizer");
+  CHECK(ptp_optimizer.worst < 1e-6);
+  // Each stage's ranks wrote files (the second stage holds the LM head, the first the embedding).
+  std::set<std::string> writers;
+  for (const auto& e : fs::directory_iterator(q1 + "/optimizer"))
+    if (e.path().extension() == ".safetensors") writers.insert(SafetensorsFile(e.path().string()).metadata().at("mlpt_writer"));
+  CHECK(writers.count("trainer group rank 0") == 1);
+  CHECK(writers.count("trainer group rank 2") == 1);
+
+  // Another layout reshards: one rank resumes the PP=2 x TP=2 state, PP=2 the one-rank state.
+  {
+    mlpt::plugin::HostServices host;
+    auto plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_reference.so", host);
+    mlpt::components::Trainer single(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), one.settings);
+    single.load_state(q1);
+    const BatchFile batch(dir / "batch.json");
+    uint64_t version = 0;
+    single.train_step(batch.abi, &version);
+    CHECK(version == 2);
+    single.save_state(dir / "one.resumed");
+  }
+  const FolderDiff one_diff = compare_folders(dir / "one.resumed/optimizer", one2 + "/optimizer");
+  CHECK(one_diff.worst < 1e-6);
+  const std::string pp_resumed = dir / "pp2.resumed";
+  require_group_ok(dir, run_group(dir, 2, layout(1, 2), "load=" + one1 + ",step,save=" + pp_resumed), 2);
+  const FolderDiff pp_diff = compare_folders(pp_resumed + "/optimizer", one2 + "/optimizer");
+  CHECK(pp_diff.differing_tensors == 0);
+  WARN("PP=2 save: " << pp_optimizer.differing_tensors << " of " << pp_optimizer.tensors
+                     << " optimizer tensors differ from one rank's; PP=2 x TP=2 master weights within " << ptp_optimizer.worst
+                     << "; resumed on one rank within " << one_diff.worst << ", PP=2 from one rank's save: "
+                     << pp_diff.differing_tensors << " tensors differ");
 }
 
 // The distributed optimizer (on by default): two data-parallel replicas each keep the Adam moments

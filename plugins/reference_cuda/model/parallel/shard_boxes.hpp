@@ -25,7 +25,8 @@ struct ShardPlacement {
 };
 
 // For every tensor of `local` (the layout of shard_weights(full, shard)), its placement in the
-// tensor of the same name of a model of config `full` (not a shard).
+// tensor of the same name of a model of config `full` (not a shard); no boxes for another pipeline
+// stage's tensors.
 std::vector<ShardPlacement> shard_placements(const ModelConfig& full, const ModelLayout& local, const ModelShard& shard);
 
 // Copies box `box` (its local_offset and extent) of the row-major tensor `from` of shape `shape`
