@@ -1,15 +1,14 @@
 // The chat formats against strings written from the template, the token-in-token-out invariants,
 // and tool-call parsing of good and garbled replies.
-#include "core/text/chat_format.hpp"
-
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <unistd.h>
 
+#include "core/text/chat_format.hpp"
 #include "core/text/tool_call_parser.hpp"
 
 using namespace mlpt;
