@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/refit/refit_receiver.hpp"
 #include "core/refit/refit_sender.hpp"
+#include "core/run/step_record.hpp"
 
 using namespace mlpt;
 using namespace mlpt::refit;
@@ -181,4 +182,17 @@ TEST_CASE("the sender sends a version whole when the measured rates say that is 
   require_equal(rx.apply(4, tx.prepare(4, m.views.data(), m.views.size()).data(), m.views.size() + 1), m);
   CHECK(tx.stats().mode == "delta");
   CHECK_FALSE(tx.stats().whole_by_rates);
+}
+
+TEST_CASE("a sparse refit that went dense says why in its metrics row, and the row reads back with it") {
+  refit::RefitStats went_dense{"dense"};
+  went_dense.bytes = went_dense.dense_bytes = 4096;
+  went_dense.fallback = "refit = \"sparse\" relays whole tensors; engine e holds shards: refitting dense";
+  const auto row = run::refit_stats_json(went_dense);
+  CHECK(row.at("fallback") == went_dense.fallback);
+  CHECK(run::refit_stats_from_json(row).fallback == went_dense.fallback);
+  // A refit that went the way it was asked carries no fallback, and a row without one reads as such.
+  const auto as_asked = run::refit_stats_json(refit::RefitStats{"delta"});
+  CHECK_FALSE(as_asked.contains("fallback"));
+  CHECK(run::refit_stats_from_json(as_asked).fallback.empty());
 }
