@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <future>
 
+#include <mlpt/sdk/routed_experts.hpp>
 #include <mlpt/sdk/types.hpp>
 
 #include "core/components/abi_adapter.hpp"
@@ -192,12 +193,10 @@ Generation Engine::take_result(mlpt_engine_request* request, const GenerateReque
     if (!a.out_routed_experts || a.out_num_routed_positions != positions)
       throw Error(MLPT_INTERNAL, component_.name + ": request_result gave routing for " + std::to_string(a.out_num_routed_positions) +
                                      " positions, expected " + std::to_string(positions));
-    // Per layer [position][k] -> the trainer's [position][layer][k].
+    // As recorded (per layer) to the trainer's layout.
     const size_t layers = static_cast<size_t>(moe_layers_), k = static_cast<size_t>(experts_per_token_);
     g.routed_experts.resize(positions * layers * k);
-    for (size_t l = 0; l < layers; ++l)
-      for (size_t p = 0; p < positions; ++p)
-        std::copy_n(a.out_routed_experts[l] + p * k, k, g.routed_experts.begin() + static_cast<std::ptrdiff_t>((p * layers + l) * k));
+    sdk::routed_experts_by_position(a.out_routed_experts, layers, positions, k, g.routed_experts.data());
   }
   g.finish_reason = a.out_finish_reason;
   g.weight_version = a.out_weight_version;
