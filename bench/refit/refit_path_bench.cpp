@@ -1,4 +1,4 @@
-// bench_refit_path: what one refit costs on the path the run takes (core/run/weight_refit.cpp),
+// bench_refit_path: what one refit costs on the path the run takes (core/refit/sparse_refit_transport.cpp),
 // sparse against dense, in the same process. Sparse: the trainer's side compares the new weights
 // with the last version sent, encodes what changed and checksums every tensor
 // (refit::RefitSender); the engine's side applies the delta to its copy and checks every tensor
