@@ -2,9 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 
 namespace mlpt::observe {
+namespace {
+std::string seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, s < 10 ? "%.2f" : "%.0f", s);
+  return text;
+}
+}  // namespace
 
 HangWatch::HangWatch(double after_s, Report report, double poll_s)
     : after_ns_(static_cast<int64_t>(after_s * 1e9)), report_(std::move(report)) {
@@ -41,7 +49,7 @@ int HangWatch::check() {
     const double running_s = static_cast<double>(now - call.start_ns) * 1e-9;
     const auto dump =
         recorder.dump("hang", std::string(call.kind) + " '" + call.component + "' call " + call.call +
-                                  " has not returned after " + std::to_string(running_s) + " s");
+                                  " has not returned after " + seconds(running_s) + " s");
     reported_.insert(call.seq);
     ++reported;
     if (report_) report_(call, running_s, dump);
@@ -50,6 +58,15 @@ int HangWatch::check() {
   for (auto it = reported_.begin(); it != reported_.end();)
     it = still_running.count(*it) ? std::next(it) : reported_.erase(it);
   return reported;
+}
+
+std::string HangWatch::message(const std::string& where, const CallRecord& call, double running_s,
+                               const std::filesystem::path& dump) {
+  return "[mlpt] " + where + (where.empty() ? "" : ": ") + call.kind + " '" + call.component + "' call " +
+         call.call + " (request " + std::to_string(call.request_id) + ", thread " +
+         std::to_string(call.thread) + ") has not returned after " + seconds(running_s) +
+         " s; the calls in flight and the last calls into every plugin are in " +
+         (dump.empty() ? std::string("(no dump written)") : dump.string());
 }
 
 }  // namespace mlpt::observe

@@ -10,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "core/observe/flight_recorder.hpp"
@@ -30,6 +31,11 @@ class HangWatch {
 
   // One look, now: reports the calls past the threshold not reported before; returns how many.
   int check();
+
+  // What a person is told of a hung call: "[mlpt] <where>: engine 'x' call fetch (request 3,
+  // thread 123) has not returned after 1801 s; ... are in <dump>".
+  static std::string message(const std::string& where, const CallRecord& call, double running_s,
+                             const std::filesystem::path& dump);
 
  private:
   const int64_t after_ns_;

@@ -21,19 +21,6 @@ constexpr int kRankGroup = 1, kLoopTrack = 1, kFirstComponentTrack = 10;
 constexpr int kRolloutGroup = 2;
 constexpr size_t kSpansKeptPerSlot = 32;
 
-// SIGUSR1 asks for a live flight-recorder dump: the handler only writes a byte to a pipe (the one
-// async-signal-safe way to wake a thread); the watcher thread dumps.
-std::atomic<int> g_dump_request_fd{-1};
-extern "C" void on_dump_signal(int) {
-  const int saved = errno;
-  const int fd = g_dump_request_fd.load();
-  const char request = 'd';
-  if (fd >= 0) [[maybe_unused]]
-    auto n = ::write(fd, &request, 1);
-  errno = saved;
-}
-struct sigaction g_previous_usr1 {};
-
 bool timeline_call(const observe::CallRecord& call) {
   // The calls that make a rank's phases (train step, export, publish, fetch, pause, resume, load);
   // the per-request ones (engine requests, sandboxes, harness and reward steps) are in the rollout
@@ -76,51 +63,24 @@ RunObserver::RunObserver(const RunConfig& config, const std::filesystem::path& r
   }
   std::filesystem::create_directories(flight_recorder_dir(run_dir));
   recorder.set_dump_folder(flight_recorder_dir(run_dir));
-  watch_dump_signal();
+  dump_on_signal_ = std::make_unique<observe::DumpOnSignal>([](const std::filesystem::path& path) {
+    std::fprintf(stderr, "[mlpt] SIGUSR1: the last calls into every plugin are in %s\n", path.c_str());
+  });
   if (config.run.hang_dump_after_s > 0)
     hang_watch_ = std::make_unique<observe::HangWatch>(
-        config.run.hang_dump_after_s, [this](const observe::CallRecord& call, double running_s, const auto& dump) {
+        config.run.hang_dump_after_s,
+        [this](const observe::CallRecord& call, double running_s, const auto& dump) {
           metrics_.add("mlpt_hung_calls_total", "plugin calls that ran past [run] hang_dump_after_s", 1,
                        {{"kind", call.kind}, {"call", call.call}});
-          std::fprintf(stderr,
-                       "[mlpt] %s '%s' call %s (request %llu, thread %d) has not returned after %.0f s; the "
-                       "calls in flight and the last calls into every plugin are in %s\n",
-                       call.kind, call.component, call.call, static_cast<unsigned long long>(call.request_id),
-                       call.thread, running_s, dump.empty() ? "(no dump written)" : dump.c_str());
+          std::fprintf(stderr, "%s\n", observe::HangWatch::message("", call, running_s, dump).c_str());
         });
 }
 
 RunObserver::~RunObserver() {
   hang_watch_.reset();  // first: its reports use the metrics
+  dump_on_signal_.reset();
   observe::FlightRecorder::instance().set_listener(nullptr);
-  if (watcher_.joinable()) {
-    sigaction(SIGUSR1, &g_previous_usr1, nullptr);
-    g_dump_request_fd.store(-1);
-    const char quit = 'q';
-    [[maybe_unused]] auto n = ::write(dump_pipe_[1], &quit, 1);
-    watcher_.join();
-  }
-  for (int fd : dump_pipe_)
-    if (fd >= 0) ::close(fd);
   observe::FlightRecorder::instance().set_dump_folder({});
-}
-
-void RunObserver::watch_dump_signal() {
-  if (::pipe2(dump_pipe_, O_CLOEXEC) != 0) return;  // no live dumps; the others still work
-  watcher_ = std::thread([this] {
-    char request = 0;
-    while (::read(dump_pipe_[0], &request, 1) == 1 && request == 'd') {
-      const auto path =
-          observe::FlightRecorder::instance().dump("SIGUSR1", "SIGUSR1: a live dump was asked for");
-      std::fprintf(stderr, "[mlpt] SIGUSR1: the last calls into every plugin are in %s\n", path.c_str());
-    }
-  });
-  g_dump_request_fd.store(dump_pipe_[1]);
-  struct sigaction action {};
-  action.sa_handler = on_dump_signal;
-  action.sa_flags = SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGUSR1, &action, &g_previous_usr1);
 }
 
 double RunObserver::now() const {

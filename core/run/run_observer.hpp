@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/observe/dump_on_signal.hpp"
 #include "core/observe/flight_recorder.hpp"
 #include "core/observe/hang_watch.hpp"
 #include "core/observe/metrics_endpoint.hpp"
@@ -62,7 +63,6 @@ class RunObserver final : observe::CallListener {
  private:
   void call_returned(const observe::CallRecord& call) override;
   int slot_for(double start, double end);  // with mutex_ held
-  void watch_dump_signal();
 
   const std::filesystem::path run_dir_;
   std::unique_ptr<observe::TraceWriter> trace_;
@@ -79,9 +79,8 @@ class RunObserver final : observe::CallListener {
   std::map<std::string, int> component_tracks_;
   double last_step_at_ = 0;
   int64_t last_step_tokens_ = 0, generated_tokens_ = 0;
-  int dump_pipe_[2] = {-1, -1};  // SIGUSR1's handler writes a byte; watcher_ dumps
-  std::unique_ptr<observe::HangWatch> hang_watch_;  // [run] hang_dump_after_s
-  std::thread watcher_;
+  std::unique_ptr<observe::DumpOnSignal> dump_on_signal_;  // kill -USR1
+  std::unique_ptr<observe::HangWatch> hang_watch_;         // [run] hang_dump_after_s
 };
 
 }  // namespace mlpt::run

@@ -14,6 +14,7 @@
 #include "core/dist/mpi/session.hpp"
 #include "core/dist/mpi/trainer_rank.hpp"
 #include "core/dist/placement.hpp"
+#include "core/dist/rank_watch.hpp"
 #include "core/error.hpp"
 
 namespace mlpt::dist {
@@ -21,7 +22,7 @@ namespace mlpt::dist {
 namespace {
 constexpr int64_t kStartTimeoutMs = 600000;  // every rank reaches its start within minutes
 constexpr int kStartFailed = 2;              // mlpt run's status for a config error: nothing ran
-}
+}  // namespace
 
 DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunOptions& options) {
   DistributedOutcome outcome;
@@ -37,8 +38,12 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
   // The weight stream's name, the same on every rank: the coordinator's choice.
   const std::atomic<bool> never{false};
   const std::atomic<bool>& interrupted = options.interrupted ? *options.interrupted : never;
-  if (outcome.coordinator) host.rendezvous().put("mlpt/run/transport_group", "mlpt-run-" + std::to_string(::getpid()));
-  const std::string transport_group = host.rendezvous().get("mlpt/run/transport_group", kStartTimeoutMs, interrupted);
+  if (outcome.coordinator) {
+    host.rendezvous().put("mlpt/run/transport_group", "mlpt-run-" + std::to_string(::getpid()));
+    host.rendezvous().put("mlpt/run/folder", config.run.output_dir.string());  // where every rank's dumps go
+  }
+  const std::string transport_group =
+      host.rendezvous().get("mlpt/run/transport_group", kStartTimeoutMs, interrupted);
   std::optional<Heartbeat> heartbeat;  // every rank but the coordinator, from here to its end
   if (role != MLPT_PROCESS_ROLE_HOST)
     heartbeat.emplace(channel, Placement::coordinator(), [&] {
@@ -47,12 +52,19 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
       MpiSession::leave_job(3);
     });
   if (role != MLPT_PROCESS_ROLE_HOST) {
-    const RankEnd end = role == MLPT_PROCESS_ROLE_TRAINER ? run_trainer_rank(config, placement, host, channel, transport_group, interrupted)
-                        : placement.engine_group_rank(mpi.rank()) > 0
-                            ? run_engine_rank(config, placement, host, channel, transport_group, interrupted)
-                            : run_rollout_worker(config, placement, host, channel, transport_group, interrupted);
+    RankWatch watch(mpi.rank(), placement.describe(mpi.rank()),
+                    host.rendezvous().get("mlpt/run/folder", kStartTimeoutMs, interrupted),
+                    config.run.hang_dump_after_s);
+    const RankEnd end =
+        role == MLPT_PROCESS_ROLE_TRAINER
+            ? run_trainer_rank(config, placement, host, channel, transport_group, interrupted)
+        : placement.engine_group_rank(mpi.rank()) > 0
+            ? run_engine_rank(config, placement, host, channel, transport_group, interrupted)
+            : run_rollout_worker(config, placement, host, channel, transport_group, interrupted);
     outcome.exit_code = end.exit_code;
     outcome.rank_lost = end.rank_lost;
+    if (end.exit_code != 0 && end.exit_code != 130)
+      watch.failed("the rank ended with status " + std::to_string(end.exit_code));
   } else {
     std::optional<Coordinator> coordinator;
     try {
