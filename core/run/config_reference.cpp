@@ -44,8 +44,9 @@ const std::vector<ConfigKey>& config_keys() {
          "routing replay (R3): record the engine's routed experts for the trainer, when both support it"},
         {"run", "refit", "string", quoted(r.refit),
          "\"dense\": every weight every step, plugin to plugin (the trainer publishes through the transport, the engine "
-         "fetches its own layout; the host holds no weight); \"sparse\": the host relays only the weights that changed "
-         "(checked by checksum; keeps a copy on each side; needs whole weights in host memory, else dense)"},
+         "fetches its own layout; the host holds no weight); \"sparse\": a transport wrapping the run's sends only the "
+         "weights that changed (checked by checksum; the wrapper keeps a copy at each end; needs whole weights in host "
+         "memory, else dense with the reason in every metrics row)"},
         {"run", "full_refit_every_steps", "integer", text(r.full_refit_every_steps),
          "sparse refit: also move the whole weights every N refits, as a safety (0: only the first)"},
         {"run", "metrics_port", "integer", text(r.metrics_port),
