@@ -13,9 +13,10 @@
 // contiguous rows.
 //
 // Runtime dispatch: the float kernels are compiled for AVX-512, AVX2+FMA and baseline x86-64 and
-// the loader picks the best the CPU has (GCC target_clones), so a package runs on any x86-64 and
-// still uses the machine's vector width; exp is a branch-free polynomial the compiler vectorises.
-// Results may differ by rounding between CPU generations (FMA contraction), never between runs.
+// run the path isa_path() names (the best the CPU has, or MLPT_CPU_PATH's), so a package runs on
+// any x86-64, still uses the machine's vector width, and CI can run each path; exp is a
+// branch-free polynomial the compiler vectorises. Results may differ by rounding between paths
+// (FMA contraction), never between runs.
 #include "backends/cpu/attention.hpp"
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/isa_path.hpp"
 #include "backends/cpu/small_gemm.hpp"
 
 // Threads only pay off above ~1 MFLOP of work; below that (decode steps, tests) run serially.
@@ -36,10 +38,11 @@
 #define MLPT_SEQOPS_PARALLEL_FOR(worth_it)
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define MLPT_ATTENTION_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default"), flatten))
-#else
-#define MLPT_ATTENTION_CLONES
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MLPT_ATTENTION_ISA_BUILDS 1
+#define MLPT_ATTENTION_AVX512 __attribute__((target("arch=skylake-avx512"), flatten))
+#define MLPT_ATTENTION_AVX2 __attribute__((target("arch=haswell"), flatten))
+#define MLPT_ATTENTION_BASELINE __attribute__((flatten))
 #endif
 
 namespace mlpt::ref::cpu {
@@ -54,8 +57,8 @@ void check_attention_args(const char* op, const AttentionShape& s, const int64_t
                           std::initializer_list<std::pair<const char*, const void*>> required) {
   auto fail = [&](const std::string& what) { throw std::invalid_argument(std::string(op) + ": " + what); };
   if (s.num_heads <= 0 || s.num_kv_heads <= 0 || s.head_dim <= 0)
-    fail("shape must be positive (H=" + std::to_string(s.num_heads) + ", Hkv=" +
-         std::to_string(s.num_kv_heads) + ", D=" + std::to_string(s.head_dim) + ")");
+    fail("shape must be positive (H=" + std::to_string(s.num_heads) +
+         ", Hkv=" + std::to_string(s.num_kv_heads) + ", D=" + std::to_string(s.head_dim) + ")");
   if (s.num_heads % s.num_kv_heads != 0)
     fail("num_kv_heads (" + std::to_string(s.num_kv_heads) + ") does not divide num_heads (" +
          std::to_string(s.num_heads) + ")");
@@ -66,8 +69,8 @@ void check_attention_args(const char* op, const AttentionShape& s, const int64_t
     if (q_offsets[i] < 0 || kv_offsets[i] < 0 || ql < 0 || kl < 0)
       fail("offsets must be non-negative and non-decreasing (sequence " + std::to_string(i) + ")");
     if (ql > kl)
-      fail("sequence " + std::to_string(i) + " has " + std::to_string(ql) +
-           " queries but only " + std::to_string(kl) + " kv positions (queries are the last kv tokens)");
+      fail("sequence " + std::to_string(i) + " has " + std::to_string(ql) + " queries but only " +
+           std::to_string(kl) + " kv positions (queries are the last kv tokens)");
   }
   if (q_offsets[num_seqs] == q_offsets[0] && kv_offsets[num_seqs] == kv_offsets[0]) return;
   for (const auto& [name, ptr] : required)
@@ -109,7 +112,9 @@ inline float exp_nonpositive(float x) {
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
-inline double exp_nonpositive(double x) { return std::exp(x); }
+inline double exp_nonpositive(double x) {
+  return std::exp(x);
+}
 
 // p[j] = exp(p[j] − m) for j < n; returns the sum.
 template <class T>
@@ -124,8 +129,8 @@ inline T exp_shifted(T* p, int64_t n, T m) {
 // Row r sees columns j <= first_last + r.
 template <class T>
 inline void forward_block(const T* qb, int64_t ldq, int64_t rows, const T* Kt, int64_t kl, const T* vb,
-                          int64_t ldkv, int64_t first_last, int64_t D, T scale, T* S, T* acc, T* o, int64_t ldo,
-                          T* lse) {
+                          int64_t ldkv, int64_t first_last, int64_t D, T scale, T* S, T* acc, T* o,
+                          int64_t ldo, T* lse) {
   T m[kBlockQ], l[kBlockQ];
   std::fill(m, m + rows, -std::numeric_limits<T>::infinity());
   std::fill(l, l + rows, T(0));
@@ -182,8 +187,8 @@ inline void forward_task(const Task& t, int64_t hkv, const T* q, const T* kb, co
 
 // Backward of one (sequence, kv head); d_k and d_v rows of this task are zeroed here first.
 template <class T>
-inline void backward_task(const Task& t, int64_t hkv, const T* q, const T* kb, const T* vb, const T* d_out, T* d_q,
-                          T* dkb, T* dvb) {
+inline void backward_task(const Task& t, int64_t hkv, const T* q, const T* kb, const T* vb, const T* d_out,
+                          T* d_q, T* dkb, T* dvb) {
   const int64_t r = t.H / t.Hkv, ldq = t.H * t.D, ldkv = t.Hkv * t.D, D = t.D;
   const T scale = T(1) / std::sqrt(T(D));
   for (int64_t j = 0; j < t.kl; ++j) {
@@ -199,11 +204,12 @@ inline void backward_task(const Task& t, int64_t hkv, const T* q, const T* kb, c
   transpose_rows(vb, t.kl, ldkv, D, Vt);
   for (int64_t h = hkv * r; h < (hkv + 1) * r; ++h)
     for (int64_t i0 = 0; i0 < t.ql; i0 += kBlockQ) {
-      const int64_t rows = std::min(kBlockQ, t.ql - i0), first_last = t.kl - t.ql + i0, ncol = first_last + rows;
+      const int64_t rows = std::min(kBlockQ, t.ql - i0), first_last = t.kl - t.ql + i0,
+                    ncol = first_last + rows;
       const int64_t row0 = (t.q_row0 + i0) * t.H + h;
       const T *qb = q + row0 * D, *dob = d_out + row0 * D;
-      forward_block(qb, ldq, rows, Kt.data(), t.kl, vb, ldkv, first_last, D, scale, P.data(), acc.data(), O.data(), D,
-                    lse);
+      forward_block(qb, ldq, rows, Kt.data(), t.kl, vb, ldkv, first_last, D, scale, P.data(), acc.data(),
+                    O.data(), D, lse);
       for (int64_t rr = 0; rr < rows; ++rr) {
         T dot = 0;
         for (int64_t c = 0; c < D; ++c) dot += dob[rr * ldq + c] * O[rr * D + c];
@@ -237,20 +243,54 @@ inline void backward_task(const Task& t, int64_t hkv, const T* q, const T* kb, c
     }
 }
 
-// The float kernels, one clone per instruction set; double (the oracle's precision) is generic.
-MLPT_ATTENTION_CLONES void forward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb,
-                                            const float* vb, float* out) {
+// The float kernels, one build per instruction set, run by isa_path(); double (the oracle's
+// precision) is generic.
+#if defined(MLPT_ATTENTION_ISA_BUILDS)
+#define MLPT_ATTENTION_BUILD(attr, suffix)                                                      \
+  attr void forward_task_##suffix(const Task& t, int64_t hkv, const float* q, const float* kb,  \
+                                  const float* vb, float* out) {                                \
+    forward_task<float>(t, hkv, q, kb, vb, out);                                                \
+  }                                                                                             \
+  attr void backward_task_##suffix(const Task& t, int64_t hkv, const float* q, const float* kb, \
+                                   const float* vb, const float* d_out, float* d_q, float* dkb, \
+                                   float* dvb) {                                                \
+    backward_task<float>(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);                              \
+  }
+MLPT_ATTENTION_BUILD(MLPT_ATTENTION_AVX512, avx512)
+MLPT_ATTENTION_BUILD(MLPT_ATTENTION_AVX2, avx2)
+MLPT_ATTENTION_BUILD(MLPT_ATTENTION_BASELINE, baseline)
+#undef MLPT_ATTENTION_BUILD
+
+void forward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb,
+                      float* out) {
+  static const IsaPath path = isa_path();
+  if (path == IsaPath::avx512) return forward_task_avx512(t, hkv, q, kb, vb, out);
+  if (path == IsaPath::avx2) return forward_task_avx2(t, hkv, q, kb, vb, out);
+  forward_task_baseline(t, hkv, q, kb, vb, out);
+}
+void backward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb,
+                       const float* d_out, float* d_q, float* dkb, float* dvb) {
+  static const IsaPath path = isa_path();
+  if (path == IsaPath::avx512) return backward_task_avx512(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
+  if (path == IsaPath::avx2) return backward_task_avx2(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
+  backward_task_baseline(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
+}
+#else
+void forward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb,
+                      float* out) {
   forward_task<float>(t, hkv, q, kb, vb, out);
 }
-MLPT_ATTENTION_CLONES void backward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb,
-                                             const float* vb, const float* d_out, float* d_q, float* dkb,
-                                             float* dvb) {
+void backward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb,
+                       const float* d_out, float* d_q, float* dkb, float* dvb) {
   backward_task<float>(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
 }
-void forward_task_any(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb, float* out) {
+#endif
+void forward_task_any(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb,
+                      float* out) {
   forward_task_f32(t, hkv, q, kb, vb, out);
 }
-void forward_task_any(const Task& t, int64_t hkv, const double* q, const double* kb, const double* vb, double* out) {
+void forward_task_any(const Task& t, int64_t hkv, const double* q, const double* kb, const double* vb,
+                      double* out) {
   forward_task<double>(t, hkv, q, kb, vb, out);
 }
 void backward_task_any(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb,
@@ -265,9 +305,8 @@ void backward_task_any(const Task& t, int64_t hkv, const double* q, const double
 }  // namespace
 
 template <class T>
-void attention_forward(const AttentionShape& shape, const int64_t* q_offsets,
-                       const int64_t* kv_offsets, size_t num_seqs, const T* q, const T* k,
-                       const T* v, T* out) {
+void attention_forward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
+                       size_t num_seqs, const T* q, const T* k, const T* v, T* out) {
   check_attention_args("attention_forward", shape, q_offsets, kv_offsets, num_seqs,
                        {{"q", q}, {"k", k}, {"v", v}, {"out", out}});
   const int64_t H = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim;
@@ -283,12 +322,12 @@ void attention_forward(const AttentionShape& shape, const int64_t* q_offsets,
 }
 
 template <class T>
-void attention_backward(const AttentionShape& shape, const int64_t* q_offsets,
-                        const int64_t* kv_offsets, size_t num_seqs, const T* q, const T* k,
-                        const T* v, const T* d_out, T* d_q, T* d_k, T* d_v) {
-  check_attention_args("attention_backward", shape, q_offsets, kv_offsets, num_seqs,
-                       {{"q", q}, {"k", k}, {"v", v}, {"d_out", d_out}, {"d_q", d_q}, {"d_k", d_k},
-                        {"d_v", d_v}});
+void attention_backward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
+                        size_t num_seqs, const T* q, const T* k, const T* v, const T* d_out, T* d_q, T* d_k,
+                        T* d_v) {
+  check_attention_args(
+      "attention_backward", shape, q_offsets, kv_offsets, num_seqs,
+      {{"q", q}, {"k", k}, {"v", v}, {"d_out", d_out}, {"d_q", d_q}, {"d_k", d_k}, {"d_v", d_v}});
   const int64_t H = shape.num_heads, Hkv = shape.num_kv_heads, D = shape.head_dim;
   const int64_t tasks = static_cast<int64_t>(num_seqs) * Hkv;
   MLPT_SEQOPS_PARALLEL_FOR(tasks > 1 && attention_work(q_offsets, kv_offsets, num_seqs) * H * D >= (1 << 20))
@@ -300,11 +339,11 @@ void attention_backward(const AttentionShape& shape, const int64_t* q_offsets,
   }
 }
 
-#define MLPT_ATTENTION_INSTANTIATE(T)                                                              \
-  template void attention_forward<T>(const AttentionShape&, const int64_t*, const int64_t*, size_t, \
-                                     const T*, const T*, const T*, T*);                             \
-  template void attention_backward<T>(const AttentionShape&, const int64_t*, const int64_t*,        \
-                                      size_t, const T*, const T*, const T*, const T*, T*, T*, T*);
+#define MLPT_ATTENTION_INSTANTIATE(T)                                                                \
+  template void attention_forward<T>(const AttentionShape&, const int64_t*, const int64_t*, size_t,  \
+                                     const T*, const T*, const T*, T*);                              \
+  template void attention_backward<T>(const AttentionShape&, const int64_t*, const int64_t*, size_t, \
+                                      const T*, const T*, const T*, const T*, T*, T*, T*);
 MLPT_ATTENTION_INSTANTIATE(float)
 MLPT_ATTENTION_INSTANTIATE(double)
 #undef MLPT_ATTENTION_INSTANTIATE

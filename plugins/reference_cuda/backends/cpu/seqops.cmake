@@ -8,7 +8,8 @@ option(MLPT_SEQOPS_NATIVE "Compile the CPU sequence ops with -march=native" OFF)
 
 add_library(mlpt_ref_cpu_seqops STATIC
   ${CMAKE_CURRENT_LIST_DIR}/gdn.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/attention.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/isa_path.cpp)
 # Headers are included as "backends/cpu/<op>.hpp".
 target_include_directories(mlpt_ref_cpu_seqops PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../..)
 target_link_libraries(mlpt_ref_cpu_seqops PRIVATE mlpt_warnings)

@@ -4,11 +4,14 @@
 //
 // Tolerances: the reference differs only in summation order, so double agrees to ~1e-15 (checked at
 // 1e-12) and float to ~1e-7 (checked at 1e-5). Finite differences as in gdn_backward_test.cpp.
-#include <catch2/catch.hpp>
-
-#include <limits>
-
 #include "backends/cpu/attention.hpp"
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "backends/cpu/isa_path.hpp"
 #include "seqops_testing.hpp"
 
 using namespace seqops_testing;
@@ -58,7 +61,8 @@ Vec<double> naive_attention(const AttnProblem& p) {
         for (double& x : sc) z += (x = std::exp(x - mx));
         for (int64_t j = 0; j < kl; ++j)
           for (int64_t c = 0; c < D; ++c)
-            out[((p.q_off[s] + i) * H + h) * D + c] += sc[j] / z * p.v[((p.kv_off[s] + j) * Hkv + hk) * D + c];
+            out[((p.q_off[s] + i) * H + h) * D + c] +=
+                sc[j] / z * p.v[((p.kv_off[s] + j) * Hkv + hk) * D + c];
       }
     }
   }
@@ -68,16 +72,21 @@ Vec<double> naive_attention(const AttnProblem& p) {
 template <class T>
 Vec<T> run_attention(const AttnProblem& p) {
   Vec<T> q = cast<T>(p.q), k = cast<T>(p.k), v = cast<T>(p.v), out(p.out_size(), T(7));
-  mlpt::ref::cpu::attention_forward<T>(p.shape, p.q_off.data(), p.kv_off.data(), p.num_seqs(), q.data(), k.data(),
-                                       v.data(), out.data());
+  mlpt::ref::cpu::attention_forward<T>(p.shape, p.q_off.data(), p.kv_off.data(), p.num_seqs(), q.data(),
+                                       k.data(), v.data(), out.data());
   return out;
 }
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("attention forward matches a naive masked float64 attention", "[attention]", float, double) {
+TEMPLATE_TEST_CASE("attention forward matches a naive masked float64 attention", "[attention]", float,
+                   double) {
   const double tol = std::is_same_v<TestType, double> ? 1e-12 : 1e-5;
-  struct Case { const char* name; AttentionShape s; std::vector<int64_t> ql, kl; };
+  struct Case {
+    const char* name;
+    AttentionShape s;
+    std::vector<int64_t> ql, kl;
+  };
   const Case cases[] = {
       {"MHA, one sequence", {4, 4, 16}, {50}, {50}},
       {"GQA 4:1, packed with an empty sequence", {8, 2, 32}, {33, 0, 1, 70}, {33, 0, 1, 70}},
@@ -98,8 +107,8 @@ TEMPLATE_TEST_CASE("attention forward matches a naive masked float64 attention",
   }
 }
 
-TEMPLATE_TEST_CASE("attention decode over a kv prefix equals the last rows of the full forward", "[attention]",
-                   float, double) {
+TEMPLATE_TEST_CASE("attention decode over a kv prefix equals the last rows of the full forward",
+                   "[attention]", float, double) {
   const double tol = std::is_same_v<TestType, double> ? 1e-14 : 1e-6;
   const AttentionShape s{4, 2, 16};
   const std::vector<int64_t> lens{37, 1, 90};
@@ -114,7 +123,8 @@ TEMPLATE_TEST_CASE("attention decode over a kv prefix equals the last rows of th
   for (size_t i = 0; i < lens.size(); ++i) {
     const int64_t first = full.q_off[i] + lens[i] - new_q[i];
     dec.q.insert(dec.q.end(), full.q.begin() + first * H * D, full.q.begin() + (first + new_q[i]) * H * D);
-    expect.insert(expect.end(), full_out.begin() + first * H * D, full_out.begin() + (first + new_q[i]) * H * D);
+    expect.insert(expect.end(), full_out.begin() + first * H * D,
+                  full_out.begin() + (first + new_q[i]) * H * D);
   }
   Vec<TestType> out = run_attention<TestType>(dec);
   CHECK(rel_err(out, expect) < tol);
@@ -127,12 +137,14 @@ TEST_CASE("attention backward matches finite differences", "[attention][backward
   const Vec<double> R = uniform<double>(rng, p.out_size(), -1, 1);
   auto loss = [&] { return dot(run_attention<double>(p), R); };
   Vec<double> dq(p.q.size(), 7), dk(p.k.size(), 7), dv(p.v.size(), 7);  // 7: must be overwritten
-  mlpt::ref::cpu::attention_backward<double>(p.shape, p.q_off.data(), p.kv_off.data(), p.num_seqs(), p.q.data(),
-                                             p.k.data(), p.v.data(), R.data(), dq.data(), dk.data(), dv.data());
+  mlpt::ref::cpu::attention_backward<double>(p.shape, p.q_off.data(), p.kv_off.data(), p.num_seqs(),
+                                             p.q.data(), p.k.data(), p.v.data(), R.data(), dq.data(),
+                                             dk.data(), dv.data());
   const double h = 1e-5, tol = 1e-7;
   Vec<double> fq = finite_differences(p.q, loss, h), fk = finite_differences(p.k, loss, h),
               fv = finite_differences(p.v, loss, h);
-  INFO("rel err dq " << rel_err(dq, fq, 1.0) << " dk " << rel_err(dk, fk, 1.0) << " dv " << rel_err(dv, fv, 1.0));
+  INFO("rel err dq " << rel_err(dq, fq, 1.0) << " dk " << rel_err(dk, fk, 1.0) << " dv "
+                     << rel_err(dv, fv, 1.0));
   CHECK(rel_err(dq, fq, 1.0) < tol);
   CHECK(rel_err(dk, fk, 1.0) < tol);
   CHECK(rel_err(dv, fv, 1.0) < tol);
@@ -143,8 +155,9 @@ TEST_CASE("attention backward matches finite differences", "[attention][backward
   SECTION("float backward agrees with double") {
     Vec<float> q = cast<float>(p.q), k = cast<float>(p.k), v = cast<float>(p.v), r = cast<float>(R);
     Vec<float> fdq(q.size()), fdk(k.size()), fdv(v.size());
-    mlpt::ref::cpu::attention_backward<float>(p.shape, p.q_off.data(), p.kv_off.data(), p.num_seqs(), q.data(),
-                                              k.data(), v.data(), r.data(), fdq.data(), fdk.data(), fdv.data());
+    mlpt::ref::cpu::attention_backward<float>(p.shape, p.q_off.data(), p.kv_off.data(), p.num_seqs(),
+                                              q.data(), k.data(), v.data(), r.data(), fdq.data(), fdk.data(),
+                                              fdv.data());
     CHECK(rel_err(fdq, dq) < 1e-5);
     CHECK(rel_err(fdk, dk) < 1e-5);
     CHECK(rel_err(fdv, dv) < 1e-5);
@@ -154,10 +167,26 @@ TEST_CASE("attention backward matches finite differences", "[attention][backward
 TEST_CASE("attention rejects more queries than kv positions", "[attention]") {
   std::vector<float> x(64, 0.f);
   std::vector<int64_t> qo{0, 3}, ko{0, 2};
-  CHECK_THROWS_WITH(mlpt::ref::cpu::attention_forward<float>({2, 1, 4}, qo.data(), ko.data(), 1, x.data(), x.data(),
-                                                             x.data(), x.data()),
+  CHECK_THROWS_WITH(mlpt::ref::cpu::attention_forward<float>({2, 1, 4}, qo.data(), ko.data(), 1, x.data(),
+                                                             x.data(), x.data(), x.data()),
                     Catch::Contains("3 queries but only 2 kv positions"));
-  CHECK_THROWS_WITH(mlpt::ref::cpu::attention_forward<float>({3, 2, 4}, qo.data(), qo.data(), 1, x.data(), x.data(),
-                                                             x.data(), x.data()),
+  CHECK_THROWS_WITH(mlpt::ref::cpu::attention_forward<float>({3, 2, 4}, qo.data(), qo.data(), 1, x.data(),
+                                                             x.data(), x.data(), x.data()),
                     Catch::Contains("does not divide"));
+}
+
+TEST_CASE("the CPU kernels run the instruction-set path MLPT_CPU_PATH names, else the best this CPU has",
+          "[attention][isa]") {
+  using mlpt::ref::cpu::IsaPath;
+  const IsaPath path = mlpt::ref::cpu::isa_path();
+  INFO("running the " << mlpt::ref::cpu::isa_path_name(path) << " kernels");
+  CHECK(mlpt::ref::cpu::isa_path_supported(path));
+  CHECK(mlpt::ref::cpu::isa_path_supported(IsaPath::baseline));
+  if (const char* forced = std::getenv("MLPT_CPU_PATH"); forced && *forced) {
+    CHECK(std::string(mlpt::ref::cpu::isa_path_name(path)) == forced);
+  } else {  // the best: no better path is supported
+    for (IsaPath better : {IsaPath::avx512, IsaPath::avx2})
+      if (static_cast<int>(better) > static_cast<int>(path))
+        CHECK_FALSE(mlpt::ref::cpu::isa_path_supported(better));
+  }
 }
