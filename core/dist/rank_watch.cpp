@@ -12,12 +12,10 @@ std::filesystem::path rank_dump_dir(const std::filesystem::path& run_dir, int ra
 }
 
 RankWatch::RankWatch(int rank, std::string who, const std::filesystem::path& run_dir, double hang_after_s)
-    : who_(std::move(who)) {
+    : who_(std::move(who)), run_dir_(run_dir) {
   auto& recorder = observe::FlightRecorder::instance();
   recorder.set_rank(rank);
-  std::error_code ec;  // a folder that cannot be made leaves dumps off; the run itself goes on
-  std::filesystem::create_directories(rank_dump_dir(run_dir, rank), ec);
-  if (!ec) recorder.set_dump_folder(rank_dump_dir(run_dir, rank));
+  recorder.set_dump_folder(rank_dump_dir(run_dir, rank));  // made by the first dump
   on_signal_ = std::make_unique<observe::DumpOnSignal>([this](const std::filesystem::path& path) {
     std::fprintf(stderr, "[mlpt] %s: SIGUSR1: the last calls into its plugins are in %s\n", who_.c_str(),
                  path.empty() ? "(no dump written)" : path.c_str());
@@ -37,6 +35,10 @@ RankWatch::~RankWatch() {
 }
 
 void RankWatch::failed(const std::string& reason) {
+  // A rank that fails before the coordinator opened the run folder (a refused layout) writes
+  // nothing: a run that did not start leaves no folder behind.
+  std::error_code ec;
+  if (!std::filesystem::exists(run_dir_, ec)) return;
   const auto path = observe::FlightRecorder::instance().dump("failed", who_ + ": " + reason);
   if (!path.empty())
     std::fprintf(stderr, "[mlpt] %s: the last calls into its plugins: %s\n", who_.c_str(), path.c_str());

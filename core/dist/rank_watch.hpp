@@ -25,11 +25,12 @@ class RankWatch {
   RankWatch(const RankWatch&) = delete;
   RankWatch& operator=(const RankWatch&) = delete;
 
-  // The rank ends in failure: a dump saying `reason`.
+  // The rank ends in failure: a dump saying `reason` (none when the run folder does not exist yet).
   void failed(const std::string& reason);
 
  private:
   const std::string who_;
+  const std::filesystem::path run_dir_;
   std::unique_ptr<observe::DumpOnSignal> on_signal_;
   std::unique_ptr<observe::HangWatch> hang_watch_;
 };

@@ -86,6 +86,7 @@ TEST_CASE("mpirun -np 4 mlpt run --resume: a TP=2 or EP=2 run resumed from its s
   CHECK(state["layout"] == nlohmann::json({{"tensor_parallel", tensor_parallel ? 2 : 1},
                                            {"expert_parallel", tensor_parallel ? 1 : 2},
                                            {"expert_tensor_parallel", 1},
+                                           {"pipeline_parallel", 1},
                                            {"data_parallel", 1}}));
 
   // As if the run had stopped after its step-2 checkpoint: steps 3 and 4 again, and each within
