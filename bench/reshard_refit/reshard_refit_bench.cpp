@@ -464,12 +464,6 @@ class Proc {
   std::string buffer_;
 };
 
-struct Result {
-  double best = 0, median = 0, worst = 0;  // seconds until every receiver held the version
-  uint64_t wire = 0;                       // bytes on the wire per version (the timed ones)
-  std::string error;
-};
-
 // How many sender ranks and receivers a scenario has, and the bytes its receivers want per version.
 struct Ranks {
   int senders = 1, receivers = kReceivers;
@@ -489,13 +483,22 @@ Ranks ranks_of(const TensorList& list, const std::string& scenario, const std::s
   return r;
 }
 
+struct Result {
+  double best = 0, median = 0, worst = 0;  // seconds until every receiver held the version
+  uint64_t wire = 0;                       // bytes on the wire per version (the timed ones)
+  Ranks ranks;                             // who sent and received
+  std::string error;
+};
+
 Result measure(const std::string& self, const std::string& model, const std::string& scenario,
                const TensorList& list, int reps, bool checksum, double fraction, const std::string& layouts) {
-  const Ranks ranks = ranks_of(list, scenario, layouts);
-  const int senders = ranks.senders, versions = 1 + reps;  // version 1: connect, plan, fault in
+  const int versions = 1 + reps;  // version 1: connect, plan, fault in
   const int port = free_port();
   Result r;
   try {
+    r.ranks = ranks_of(list, scenario, layouts);  // a layout the model cannot take fails this row
+    const Ranks& ranks = r.ranks;
+    const int senders = ranks.senders;
     std::vector<std::unique_ptr<Proc>> tx, rx;
     const std::string cs = checksum ? "1" : "0";
     for (int s = 0; s < senders; ++s)
@@ -630,7 +633,7 @@ int main(int argc, char** argv) {
       if (dense_median > 0) std::snprintf(vs_dense, sizeof(vs_dense), "%.3f", r.median / dense_median);
       std::snprintf(spread, sizeof(spread), "(%.4f-%.4f)", r.best, r.worst);
       // What each receiver ends up holding: the whole model, its third of every tensor, or its shard.
-      const Ranks ranks = ranks_of(list, scenario, layouts);
+      const Ranks& ranks = r.ranks;
       const double held = static_cast<double>(ranks.wanted) / ranks.receivers;
       const std::string how = scenario == "layouts"
                                   ? layouts
