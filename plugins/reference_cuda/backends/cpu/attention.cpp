@@ -263,14 +263,14 @@ MLPT_ATTENTION_BUILD(MLPT_ATTENTION_BASELINE, baseline)
 
 void forward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb,
                       float* out) {
-  static const IsaPath path = isa_path();
+  const IsaPath path = isa_path();  // chosen once per process
   if (path == IsaPath::avx512) return forward_task_avx512(t, hkv, q, kb, vb, out);
   if (path == IsaPath::avx2) return forward_task_avx2(t, hkv, q, kb, vb, out);
   forward_task_baseline(t, hkv, q, kb, vb, out);
 }
 void backward_task_f32(const Task& t, int64_t hkv, const float* q, const float* kb, const float* vb,
                        const float* d_out, float* d_q, float* dkb, float* dvb) {
-  static const IsaPath path = isa_path();
+  const IsaPath path = isa_path();  // chosen once per process
   if (path == IsaPath::avx512) return backward_task_avx512(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
   if (path == IsaPath::avx2) return backward_task_avx2(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
   backward_task_baseline(t, hkv, q, kb, vb, d_out, d_q, dkb, dvb);
