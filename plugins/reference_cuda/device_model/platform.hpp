@@ -66,6 +66,9 @@ class HostPlatform final : public DevicePlatform {
     void all_gather_v(const float* s, size_t sc, float* r, const size_t* rc) override {
       g_.all_gather_v(s, sc, r, rc);
     }
+    void reduce_scatter_v(const float* s, float* r, const size_t* rc) override {
+      g_.reduce_scatter_v(s, r, rc);
+    }
     void exchange_counts(const size_t* s, size_t* r) override { g_.exchange_counts(s, r); }
     void send(const float* v, size_t n, int peer) override { g_.send(v, n, peer); }
     void recv(float* v, size_t n, int peer) override { g_.recv(v, n, peer); }

@@ -33,6 +33,13 @@ class Communicator {
   // (== its send_count).
   virtual void all_gather_v(const float* send, size_t send_count, float* recv, const size_t* recv_counts) = 0;
 
+  // The data-parallel gradient sum of a distributed optimizer: every rank passes `send` of
+  // Σ recv_counts floats, rank p's block at the prefix sum of the counts before p; this rank r
+  // receives in `recv` (recv_counts[r] floats, not overlapping `send`) its block of the
+  // element-wise sum over the ranks. Each element is summed on one rank only, so no agreement
+  // between ranks is needed. A communicator without it throws MLPT_UNIMPLEMENTED.
+  virtual void reduce_scatter_v(const float* send, float* recv, const size_t* recv_counts);
+
   // recv_counts[p] = what rank p passed as send_counts[r] (this rank r): the sizes an all_to_all_v
   // will deliver, known before the buffers are allocated. Host memory for every implementation.
   virtual void exchange_counts(const size_t* send_counts, size_t* recv_counts) = 0;

@@ -14,6 +14,11 @@ namespace {
 }
 }  // namespace
 
+void Communicator::reduce_scatter_v(const float*, float*, const size_t*) {
+  throw sdk::Error(
+      MLPT_UNIMPLEMENTED,
+      "model parallel: this communicator has no reduce_scatter_v (the distributed optimizer's gradient sum)");
+}
 void Communicator::send(const float*, size_t, int) { no_point_to_point("send"); }
 void Communicator::recv(float*, size_t, int) { no_point_to_point("recv"); }
 void Communicator::send_recv(const float*, size_t, int, float*, size_t, int) { no_point_to_point("send_recv"); }

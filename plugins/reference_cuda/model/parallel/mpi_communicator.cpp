@@ -117,6 +117,36 @@ void MpiCommunicator::all_gather_v(const float* send, size_t send_count, float* 
       [&](MPI_Request* r) { return MPI_Iallgatherv(send, mine, MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, as_comm(comm_), r); });
 }
 
+// MPI_Reduce_scatter when the whole buffer fits MPI's int counts; a larger one (a fused expert
+// tensor at 397B) as one MPI_Reduce per receiving rank, in pieces MPI can count.
+void MpiCommunicator::reduce_scatter_v(const float* send, float* recv, const size_t* recv_counts) {
+  size_t total = 0;
+  for (int p = 0; p < size_; ++p) total += recv_counts[p];
+  if (total <= static_cast<size_t>(INT_MAX)) {
+    const std::vector<int> rc = as_ints(recv_counts, size_, "reduce-scatter");
+    collective(
+        failure_, "MPI_Reduce_scatter",
+        [&] { return MPI_Reduce_scatter(send, recv, rc.data(), MPI_FLOAT, MPI_SUM, as_comm(comm_)); },
+        [&](MPI_Request* r) {
+          return MPI_Ireduce_scatter(send, recv, rc.data(), MPI_FLOAT, MPI_SUM, as_comm(comm_), r);
+        });
+    return;
+  }
+  constexpr size_t kPiece = size_t{1} << 30;
+  size_t first = 0;
+  for (int root = 0; root < size_; first += recv_counts[root], ++root)
+    for (size_t done = 0; done < recv_counts[root]; done += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, recv_counts[root] - done));
+      float* into = root == rank_ ? recv + done : nullptr;
+      collective(
+          failure_, "MPI_Reduce",
+          [&] { return MPI_Reduce(send + first + done, into, n, MPI_FLOAT, MPI_SUM, root, as_comm(comm_)); },
+          [&](MPI_Request* r) {
+            return MPI_Ireduce(send + first + done, into, n, MPI_FLOAT, MPI_SUM, root, as_comm(comm_), r);
+          });
+    }
+}
+
 void MpiCommunicator::exchange_counts(const size_t* send_counts, size_t* recv_counts) {
   std::vector<unsigned long long> s(send_counts, send_counts + size_), r(static_cast<size_t>(size_));
   collective(

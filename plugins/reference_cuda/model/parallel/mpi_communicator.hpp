@@ -36,6 +36,7 @@ class MpiCommunicator final : public Communicator {
   void all_reduce_sum(float* values, size_t count) override;
   void all_to_all_v(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts) override;
   void all_gather_v(const float* send, size_t send_count, float* recv, const size_t* recv_counts) override;
+  void reduce_scatter_v(const float* send, float* recv, const size_t* recv_counts) override;
   void exchange_counts(const size_t* send_counts, size_t* recv_counts) override;
   void send(const float* values, size_t count, int peer) override;
   void recv(float* values, size_t count, int peer) override;

@@ -37,6 +37,15 @@ void StagedCommunicator::all_gather_v(const float* send, size_t send_count, floa
   staging_->to_buffer(recv, recv_.data(), in);
 }
 
+void StagedCommunicator::reduce_scatter_v(const float* send, float* recv, const size_t* recv_counts) {
+  const size_t out = total(recv_counts), in = recv_counts[host_.rank()];
+  send_.resize(out);
+  recv_.resize(in);
+  staging_->to_host(send_.data(), send, out);
+  host_.reduce_scatter_v(send_.data(), recv_.data(), recv_counts);
+  staging_->to_buffer(recv, recv_.data(), in);
+}
+
 void StagedCommunicator::exchange_counts(const size_t* send_counts, size_t* recv_counts) {
   host_.exchange_counts(send_counts, recv_counts);  // counts are host memory on every side
 }

@@ -105,6 +105,22 @@ void NcclCommunicator::all_gather_v(const float* send, size_t send_count, float*
              "cudaMemcpyAsync (own part)");
 }
 
+void NcclCommunicator::reduce_scatter_v(const float* send, float* recv, const size_t* recv_counts) {
+  bool even = true;
+  for (int p = 1; p < size_; ++p) even &= recv_counts[p] == recv_counts[0];
+  if (even)
+    return check_nccl(ncclReduceScatter(send, recv, recv_counts[0], ncclFloat32, ncclSum, comm_, stream_),
+                      "ncclReduceScatter", comm_);
+  const auto so = offsets(recv_counts, size_);
+  GroupCall group(comm_);
+  for (int p = 0; p < size_; ++p)
+    if (recv_counts[p])
+      check_nccl(ncclReduce(send + so[static_cast<size_t>(p)], p == rank_ ? recv : nullptr, recv_counts[p],
+                            ncclFloat32, ncclSum, p, comm_, stream_),
+                 "ncclReduce", comm_);
+  group.end();
+}
+
 void NcclCommunicator::exchange_counts(const size_t* send_counts, size_t* recv_counts) {
   static_assert(sizeof(size_t) == sizeof(uint64_t));
   auto* out = static_cast<uint64_t*>(counts_);

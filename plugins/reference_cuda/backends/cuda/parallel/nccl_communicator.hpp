@@ -35,6 +35,9 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_sum(float* values, size_t count) override;
   void all_to_all_v(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts) override;
   void all_gather_v(const float* send, size_t send_count, float* recv, const size_t* recv_counts) override;
+  // ncclReduceScatter when every rank's block is the same size, else one ncclReduce per receiving
+  // rank in one group call.
+  void reduce_scatter_v(const float* send, float* recv, const size_t* recv_counts) override;
   void exchange_counts(const size_t* send_counts, size_t* recv_counts) override;
   // Enqueued on the stream like the collectives (ncclSend/ncclRecv, both in one group call for
   // send_recv).
