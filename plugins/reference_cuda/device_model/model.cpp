@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "device_model/staged_experts.hpp"
+#include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "mlpt/sdk/error.hpp"
 
@@ -45,6 +46,8 @@ struct Workspace {
   Buffer tp_values, tp_earlier;
   // Whole routed rows another TP rank adds (expert tensor parallel 1), and their input gradient.
   Buffer routed_elsewhere;
+  // The residual stream (or its gradient) passed between pipeline stages, as fp32.
+  Buffer stage_values;
 };
 void WorkspaceDeleter::operator()(Workspace* w) const {
   delete w;
@@ -183,10 +186,12 @@ struct Call {
   const int64_t* offsets;    // device
   const int64_t* positions;  // device
   KvCache* kv;
-  bool has_states;     // the segments continue sequence states (BatchPlan)
-  int64_t max_blocks;  // the block table's row length (BatchPlan)
-  Communicator* tensor;  // the tensor-parallel group, NULL for one rank
-  Communicator* routed;  // the routed experts' group (host memory), NULL for one rank
+  bool has_states;         // the segments continue sequence states (BatchPlan)
+  int64_t max_blocks;      // the block table's row length (BatchPlan)
+  Communicator* tensor;    // the tensor-parallel group, NULL for one rank
+  Communicator* routed;    // the routed experts' group (host memory), NULL for one rank
+  Communicator* pipeline;  // the pipeline stages (the backend's memory), NULL for one stage
+  StageLayers stage;       // the layers this rank runs (all of them with one stage)
   bool experts_dispatched() const { return routed && routed->size() > 1; }
   // Where this rank's dispatched routed rows go: `mine`, or (expert tensor parallel 1, TP rank > 0:
   // TP rank 0 adds those whole rows to the partial sums) a zeroed scratch of n values.
@@ -197,6 +202,19 @@ struct Call {
     return scratch;
   }
 };
+
+// The residual stream or its gradient ([N, H] bf16) to or from a neighbouring pipeline stage. The
+// communicators carry floats: widened to fp32 and rounded back, which gives the same bf16 bits.
+void send_to_stage(const Call& c, const bf16* values, int64_t n, int stage) {
+  float* wide = take<float>(c.ops, c.ws.stage_values, n);
+  c.ops.to_float(n, values, wide);
+  c.pipeline->send(wide, size_t(n), stage);
+}
+void receive_from_stage(const Call& c, bf16* values, int64_t n, int stage) {
+  float* wide = take<float>(c.ops, c.ws.stage_values, n);
+  c.pipeline->recv(wide, size_t(n), stage);
+  c.ops.to_bf16(n, wide, values);
+}
 
 // Partial sums of this rank's heads or FFN columns summed over the tensor-parallel group, in
 // place (one rank: nothing to do). bf16 values are summed in fp32 and rounded once.
@@ -430,7 +448,11 @@ Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& 
     int16_t* r = take<int16_t>(ops, ws.replay_all, N * Lc * k);
     if (N * Lc * k > 0) ops.to_device(r, b.replay_experts, size_t(N * Lc * k) * 2);
   }
-  if (b.routed_experts) take<int16_t>(ops, ws.record_all, N * Lc * k);
+  if (b.routed_experts) {
+    int16_t* record = take<int16_t>(ops, ws.record_all, N * Lc * k);
+    // A pipeline stage records its own layers' experts: the other layers' read expert 0.
+    if (c.shard.pp > 1) ops.zero(record, size_t(N * Lc * k) * 2);
+  }
   upload(ops, ws.tokens, b.tokens);
   const int64_t* offsets = upload(ops, ws.offsets, b.offsets);
   const int64_t* positions = upload(ops, ws.positions, plan.positions);
@@ -446,7 +468,9 @@ Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& 
               plan.has_states,
               plan.max_blocks,
               b.parallel ? b.parallel->tensor : nullptr,
-              b.parallel ? b.parallel->routed_group() : nullptr};
+              b.parallel ? b.parallel->routed_group() : nullptr,
+              b.parallel && b.parallel->pipeline_size() > 1 ? b.parallel->pipeline : nullptr,
+              stage_layers(Lc, c.shard)};
 }
 
 }  // namespace
@@ -518,24 +542,32 @@ void forward_hidden(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Work
   const ModelConfig& c = w.config;
   Call call = prepare(ops, w, b, ws);
   const int64_t N = call.N, H = c.hidden_size, Lc = c.num_layers, k = c.experts_per_token;
+  const StageLayers stage = call.stage;
   bf16* x = take<bf16>(ops, ws.x, N * H);
-  ops.embedding_forward(N, H, ws.tokens.as<int32_t>(), w.bf(w.layout.embed), x);
-  bf16* saved = layer_inputs ? take<bf16>(ops, *layer_inputs, (Lc + 1) * N * H) : nullptr;
+  if (c.shard.first_stage())
+    ops.embedding_forward(N, H, ws.tokens.as<int32_t>(), w.bf(w.layout.embed), x);
+  else
+    receive_from_stage(call, x, N * H, c.shard.pp_rank - 1);
+  bf16* saved = layer_inputs ? take<bf16>(ops, *layer_inputs, (stage.count() + 1) * N * H) : nullptr;
   if (trace) trace->residual.assign(size_t((Lc + 1) * N * H), 0.f);
   std::vector<bf16> row(trace ? size_t(N * H) : 0);
   auto tap = [&](int64_t l) {  // residual stream after layer l - 1 (l = 0: the embedding)
-    if (saved) ops.copy(saved + l * N * H, x, size_t(N * H) * 2);
+    if (saved) ops.copy(saved + (l - stage.first) * N * H, x, size_t(N * H) * 2);
     if (!trace || N * H == 0) return;
     ops.to_host(row.data(), x, size_t(N * H) * 2);
     for (int64_t i = 0; i < N * H; ++i) trace->residual[size_t(l * N * H + i)] = to_float(row[size_t(i)]);
   };
-  for (int64_t l = 0; l < Lc; ++l) {
+  for (int64_t l = stage.first; l < stage.end; ++l) {
     tap(l);
     layer_forward(call, static_cast<int>(l), x);
   }
-  tap(Lc);
-  bf16* out = take<bf16>(ops, hidden, N * H);
-  ops.rmsnorm_forward(N, H, x, w.f(w.layout.final_norm), c.rms_norm_eps, out);
+  tap(stage.end);
+  if (c.shard.last_stage()) {
+    bf16* out = take<bf16>(ops, hidden, N * H);
+    ops.rmsnorm_forward(N, H, x, w.f(w.layout.final_norm), c.rms_norm_eps, out);
+  } else {
+    send_to_stage(call, x, N * H, c.shard.pp_rank + 1);
+  }
   if (b.routed_experts && N * Lc * k > 0)
     ops.to_host(b.routed_experts, ws.record_all.get(), size_t(N * Lc * k) * 2);
   ops.synchronize();
@@ -698,17 +730,24 @@ void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, const Buff
   replayed.replay_experts = experts;
   replayed.routed_experts = nullptr;
   Call call = prepare(ops, w, replayed, ws);
-  const int64_t N = call.N, H = c.hidden_size, Lc = c.num_layers;
-  const bf16* saved = layer_inputs.as<bf16>();
+  const int64_t N = call.N, H = c.hidden_size;
+  const StageLayers stage = call.stage;
+  if (layer_inputs.bytes() < size_t((stage.count() + 1) * N * H) * 2)
+    throw sdk::Error(MLPT_INTERNAL, "backward: layer_inputs do not match the batch");
+  const bf16* saved = layer_inputs.as<bf16>();  // this stage's layers' inputs and its output
   bf16* dx = take<bf16>(ops, ws.dx, N * H);
   bf16* dxn = take<bf16>(ops, ws.dxn, N * H);
   bf16* dtmp = take<bf16>(ops, ws.dtmp, N * H);
-  ops.rmsnorm_backward(N, H, saved + Lc * N * H, w.f(w.layout.final_norm), c.rms_norm_eps, d_hidden, dx,
-                       grads[w.layout.final_norm].as<float>());
-  for (int64_t l = Lc - 1; l >= 0; --l) {
+  if (c.shard.last_stage())
+    ops.rmsnorm_backward(N, H, saved + stage.count() * N * H, w.f(w.layout.final_norm), c.rms_norm_eps,
+                         d_hidden, dx, grads[w.layout.final_norm].as<float>());
+  else
+    receive_from_stage(call, dx, N * H, c.shard.pp_rank + 1);  // d(this stage's output)
+  for (int64_t l = stage.end - 1; l >= stage.first; --l) {
     const LayerTensors& L = w.layout.layers[l];
+    const int64_t at = l - stage.first;  // the layer's input among the stage's
     bf16* x = take<bf16>(ops, ws.x, N * H);
-    ops.copy(x, saved + l * N * H, size_t(N * H) * 2);
+    ops.copy(x, saved + at * N * H, size_t(N * H) * 2);
     layer_forward(call, static_cast<int>(l), x);
     // x_out = h + MoE(norm2(h)); h = x_in + mixer(norm1(x_in)).
     moe_backward_layer(call, static_cast<int>(l), ws.xn2.as<bf16>(), dx, dxn, grads, router_grad);
@@ -724,11 +763,14 @@ void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, const Buff
       gdn_backward_layer(call, static_cast<int>(l), ws.xn.as<bf16>(), dx, dxn, grads);
     partial.sum();
     sum_over_tensor(call, dxn, N * H);
-    ops.rmsnorm_backward(N, H, saved + l * N * H, w.f(L.input_norm), c.rms_norm_eps, dxn, dtmp,
+    ops.rmsnorm_backward(N, H, saved + at * N * H, w.f(L.input_norm), c.rms_norm_eps, dxn, dtmp,
                          grads[L.input_norm].as<float>());
     ops.add_inplace(N * H, dtmp, dx);  // dx_in
   }
-  ops.embedding_backward(N, H, ws.tokens.as<int32_t>(), dx, grads[w.layout.embed].as<float>());
+  if (c.shard.first_stage())
+    ops.embedding_backward(N, H, ws.tokens.as<int32_t>(), dx, grads[w.layout.embed].as<float>());
+  else
+    send_to_stage(call, dx, N * H, c.shard.pp_rank - 1);
   ops.synchronize();
 }
 

@@ -17,6 +17,12 @@
 //
 // Expert parallelism (ModelParallel::expert, a host-memory communicator such as MPI's): each MoE
 // layer's routed experts go through a host-staged dispatch (device_model/staged_experts.hpp).
+//
+// Pipeline parallelism (ModelParallel::pipeline, a group in the backend's memory): a stage's shard
+// holds its layers' tensors as model/parallel/pipeline_stages.hpp cuts them (the cut the fp32 model,
+// the trainer's state files and the memory plan use); the residual stream [N, H] and, in the
+// backward, its gradient pass to the next (previous) stage point to point, widened to fp32 on the
+// way (exact: the next stage gets the same bf16 bits).
 #pragma once
 
 #include <cstdint>
@@ -113,12 +119,18 @@ struct LayerTrace {
 // hidden [N, H] bf16 (after the final norm) into `hidden` (resized). States advance. With
 // `layer_inputs` the residual stream entering every layer and leaving the last is kept
 // ((L + 1) x N x H bf16) for backward. Throws naming the token on bad ids / replayed experts.
+// A pipeline stage runs its layers only: a later stage first receives the residual stream from the
+// previous one, a stage before the last sends its output to the next and leaves `hidden` as it was;
+// its `layer_inputs` are its own layers' (count + 1) x N x H, its routing record holds its layers'
+// experts (0 at the others'). Every stage makes the same calls in the same order (blocking messages).
 void forward_hidden(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, Workspace& ws, Buffer& hidden,
                     Buffer* layer_inputs, LayerTrace* trace = nullptr);
 
 // Backward of a state-free forward given d(hidden) [N, H] bf16: accumulates fp32 gradients into
 // grads[i] (numel floats each) for every tensor except the LM head. `experts` is the forward's
-// routing record (host [N, L, k]).
+// routing record (host [N, L, k]). A pipeline stage before the last receives d(its output) from the
+// next stage instead of reading d_hidden (which may be NULL there); a stage after the first sends
+// d(its input) to the previous one.
 void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, const Buffer& layer_inputs,
               const int16_t* experts, const bf16* d_hidden, std::vector<Buffer>& grads, bool router_grad,
               Workspace& ws);

@@ -27,16 +27,18 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
                              const std::function<void(Settings&)>& platform_keys,
                              const std::function<std::unique_ptr<DevicePlatform>()>& make_platform)
     : group_(group) {
-  int64_t tp = 1, ep = 1, etp = 1;
+  int64_t tp = 1, ep = 1, etp = 1, pp = 1;
   bool distributed_optimizer = true;
   settings_ = parse_trainer_settings(config_json, component, [&](Settings& s) {
     tp = s.integer_or("tensor_parallel", 1, 1);
     ep = s.integer_or("expert_parallel", 1, 1);
     etp = s.integer_or("expert_tensor_parallel", 1, 1);
+    pp = s.integer_or("pipeline_parallel", 1, 1);
     distributed_optimizer = s.boolean_or("distributed_optimizer", true);
     if (platform_keys) platform_keys(s);
   });
-  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp));
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp),
+                              static_cast<int>(pp));
   if (distributed_optimizer) optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank());
   platform_ = make_platform();
   ws_ = dev::make_workspace();
@@ -44,8 +46,9 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
   std::string kind;
   if (groups.tensor) tensor_ = platform_->device_group(*groups.tensor, kind);
   if (groups.expert) expert_ = platform_->device_group(*groups.expert, kind);
+  if (groups.pipeline) pipeline_ = platform_->device_group(*groups.pipeline, kind);
   // The model exchanges routed rows over the host's expert group (host-staged dispatch).
-  if (sharded()) parallel_ = ModelParallel{tensor_.get(), groups.expert, groups.routed};
+  if (sharded()) parallel_ = ModelParallel{tensor_.get(), groups.expert, groups.routed, pipeline_.get()};
   if (group_.data_parallel_group()) data_ = platform_->device_group(*group_.data_parallel_group(), kind);
   Weights<float> w = sharded() ? load_shard_weights<float>(settings_.checkpoint, group_.shard())
                                : load_weights<float>(settings_.checkpoint);
@@ -62,6 +65,7 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
 DeviceTrainer::~DeviceTrainer() {
   tensor_.reset();  // before the platform's streams go
   expert_.reset();
+  pipeline_.reset();
   data_.reset();
 }
 
@@ -138,6 +142,7 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
   const std::vector<MicroBatch> mbs = split_micro_batches(b, settings_.micro_batch_tokens, true);
   StepWork work{mbs.size()};
+  const bool last_stage = group_.shard().last_stage();  // the pipeline stage with the LM head
 
   // Pass 1: logp_prev under the current weights (the routing each micro-batch used is recorded).
   std::vector<double> prev(static_cast<size_t>(N), 0.0);
@@ -148,14 +153,18 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     db.routed_experts = experts[k].data();
     Buffer hidden;
     dev::forward_hidden(o, weights_, db, *ws_, hidden, nullptr);
-    logprobs_of(db, hidden.as<bf16>(), mbs[k].first_token, prev.data());
     work.forward_tokens += db.num_tokens();
+    if (!last_stage) continue;
+    logprobs_of(db, hidden.as<bf16>(), mbs[k].first_token, prev.data());
     work.head_rows += db.num_tokens();  // the head runs on every row here
   }
+  // Pipeline stages: the last one scored the tokens; every stage makes the same loss plan from them.
+  group_.sum_pipeline(prev.data(), prev.size());
   LossPlan plan = group_.plan_loss(args, prev, settings_.loss);
 
   // Pass 2: per micro-batch, forward (layer inputs kept), the GRPO loss gradient at the LM head
-  // in row blocks, then the backward.
+  // in row blocks (the last pipeline stage), then the backward (through the stages, last to first:
+  // each micro-batch's forward and backward before the next one's).
   for (auto& g : grads_) o.zero(g.get(), g.bytes());
   double total_loss = 0;
   const bool router_grad = !config_.num_layers || trainable_[weights_.layout.layers[0].moe.router];
@@ -174,8 +183,14 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
         pw[t] = static_cast<float>(plan.weight[first + t + 1]);
         lp_prev[t] = static_cast<float>(prev[first + t + 1]);
       }
-    if (std::all_of(pw.begin(), pw.end(), [](float x) { return x == 0.f; }))
-      continue;  // masked: zero gradient
+    // Masked: zero gradient (every pipeline stage has the same plan, so all of them skip it).
+    if (std::all_of(pw.begin(), pw.end(), [](float x) { return x == 0.f; })) continue;
+    if (!last_stage) {  // d(this stage's output) comes from the next stage
+      db.routed_experts = nullptr;
+      dev::backward(o, weights_, db, inputs, experts[k].data(), nullptr, grads_, router_grad, *ws_);
+      work.backward_tokens += n;
+      continue;
+    }
     const size_t blk = size_t(std::min(kHeadBlock, n));
     Buffer logits(o, blk * size_t(V) * 4), dlogits(o, blk * size_t(V) * 2), lse, lp, dt, dpw, dprev, loss,
         coef, dh(o, size_t(n * H) * 2);
@@ -212,12 +227,16 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     work.backward_tokens += n;
   }
 
+  // The loss and the head's rows are the last pipeline stage's.
+  double head_totals[2] = {total_loss, static_cast<double>(work.head_rows)};
+  group_.sum_pipeline(head_totals, 2);
+  total_loss = head_totals[0], work.head_rows = static_cast<int64_t>(head_totals[1]);
   if (sharded()) agree_on_replicated_gradients();
   // Data parallel: each replica's gradient is normalised by the global N_tok, so their sum is the
   // whole batch's; summed on the device, the same bits on every replica.
   if (data_)
     for (size_t i = 0; i < grads_.size(); ++i)
-      if (trainable_[i])
+      if (updated(i))
         data_->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
   group_.sum_step_totals(total_loss, plan, work);
   const double norm = global_grad_norm();
@@ -228,7 +247,7 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   const AdamWStep st{opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step_, scale};
   Buffer range;  // a replica's updated range, the send buffer of the gather (it may not alias)
   for (size_t i = 0; i < grads_.size(); ++i) {
-    if (!trainable_[i]) continue;
+    if (!updated(i)) continue;
     const int64_t n = weights_.layout.tensors[i].numel(), first = optimizer_shards_.first(n),
                   count = optimizer_shards_.count(n);
     float* master = master_[i].as<float>();
@@ -257,7 +276,7 @@ void DeviceTrainer::agree_on_replicated_gradients() {
     over->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
   };
   for (size_t i = 0; i < grads_.size(); ++i) {
-    if (!trainable_[i]) continue;
+    if (!updated(i)) continue;
     if (spreads_[i] == TensorSpread::replicated) agree(i, tensor_.get(), group_.shard().tp_rank == 0);
     if (spreads_[i] != TensorSpread::routed_experts) agree(i, expert_.get(), group_.shard().ep_rank == 0);
   }
@@ -268,7 +287,7 @@ double DeviceTrainer::global_grad_norm() {
   Buffer sums(o, 3 * sizeof(double));  // squares by TensorSpread
   o.zero(sums.get(), sums.bytes());
   for (size_t i = 0; i < grads_.size(); ++i)
-    if (trainable_[i] && spreads_[i] != TensorSpread::kv_copy)  // a copy counts on its first replica
+    if (updated(i) && spreads_[i] != TensorSpread::kv_copy)  // a copy counts on its first replica
       o.sum_squares(weights_.layout.tensors[i].numel(), grads_[i].as<float>(),
                     sums.as<double>() + static_cast<int>(spreads_[i]));
   double squares[3] = {0, 0, 0};
@@ -287,8 +306,9 @@ void DeviceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
     dev::DeviceBatch db = device_batch(b, mb);
     Buffer hidden;
     dev::forward_hidden(ops(), weights_, db, *ws_, hidden, nullptr);
-    logprobs_of(db, hidden.as<bf16>(), mb.first_token, lp.data());
+    if (group_.shard().last_stage()) logprobs_of(db, hidden.as<bf16>(), mb.first_token, lp.data());
   }
+  group_.sum_pipeline(lp.data(), lp.size());  // the last pipeline stage's on every stage
   for (int64_t t = 0; t < N; ++t) args.out_logprobs[t] = static_cast<float>(lp[t]);
 }
 

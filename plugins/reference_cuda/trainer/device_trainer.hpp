@@ -7,15 +7,20 @@
 // Exported weights are the fp32 masters in the platform's memory (valid until the next step);
 // states are interchangeable with qwen35_cpu's.
 //
-// Model parallel (settings tensor_parallel, expert_parallel, 1; ABI 1.2 component group of dp ·
-// tp · ep ranks, trainer/trainer_group.hpp places them): each rank holds its shard
-// (model/parallel/shard_weights.hpp). The model's tensor-parallel sums run on the platform's
-// device group made from the group's MPI one; its routed experts are dispatched over the expert
-// group's MPI communicator through host memory (device_model/staged_experts.hpp). The ranks of a
-// model-parallel group train the same batch share (the group checks it); a replicated tensor's
-// gradient is TP rank 0's (and EP rank 0's) on every rank (the device backward's atomics add in
-// another order on each rank; the copies must stay equal); the clip norm counts every element
-// once. export_weights returns this rank's shards as ABI 1.2 sharded tensors, host copies
+// Model parallel (settings tensor_parallel, expert_parallel, pipeline_parallel, 1; ABI 1.2 component
+// group of dp · tp · ep · pp ranks, trainer/trainer_group.hpp places them): each rank holds its
+// shard (model/parallel/shard_weights.hpp; a pipeline stage its layers' tensors, cut as
+// model/parallel/pipeline_stages.hpp cuts them). Pipeline stages: pass 1 runs every micro-batch's
+// forward through the stages, the last stage's logprobs reaching every stage for the loss plan;
+// pass 2 runs each micro-batch's forward and backward through the stages before the next one's
+// (activations of one micro-batch at a time; the residual stream's gradient sent back); each
+// stage clips with the whole model's norm and updates its own tensors. The model's tensor-parallel
+// sums and stage messages run on the platform's device groups made from the group's MPI ones; its
+// routed experts are dispatched over the expert group's MPI communicator through host memory
+// (device_model/staged_experts.hpp). The ranks of a model-parallel group train the same batch
+// share (the group checks it); a replicated tensor's gradient is TP rank 0's (and EP rank 0's) on
+// every rank (the device backward's atomics add in another order on each rank; the copies must
+// stay equal); the clip norm counts every element once. export_weights returns this rank's shards as ABI 1.2 sharded tensors, host copies
 // (kDLCPU) of the master weights.
 //
 // Data parallel, as qwen35_cpu: each of the dp replicas trains its share of the global batch, the
@@ -70,6 +75,9 @@ class DeviceTrainer : public sdk::Trainer {
   // The Adam moments whole on the host, every replica's range gathered (collective over the replicas).
   Weights<float> download_moments(const std::vector<Buffer>& ranges) const;
   bool sharded() const { return group_.shard().sharded(); }
+  // Whether tensor i is trained here: trainable, and held by this pipeline stage (another stage's
+  // tensors are empty in this rank's layout).
+  bool updated(size_t i) const { return trainable_[i] && weights_.layout.tensors[i].numel() > 0; }
   void agree_on_replicated_gradients();
   double global_grad_norm();
   Ops& ops() const { return platform_->ops(); }
@@ -78,7 +86,8 @@ class DeviceTrainer : public sdk::Trainer {
   TrainerGroup group_;
   std::unique_ptr<DevicePlatform> platform_;  // first made, last gone: every buffer below is its memory
   ModelConfig full_config_;                   // the whole model's (config_ is the shard's)
-  std::unique_ptr<Communicator> tensor_, expert_, data_;  // device groups over the TP, EP, DP groups
+  // Device groups over the TP, EP, PP and DP groups.
+  std::unique_ptr<Communicator> tensor_, expert_, pipeline_, data_;
   ModelParallel parallel_;                                // the model's groups, when sharded
   std::vector<TensorSpread> spreads_;  // per tensor: how it is split over the model-parallel group
   ModelConfig config_;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -136,6 +137,18 @@ TEST_CASE("pipeline parallel over MPI: PP=2, PP=2 x data parallel 2 and PP=2 x T
   dist_test::check_model_parallel_step(2, 1, 1, 1e-12, 0.0, "qwen35_cpu", {}, model, /*pp=*/2);
   dist_test::check_model_parallel_step(4, 1, 1, 1e-6, 1e-6, "qwen35_cpu", {}, model, /*pp=*/2);
   dist_test::check_model_parallel_step(8, 2, 2, 1e-6, 1e-6, "qwen35_cpu", {}, model, /*pp=*/2);
+}
+
+// qwen35_bf16 (qwen35_cuda's trainer code, bf16 emulated) with pipeline stages: the device model
+// passes the bf16 residual stream and its gradient between the stages exactly and each stage runs
+// its layers as one rank does, so PP=2 is the trainer's own one-rank step bit for bit (the norm's
+// squares summed in another order: 1e-12 relative); with TP and EP it rounds as they do (their
+// tolerances, test above). Against qwen35_cpu: bf16's tolerances, as the TP and EP groups.
+TEST_CASE("pipeline parallel over MPI: qwen35_bf16 (the GPU trainer's code) as PP=2 and PP=2 x TP=2 x EP=2 groups steps as one rank does") {
+  const json model = dist_test::splittable_micro_config();
+  const double exact = std::numeric_limits<double>::denorm_min();  // no weight may differ
+  dist_test::check_model_parallel_step(2, 1, 1, 5e-2, 2e-2, "qwen35_bf16", {1e-12, exact}, model, /*pp=*/2);
+  dist_test::check_model_parallel_step(8, 2, 2, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2}, model, /*pp=*/2);
 }
 
 TEST_CASE("pipeline parallel over MPI: a layout that cannot run is refused naming the setting") {

@@ -180,7 +180,7 @@ inline std::pair<json, std::map<std::string, std::vector<float>>> one_rank_of(co
                                                                               const std::string& trainer) {
   TempDir alone("dist_one_rank");
   mlpt_test::write_bytes(alone / "batch.json", mlpt_test::read_bytes(dir / "batch.json"));
-  settings["tensor_parallel"] = 1, settings["expert_parallel"] = 1;
+  settings["tensor_parallel"] = 1, settings["expert_parallel"] = 1, settings["pipeline_parallel"] = 1;
   auto run = train_group(alone, 1, settings, trainer);
   INFO(run.output);
   REQUIRE(run.status == 0);
