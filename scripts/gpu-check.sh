@@ -138,7 +138,7 @@ grep -E '^[0-9]+/[0-9]+ Test' "$LOG_DIR/tests.log" | cut -c1-160 > "$LOG_DIR/tes
 # racecheck over the op tests of the kernels that use shared memory.
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ]; then
-  mapfile -t exes < <(find "$BUILD_DIR/tests/gpu" -maxdepth 2 -type f -perm -u+x -name 'test_reference_cuda_*' \
+  mapfile -t exes < <(find "$BUILD_DIR/tests/reference_cuda/backends/cuda" -maxdepth 1 -type f -perm -u+x -name 'test_reference_cuda_*' \
                         ! -name '*learning*' ! -name '*parallel*' | sort)
   memcheck() {  # one executable; its log next to the others
     local exe=$1 log=$LOG_DIR/memcheck-$(basename "$1").log
@@ -150,7 +150,7 @@ if [ -x "$sanitizer" ]; then
   bad=$(grep -v 'rc=0$' "$LOG_DIR/memcheck.log" | sed 's/rc=124/timed out/; s/rc=9/errors/')
   if [ -z "$bad" ] && [ "${#exes[@]}" -gt 0 ]; then note "memcheck (${#exes[@]} executables)" "PASS"
   else note "memcheck (${#exes[@]} executables)" "FAIL: $(echo $bad)"; fail=1; fi
-  ops=$BUILD_DIR/tests/gpu/reference_cuda/test_reference_cuda_ops
+  ops=$BUILD_DIR/tests/reference_cuda/backends/cuda/test_reference_cuda_ops
   # Catch splits a test spec at commas: name prefixes; -w NoTests fails a filter that matches nothing.
   step "racecheck (shared-memory kernels)" "$LOG_DIR/racecheck.log" timeout -k 5 "$SAN_S" "$sanitizer" --tool racecheck \
     --error-exitcode 9 "$ops" -w NoTests "gdn: *,norms*,attention*,moe: router*,sampling on the device*"
@@ -170,7 +170,7 @@ if [ "$gpus" -ge 2 ]; then
     ctest --test-dir "$BUILD_DIR" -R '^test_transport_gpu:' --output-on-failure --timeout 300
   step "CUDA model TP=2 over NCCL (2 GPUs)" "$LOG_DIR/tp-nccl.log" \
     timeout -k 5 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
-    "$BUILD_DIR/tests/gpu/reference_cuda/cuda_parallel_check" --config configs/models/tiny.json --communicator nccl
+    "$BUILD_DIR/tests/reference_cuda/backends/cuda/cuda_parallel_check" --config configs/models/tiny.json --communicator nccl
 else
   note "NCCL across GPUs" "not run: needs 2 GPUs, found $gpus (TP/EP staged on one GPU ran in step 1)"
 fi

@@ -1,5 +1,5 @@
 // The letters run of configs/tiny.toml as the learning tests run it (tests/e2e/learning on the
-// CPU, tests/gpu/reference_cuda/learning_test on the GPU): run in a folder of its own, then checked
+// CPU, tests/reference_cuda/backends/cuda/learning_test on the GPU): run in a folder of its own, then checked
 // to have learned (learning_curve.hpp), kept within the staleness bound and written a structurally
 // compliant result log (open division).
 #pragma once

@@ -1,6 +1,6 @@
 // With the CUDA backend built, the mlpt_reference plugin also lists the qwen35_cuda trainer and
 // engine. Runs everywhere: without a usable GPU their creation must fail with an error naming the
-// device (the GPU behaviour itself is tests/gpu/reference_cuda's).
+// device (the GPU behaviour itself is tests/reference_cuda/backends/cuda's).
 #include "harness.hpp"
 
 using namespace reftest;

@@ -14,7 +14,7 @@
 #include "model_fixtures.hpp"
 #include "mlpt/engine.h"
 #include "mlpt/trainer.h"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 namespace reftest {
 

@@ -1,6 +1,6 @@
 // The device model's whole-model checks against the fp32 reference, for any backend: the CPU runs
-// them on its bf16 emulation (tests/unit/reference_model/device_model_test.cpp), the GPU on CUDA
-// (tests/gpu/reference_cuda/model_test.cpp). Catch assertions; call from a TEST_CASE.
+// them on its bf16 emulation (tests/reference_cuda/model/device_model_test.cpp), the GPU on CUDA
+// (tests/reference_cuda/backends/cuda/model_test.cpp). Catch assertions; call from a TEST_CASE.
 #pragma once
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
-// What the device-model tests share on the CPU (tests/unit/reference_model) and the GPU
-// (tests/gpu/reference_cuda): a small config with every head grouping real and two GDN chunks,
+// What the device-model tests share on the CPU (tests/reference_cuda/model) and the GPU
+// (tests/reference_cuda/backends/cuda): a small config with every head grouping real and two GDN chunks,
 // weights exactly representable in bf16 (so the bf16 model and the fp32 reference start from the
 // same values), next-token logprobs from either model, and the first place two runs part.
 #pragma once

@@ -1,7 +1,7 @@
 // The device trainer (trainer/device_trainer.hpp) against qwen35_cpu on the same checkpoint and
 // batch, for any platform: the CPU runs it on the host platform with bf16 emulated
-// (tests/unit/reference_model/device_trainer_test.cpp), the GPU as qwen35_cuda
-// (tests/gpu/reference_cuda/trainer_test.cpp). Logprobs, the first GRPO step's loss and gradient
+// (tests/reference_cuda/model/device_trainer_test.cpp), the GPU as qwen35_cuda
+// (tests/reference_cuda/backends/cuda/trainer_test.cpp). Logprobs, the first GRPO step's loss and gradient
 // norm, learning over a few steps, exported weights, and states the CPU trainer loads.
 //
 // Tolerances, from the fp32 model's own sensitivity (tests/support/device_model_fixtures.hpp): each
@@ -22,7 +22,7 @@
 
 #include "device_model_fixtures.hpp"
 #include "model/named_tensors.hpp"
-#include "test_util.hpp"  // tests/unit/reference_model: mlpt_test::TempDir
+#include "tests/support/test_util.hpp"  // tests/reference_cuda/model: mlpt_test::TempDir
 #include "trainer/trainer.hpp"
 
 namespace trainer_testing {

@@ -14,7 +14,7 @@
 
 #include "../learning_curve.hpp"
 #include "mpirun_command.hpp"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 namespace fs = std::filesystem;
 

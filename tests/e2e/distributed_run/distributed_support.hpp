@@ -22,7 +22,7 @@
 
 #include "../learning_curve.hpp"
 #include "mpirun_command.hpp"  // tests/support
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 namespace dist_run_test {
 

@@ -1,5 +1,5 @@
 // The device engine (engine/device_backend.hpp) as a model-parallel engine group, for qwen35_cuda
-// (TP=2, EP=2 and TP=2 × EP=2 ranks sharing one GPU: tests/gpu/reference_cuda/parallel_engine_test)
+// (TP=2, EP=2 and TP=2 × EP=2 ranks sharing one GPU: tests/reference_cuda/backends/cuda/parallel_engine_test)
 // and qwen35_bf16 (the same code on the CPU: tests/integration/distributed/distributed_test): the
 // tensor-parallel sums over host-staged MPI, routed experts by host-staged dispatch,
 // started by mpirun as dist_peer ranks on two checkpoints of the tiny config

@@ -107,7 +107,7 @@ TEST_CASE("model parallel over MPI: TP=2 x EP=2 on four ranks, and TP=2 x data p
 // qwen35_bf16 is qwen35_cuda's trainer code on the CPU, bf16 emulated: its groups run the device
 // model's tensor and expert parallelism (host-staged dispatch) and the device trainer's gradient
 // agreement here, against qwen35_cpu on one rank and against itself on one rank. Tolerances those
-// of the GPU group tests (tests/gpu/reference_cuda/parallel_trainer_test.cpp): 5e-2 relative on the
+// of the GPU group tests (tests/reference_cuda/backends/cuda/parallel_trainer_test.cpp): 5e-2 relative on the
 // metrics, 2e-2 absolute on the weights against qwen35_cpu; 2e-2 and 1e-2 against itself.
 // Before, the device trainer under EP sized its weights, masters and exports from the shard's
 // config (which counts all experts), not the shard's layout (E/ep of them): buffer overruns.

@@ -1,5 +1,5 @@
 // What the engine-group tests share (the CPU ones in distributed_test.cpp, the CUDA one in
-// tests/gpu/reference_cuda): two checkpoints and the script dist_peer's engine mode runs, and
+// tests/reference_cuda/backends/cuda): two checkpoints and the script dist_peer's engine mode runs, and
 // running an engine (group) under mpirun, reading back what each rank reported.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mpirun.hpp"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 namespace dist_test {
 

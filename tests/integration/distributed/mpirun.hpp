@@ -5,7 +5,7 @@
 #include <string>
 
 #include "mpirun_command.hpp"  // tests/support
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 namespace dist_test {
 

@@ -22,7 +22,7 @@
 #include "core/plugin/plugin.hpp"
 #include "model_fixtures.hpp"
 #include "mpirun.hpp"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 namespace dist_test {
 

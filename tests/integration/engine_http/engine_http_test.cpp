@@ -16,7 +16,7 @@
 #include "core/plugin/host_services.hpp"
 #include "core/serve/weights_from_disk.hpp"
 #include "tests/e2e/mlpt_serve.hpp"
-#include "tests/unit/reference_model/test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace mlpt;
 using nlohmann::json;

@@ -14,7 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/plugin/call_scope.hpp"
-#include "tests/unit/reference_model/test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace mlpt;
 using nlohmann::json;

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "tests/unit/reference_model/test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace mlpt;
 using nlohmann::json;

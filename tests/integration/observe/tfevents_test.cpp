@@ -8,7 +8,7 @@
 #include "core/observe/crc32c.hpp"
 #include "core/observe/tfevents_writer.hpp"
 #include "tests/integration/observe/tfevents_reader.hpp"
-#include "tests/unit/reference_model/test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace mlpt;
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include "core/error.hpp"
 #include "core/observe/trace_writer.hpp"
 #include "tests/integration/observe/trace_format.hpp"
-#include "tests/unit/reference_model/test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace mlpt;
 namespace fs = std::filesystem;

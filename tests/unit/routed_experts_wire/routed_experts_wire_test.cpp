@@ -9,7 +9,7 @@
 
 #include "core/serve/routed_experts_npy.hpp"
 #include "routed_experts_npy.hpp"
-#include "tests/unit/reference_model/test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using mlpt::engine_http::routed_experts_from_npy_base64;
 

@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mpirun_command.hpp"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "mlpt/sdk/error.hpp"
 #include "fd.hpp"
 #include "model_fixtures.hpp"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace mlpt::ref;
 using mlpt_test::TempDir;

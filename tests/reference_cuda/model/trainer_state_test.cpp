@@ -12,7 +12,7 @@
 #include "model/safetensors.hpp"
 #include "model/weights.hpp"
 #include "model_fixtures.hpp"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 #include "trainer/trainer_state.hpp"
 
 using namespace mlpt::ref;

@@ -5,7 +5,7 @@
 // (tests/e2e/letters_learning_run.hpp).
 #include <cuda_runtime_api.h>
 
-#include "../../e2e/letters_learning_run.hpp"
+#include "tests/e2e/letters_learning_run.hpp"
 
 TEST_CASE("the letters run on the qwen35_cuda trainer and engine learns as the CPU run does") {
   int gpus = 0;

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mpirun_command.hpp"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 namespace fs = std::filesystem;
 

@@ -18,7 +18,7 @@
 #include "model/weights.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "model_fixtures.hpp"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace mlpt::ref;
 using mlpt_test::TempDir;

@@ -10,7 +10,7 @@
 
 #include "model/safetensors.hpp"
 #include "mlpt/sdk/error.hpp"
-#include "test_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace mlpt::ref;
 using mlpt_test::TempDir;
