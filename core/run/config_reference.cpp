@@ -38,6 +38,9 @@ const std::vector<ConfigKey>& config_keys() {
         {"run", "rollout_workers", "integer", text(r.rollout_workers), "rollouts in flight at once"},
         {"run", "rollout_threads", "integer", text(r.rollout_threads),
          "host threads that run the episodes' host work (harness, sandbox, reward); generation waits on none of them"},
+        {"run", "grading_threads", "integer", text(r.grading_threads),
+         "rollouts graded at once: threads that wait for the reward's hidden-test runs, so grading holds none of "
+         "rollout_threads (0: as many as rollout_threads; at most rollout_workers)"},
         {"run", "checkpoint_every_steps", "integer", text(r.checkpoint_every_steps),
          "save the trainer's state and the loop's position every N steps (0: never); `--resume` starts from the last"},
         {"run", "record_routed_experts", "boolean", text(r.record_routed_experts),

@@ -75,6 +75,10 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   positive(run, "rollout_workers", c.run.rollout_workers);
   c.run.rollout_threads = run.get_or<int64_t>("rollout_threads", c.run.rollout_threads);
   positive(run, "rollout_threads", c.run.rollout_threads);
+  c.run.grading_threads = run.get_or<int64_t>("grading_threads", c.run.grading_threads);
+  if (c.run.grading_threads < 0 || c.run.grading_threads > c.run.rollout_workers)
+    run.fail("grading_threads", "must be in 0..rollout_workers (" + std::to_string(c.run.rollout_workers) +
+                                    "): rollouts graded at once (0: as many as rollout_threads)");
   c.run.checkpoint_every_steps = run.get_or<int64_t>("checkpoint_every_steps", c.run.checkpoint_every_steps);
   if (c.run.checkpoint_every_steps < 0) run.fail("checkpoint_every_steps", "must be >= 0");
   c.run.record_routed_experts = run.get_or<bool>("record_routed_experts", false);

@@ -13,6 +13,7 @@
 #include "core/refit/weight_flow.hpp"
 #include "core/rollout/rollout_pool.hpp"
 #include "core/run/rollout_components.hpp"
+#include "core/run/rollout_threads.hpp"
 
 namespace mlpt::dist {
 
@@ -28,8 +29,8 @@ RankEnd run_rollout_worker(const run::RunConfig& c, const Placement& placement, 
     plugin::ComponentSet set(c.components, host);
     const WorkerEngineGroup group(placement, rank, transport_group);  // of one rank, or this worker's engine_ranks
     run::RolloutComponents rollouts(c, set, transport_group, &cancelled, group.get());
-    const auto threads = static_cast<int>(std::min(c.run.rollout_threads, c.run.rollout_workers));
-    rollout::RolloutPool pool(rollouts.environment(), threads, c.run.rollout_workers);
+    const auto made_pool = run::make_rollout_pool(c.run, rollouts.environment());
+    rollout::RolloutPool& pool = *made_pool;
     // However this loop ends, the episodes still in flight are cancelled before the pool waits
     // for them (members go in reverse order).
     struct CancelOnExit {
