@@ -279,7 +279,7 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
         << " parameters on the busiest rank, weights " << gib(m.weights);
       if (trainer) o << ", master " << gib(m.master) << ", gradients " << gib(m.gradients) << ", moments " << gib(m.moments)
                      << ", total " << gib(m.trainer());
-      o << (pp > 1 ? " [pipeline stages: the qwen35_cpu trainer; qwen35_cuda runs one stage]" : "") << "\n";
+      o << "\n";
     } catch (const Error& e) {
       o << "  " << who << " " << to_string(l) << ": the code refuses it: " << e.what() << "\n";
     }

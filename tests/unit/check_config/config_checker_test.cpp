@@ -192,18 +192,45 @@ TEST_CASE("the trainer's and the engine's parallel layouts must fit [placement]"
   CHECK_THAT(check::format_report(r), Catch::Contains("is not a positive integer"));
 }
 
-TEST_CASE("the shipped real-benchmark configs pass the closed rules") {
+TEST_CASE("the shipped real-benchmark configs pass the closed rules, at the reference's placement") {
   setenv("MLPT_RUN_DIR", "/tmp/mlpt-runs", 0);
   setenv("MLPT_DATA_DIR", "/nonexistent-data", 0);
   for (int gbs : {256, 512, 1024}) {
+    INFO("gbs " << gbs);
     // The rules alone: its plugins (NCCL) need the CUDA build.
-    auto r =
-        check::check_config(run::read_run_config(std::string(MLPT_SOURCE_DIR) + "/configs/qwen35-397b/gbs" +
-                                                 std::to_string(gbs) + ".toml"),
-                            std::nullopt, false);
+    const run::RunConfig config = run::read_run_config(
+        std::string(MLPT_SOURCE_DIR) + "/configs/qwen35-397b/gbs" + std::to_string(gbs) + ".toml");
+    auto r = check::check_config(config, std::nullopt, false);
     INFO(check::format_report(r));
     CHECK(r.compliant());
     CHECK(r.unverified.size() == 2);  // the dataset files are not on this machine
+    for (const char* rule : {"placement_trainer", "placement_engine"}) {
+      INFO(rule);
+      CHECK(std::any_of(r.rules.begin(), r.rules.end(),
+                        [&](const auto& x) { return x.id == rule && x.passed(); }));
+    }
+    // The reference's placement (docs/benchmark.md §7.1), as the settings say it: the trainer on
+    // 16 nodes of 4 GPUs at TP4 x PP2 x EP32 (whole experts over tp x ep ranks of a stage), the
+    // engines TP8 x EP8 groups (whole experts over the group's 8 ranks) on the other 48 nodes.
+    auto setting = [&](mlpt_component_kind kind, const char* key) {
+      for (const auto& c : config.components)
+        if (c.kind == kind) return c.settings.value(key, int64_t{1});
+      return int64_t{0};
+    };
+    const int64_t tp = setting(MLPT_COMPONENT_TRAINER, "tensor_parallel"),
+                  ep = setting(MLPT_COMPONENT_TRAINER, "expert_parallel"),
+                  pp = setting(MLPT_COMPONENT_TRAINER, "pipeline_parallel");
+    CHECK(tp == 4);
+    CHECK(pp == 2);
+    CHECK(setting(MLPT_COMPONENT_TRAINER, "expert_tensor_parallel") == 1);
+    CHECK(tp * ep == 32);
+    CHECK(config.placement.trainer_ranks == 16 * 4);
+    CHECK(config.placement.trainer_ranks % (tp * ep * pp) == 0);
+    CHECK(setting(MLPT_COMPONENT_ENGINE, "tensor_parallel") == 8);
+    CHECK(setting(MLPT_COMPONENT_ENGINE, "pipeline_parallel") == 1);
+    CHECK(setting(MLPT_COMPONENT_ENGINE, "expert_tensor_parallel") == 1);
+    CHECK(config.placement.engine_ranks == 8);
+    CHECK(48 * 4 % config.placement.engine_ranks == 0);  // whole engine groups on the generating nodes
   }
 }
 
