@@ -1,5 +1,6 @@
 // bench_reference_cuda [--train-seqs N] [--train-len N] [--decode-batch N] [--decode-steps N]
-//                      [--prefill-len N] [--seq-lens N,N] [--paths GEMM/EXPERTS,...]
+//                      [--prefill-len N] [--seq-lens N,N] [--paths GEMM/EXPERTS[/graphs],...]
+//                      [--decode-only]
 // Throughput of the CUDA reference model on a ~1B-parameter config, every row of issue 28's table
 // as a ratio against a baseline measured in the same run on the same GPU, for each library path
 // (--paths, default cublas/grouped,cublaslt/grouped,cublaslt/per_expert: device_model/backend_options):
@@ -10,10 +11,14 @@
 //          MFU = 6 · active params · tokens/s / peak;
 //   decode: one-token steps of the engine's device step (generate_step) at batch 1 and
 //          --decode-batch; bytes per step = weights touched + GDN state read/write + KV read;
+//          a path ending in /graphs (cuda_graphs = "decode") runs them as replayed CUDA graphs
+//          (device_model/decode_graphs.hpp) and measures the decode rows only (--decode-only: the
+//          decode rows alone for every path);
 //   prefill: one --prefill-len prompt through generate_step, model FLOPs = 2 · active params ·
 //          tokens + causal attention 2·N²·heads·D per attention layer + chunked GDN (below);
-//   attention: the flash-style kernels, forward + backward of one causal sequence, FLOPs
-//          2·N²·heads·D forward and 2.5× that backward;
+//   attention: forward + backward of one causal sequence by each attention path (cuda_attention):
+//          the flash-style kernels and cuDNN's fused attention (a cuDNN that cannot be loaded prints
+//          its row as not run, with the reason), FLOPs 2·N²·heads·D forward and 2.5× that backward;
 //   gdn: the chunked kernels, forward + backward of one sequence, FLOPs as the chunked form executes
 //          them per token and value head: 6·dk·dv (state read, update, output) + 2·C·(dk + dv)
 //          (in-chunk products and the solve, chunk C = 64), backward counted as twice the forward;
@@ -26,17 +31,20 @@
 #include <cstring>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "backends/cuda/attention.hpp"
 #include "backends/cuda/cuda_ops.hpp"
+#include "backends/cuda/cudnn_attention.hpp"
 #include "backends/cuda/gdn.hpp"
 #include "backends/cuda/gemm.hpp"
 #include "backends/cuda/head.hpp"
 #include "backends/cuda/linear.hpp"
 #include "device_model/backend_options.hpp"
+#include "device_model/decode_graphs.hpp"
 #include "device_model/generate.hpp"
 #include "device_model/model.hpp"
 #include "model/config.hpp"
@@ -186,15 +194,22 @@ std::vector<BackendOptions> parse_paths(const std::string& s) {
     const size_t slash = item.find('/');
     BackendOptions o;
     o.gemm = mlpt::ref::parse_gemm_library(item.substr(0, slash), "--paths");
-    if (slash != std::string::npos)
-      o.experts = mlpt::ref::parse_expert_gemm(item.substr(slash + 1), "--paths");
+    std::string experts = slash == std::string::npos ? "" : item.substr(slash + 1);
+    if (const size_t graphs = experts.find('/'); graphs != std::string::npos) {
+      if (experts.substr(graphs + 1) != "graphs")
+        throw std::invalid_argument("--paths: " + item + ": expected GEMM/EXPERTS or GEMM/EXPERTS/graphs");
+      o.graphs = mlpt::ref::DecodeGraphMode::decode;
+      experts.resize(graphs);
+    }
+    if (!experts.empty()) o.experts = mlpt::ref::parse_expert_gemm(experts, "--paths");
     out.push_back(o);
   }
   return out;
 }
 
 std::string path_name(const BackendOptions& o) {
-  return std::string(mlpt::ref::to_string(o.gemm)) + "/" + mlpt::ref::to_string(o.experts);
+  return std::string(mlpt::ref::to_string(o.gemm)) + "/" + mlpt::ref::to_string(o.experts) +
+         (o.graphs == mlpt::ref::DecodeGraphMode::decode ? "/graphs" : "");
 }
 
 // Random values in [-scale, scale) on the device (a cheap host generator; values only need to be
@@ -215,7 +230,9 @@ void fill(DeviceBuffer& b, size_t n, float scale, float offset = 0.f) {
   check(cudaMemcpy(b.get(), h.data(), n * sizeof(T), cudaMemcpyHostToDevice), "fill");
 }
 
-void bench_attention(const Context& ctx, const ModelConfig& cfg, int64_t N, double peak) {
+// `fused` NULL: the kernels (attention.hpp); else cuDNN's fused attention on the same stream.
+void bench_attention(const Context& ctx, CudnnAttention* fused, const ModelConfig& cfg, int64_t N,
+                     double peak) {
   const int64_t nh = cfg.num_heads, nkv = cfg.num_kv_heads, D = cfg.head_dim;
   DeviceBuffer q, k, v, d_out, out(size_t(N * nh * D) * 2), lse(size_t(N * nh) * 4),
       dq(size_t(N * nh * D) * 2), dk(size_t(N * nkv * D) * 2), dv(size_t(N * nkv * D) * 2), offsets(16),
@@ -227,20 +244,31 @@ void bench_attention(const Context& ctx, const ModelConfig& cfg, int64_t N, doub
   const AttentionShape shape{nh, nkv, D};
   const int64_t* o = offsets.as<int64_t>();
   const int reps = N > 16384 ? 1 : 3;
+  // The first call of each pass is outside the timing (stream_seconds): cuDNN builds its plan there.
   const double fwd = stream_seconds(ctx, reps, [&] {
-    attention_forward(ctx, shape, o, o, 1, N, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(),
-                      lse.as<float>());
+    if (fused)
+      fused->forward(shape, o, o, 1, N, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(),
+                     lse.as<float>());
+    else
+      attention_forward(ctx, shape, o, o, 1, N, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(),
+                        lse.as<float>());
   });
   const double bwd = stream_seconds(ctx, reps, [&] {
-    attention_backward(ctx, shape, o, o, 1, N, N, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(),
-                       lse.as<float>(), d_out.as<bf16>(), dq.as<bf16>(), dk.as<bf16>(), dv.as<bf16>(),
-                       scratch);
+    if (fused)
+      fused->backward(shape, o, o, 1, N, N, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(),
+                      lse.as<float>(), d_out.as<bf16>(), dq.as<bf16>(), dk.as<bf16>(), dv.as<bf16>());
+    else
+      attention_backward(ctx, shape, o, o, 1, N, N, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), out.as<bf16>(),
+                         lse.as<float>(), d_out.as<bf16>(), dq.as<bf16>(), dk.as<bf16>(), dv.as<bf16>(),
+                         scratch);
   });
   const double flops = attention_forward_flops(cfg, double(N)) * 3.5;
   const double tflops = flops / (fwd + bwd) / 1e12;
-  row("attention fwd+bwd " + std::to_string(N / 1024) + "k MFU", "flash-style kernels", tflops, "TFLOP/s",
-      peak, "TFLOP/s", tflops / peak, ">= 0.50", tflops / peak >= 0.5);
-  std::printf("      attention %lldk: forward %.3f s, backward %.3f s\n", (long long)(N / 1024), fwd, bwd);
+  const char* path = fused ? "cudnn fused" : "flash-style kernels";
+  row("attention fwd+bwd " + std::to_string(N / 1024) + "k MFU", path, tflops, "TFLOP/s", peak, "TFLOP/s",
+      tflops / peak, ">= 0.50", tflops / peak >= 0.5);
+  std::printf("      attention %lldk [%s]: forward %.4f s, backward %.4f s\n", (long long)(N / 1024), path,
+              fwd, bwd);
 }
 
 void bench_gdn(const Context& ctx, const ModelConfig& cfg, int64_t N, double peak) {
@@ -296,6 +324,15 @@ int main(int argc, char** argv) {
   int64_t train_seqs = 4, train_len = 1024, decode_batch = 32, decode_steps = 32, prefill = 128,
           prefill_len = 65536;
   std::string seq_lens = "8192,65536", paths = "cublas/grouped,cublaslt/grouped,cublaslt/per_expert";
+  bool decode_rows_only = false;  // --decode-only, the one option without a value
+  std::vector<char*> args{argv[0]};
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--decode-only")
+      decode_rows_only = true;
+    else
+      args.push_back(argv[i]);
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--train-seqs")
@@ -359,8 +396,9 @@ int main(int argc, char** argv) {
       engine.set_options(o);
       const std::string path = path_name(o);
       ws = dev::make_workspace();  // each path's memory rows count its own workspace
+      const bool decode_only = decode_rows_only || o.graphs == mlpt::ref::DecodeGraphMode::decode;
       // Training step: forward, head, logprob gradient, backward (gradients fp32, not applied).
-      {
+      if (!decode_only) {
         const size_t used_before = used_device_bytes();
         dev::DeviceBatch b;
         const int64_t N = train_seqs * train_len;
@@ -444,8 +482,11 @@ int main(int argc, char** argv) {
           rows.params.push_back(SamplingRow{1.f, 1.f, 1, 0});
           rows.host_logits.push_back(false);
         }
+        std::unique_ptr<dev::DecodeGraphs> graphs;
+        if (decode_only) graphs = std::make_unique<dev::DecodeGraphs>(ops, cfg, pool, batch);
         auto decode_step = [&] {
-          const dev::StepResult r = dev::generate_step(ops, w, step, rows, V, *ws, scratch);
+          const dev::StepResult r = graphs ? graphs->step(w, step, rows, V)
+                                           : dev::generate_step(ops, w, step, rows, V, *ws, scratch);
           std::copy(r.tokens.begin(), r.tokens.end(), step.tokens.begin());  // feed what was drawn
         };
         decode_step();  // warm up
@@ -474,6 +515,10 @@ int main(int argc, char** argv) {
             batch == 1 ? ">= 0.60" : ">= 0.50", gbps / bw >= (batch == 1 ? 0.6 : 0.5));
         std::printf("      decode b%lld: %.0f tokens/s, %.2f ms/step\n", (long long)batch,
                     double(batch) * steps / secs, secs / steps * 1e3);
+        if (graphs)
+          std::printf("      decode b%lld graphs: recorded %lld, replayed %lld, run unrecorded %lld\n",
+                      (long long)batch, (long long)graphs->stats().recorded,
+                      (long long)graphs->stats().replayed, (long long)graphs->stats().unrecorded);
         const double model_seq =
             state_bytes + conv_bytes + kv_token * double((prefill + decode_steps + 1 + bs - 1) / bs * bs);
         std::printf(
@@ -483,7 +528,7 @@ int main(int argc, char** argv) {
       }
 
       // Prefill of one long prompt: the engine's step over a fresh state.
-      if (prefill_len > 0) {
+      if (prefill_len > 0 && !decode_only) {
         const int64_t bs = 64;
         dev::KvBlockPool pool(ops, cfg, (prefill_len + bs) / bs + 1, bs);
         dev::DeviceSequenceState state(ops, cfg);
@@ -517,7 +562,17 @@ int main(int argc, char** argv) {
           path.c_str(), engine.plans().size(), engine.plans().misses(), engine.fallbacks());
     }
     engine.set_options(BackendOptions{});
-    for (int64_t N : parse_lengths(seq_lens)) bench_attention(ctx, cfg, N, peak);
+    if (decode_rows_only) seq_lens.clear();
+    for (int64_t N : parse_lengths(seq_lens)) bench_attention(ctx, nullptr, cfg, N, peak);
+    try {  // the library path: its own rows, or why it could not run
+      CudnnAttention fused(ctx.stream);
+      std::printf("      cuDNN %zu\n", fused.library_version());
+      for (int64_t N : parse_lengths(seq_lens)) bench_attention(ctx, &fused, cfg, N, peak);
+      std::printf("      cuDNN attention plans built %zu, reused %zu\n", fused.plans_built(),
+                  fused.plans_reused());
+    } catch (const std::exception& e) {
+      std::printf("row: %-34s [%-19s] not run: %s\n", "attention fwd+bwd MFU", "cudnn fused", e.what());
+    }
     for (int64_t N : parse_lengths(seq_lens)) bench_gdn(ctx, cfg, N, peak);
     ws.reset();
     destroy_context(ctx);

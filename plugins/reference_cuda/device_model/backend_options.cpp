@@ -14,6 +14,13 @@ const char* to_string(ExpertGemm e) {
   return e == ExpertGemm::grouped ? "grouped" : e == ExpertGemm::per_expert ? "per_expert" : "device_sized";
 }
 
+const char* to_string(AttentionLibrary a) {
+  return a == AttentionLibrary::cudnn ? "cudnn" : "kernel";
+}
+const char* to_string(DecodeGraphMode g) {
+  return g == DecodeGraphMode::decode ? "decode" : "off";
+}
+
 namespace {
 
 [[noreturn]] void refuse(const std::string& where, std::string_view value, const char* choices) {
@@ -36,6 +43,18 @@ ExpertGemm parse_expert_gemm(std::string_view v, const std::string& where) {
   refuse(where, v, "\"grouped\", \"per_expert\", \"device_sized\"");
 }
 
+AttentionLibrary parse_attention_library(std::string_view v, const std::string& where) {
+  if (v == "kernel") return AttentionLibrary::kernel;
+  if (v == "cudnn") return AttentionLibrary::cudnn;
+  refuse(where, v, "\"kernel\", \"cudnn\"");
+}
+
+DecodeGraphMode parse_decode_graphs(std::string_view v, const std::string& where) {
+  if (v == "off") return DecodeGraphMode::off;
+  if (v == "decode") return DecodeGraphMode::decode;
+  refuse(where, v, "\"off\", \"decode\"");
+}
+
 ExpertForm choose_expert_form(ExpertGemm option, int64_t rows, int64_t top_k, int64_t num_experts) {
   if (option == ExpertGemm::per_expert) return ExpertForm::host_per_expert;
   if (option == ExpertGemm::device_sized) {
@@ -53,17 +72,25 @@ BackendOptions read_backend_options(sdk::Settings& s) {
   o.experts = parse_expert_gemm(
       s.choice_or("cuda_experts", to_string(o.experts), {"grouped", "per_expert", "device_sized"}),
       "cuda_experts");
+  o.attention = parse_attention_library(
+      s.choice_or("cuda_attention", to_string(o.attention), {"kernel", "cudnn"}), "cuda_attention");
+  o.graphs =
+      parse_decode_graphs(s.choice_or("cuda_graphs", to_string(o.graphs), {"off", "decode"}), "cuda_graphs");
   return o;
 }
 
-BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* experts) {
+BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* experts, const char* attention,
+                              const char* graphs) {
   if (gemm && *gemm) o.gemm = parse_gemm_library(gemm, "MLPT_CUDA_GEMM");
   if (experts && *experts) o.experts = parse_expert_gemm(experts, "MLPT_CUDA_EXPERTS");
+  if (attention && *attention) o.attention = parse_attention_library(attention, "MLPT_CUDA_ATTENTION");
+  if (graphs && *graphs) o.graphs = parse_decode_graphs(graphs, "MLPT_CUDA_GRAPHS");
   return o;
 }
 
 BackendOptions with_environment(BackendOptions o) {
-  return with_overrides(o, std::getenv("MLPT_CUDA_GEMM"), std::getenv("MLPT_CUDA_EXPERTS"));
+  return with_overrides(o, std::getenv("MLPT_CUDA_GEMM"), std::getenv("MLPT_CUDA_EXPERTS"),
+                        std::getenv("MLPT_CUDA_ATTENTION"), std::getenv("MLPT_CUDA_GRAPHS"));
 }
 
 }  // namespace mlpt::ref

@@ -8,7 +8,14 @@
 //                grouped call per projection (cublasGemmGroupedBatchedEx), or one product per
 //                expert, both sized on the host from the per-expert token counts (one device-to-host
 //                copy and synchronisation per MoE layer); or, for the forward of a small batch
-//                (decode), forms sized on the device, with no host round trip (choose_expert_form).
+//                (decode), forms sized on the device, with no host round trip (choose_expert_form);
+//   cuda_attention "kernel" | "cudnn": the softmax(QK^T)V core of gated attention (causal, GQA,
+//                packed sequences) by this backend's own kernels, or by cuDNN's fused attention
+//                built through its graph API, one execution plan per shape (backends/cuda/
+//                cudnn_attention.hpp); "cudnn" is refused by a build without cuDNN;
+//   cuda_graphs  "off" | "decode": the engine's one-token steps run op by op, or recorded once per
+//                batch bucket as CUDA graphs and replayed (device_model/decode_graphs.hpp; their
+//                routed experts take the device-sized forms whatever cuda_experts says).
 #pragma once
 
 #include <cstdint>
@@ -23,19 +30,27 @@ namespace mlpt::ref {
 
 enum class GemmLibrary { cublas, cublaslt };
 enum class ExpertGemm { grouped, per_expert, device_sized };
+enum class AttentionLibrary { kernel, cudnn };
+enum class DecodeGraphMode { off, decode };
 
 struct BackendOptions {
   // The paths every GPU test has checked are the defaults until a GPU run has checked the others.
   GemmLibrary gemm = GemmLibrary::cublas;
   ExpertGemm experts = ExpertGemm::grouped;
+  AttentionLibrary attention = AttentionLibrary::kernel;
+  DecodeGraphMode graphs = DecodeGraphMode::off;
 };
 
 const char* to_string(GemmLibrary g);
 const char* to_string(ExpertGemm e);
-// Parses a value of cuda_gemm / cuda_experts; throws MLPT_INVALID_ARGUMENT naming `where`, the
+const char* to_string(AttentionLibrary a);
+const char* to_string(DecodeGraphMode g);
+// Parses a value of cuda_gemm / cuda_experts / cuda_attention; throws MLPT_INVALID_ARGUMENT naming `where`, the
 // value and the choices.
 GemmLibrary parse_gemm_library(std::string_view value, const std::string& where);
 ExpertGemm parse_expert_gemm(std::string_view value, const std::string& where);
+AttentionLibrary parse_attention_library(std::string_view value, const std::string& where);
+DecodeGraphMode parse_decode_graphs(std::string_view value, const std::string& where);
 
 // How one experts_forward runs its products:
 //   host_grouped / host_per_expert: tokens grouped by expert, the groups' sizes read on the host;
@@ -52,9 +67,10 @@ ExpertForm choose_expert_form(ExpertGemm option, int64_t rows, int64_t top_k, in
 // The keys above from a component's settings (absent keys keep the defaults).
 BackendOptions read_backend_options(sdk::Settings& s);
 
-// The environment's overrides, given as the values of MLPT_CUDA_GEMM and MLPT_CUDA_EXPERTS; NULL or
-// empty leaves an option as it is.
-BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* experts);
+// The environment's overrides, given as the values of MLPT_CUDA_GEMM, MLPT_CUDA_EXPERTS,
+// MLPT_CUDA_ATTENTION and MLPT_CUDA_GRAPHS; NULL or empty leaves an option as it is.
+BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* experts,
+                              const char* attention = nullptr, const char* graphs = nullptr);
 // with_overrides from this process's environment.
 BackendOptions with_environment(BackendOptions o);
 

@@ -44,14 +44,15 @@ inline int common_alignment(std::initializer_list<const void*> ptrs) {
   return a;
 }
 
-template <class Plan>
+// Keyed by GemmShapeKey unless told otherwise (fused attention keys its plans by SdpaShapeKey).
+template <class Plan, class Key = GemmShapeKey, class KeyHash = GemmShapeKeyHash>
 class GemmPlanCache {
  public:
   explicit GemmPlanCache(size_t capacity) : capacity_(capacity ? capacity : 1) {}
 
   // The plan for `key`, made by make() (which may throw: nothing is then kept) when absent.
   template <class Make>
-  Plan& get(const GemmShapeKey& key, Make&& make) {
+  Plan& get(const Key& key, Make&& make) {
     if (auto it = index_.find(key); it != index_.end()) {
       ++hits_;
       order_.splice(order_.begin(), order_, it->second);  // most recently used first
@@ -67,16 +68,16 @@ class GemmPlanCache {
     index_.emplace(key, order_.begin());
     return order_.front().second;
   }
-  bool contains(const GemmShapeKey& key) const { return index_.count(key) != 0; }
+  bool contains(const Key& key) const { return index_.count(key) != 0; }
   size_t size() const { return order_.size(); }
   size_t hits() const { return hits_; }
   size_t misses() const { return misses_; }
 
  private:
-  using Entry = std::pair<GemmShapeKey, Plan>;
+  using Entry = std::pair<Key, Plan>;
   size_t capacity_;
   std::list<Entry> order_;
-  std::unordered_map<GemmShapeKey, typename std::list<Entry>::iterator, GemmShapeKeyHash> index_;
+  std::unordered_map<Key, typename std::list<Entry>::iterator, KeyHash> index_;
   size_t hits_ = 0, misses_ = 0;
 };
 

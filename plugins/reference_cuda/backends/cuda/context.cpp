@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/cuda/cudnn_attention.hpp"
 #include "backends/cuda/gemm.hpp"
 #include "mlpt/sdk/error.hpp"
 
@@ -39,6 +40,7 @@ Context create_context(const BackendOptions& options) {
   check(cublasSetStream(ctx.blas, ctx.stream), "cublasSetStream");
   try {
     ctx.gemm = new GemmEngine(ctx.stream, ctx.blas, options);
+    if (options.attention == AttentionLibrary::cudnn) ctx.attention = new CudnnAttention(ctx.stream);
   } catch (...) {
     destroy_context(ctx);
     throw;
@@ -56,6 +58,7 @@ void select_device(int device, const char* component) {
 }
 
 void destroy_context(Context& ctx) {
+  delete ctx.attention;
   delete ctx.gemm;
   if (ctx.blas) cublasDestroy(ctx.blas);
   if (ctx.stream) cudaStreamDestroy(ctx.stream);

@@ -23,12 +23,14 @@ namespace mlpt::ref::cuda {
 
 using bf16 = __nv_bfloat16;
 
-class GemmEngine;  // gemm.hpp
+class GemmEngine;      // gemm.hpp
+class CudnnAttention;  // cudnn_attention.hpp
 
 struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   GemmEngine* gemm = nullptr;  // every dense product's library and cached plans (gemm.hpp)
+  CudnnAttention* attention = nullptr;  // cuDNN's fused attention when cuda_attention = "cudnn", else NULL
 };
 
 // Throws mlpt::sdk::Error (MLPT_INTERNAL) naming `what` and the CUDA / cuBLAS error.

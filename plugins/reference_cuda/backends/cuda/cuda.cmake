@@ -18,6 +18,16 @@ target_compile_options(mlpt_ref_cuda_ops PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror,-Wno-missing-field-initializers
                              --expt-relaxed-constexpr>
   $<$<COMPILE_LANGUAGE:CXX>:-O2>)
+# cuDNN's fused attention (cuda_attention = "cudnn", cudnn_attention.hpp) where its headers are found:
+# the library itself is opened at run time (cudnn_graph.hpp says why), so nothing links against it;
+# a build without the headers refuses that option with a clear error.
+find_path(MLPT_CUDNN_INCLUDE_DIR cudnn_backend.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+if(MLPT_CUDNN_INCLUDE_DIR)
+  target_include_directories(mlpt_ref_cuda_ops PRIVATE ${MLPT_CUDNN_INCLUDE_DIR})
+  target_compile_definitions(mlpt_ref_cuda_ops PRIVATE MLPT_HAVE_CUDNN=1)
+  target_link_libraries(mlpt_ref_cuda_ops PRIVATE ${CMAKE_DL_LIBS})
+endif()
+message(STATUS "mlpt: cuDNN fused attention ${MLPT_CUDNN_INCLUDE_DIR}")
 set_target_properties(mlpt_ref_cuda_ops PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 17
                       CUDA_STANDARD_REQUIRED ON CXX_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
                       VISIBILITY_INLINES_HIDDEN ON)

@@ -2,6 +2,7 @@
 
 #include "backends/cuda/activations.hpp"
 #include "backends/cuda/attention.hpp"
+#include "backends/cuda/cudnn_attention.hpp"
 #include "backends/cuda/conv.hpp"
 #include "backends/cuda/embedding.hpp"
 #include "backends/cuda/gdn.hpp"
@@ -203,6 +204,9 @@ void CudaOps::attention_forward(const AttentionShape& shape, const int64_t* q_of
                                 const int64_t* kv_offsets, int64_t num_seqs, int64_t num_q_tokens,
                                 const ref::bf16* q, const ref::bf16* k, const ref::bf16* v, ref::bf16* out,
                                 float* lse) {
+  if (ctx_.attention && ctx_.attention->forward(shape, q_offsets, kv_offsets, num_seqs, num_q_tokens, as_cuda(q),
+                                                as_cuda(k), as_cuda(v), as_cuda(out), lse))
+    return;
   cuda::attention_forward(ctx_, shape, q_offsets, kv_offsets, num_seqs, num_q_tokens, as_cuda(q), as_cuda(k),
                           as_cuda(v), as_cuda(out), lse);
 }
@@ -227,6 +231,12 @@ void CudaOps::attention_backward(const AttentionShape& shape, const int64_t* q_o
                                  int64_t num_kv_tokens, const ref::bf16* q, const ref::bf16* k,
                                  const ref::bf16* v, const ref::bf16* out, const float* lse,
                                  const ref::bf16* d_out, ref::bf16* d_q, ref::bf16* d_k, ref::bf16* d_v) {
+  if (ctx_.attention) {
+    ctx_.attention->backward(shape, q_offsets, kv_offsets, num_seqs, num_q_tokens, num_kv_tokens, as_cuda(q),
+                             as_cuda(k), as_cuda(v), as_cuda(out), lse, as_cuda(d_out), as_cuda(d_q), as_cuda(d_k),
+                             as_cuda(d_v));
+    return;
+  }
   cuda::attention_backward(ctx_, shape, q_offsets, kv_offsets, num_seqs, num_q_tokens, num_kv_tokens,
                            as_cuda(q), as_cuda(k), as_cuda(v), as_cuda(out), lse, as_cuda(d_out),
                            as_cuda(d_q), as_cuda(d_k), as_cuda(d_v), attn_scratch_);

@@ -5,25 +5,41 @@
 //     logits), and every cuBLASLt product found an algorithm (none fell back to cublasGemmEx);
 //   cuda_experts = grouped vs per_expert vs device_sized: the routed experts forward and backward
 //     (device_sized's forward takes the per-slot form at 1 row of 16 experts and 5 rows of 64, the
-//     all-experts form at 32 and 61 rows, the grouped form at 700).
+//     all-experts form at 32 and 61 rows, the grouped form at 700);
+//   cuda_attention = cudnn vs kernel (cuDNN's fused attention through its graph API, against the
+//     flash-style kernels and the CPU): head_dim 256 with grouped KV heads (16/2, 8/2) and plain
+//     heads at 64, packed batches of sequences of different lengths (1 to 1500 tokens), forward and
+//     backward, each backward after the other path's forward (both write the same softmax
+//     statistics); the plan cache (one plan per shape key, reused) and the per-sequence inputs made
+//     on the device against their host reference.
 // Tolerances (max |a − b| / max |b|, cuda_testing.hpp): bf16 outputs 1e-2 (each side rounds once to
 // bf16, 2^-9 relative, after fp32 sums in different orders); fp32 outputs 1e-5 (fp32 sums of K
 // bf16 products in different orders: K · 2^-24 relative at K = 2048 is 1.2e-4 in the worst case,
 // ~sqrt(K) · 2^-24 = 2.7e-6 in practice); experts 3e-2 as ops_test.cpp (two products with bf16
-// intermediates).
+// intermediates). Attention as ops_test.cpp: outputs 1e-2 (cuDNN also rounds the probabilities to
+// bf16 before P·V: another 2^-9 of a convex combination of V's rows), gradients 3e-2 (products of
+// bf16 P, dS and dO); softmax statistics 1e-3 (fp32 on both sides from the same bf16 scores, sums
+// in another order).
 #include <catch2/catch.hpp>
 #include <tuple>
 
+#include "backends/cpu/attention.hpp"
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/moe.hpp"
+#include "backends/cuda/attention.hpp"
+#include "backends/cuda/cuda_ops.hpp"
+#include "backends/cuda/cudnn_attention.hpp"
 #include "backends/cuda/gemm.hpp"
 #include "backends/cuda/linear.hpp"
 #include "backends/cuda/moe.hpp"
+#include "backends/cuda/sdpa_offsets.hpp"
 #include "cuda_testing.hpp"
+#include "device_model/sdpa_plan.hpp"
 
 using namespace cuda_testing;
 namespace cpu = mlpt::ref::cpu;
 namespace gpu = mlpt::ref::cuda;
+using mlpt::ref::AttentionLibrary;
 using mlpt::ref::BackendOptions;
 using mlpt::ref::ExpertGemm;
 using mlpt::ref::GemmLibrary;
@@ -40,6 +56,18 @@ struct Ctx {
 BackendOptions with_gemm(GemmLibrary g) {
   BackendOptions o;
   o.gemm = g;
+  return o;
+}
+
+struct AttentionCase {
+  gpu::AttentionShape shape;
+  std::vector<int64_t> lengths;
+  bool with_cpu;  // the O(T²) CPU oracle only where it is quick
+};
+
+BackendOptions with_attention(AttentionLibrary a) {
+  BackendOptions o;
+  o.attention = a;
   return o;
 }
 
@@ -159,4 +187,146 @@ TEST_CASE("expert paths: grouped and per-expert products agree forward and backw
       CHECK_CLOSE(dgus[p], dgus[0], 1e-2);
     }
   }
+}
+
+TEST_CASE("attention paths: cuDNN's fused attention matches the kernels and the CPU, forward and backward") {
+  REQUIRE(have_gpu());
+  Ctx kernel(with_attention(AttentionLibrary::kernel)), fused(with_attention(AttentionLibrary::cudnn));
+  REQUIRE(fused.ctx.attention != nullptr);
+  REQUIRE(kernel.ctx.attention == nullptr);
+  gpu::CudnnAttention& lib = *fused.ctx.attention;
+  INFO("cuDNN " << lib.library_version());
+  std::mt19937_64 rng(31);
+  for (const AttentionCase& c :
+       std::vector<AttentionCase>{{{16, 2, 256}, {300, 77}, true},
+                                  {{4, 4, 64}, {1, 130, 64}, true},
+                                  {{8, 2, 256}, {1500, 37}, false},
+                                  {{16, 2, 256}, {280, 100}, false}}) {  // same bucket as case 1
+    const auto& s = c.shape;
+    const auto off = offsets_of(c.lengths);
+    const int64_t S = static_cast<int64_t>(c.lengths.size()), T = off.back();
+    const int64_t H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_dim;
+    INFO("H " << H << " Hkv " << Hkv << " D " << D << " tokens " << T << " sequences " << S);
+    auto q = random_bf16(rng, T * H * D, -2, 2), k = random_bf16(rng, T * Hkv * D, -2, 2);
+    auto v = random_bf16(rng, T * Hkv * D), dout = random_bf16(rng, T * H * D);
+    DeviceVec<int64_t> goff(off);
+    // Forward on both paths.
+    DeviceVec<bf16> out_k(T * H * D), out_f(T * H * D);
+    DeviceVec<float> lse_k(T * H), lse_f(T * H);
+    gpu::attention_forward(kernel, s, goff.get(), goff.get(), S, T, q.get(), k.get(), v.get(), out_k.get(),
+                           lse_k.get());
+    REQUIRE(
+        lib.forward(s, goff.get(), goff.get(), S, T, q.get(), k.get(), v.get(), out_f.get(), lse_f.get()));
+    const std::vector<float> ok = to_float(out_k.download());
+    CHECK_CLOSE(out_f.download(), ok, 1e-2);
+    CHECK_CLOSE(lse_f.download(), lse_k.download(), 1e-3);
+    // Backward on both paths, and each after the other's forward.
+    DeviceVec<bf16> dq_k(T * H * D), dk_k(T * Hkv * D), dv_k(T * Hkv * D);
+    DeviceVec<bf16> dq_f(T * H * D), dk_f(T * Hkv * D), dv_f(T * Hkv * D);
+    DeviceVec<bf16> dq_x(T * H * D), dk_x(T * Hkv * D), dv_x(T * Hkv * D);
+    gpu::DeviceBuffer scratch;
+    gpu::attention_backward(kernel, s, goff.get(), goff.get(), S, T, T, q.get(), k.get(), v.get(),
+                            out_k.get(), lse_k.get(), dout.get(), dq_k.get(), dk_k.get(), dv_k.get(),
+                            scratch);
+    lib.backward(s, goff.get(), goff.get(), S, T, T, q.get(), k.get(), v.get(), out_f.get(), lse_f.get(),
+                 dout.get(), dq_f.get(), dk_f.get(), dv_f.get());
+    const std::vector<float> dqk = to_float(dq_k.download()), dkk = to_float(dk_k.download()),
+                             dvk = to_float(dv_k.download());
+    CHECK_CLOSE(dq_f.download(), dqk, 3e-2);
+    CHECK_CLOSE(dk_f.download(), dkk, 3e-2);
+    CHECK_CLOSE(dv_f.download(), dvk, 3e-2);
+    lib.backward(s, goff.get(), goff.get(), S, T, T, q.get(), k.get(), v.get(), out_k.get(), lse_k.get(),
+                 dout.get(), dq_x.get(), dk_x.get(), dv_x.get());
+    CHECK_CLOSE(dq_x.download(), dqk, 3e-2);
+    CHECK_CLOSE(dk_x.download(), dkk, 3e-2);
+    gpu::attention_backward(kernel, s, goff.get(), goff.get(), S, T, T, q.get(), k.get(), v.get(),
+                            out_f.get(), lse_f.get(), dout.get(), dq_x.get(), dk_x.get(), dv_x.get(),
+                            scratch);
+    CHECK_CLOSE(dq_x.download(), dqk, 3e-2);
+    CHECK_CLOSE(dv_x.download(), dvk, 3e-2);
+    if (c.with_cpu) {  // both against the oracle, so agreement is not a shared mistake
+      const cpu::AttentionShape cs{H, Hkv, D};
+      std::vector<float> out(T * H * D), dq(T * H * D), dk(T * Hkv * D), dv(T * Hkv * D);
+      cpu::attention_forward<float>(cs, off.data(), off.data(), S, q.host.data(), k.host.data(),
+                                    v.host.data(), out.data());
+      cpu::attention_backward<float>(cs, off.data(), off.data(), S, q.host.data(), k.host.data(),
+                                     v.host.data(), dout.host.data(), dq.data(), dk.data(), dv.data());
+      CHECK_CLOSE(out_f.download(), out, 1e-2);
+      CHECK_CLOSE(dq_f.download(), dq, 3e-2);
+      CHECK_CLOSE(dk_f.download(), dk, 3e-2);
+      CHECK_CLOSE(dv_f.download(), dv, 3e-2);
+    }
+  }
+  // Four cases, the last one in the first one's buckets: three forward and three backward plans,
+  // the rest reused; no call fell back to the kernels.
+  CHECK(lib.plans_built() == 6);
+  CHECK(lib.plans_reused() >= 4);
+  CHECK(lib.kernel_fallbacks() == 0);
+}
+
+TEST_CASE("attention paths: the library's per-sequence inputs are the host reference's") {
+  REQUIRE(have_gpu());
+  Ctx ctx(BackendOptions{});
+  const std::vector<int64_t> q_off{0, 3, 3, 40}, kv_off{0, 10, 12, 60};
+  const int64_t S = 3, H = 16, Hkv = 2, D = 256;
+  DeviceVec<int64_t> gq(q_off), gkv(kv_off);
+  DeviceVec<char> mem(gpu::SdpaSequenceInputs::bytes(S));
+  const gpu::SdpaSequenceInputs in = gpu::SdpaSequenceInputs::carve(mem.get(), S);
+  gpu::sdpa_sequence_inputs(ctx, gq.get(), gkv.get(), S, H, Hkv, D, in);
+  check(cudaDeviceSynchronize(), "test: synchronise");
+  auto down = [](const auto* p, size_t n) {
+    std::vector<std::remove_const_t<std::remove_pointer_t<decltype(p)>>> h(n);
+    check(cudaMemcpy(h.data(), p, n * sizeof(h[0]), cudaMemcpyDeviceToHost), "test: download");
+    return h;
+  };
+  std::vector<int32_t> ql(S), kl(S);
+  std::vector<int64_t> qr(S + 1), kr(S + 1), sr(S + 1);
+  mlpt::ref::sdpa_lengths(q_off.data(), S, ql.data());
+  mlpt::ref::sdpa_lengths(kv_off.data(), S, kl.data());
+  mlpt::ref::sdpa_ragged_offsets(q_off.data(), S, H * D, qr.data());
+  mlpt::ref::sdpa_ragged_offsets(kv_off.data(), S, Hkv * D, kr.data());
+  mlpt::ref::sdpa_ragged_offsets(q_off.data(), S, H, sr.data());
+  CHECK(down(in.q_lengths, S) == ql);
+  CHECK(down(in.kv_lengths, S) == kl);
+  CHECK(down(in.q_rows, S + 1) == qr);
+  CHECK(down(in.kv_rows, S + 1) == kr);
+  CHECK(down(in.stats_rows, S + 1) == sr);
+}
+
+TEST_CASE("attention paths: cuda_attention = cudnn through the ops interface, other keys by the kernels") {
+  REQUIRE(have_gpu());
+  Ctx fused(with_attention(AttentionLibrary::cudnn));
+  gpu::CudaOps ops(fused);
+  gpu::CudnnAttention& lib = *fused.ctx.attention;
+  std::mt19937_64 rng(32);
+  const gpu::AttentionShape s{8, 2, 256};
+  const std::vector<int64_t> q_len{20, 9}, kv_len{50, 9};
+  const auto qo = offsets_of(q_len), ko = offsets_of(kv_len);
+  const int64_t S = 2, Tq = qo.back(), Tk = ko.back();
+  auto q = random_bf16(rng, Tq * 8 * 256, -2, 2), k = random_bf16(rng, Tk * 2 * 256, -2, 2);
+  auto v = random_bf16(rng, Tk * 2 * 256);
+  DeviceVec<int64_t> gqo(qo), gko(ko);
+  DeviceVec<bf16> out(Tq * 8 * 256);
+  DeviceVec<float> lse(Tq * 8);
+  // Queries that are the last of longer key sequences (a shared prefix): the kv token count is not
+  // known on the host, so the kernels run, and say so in the count.
+  ops.attention_forward(s, gqo.get(), gko.get(), S, Tq, gpu::as_ref(q.get()), gpu::as_ref(k.get()),
+                        gpu::as_ref(v.get()), gpu::as_ref(out.get()), lse.get());
+  CHECK(lib.kernel_fallbacks() == 1);
+  CHECK(lib.plans_built() == 0);
+  const cpu::AttentionShape cs{8, 2, 256};
+  std::vector<float> ref(Tq * 8 * 256);
+  cpu::attention_forward<float>(cs, qo.data(), ko.data(), S, q.host.data(), k.host.data(), v.host.data(),
+                                ref.data());
+  CHECK_CLOSE(out.download(), ref, 1e-2);
+  // Self-attention over the packed batch goes to cuDNN.
+  auto k2 = random_bf16(rng, Tq * 2 * 256, -2, 2), v2 = random_bf16(rng, Tq * 2 * 256);
+  DeviceVec<bf16> out2(Tq * 8 * 256);
+  ops.attention_forward(s, gqo.get(), gqo.get(), S, Tq, gpu::as_ref(q.get()), gpu::as_ref(k2.get()),
+                        gpu::as_ref(v2.get()), gpu::as_ref(out2.get()), nullptr);  // lse may be NULL
+  cpu::attention_forward<float>(cs, qo.data(), qo.data(), S, q.host.data(), k2.host.data(), v2.host.data(),
+                                ref.data());
+  CHECK_CLOSE(out2.download(), ref, 1e-2);
+  CHECK(lib.plans_built() == 1);
+  CHECK(lib.kernel_fallbacks() == 1);
 }

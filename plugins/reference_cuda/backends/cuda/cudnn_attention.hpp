@@ -1,0 +1,55 @@
+// The softmax(QK^T/sqrt(d))V core of gated attention by cuDNN's fused attention (flash attention
+// with tensor cores), built through its graph API: causal with the diagonal at the bottom right
+// (the queries are the last tokens of their sequence, as attention.hpp's contract says), grouped
+// KV heads, packed sequences of different lengths as ragged tensors with their true lengths. The
+// forward writes the same softmax statistics (natural-log sum of exp per query row and head) that
+// this backend's kernels write, so either backward runs after either forward.
+//
+// One execution plan per shape (device_model/sdpa_plan.hpp: sequences, power-of-two length
+// buckets, heads, head_dim), built on first use and kept (least recently used forgotten beyond
+// kMaxPlans). The per-sequence lengths and row offsets are made on the device from the batch's
+// offsets (sdpa_offsets.hpp): no host round trip. Chosen by cuda_attention = "cudnn"
+// (device_model/backend_options.hpp); a build or a machine without cuDNN refuses it, naming why.
+#pragma once
+
+#include <memory>
+
+#include "backends/cuda/attention.hpp"
+
+namespace mlpt::ref::cuda {
+
+class CudnnAttention {
+ public:
+  static constexpr size_t kMaxPlans = 64;
+
+  // Loads cuDNN and makes its handle on `stream`; throws MLPT_FAILED_PRECONDITION when this build
+  // or this machine has no cuDNN 9.
+  explicit CudnnAttention(cudaStream_t stream);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // attention_forward's contract (lse may be NULL). Returns false, running nothing, when the keys
+  // are not the queries' own tokens (kv_offsets != q_offsets): their count is then not known on the
+  // host, and the caller runs the kernel (counted in kernel_fallbacks()).
+  bool forward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
+               int64_t num_seqs, int64_t num_q_tokens, const bf16* q, const bf16* k, const bf16* v, bf16* out,
+               float* lse);
+  // attention_backward's contract: d_q, d_k, d_v overwritten.
+  void backward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
+                int64_t num_seqs, int64_t num_q_tokens, int64_t num_kv_tokens, const bf16* q, const bf16* k,
+                const bf16* v, const bf16* out, const float* lse, const bf16* d_out, bf16* d_q, bf16* d_k,
+                bf16* d_v);
+
+  size_t plans_built() const;   // execution plans made (each a heuristics query and compilation)
+  size_t plans_reused() const;  // calls that found their plan cached
+  size_t kernel_fallbacks() const { return fallbacks_; }
+  size_t library_version() const;  // cudnnGetVersion(), e.g. 91900
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  size_t fallbacks_ = 0;
+};
+
+}  // namespace mlpt::ref::cuda
