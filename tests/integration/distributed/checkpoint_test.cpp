@@ -319,6 +319,39 @@ TEST_CASE("pipeline parallel: PP=2 and PP=2 x TP=2 trainer groups save the one-r
                      << pp_diff.differing_tensors << " tensors differ");
 }
 
+// The device trainer (qwen35_bf16: qwen35_cuda's code on the host) with pipeline stages saves as
+// the CPU trainer does: the layout in trainer_state.json, each tensor written whole by a rank of
+// its stage; its stages compute as its one rank (bf16 residual stream passed exactly), so the PP=2
+// save is its one-rank save bit for bit, and either state resumes under the other layout to the
+// one-rank second step bit for bit.
+TEST_CASE("pipeline parallel: a qwen35_bf16 PP=2 group saves its one-rank state, records the layout, and reshards on load") {
+  TempDir dir("dist_ckpt_pp_bf16");
+  const OneRankStep one = one_rank_step(dir, splittable_micro_config(), json::object(), {nullptr, kOptimizer, {}});
+  json staged = one.settings;
+  staged["pipeline_parallel"] = 2;
+  const std::string b1 = dir / "bf16.1", b2 = dir / "bf16.2", p1 = dir / "pp2.1", from_one = dir / "pp2.from_one",
+                    from_pp = dir / "one.from_pp";
+  require_group_ok(dir, run_group(dir, 1, one.settings, "step,save=" + b1 + ",step,save=" + b2, "qwen35_bf16"), 1);
+  require_group_ok(dir, run_group(dir, 2, staged, "step,save=" + p1, "qwen35_bf16"), 2);
+  const json state = json::parse(mlpt_test::read_bytes(p1 + "/trainer_state.json"));
+  CHECK(state["layout"]["pipeline_parallel"] == 2);
+  CHECK(json::parse(mlpt_test::read_bytes(b1 + "/trainer_state.json"))["layout"]["pipeline_parallel"] == 1);
+  for (const auto& [mine, theirs] : {std::pair{p1, b1}, std::pair{p1 + "/optimizer", b1 + "/optimizer"}}) {
+    INFO(mine << " against " << theirs);
+    const FolderDiff d = compare_folders(mine, theirs);
+    CHECK(d.tensors > 0);
+    CHECK(d.differing_tensors == 0);
+  }
+  // Resharded both ways: the stages resume one rank's state, one rank the stages' state.
+  require_group_ok(dir, run_group(dir, 2, staged, "load=" + b1 + ",step,save=" + from_one, "qwen35_bf16"), 2);
+  require_group_ok(dir, run_group(dir, 1, one.settings, "load=" + p1 + ",step,save=" + from_pp, "qwen35_bf16"), 1);
+  for (const std::string& resumed : {from_one, from_pp}) {
+    INFO(resumed);
+    CHECK(compare_folders(resumed + "/optimizer", b2 + "/optimizer").differing_tensors == 0);
+    CHECK(compare_folders(resumed, b2).differing_tensors == 0);
+  }
+}
+
 // The distributed optimizer (on by default): two data-parallel replicas each keep the Adam moments
 // of half of every tensor, update that half and gather the other. Two steps in a row depend on the
 // first step's moments, so a replica that updated with the wrong range's moments, or gathered the

@@ -43,3 +43,18 @@ TEST_CASE("cuda trainer: TP=4 over two KV heads (each replicated on two ranks) o
   dist_test::check_model_parallel_step(4, 4, 1, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2},
                                        dist_test::kv_replicating_micro_config());
 }
+
+// Pipeline stages (the bf16 residual stream and its gradient passed between the stages through the
+// staged or NCCL communicator's send and recv): PP=2 alone, and composed with TP and EP on eight
+// ranks, as qwen35_bf16 runs them on the CPU (tests/integration/distributed, where PP=2 is bit for
+// bit its one rank); here against the one-rank CUDA trainer at the tolerances above, since the
+// GPU's backward adds with atomics in another order on each run.
+TEST_CASE("cuda trainer: a PP=2 group on one GPU steps as the one-rank CUDA and CPU trainers") {
+  dist_test::check_model_parallel_step(2, 1, 1, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2},
+                                       dist_test::splittable_micro_config(), /*pp=*/2);
+}
+
+TEST_CASE("cuda trainer: PP=2 x TP=2 x EP=2 on eight ranks of one GPU steps as the one-rank CUDA and CPU trainers") {
+  dist_test::check_model_parallel_step(8, 2, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2},
+                                       dist_test::splittable_micro_config(), /*pp=*/2);
+}
