@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -46,6 +47,8 @@ struct Workspace {
   Buffer tp_values, tp_earlier;
   // Whole routed rows another TP rank adds (expert tensor parallel 1), and their input gradient.
   Buffer routed_elsewhere;
+  // Set while the backward recomputes a layer: only its tape is wanted, not its output.
+  bool recomputing = false;
   // The residual stream (or its gradient) passed between pipeline stages, as fp32.
   Buffer stage_values;
 };
@@ -290,19 +293,10 @@ void gdn_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
   c.ops.linear_forward(N, Hv, H, xn, c.w.bf(L.b), b);
   c.ops.linear_forward(N, Hv, H, xn, c.w.bf(L.a), a);
 
-  bf16* const* conv_caches = nullptr;
-  float* const* states = nullptr;
-  if (c.has_states) {
-    std::vector<bf16*> cp(size_t(c.S));
-    std::vector<float*> sp(size_t(c.S));
-    for (int64_t s = 0; s < c.S; ++s) {
-      DeviceSequenceState* st = c.batch.states[s];
-      cp[s] = st ? st->conv[layer].as<bf16>() : nullptr;
-      sp[s] = st ? st->state[layer].as<float>() : nullptr;
-    }
-    conv_caches = upload(c.ops, c.ws.conv_ptrs, cp);
-    states = upload(c.ops, c.ws.state_ptrs, sp);
-  }
+  // The segments' windows and states of this layer: staged for every layer before the first
+  // (stage_state_pointers), so the layers upload nothing.
+  bf16* const* conv_caches = c.has_states ? c.ws.conv_ptrs.as<bf16*>() + layer * c.S : nullptr;
+  float* const* states = c.has_states ? c.ws.state_ptrs.as<float*>() + layer * c.S : nullptr;
   bf16* conv = take<bf16>(c.ops, t.conv, N * C);
   c.ops.causal_conv_silu_forward(C, cf.conv_kernel, c.offsets, c.S, N, qkv, c.w.f(L.conv), conv_caches, true,
                                  conv);
@@ -392,11 +386,15 @@ void moe_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
     c.ops.copy_rows(c.ws.record_all.as<int16_t>() + layer * k, size_t(Lc * k) * 2, experts, size_t(k) * 2,
                     size_t(k) * 2, N);
   c.ops.zero(out, size_t(N * H) * 2);
-  if (c.experts_dispatched())
+  // The backward's recomputation needs the routing and the shared expert's tape, not the routed
+  // experts' output (experts_backward recomputes what it needs): skipped, with its host round trip.
+  if (c.ws.recomputing) {
+  } else if (c.experts_dispatched()) {
     staged_experts_forward(c.ops, *c.routed, shape, N, xn, experts, weights, c.w.bf(L.gate_up),
                            c.w.bf(L.down), c.routed_rows(out, N * H));
-  else
+  } else {
     c.ops.experts_forward(shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out);
+  }
   bf16* sg = take<bf16>(c.ops, t.sg, N * Is);
   bf16* su = take<bf16>(c.ops, t.su, N * Is);
   bf16* sh = take<bf16>(c.ops, t.sh, N * Is);
@@ -433,6 +431,23 @@ void layer_forward(const Call& c, int layer, bf16* x) {
   c.ops.add_inplace(n, m, x);
 }
 
+// Every layer's conv window and GDN state pointers of the batch's segments, [layers, S] each, in
+// two uploads (attention layers' entries NULL).
+void stage_state_pointers(Ops& ops, const ModelConfig& c, const DeviceBatch& b, Workspace& ws) {
+  const size_t S = b.states.size(), L = size_t(c.num_layers);
+  std::vector<bf16*> cp(L * S, nullptr);
+  std::vector<float*> sp(L * S, nullptr);
+  for (size_t l = 0; l < L; ++l)
+    for (size_t s = 0; s < S; ++s) {
+      DeviceSequenceState* st = b.states[s];
+      if (!st || l >= st->conv.size()) continue;
+      cp[l * S + s] = st->conv[l].as<bf16>();
+      sp[l * S + s] = st->state[l].as<float>();
+    }
+  upload(ops, ws.conv_ptrs, cp);
+  upload(ops, ws.state_ptrs, sp);
+}
+
 // Puts the batch's plan on the device.
 Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& ws) {
   const ModelConfig& c = w.config;
@@ -443,6 +458,7 @@ Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& 
   if (plan.has_states) {
     upload(ops, ws.table, plan.block_table);
     upload(ops, ws.kv_lengths, plan.kv_lengths);
+    stage_state_pointers(ops, c, b, ws);
   }
   if (b.replay_experts) {
     int16_t* r = take<int16_t>(ops, ws.replay_all, N * Lc * k);
@@ -524,6 +540,7 @@ BatchPlan plan_batch(const ModelConfig& c, const DeviceBatch& b) {
                                               std::to_string(b.kv->num_blocks));
       plan.max_blocks = std::max<int64_t>(plan.max_blocks, static_cast<int64_t>(st->blocks.size()));
     }
+    plan.max_blocks = std::max(plan.max_blocks, b.table_width);
     plan.block_table.assign(size_t(S * plan.max_blocks), 0);
     for (int64_t s = 0; s < S; ++s)
       std::copy(b.states[s]->blocks.begin(), b.states[s]->blocks.end(),
@@ -573,6 +590,29 @@ void forward_hidden(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Work
   ops.synchronize();
   for (size_t s = 0; s < b.num_segments(); ++s)
     if (!b.states.empty() && b.states[s]) b.states[s]->length += b.offsets[s + 1] - b.offsets[s];
+}
+
+void stage_forward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& ws) {
+  forward_staged(ops, w, b, ws, nullptr, nullptr);
+}
+
+void forward_staged(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& ws, Buffer* hidden,
+                    const std::function<void()>& staged) {
+  const ModelConfig& c = w.config;
+  if (b.parallel)
+    throw sdk::Error(MLPT_INTERNAL, "forward_staged: one rank only (its sums and dispatch involve the host)");
+  Call call = prepare(ops, w, b, ws);
+  if (!hidden) return;
+  if (staged) staged();
+  const int64_t N = call.N, H = c.hidden_size;
+  bf16* x = take<bf16>(ops, ws.x, N * H);
+  ops.embedding_forward(N, H, ws.tokens.as<int32_t>(), w.bf(w.layout.embed), x);
+  for (int64_t l = 0; l < c.num_layers; ++l) layer_forward(call, static_cast<int>(l), x);
+  ops.rmsnorm_forward(N, H, x, w.f(w.layout.final_norm), c.rms_norm_eps, take<bf16>(ops, *hidden, N * H));
+}
+
+const int16_t* routing_record(const Workspace& ws) {
+  return ws.record_all.as<int16_t>();
 }
 
 namespace {
@@ -730,6 +770,11 @@ void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, const Buff
   replayed.replay_experts = experts;
   replayed.routed_experts = nullptr;
   Call call = prepare(ops, w, replayed, ws);
+  struct Recomputing {  // reset however the backward ends
+    Workspace& ws;
+    explicit Recomputing(Workspace& w) : ws(w) { ws.recomputing = true; }
+    ~Recomputing() { ws.recomputing = false; }
+  } recomputing(ws);
   const int64_t N = call.N, H = c.hidden_size;
   const StageLayers stage = call.stage;
   if (layer_inputs.bytes() < size_t((stage.count() + 1) * N * H) * 2)

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -86,6 +87,7 @@ struct DeviceBatch {
   const int16_t* replay_experts = nullptr;   // host [N, layers, k] (R3) or NULL
   int16_t* routed_experts = nullptr;         // host out [N, layers, k] or NULL
   const ModelParallel* parallel = nullptr;   // a shard's groups (expert: host memory), NULL for one rank
+  int64_t table_width = 0;  // the block table's row length at least (recorded steps keep it fixed)
   int64_t num_tokens() const { return offsets.back(); }
   size_t num_segments() const { return offsets.size() - 1; }
 };
@@ -134,5 +136,18 @@ void forward_hidden(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, 
 void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, const Buffer& layer_inputs,
               const int16_t* experts, const bf16* d_hidden, std::vector<Buffer>& grads, bool router_grad,
               Workspace& ws);
+
+// forward_hidden in two halves, for recording the second (device_model/decode_graphs.hpp), one rank:
+// first the host's work (checks, plan, and every upload: tokens, offsets, positions, block table,
+// KV lengths, the states' pointers), then `staged()` (e.g. begin recording), then the device's work,
+// which reads only what was staged: no upload, no copy to the host, no synchronisation. Lengths do
+// not advance; the routing record (batch.routed_experts set) stays in the workspace. A second batch
+// of the same shape (tokens, segments, table_width) stages into the same addresses, so work recorded
+// for the first computes the second. With `hidden` NULL only the host's half runs (stage_forward).
+void forward_staged(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, Workspace& ws, Buffer* hidden,
+                    const std::function<void()>& staged);
+void stage_forward(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, Workspace& ws);
+// The last forward's routing record on the device, [N, layers, k] int16.
+const int16_t* routing_record(const Workspace& ws);
 
 }  // namespace mlpt::ref::dev

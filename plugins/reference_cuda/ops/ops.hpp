@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,8 @@
 #include "ops/shapes.hpp"
 
 namespace mlpt::ref {
+
+class WorkRecorder;
 
 class Ops {
  public:
@@ -204,6 +207,37 @@ class Ops {
   // AdamW on fp32 master weights and moments; `working` (bf16, may be NULL) gets the new weights.
   virtual void adamw_update(int64_t n, const AdamWStep& s, const float* grad, float* master, float* m,
                             float* v, bf16* working) = 0;
+
+  // ---- Recording (CUDA graphs) ---------------------------------------------------------------
+  // The backend's recorder of queued work, or NULL where work cannot be recorded (then callers
+  // run the same calls each time).
+  virtual WorkRecorder* recorder() { return nullptr; }
+};
+
+// Work an Ops queued, recorded once and replayed: every pointer and size the recorded calls were
+// given is baked in, so a replay reads and writes exactly the buffers the recording did.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  virtual void replay() = 0;  // queued like any op
+};
+
+// Records the ops' work instead of running it (docs/gpu-backend.md, "Decode graphs"). Recorded
+// work may not involve the host: no upload, no to_host, no synchronize, no allocation.
+class WorkRecorder {
+ public:
+  virtual ~WorkRecorder() = default;
+  virtual void begin_recording() = 0;
+  // The work queued since begin_recording; throws naming the failing call if it could not be
+  // recorded (the recording is then abandoned and the ops run normally again).
+  virtual std::unique_ptr<RecordedWork> end_recording() = 0;
+  // While set, ops that have a form without a host round trip take it (the routed experts'
+  // device-sized forms), so that their work can be recorded; set it for the unrecorded runs of the
+  // same work too, so both compute alike.
+  virtual void set_recordable(bool on) = 0;
+  // The backend's own scratch memory that ops use (recorded work refers to it; it moves when the
+  // scratch grows).
+  virtual std::vector<const void*> scratch_addresses() const = 0;
 };
 
 // Memory of an Ops backend that frees itself. Empty until the first reserve; bytes uninitialised.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backends/cuda/context.hpp"
+#include "backends/cuda/recorder.hpp"
 #include "ops/ops.hpp"
 
 namespace mlpt::ref::cuda {
@@ -25,7 +26,8 @@ inline const ref::bf16* as_ref(const bf16* p) {
 
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(const Context& ctx) : ctx_(ctx) {}
+  explicit CudaOps(const Context& ctx)
+      : ctx_(ctx), recorder_(ctx_, {&moe_scratch_, &gdn_scratch_, &attn_scratch_}) {}
   const char* name() const override { return "cuda"; }
   const Context& context() const { return ctx_; }
 
@@ -150,10 +152,12 @@ class CudaOps final : public Ops {
                      int32_t* tokens, float* logprob) override;
   void adamw_update(int64_t n, const AdamWStep& s, const float* grad, float* master, float* m, float* v,
                     ref::bf16* working) override;
+  WorkRecorder* recorder() override { return &recorder_; }
 
  private:
   Context ctx_;
   DeviceBuffer moe_scratch_, gdn_scratch_, attn_scratch_;
+  CudaRecorder recorder_;  // after the buffers it names
 };
 
 }  // namespace mlpt::ref::cuda

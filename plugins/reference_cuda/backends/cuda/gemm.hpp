@@ -12,6 +12,7 @@
 #include <cublasLt.h>
 
 #include <memory>
+#include <vector>
 
 #include "backends/cuda/context.hpp"
 #include "device_model/backend_options.hpp"
@@ -62,6 +63,8 @@ class GemmEngine {
   // cuBLASLt plans: shapes seen, heuristic calls made, and products with no cuBLASLt algorithm.
   const GemmPlanCache<LtPlan>& plans() const { return plans_; }
   size_t fallbacks() const { return fallbacks_; }
+  // The engine's device scratch (cuBLASLt workspace, pointer array): recorded work refers to it.
+  std::vector<const void*> scratch_addresses() const { return {workspace_.get(), pointers_.get()}; }
 
  private:
   LtPlan make_plan(const GemmShapeKey& key);
