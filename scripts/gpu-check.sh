@@ -19,13 +19,14 @@
 # Steps: (1) every GPU test (ctest -L gpu, 4 at a time); (2) compute-sanitizer memcheck over every
 # GPU test executable, and racecheck over the op tests of the kernels that share memory (GDN, norms,
 # attention, routing, sampling); (3) bench_reference_cuda (GEMM peak, copy and upload bandwidth, and
-# per library path: training, decode, 64k prefill, attention and GDN MFU, init + upload, memory);
-# (4) with 2 GPUs, NCCL across devices. Caps: TEST_S, SAN_S (per executable), BENCH_S seconds.
+# per library path: training, decode, 64k prefill, attention and GDN MFU, init + upload, memory; then
+# decode alone with and without CUDA graphs, cuda_graphs = "decode");
+# (4) with 2 GPUs, NCCL across devices. Caps: TEST_S, SAN_S (per executable), BENCH_S, BENCH_GRAPHS_S seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-local}
 SRC=/tmp/mlpt-gpu/src
-TEST_S=${TEST_S:-240} SAN_S=${SAN_S:-90} BENCH_S=${BENCH_S:-420}
+TEST_S=${TEST_S:-240} SAN_S=${SAN_S:-90} BENCH_S=${BENCH_S:-420} BENCH_GRAPHS_S=${BENCH_GRAPHS_S:-180}
 start=$(date +%s)
 declare -a summary
 fail=0
@@ -39,7 +40,8 @@ step() {  # step NAME LOG CMD...: runs CMD, logs it, records PASS/FAIL
 gpu_targets=(test_reference_cuda_ops test_reference_cuda_model test_reference_cuda_trainer test_reference_cuda_engine
              test_reference_cuda_learning test_reference_cuda_nccl test_reference_cuda_parallel cuda_parallel_check
              test_reference_cuda_parallel_trainer test_reference_cuda_parallel_engine dist_peer mlpt-model
-             bench_reference_cuda test_transport_gpu mlpt_transport_nccl transport_nccl_peer)
+             bench_reference_cuda test_transport_gpu mlpt_transport_nccl transport_nccl_peer
+             test_reference_cuda_decode_graphs)
 registered() {  # registered BUILD_DIR: the GPU tests are registered (not the :not-run placeholders)
   local n
   n=$(ctest --test-dir "$1" -N -L gpu | sed -n 's/^Total Tests: //p')
@@ -163,6 +165,10 @@ fi
 # measured, so a bench cut short by BENCH_S still shows what it measured.
 step "bench_reference_cuda" "$LOG_DIR/bench.log" timeout -k 5 "$BENCH_S" "$BUILD_DIR/bin/bench_reference_cuda"
 while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^(peak|bandwidth|config|row|memory)' "$LOG_DIR/bench.log")
+# Decode with and without CUDA graphs (cuda_graphs = "decode"), the same expert forms on both sides.
+step "bench_reference_cuda decode graphs" "$LOG_DIR/bench-graphs.log" timeout -k 5 "$BENCH_GRAPHS_S" \
+  "$BUILD_DIR/bin/bench_reference_cuda" --decode-only --paths cublas/device_sized,cublas/device_sized/graphs
+while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^row|decode b.*graphs:' "$LOG_DIR/bench-graphs.log")
 
 # (4) Across GPUs.
 if [ "$gpus" -ge 2 ]; then

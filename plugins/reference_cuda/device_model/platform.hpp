@@ -34,6 +34,9 @@ class DevicePlatform {
   // host memory) to `dst` in its memory; false when `t` is not in such memory (the caller converts
   // host tensors itself).
   virtual bool copy_device_tensor(const DLTensor& t, size_t bytes, void* dst) = 0;
+  // Whether an engine on this platform runs its decode steps through device_model/decode_graphs
+  // (the CUDA platform's cuda_graphs = "decode").
+  virtual bool decode_graphs() const { return false; }
 };
 
 // The host as the device: Ops on host memory (bf16 emulated), collectives straight over the host

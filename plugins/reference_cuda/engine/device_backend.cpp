@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "device_model/backend_options.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/types.hpp"
@@ -71,6 +72,8 @@ DeviceEngineBackend::DeviceEngineBackend(
                                    std::to_string(block) + ")");
     pool_ = std::make_unique<dev::KvBlockPool>(ops(), weights_.config, blocks, block);
     ws_ = dev::make_workspace();
+    if (platform_->decode_graphs() && !grouped())
+      graphs_ = std::make_unique<dev::DecodeGraphs>(ops(), weights_.config, *pool_, kAllExpertsMaxRows);
   });
   if (grouped()) {  // collective: every rank got here
     const ModelParallel& groups = group().model_parallel();
@@ -88,6 +91,7 @@ DeviceEngineBackend::DeviceEngineBackend(
 
 DeviceEngineBackend::~DeviceEngineBackend() {
   tensor_.reset();  // may hold the platform's stream
+  graphs_.reset();  // returns its pad block to the pool
   ws_.reset();
   pool_.reset();
 }
@@ -200,7 +204,10 @@ void DeviceEngineBackend::run_step(const std::vector<StepSegment>& segments, int
   if (record_routing) batch.routed_experts = out.routing.data();
   if (grouped()) batch.parallel = &parallel_;
   dev::StepResult r;
-  together([&] { r = dev::generate_step(ops(), weights_, batch, rows, valid, *ws_, scratch_); });
+  if (graphs_ && graphs_->refusal(batch).empty())
+    together([&] { r = graphs_->step(weights_, batch, rows, valid); });
+  else
+    together([&] { r = dev::generate_step(ops(), weights_, batch, rows, valid, *ws_, scratch_); });
   out.sampled.clear();
   for (size_t j = 0, h = 0; j < sampled.size(); ++j) {
     if (rows.host_logits[j]) {

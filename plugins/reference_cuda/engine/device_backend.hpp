@@ -17,6 +17,10 @@
 // tensor_parallel, expert_parallel (1, 1) make the engine one rank of an engine group (engine.h,
 // Engine groups) of tensor_parallel × expert_parallel ranks.
 //
+// On a platform that records decode steps (cuda_graphs = "decode"), an engine alone runs every
+// step of one-token segments (up to kAllExpertsMaxRows sequences) as a replayed recording
+// (device_model/decode_graphs.hpp); other steps, and every step of a group, run unrecorded.
+//
 // In a group each rank holds its shard of the checkpoint (model/parallel/shard_weights.hpp) and a
 // KV pool of kv_cache_bytes for its KV heads; the model's tensor-parallel sums run on the
 // platform's device group made from the group's one, its routed experts' rows go over the group's
@@ -29,6 +33,7 @@
 #include <mutex>
 #include <string>
 
+#include "device_model/decode_graphs.hpp"
 #include "device_model/generate.hpp"
 #include "device_model/platform.hpp"
 #include "engine/group_backend.hpp"
@@ -68,6 +73,10 @@ class DeviceEngineBackend final : public GroupBackend {
   std::unique_ptr<dev::KvBlockPool> pool_;
   dev::WorkspacePtr ws_;
   dev::StepScratch scratch_;
+  // Decode steps recorded per batch bucket (platform's decode_graphs(), an engine alone). Its
+  // recordings stay valid while the weights keep their buffers: a load reallocates them, so the
+  // next step of each bucket records it again (device_model/graph_buckets.hpp).
+  std::unique_ptr<dev::DecodeGraphs> graphs_;
   std::unique_ptr<Communicator> tensor_;  // under tensor parallelism: its sums on the device
   ModelParallel parallel_;                // in a group: the model's groups
   // One step, clone or load at a time (they share the platform and the workspace). A step holds it

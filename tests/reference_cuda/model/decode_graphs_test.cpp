@@ -7,11 +7,41 @@
 
 #include "backends/cpu/bf16_ops.hpp"
 #include "decode_graph_checks.hpp"
+#include "device_model/backend_options.hpp"
 #include "device_model/graph_buckets.hpp"
 #include "mlpt/sdk/error.hpp"
+#include "mlpt/sdk/settings.hpp"
 
 using namespace model_testing;
 namespace dev = mlpt::ref::dev;
+
+TEST_CASE("decode graphs: cuda_graphs is off unless set, decode by the setting or MLPT_CUDA_GRAPHS") {
+  auto read = [](const std::string& json) {
+    mlpt::sdk::Settings s(json, "engine qwen35_cuda");
+    return mlpt::ref::read_backend_options(s);
+  };
+  using mlpt::ref::DecodeGraphMode;
+  CHECK(read("{}").graphs == DecodeGraphMode::off);
+  CHECK(read(R"({"cuda_graphs": "decode"})").graphs == DecodeGraphMode::decode);
+  CHECK(read(R"({"cuda_graphs": "off"})").graphs == DecodeGraphMode::off);
+  for (DecodeGraphMode g : {DecodeGraphMode::off, DecodeGraphMode::decode})
+    CHECK(mlpt::ref::parse_decode_graphs(mlpt::ref::to_string(g), "x") == g);
+  std::string e;
+  try {
+    read(R"({"cuda_graphs": "always"})");
+  } catch (const std::exception& x) {
+    e = x.what();
+  }
+  CHECK_THAT(e, Catch::Contains("engine qwen35_cuda") && Catch::Contains("cuda_graphs") &&
+                    Catch::Contains("always") && Catch::Contains("\"decode\""));
+  mlpt::ref::BackendOptions o;
+  CHECK(mlpt::ref::with_overrides(o, nullptr, nullptr, nullptr, "decode").graphs == DecodeGraphMode::decode);
+  o.graphs = DecodeGraphMode::decode;
+  CHECK(mlpt::ref::with_overrides(o, nullptr, nullptr, nullptr, "").graphs == DecodeGraphMode::decode);
+  CHECK(mlpt::ref::with_overrides(o, nullptr, nullptr, nullptr, "off").graphs == DecodeGraphMode::off);
+  CHECK_THROWS_WITH(mlpt::ref::with_overrides(o, nullptr, nullptr, nullptr, "on"),
+                    Catch::Contains("MLPT_CUDA_GRAPHS") && Catch::Contains("\"off\", \"decode\""));
+}
 
 TEST_CASE("decode graphs: buckets are powers of two up to the largest batch, each batch in the smallest") {
   CHECK(dev::decode_buckets(1) == std::vector<int64_t>{1});

@@ -2,8 +2,8 @@
 // context (a stream and the cuBLAS handle bound to it), the CUDA ops on it, device communicators
 // (parallel/device_communicator.hpp: NCCL where each rank of a group has a GPU of its own, else
 // host-staged MPI), exports as kDLCUDA tensors, and reads of other components' CUDA tensors.
-// The library paths (cuda_gemm and cuda_experts) are the component's settings with the
-// environment's overrides (device_model/backend_options.hpp).
+// The library paths (cuda_gemm, cuda_experts, ...) and cuda_graphs are the component's settings with
+// the environment's overrides (device_model/backend_options.hpp).
 #pragma once
 
 #include <memory>
@@ -28,6 +28,7 @@ class CudaPlatform final : public DevicePlatform {
   const BackendOptions& options() const { return options_; }
   void wait_for(const mlpt_device_ready& ready) override;
   bool copy_device_tensor(const DLTensor& t, size_t bytes, void* dst) override;
+  bool decode_graphs() const override { return options_.graphs == DecodeGraphMode::decode; }
 
  private:
   int device_;
