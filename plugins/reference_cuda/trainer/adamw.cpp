@@ -4,14 +4,6 @@
 
 namespace mlpt::ref {
 
-double grad_norm(const Weights<float>& g, const std::vector<bool>& trainable) {
-  double ss = 0;
-  for (size_t i = 0; i < g.values.size(); ++i)
-    if (trainable[i])
-      for (float x : g.values[i]) ss += static_cast<double>(x) * x;
-  return std::sqrt(ss);
-}
-
 void adamw_update(Weights<float>& w, const Weights<float>& g, Weights<float>& m, Weights<float>& v, int64_t step,
                   const AdamWSettings& s, double scale, const std::vector<bool>& trainable, const OptimizerShards& shards) {
   const double c1 = 1.0 - std::pow(s.beta1, static_cast<double>(step));

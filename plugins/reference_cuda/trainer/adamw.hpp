@@ -15,12 +15,10 @@ struct AdamWSettings {
   double grad_clip = 0.125;  // max global L2 norm; <= 0 disables clipping
 };
 
-// The global L2 norm of the trainable gradients.
-double grad_norm(const Weights<float>& grads, const std::vector<bool>& trainable);
-
 // One update at step `step` (1-based) with gradients multiplied by `grad_scale`. With `shards` of
-// several replicas, m and v hold this replica's range of each tensor (OptimizerShards::keep_range)
-// and only that range of the weights is updated (OptimizerShards::gather_updated completes them).
+// several replicas, m and v hold this replica's range of each tensor (OptimizerShards::keep_range),
+// only that range of `grads` is read (OptimizerShards::reduce_scatter summed it) and only that
+// range of the weights is updated (OptimizerShards::gather_updated completes them).
 void adamw_update(Weights<float>& weights, const Weights<float>& grads, Weights<float>& m, Weights<float>& v,
                   int64_t step, const AdamWSettings& s, double grad_scale, const std::vector<bool>& trainable,
                   const OptimizerShards& shards = {});

@@ -51,6 +51,26 @@ Weights<float> OptimizerShards::gather_whole(Communicator* group, const Weights<
   return out;
 }
 
+void OptimizerShards::reduce_scatter(Communicator* group, Weights<float>& grads,
+                                     const std::vector<bool>& trainable) const {
+  if (replicas_ == 1) return;
+  std::vector<float> sum;  // the receive buffer may not alias the send buffer
+  for (size_t i = 0; i < grads.values.size(); ++i) {
+    if (!trainable[i]) continue;
+    std::vector<float>& g = grads.values[i];
+    const int64_t n = static_cast<int64_t>(g.size());
+    sum.resize(static_cast<size_t>(count(n)));
+    group->reduce_scatter_v(g.data(), sum.data(), counts(n).data());
+    std::copy(sum.begin(), sum.end(), g.begin() + first(n));
+  }
+}
+
+void OptimizerShards::add_range_squares(const std::vector<float>& values, double& squares) const {
+  const int64_t n = static_cast<int64_t>(values.size());
+  for (int64_t j = first(n); j < first(n) + count(n); ++j)
+    squares += static_cast<double>(values[j]) * values[j];
+}
+
 void OptimizerShards::gather_updated(Communicator* group, Weights<float>& weights, const std::vector<bool>& trainable) const {
   if (replicas_ == 1) return;
   std::vector<float> mine;

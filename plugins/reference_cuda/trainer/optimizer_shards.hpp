@@ -1,11 +1,15 @@
-// The distributed optimizer (ZeRO stage 1, as Megatron-Core's distributed optimizer): the Adam
-// moments of every tensor are split over the data-parallel replicas of its shard, replica r
-// keeping those of one contiguous range of the tensor's elements. After the gradient sum each
-// replica updates its range of the weights, and the replicas gather each other's ranges, so every
-// replica holds the whole updated shard. The result is bit for bit the update of one replica that
-// keeps every moment (the same arithmetic, element by element); the moments take 1/dp of the
-// memory. A save gathers them whole (what trainer_state.hpp writes does not depend on dp), and a
-// load keeps this replica's range, so states move between data-parallel sizes.
+// The distributed optimizer (ZeRO stage 1/2, as Megatron-Core's distributed optimizer): every
+// tensor is split over the data-parallel replicas of its shard, replica r owning one contiguous
+// range of the tensor's elements (for the routed experts the replicas are the ranks holding the
+// same experts, for the rest the ranks holding the same shard: the trainer group's data-parallel
+// group either way). After the backward the replicas reduce-scatter each gradient, so each holds
+// the sum of its range only (half the traffic of an all-reduce); each keeps the Adam moments of
+// its range only, steps that range of the weights, and the replicas all-gather each other's
+// updated ranges, so every replica holds the whole updated shard. The update is the one of a
+// replica that keeps every moment, element by element (the same arithmetic; the gradient sum's
+// order is the reduction's); the moments take 1/dp of the memory. A save gathers them whole
+// (what trainer_state.hpp writes does not depend on dp), and a load keeps this replica's range,
+// so states move between data-parallel sizes.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,13 @@ class OptimizerShards {
   // Every replica's ranges gathered into whole tensors (collective over `group`, the replicas in
   // rank order; NULL with one replica).
   Weights<float> gather_whole(Communicator* group, const Weights<float>& ranges) const;
+  // The data-parallel gradient sum: each trainable tensor of `grads` reduce-scattered over `group`
+  // (collective; NULL with one replica), its range here then holding the replicas' sum (the rest
+  // stays this replica's own gradient, read by nobody).
+  void reduce_scatter(Communicator* group, Weights<float>& grads, const std::vector<bool>& trainable) const;
+  // Adds x² of every element of this replica's range of `values` (the whole with one replica) to
+  // `squares`, in order: each element of a tensor counted on one replica only.
+  void add_range_squares(const std::vector<float>& values, double& squares) const;
   // Each trainable tensor of `weights` made whole from its replicas' updated ranges, in place.
   void gather_updated(Communicator* group, Weights<float>& weights, const std::vector<bool>& trainable) const;
 
