@@ -4,8 +4,7 @@
 // does not fill, new sessions after a refit in place and into new buffers: the case of recordings
 // that baked in the GDN state buffers and decoded garbage after a weight sync), on cuBLAS and on
 // cuBLASLt, and through the qwen35_cuda engine with cuda_graphs on and off (full buckets: the same
-// shapes on both sides), before and after a
-// weight load.
+// shapes on both sides), before and after a weight load.
 #include <catch2/catch.hpp>
 
 #include "backends/cuda/components/engine_backend.hpp"
