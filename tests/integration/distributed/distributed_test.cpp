@@ -104,6 +104,47 @@ TEST_CASE("model parallel over MPI: TP=2 x EP=2 on four ranks, and TP=2 x data p
   check_model_parallel_step(4, 2, 1, 1e-6, 1e-6);
 }
 
+// The distributed optimizer (on by default): the replicas reduce-scatter each gradient, keep the
+// Adam moments of their range, step it and all-gather the weights. Against one rank the data
+// parallel tolerances above hold (the gradient summed in another order). Against replicas that
+// keep every moment (distributed_optimizer false: an all-reduce, each replica updating all), the
+// weights are bit for bit the same, derived: a sum of two floats is one correctly rounded
+// addition whichever rank does it, and AdamW is elementwise on the same inputs (no clipping here,
+// so the norm does not enter). The norm's squares are summed per range, then over the replicas:
+// two orders of n non-negative doubles, each within (n - 1) · 2^-53 relative of the exact sum, so
+// within 2n · 2^-53 of each other; a range counted twice or missed would be off by O(1).
+TEST_CASE(
+    "the distributed optimizer over MPI: DP=2, DP=2 x TP=2 and DP=2 x EP=2 step as one rank, and as replicas "
+    "keeping every moment bit for bit") {
+  for (const auto& [tp, ep] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}}) {
+    const int ranks = 2 * tp * ep;
+    INFO("DP=2 x TP=" << tp << " x EP=" << ep);
+    check_model_parallel_step(ranks, tp, ep, 1e-6, 1e-6);
+    TempDir dir("dist_zero_layouts");
+    const OneRankStep one =
+        one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", tp}, {"expert_parallel", ep}});
+    auto run_with = [&](bool distributed) {
+      json settings = one.settings;
+      settings["distributed_optimizer"] = distributed;
+      auto run = train_group(dir, ranks, settings);
+      INFO(run.output);
+      REQUIRE(run.status == 0);
+      std::vector<std::pair<double, std::vector<float>>> out;  // each rank's grad_norm and exported shards
+      for (int rank = 0; rank < ranks; ++rank)
+        out.emplace_back(rank_report(dir, rank)["metrics"]["grad_norm"].get<double>(),
+                         read_floats(dir / ("rank" + std::to_string(rank) + ".weights")));
+      return out;
+    };
+    const auto sharded = run_with(true), whole = run_with(false);
+    const double bound = 2.0 * static_cast<double>(one.flat.size()) * std::ldexp(1.0, -53);
+    for (int rank = 0; rank < ranks; ++rank) {
+      INFO("rank " << rank);
+      CHECK(sharded[rank].second == whole[rank].second);
+      CHECK(std::fabs(sharded[rank].first - whole[rank].first) <= bound * whole[rank].first);
+    }
+  }
+}
+
 // qwen35_bf16 is qwen35_cuda's trainer code on the CPU, bf16 emulated: its groups run the device
 // model's tensor and expert parallelism (host-staged dispatch) and the device trainer's gradient
 // agreement here, against qwen35_cpu on one rank and against itself on one rank. Tolerances those
