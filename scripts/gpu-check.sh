@@ -106,6 +106,15 @@ if [ "$mode" = device ]; then
   mkdir -p "$(dirname "$SRC")" && unx .gpu/tree.tar.xz | tar -x -C "$(dirname "$SRC")"
   unx .gpu/sysroot.tar.xz | tar -x --skip-old-files -C / 2>/dev/null; ldconfig 2>/dev/null
   for d in /opt/torch/.venv/bin /usr/local/cuda/bin; do [ -d "$d" ] && PATH=$PATH:$d; done
+  # cuDNN for cuda_attention = "cudnn" (opened at run time) and the NVRTC its runtime-compiled
+  # engines open: the system's, else the Python environment's wheels; without them that path's
+  # tests and bench rows fail saying what was missing.
+  for so in libcudnn.so.9 libnvrtc.so.13; do
+    ldconfig -p 2>/dev/null | grep -q "${so//./\\.}" && continue
+    lib=$(find /opt/torch/.venv /usr/local/lib /usr/lib -name "$so" 2>/dev/null | head -1)
+    [ -n "$lib" ] && export LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    note "$so (cuda_attention = cudnn)" "${lib:-not found}"
+  done
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   LOG_DIR=${OUT:-/tmp/gpu-check}
   cd "$SRC" || exit 1

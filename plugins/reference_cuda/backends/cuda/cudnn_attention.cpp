@@ -167,6 +167,7 @@ Tensor causal_mask(GraphBuilder& g, const Layout& l, const Common& c, Tensor s) 
   return out;
 }
 
+// With a null handle the graph is only finalized (no plan, no GPU): validate_graphs().
 BuiltPlan build_forward(cudnnHandle_t handle, const SdpaShapeKey& key) {
   const Layout l(key);
   GraphBuilder g(handle, "fused attention " + describe(key));
@@ -197,7 +198,10 @@ BuiltPlan build_forward(cudnnHandle_t handle, const SdpaShapeKey& key) {
   const Tensor prob = g.virtual_like(sc, kBf16);  // the second product's input type
   g.pointwise(CUDNN_POINTWISE_DIV, kF32, e, sum, kNone, prob);
   g.matmul(prob, v, o, c.q_len, kNone, c.kv_len);
-  p.plan = g.plan();
+  if (handle)
+    p.plan = g.plan();
+  else
+    p.plan.graph = g.graph();
   return p;
 }
 
@@ -283,7 +287,10 @@ BuiltPlan build_backward(cudnnHandle_t handle, const SdpaShapeKey& key) {
   const Tensor dq_acc = data(g, p, kDqAcc, l.rows(l.H, l.sq, kF32, ragged(g, p, kDqAccRows, l.b)));
   g.matmul(ds, k, dq_acc, c.q_len, kNone, c.kv_len);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, kF32, dq_acc, kNone, kNone, d_q);
-  p.plan = g.plan();
+  if (handle)
+    p.plan = g.plan();
+  else
+    p.plan.graph = g.graph();
   return p;
 }
 
@@ -363,6 +370,10 @@ size_t CudnnAttention::plans_reused() const {
 }
 size_t CudnnAttention::library_version() const {
   return cudnn::load().get_version();
+}
+
+void CudnnAttention::validate_graphs(const SdpaShapeKey& key) {
+  (void)(key.pass == SdpaPass::forward ? build_forward(nullptr, key) : build_backward(nullptr, key));
 }
 
 bool CudnnAttention::forward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
@@ -454,6 +465,9 @@ size_t CudnnAttention::plans_reused() const {
 }
 size_t CudnnAttention::library_version() const {
   return 0;
+}
+void CudnnAttention::validate_graphs(const SdpaShapeKey&) {
+  throw sdk::Error(MLPT_FAILED_PRECONDITION, "cuDNN attention graphs: this build has no cuDNN");
 }
 
 }  // namespace mlpt::ref::cuda

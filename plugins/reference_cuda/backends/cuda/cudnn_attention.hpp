@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "backends/cuda/attention.hpp"
+#include "device_model/sdpa_plan.hpp"
 
 namespace mlpt::ref::cuda {
 
@@ -45,6 +46,11 @@ class CudnnAttention {
   size_t plans_reused() const;  // calls that found their plan cached
   size_t kernel_fallbacks() const { return fallbacks_; }
   size_t library_version() const;  // cudnnGetVersion(), e.g. 91900
+
+  // Builds `key`'s operation graph without a plan: every tensor and operation, and the graph,
+  // finalized by cuDNN (shapes and types checked), with no GPU needed. Throws naming the failing
+  // step; MLPT_FAILED_PRECONDITION when cuDNN cannot be loaded.
+  static void validate_graphs(const SdpaShapeKey& key);
 
  private:
   struct State;

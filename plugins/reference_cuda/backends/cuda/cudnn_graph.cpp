@@ -231,18 +231,23 @@ void GraphBuilder::reshape(Tensor x, Tensor y) {
   add_op(std::move(op));
 }
 
+Descriptor GraphBuilder::graph() {
+  Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, where_);
+  std::vector<cudnnBackendDescriptor_t> graph_ops;
+  for (const Descriptor& d : ops_) graph_ops.push_back(d.get());
+  set(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(graph_ops.size()),
+      graph_ops.data(), where_, "graph operations");
+  if (handle_)
+    set(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_, where_,
+        "graph handle");
+  finalize(graph.get(), where_, "operation graph");
+  return graph;
+}
+
 GraphBuilder::Plan GraphBuilder::plan() {
   const Api& api = load();
   Plan p;
-  p.graph = Descriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, where_);
-  std::vector<cudnnBackendDescriptor_t> graph_ops;
-  for (const Descriptor& d : ops_) graph_ops.push_back(d.get());
-  set(p.graph.get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(graph_ops.size()),
-      graph_ops.data(), where_, "graph operations");
-  set(p.graph.get(), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_, where_,
-      "graph handle");
-  finalize(p.graph.get(), where_, "operation graph (cuDNN does not support this graph)");
-
+  p.graph = graph();
   std::string failures;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     Descriptor heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, where_);

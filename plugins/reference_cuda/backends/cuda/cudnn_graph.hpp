@@ -99,6 +99,9 @@ class GraphBuilder {
     std::vector<Descriptor> keep;  // tensors and operations the plan refers to
   };
   Plan plan();
+  // The operation graph alone, finalized (cuDNN checks every operation's shapes and types against
+  // the others); with a null handle it needs no GPU.
+  Descriptor graph();
 
  private:
   Tensor make(const TensorSpec& spec);
