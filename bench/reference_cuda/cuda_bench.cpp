@@ -1,9 +1,10 @@
 // bench_reference_cuda [--train-seqs N] [--train-len N] [--decode-batch N] [--decode-steps N]
-//                      [--prefill-len N] [--seq-lens N,N] [--paths GEMM/EXPERTS[/graphs],...]
+//                      [--prefill-len N] [--seq-lens N,N] [--paths GEMM/EXPERTS[/graphs][/cudnn],...]
 //                      [--decode-only]
 // Throughput of the CUDA reference model on a ~1B-parameter config, every row of issue 28's table
 // as a ratio against a baseline measured in the same run on the same GPU, for each library path
-// (--paths, default cublas/grouped,cublaslt/grouped,cublaslt/per_expert: device_model/backend_options):
+// (--paths, default cublas/grouped,cublaslt/grouped,cublaslt/per_expert,cublaslt/grouped/cudnn:
+// device_model/backend_options; /cudnn: cuda_attention = "cudnn", cuDNN's fused attention):
 //   peak: cuBLAS BF16 GEMM (8192^3, fp32 accumulation) TFLOP/s (the MFU rows' baseline);
 //   bandwidth: device-to-device copy GB/s (read + write; the decode rows' baseline);
 //   upload: pinned host-to-device GB/s (the init + upload row's baseline: the weights' bytes at it);
@@ -195,11 +196,18 @@ std::vector<BackendOptions> parse_paths(const std::string& s) {
     BackendOptions o;
     o.gemm = mlpt::ref::parse_gemm_library(item.substr(0, slash), "--paths");
     std::string experts = slash == std::string::npos ? "" : item.substr(slash + 1);
-    if (const size_t graphs = experts.find('/'); graphs != std::string::npos) {
-      if (experts.substr(graphs + 1) != "graphs")
-        throw std::invalid_argument("--paths: " + item + ": expected GEMM/EXPERTS or GEMM/EXPERTS/graphs");
-      o.graphs = mlpt::ref::DecodeGraphMode::decode;
-      experts.resize(graphs);
+    // Trailing switches: /graphs (decode steps as CUDA graphs), /cudnn (cuDNN's fused attention).
+    for (size_t at; (at = experts.find('/')) != std::string::npos;) {
+      const size_t end = experts.find('/', at + 1);
+      const std::string flag =
+          experts.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+      if (flag == "graphs")
+        o.graphs = mlpt::ref::DecodeGraphMode::decode;
+      else if (flag == "cudnn")
+        o.attention = mlpt::ref::AttentionLibrary::cudnn;
+      else
+        throw std::invalid_argument("--paths: " + item + ": expected GEMM/EXPERTS[/graphs][/cudnn]");
+      experts.erase(at, end == std::string::npos ? std::string::npos : end - at);
     }
     if (!experts.empty()) o.experts = mlpt::ref::parse_expert_gemm(experts, "--paths");
     out.push_back(o);
@@ -209,7 +217,8 @@ std::vector<BackendOptions> parse_paths(const std::string& s) {
 
 std::string path_name(const BackendOptions& o) {
   return std::string(mlpt::ref::to_string(o.gemm)) + "/" + mlpt::ref::to_string(o.experts) +
-         (o.graphs == mlpt::ref::DecodeGraphMode::decode ? "/graphs" : "");
+         (o.graphs == mlpt::ref::DecodeGraphMode::decode ? "/graphs" : "") +
+         (o.attention == mlpt::ref::AttentionLibrary::cudnn ? "/cudnn" : "");
 }
 
 // Random values in [-scale, scale) on the device (a cheap host generator; values only need to be
@@ -323,7 +332,8 @@ double train_bytes_per_token(const ModelConfig& c) {
 int main(int argc, char** argv) {
   int64_t train_seqs = 4, train_len = 1024, decode_batch = 32, decode_steps = 32, prefill = 128,
           prefill_len = 65536;
-  std::string seq_lens = "8192,65536", paths = "cublas/grouped,cublaslt/grouped,cublaslt/per_expert";
+  std::string seq_lens = "8192,65536",
+              paths = "cublas/grouped,cublaslt/grouped,cublaslt/per_expert,cublaslt/grouped/cudnn";
   bool decode_rows_only = false;  // --decode-only, the one option without a value
   std::vector<char*> args{argv[0]};
   for (int i = 1; i < argc; ++i)
@@ -392,9 +402,26 @@ int main(int argc, char** argv) {
     dev::WorkspacePtr ws;
     const int64_t V = cfg.vocab_size, H = cfg.hidden_size;
 
+    // cuda_attention = "cudnn": the same context's stream and products, attention by cuDNN (made
+    // for the first path that asks; a cuDNN that cannot be loaded skips those paths, saying why).
+    std::unique_ptr<CudnnAttention> fused;
+    std::unique_ptr<CudaOps> fused_ops;
+    CudaOps& kernel_ops = ops;
     for (const BackendOptions& o : options) {
       engine.set_options(o);
       const std::string path = path_name(o);
+      if (o.attention == mlpt::ref::AttentionLibrary::cudnn && !fused_ops) {
+        try {
+          fused = std::make_unique<CudnnAttention>(ctx.stream);
+        } catch (const std::exception& e) {
+          std::printf("row: %-34s [%-19s] not run: %s\n", "path", path.c_str(), e.what());
+          continue;
+        }
+        Context with_cudnn = ctx;
+        with_cudnn.attention = fused.get();
+        fused_ops = std::make_unique<CudaOps>(with_cudnn);
+      }
+      CudaOps& ops = o.attention == mlpt::ref::AttentionLibrary::cudnn ? *fused_ops : kernel_ops;
       ws = dev::make_workspace();  // each path's memory rows count its own workspace
       const bool decode_only = decode_rows_only || o.graphs == mlpt::ref::DecodeGraphMode::decode;
       // Training step: forward, head, logprob gradient, backward (gradients fp32, not applied).
