@@ -19,7 +19,12 @@ double microseconds(double seconds) {
 }  // namespace
 
 TraceWriter::TraceWriter(const std::filesystem::path& file, const std::string& title, uint64_t max_bytes)
-    : file_(file), max_bytes_(std::max<uint64_t>(max_bytes, 2 * kReserveBytes)), origin_(Clock::now()) {
+    : file_(file),
+      max_bytes_(std::max<uint64_t>(max_bytes, 2 * kReserveBytes)),
+      origin_(Clock::now()),
+      origin_unix_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count()) {
   if (std::filesystem::exists(file_))
     throw Error(MLPT_ALREADY_EXISTS, file_.string() + ": a trace is there already");
   out_.open(file_, std::ios::binary);
@@ -38,6 +43,7 @@ TraceWriter::TraceWriter(const std::filesystem::path& file, const std::string& t
        {"tid", 0},
        {"args",
         {{"max_bytes", max_bytes_},
+         {"clock_origin_unix_ns", origin_unix_ns_},
          {"policy",
           "events past the cap are dropped; a marker says where dropping began, the last event how many"}}}});
 }

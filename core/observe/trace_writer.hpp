@@ -38,6 +38,9 @@ class TraceWriter {
   double seconds(Clock::time_point t) const { return std::chrono::duration<double>(t - origin_).count(); }
   double now() const { return seconds(Clock::now()); }
   Clock::time_point origin() const { return origin_; }
+  // The wall clock (Unix time, ns) at the trace's time 0, also in the file's first event
+  // ("clock_origin_unix_ns"): what lines up the timelines of processes on other nodes.
+  int64_t origin_unix_ns() const { return origin_unix_ns_; }
 
   // Ends the JSON array with a last event saying how many events were written and dropped.
   void close();
@@ -50,6 +53,7 @@ class TraceWriter {
   std::filesystem::path file_;
   const uint64_t max_bytes_;
   const Clock::time_point origin_;
+  const int64_t origin_unix_ns_;
   mutable std::mutex mutex_;
   std::ofstream out_;
   uint64_t bytes_ = 0, written_ = 0, dropped_ = 0;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "core/rollout/episode.hpp"
 
@@ -17,6 +19,9 @@ class EpisodeRunner {
   virtual void start(EpisodeRequest request, EpisodeDone done) = 0;
   virtual void wait_idle() = 0;  // blocks until no episode is in flight
   virtual int64_t in_flight() const = 0;
+  // Episodes in flight on each place that runs them, by its name as trajectories carry it
+  // (Trajectory::rollout_worker; "local": this process).
+  virtual std::map<std::string, int64_t> in_flight_by_worker() const { return {{"local", in_flight()}}; }
 };
 
 }  // namespace mlpt::rollout

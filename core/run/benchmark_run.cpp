@@ -71,7 +71,9 @@ class BenchmarkRun {
   refit::RefitStats update_weights(uint64_t version, bool then_validate);
   // A rollout that failed for an infrastructure reason: counted, and the run fails once failures
   // pass max_rollout_failure_rate. Returns the zero-reward trajectory that stands in for it.
-  rollout::Trajectory back_fill(const rollout::EpisodeRequest& request, const std::string& reason);
+  // What a failed rollout trains as; it goes on the timeline from `started_at` (observer time).
+  rollout::Trajectory back_fill(const rollout::EpisodeRequest& request, const std::string& reason, bool validation,
+                                double started_at);
   std::optional<eval::PassAtK> validate(int64_t samples);
   void progress_loop();
   // gradient_accumulation_steps and micro_batch_size, logged once the first step shows the trainer's
@@ -319,6 +321,7 @@ bool BenchmarkRun::step(int64_t step, CrashGuard& crash_guard) {
     }
   }
   metrics_ << step_record_json(r).dump() << "\n" << std::flush;
+  observer_->rollouts_in_flight(placement_->in_flight_by_worker());
   observer_->step_finished(r, max_steps_, placement_->in_flight());
   const int64_t every = config_.run.checkpoint_every_steps;
   if (every > 0 && (step + 1) % every == 0 && placement_->can_save_state())
@@ -384,8 +387,9 @@ RunSummary BenchmarkRun::finish(bool run_started, CrashGuard& crash_guard) {
   return summary;
 }
 
-rollout::Trajectory BenchmarkRun::back_fill(const rollout::EpisodeRequest& request,
-                                            const std::string& reason) {
+rollout::Trajectory BenchmarkRun::back_fill(const rollout::EpisodeRequest& request, const std::string& reason,
+                                            bool validation, double started_at) {
+  observer_->rollout_back_filled(request, validation, started_at, reason);
   int64_t failed, finished;
   {
     std::lock_guard l(totals_.m);
@@ -415,8 +419,9 @@ void BenchmarkRun::feed_rollouts() {
     const uint64_t id = request.id;
     in_flight_.add(id);
     rollout::EpisodeRequest kept = request;  // what a back-fill is made from
+    const double started_at = observer_->now();
     try {
-      placement_->start(std::move(request), [this, job = *job, id, row, kept = std::move(kept)](
+      placement_->start(std::move(request), [this, job = *job, id, row, kept = std::move(kept), started_at](
                                                 rollout::Trajectory&& t, std::exception_ptr error) {
         observer_->rollout_ended(t, false, error != nullptr);
         settle(
@@ -429,7 +434,7 @@ void BenchmarkRun::feed_rollouts() {
                              job.prompt_index / config_.benchmark.num_prompts_per_step + 1);
               buffer_->add(std::move(t));
             },
-            [&](const std::string& reason) { buffer_->add(back_fill(kept, reason)); });
+            [&](const std::string& reason) { buffer_->add(back_fill(kept, reason, false, started_at)); });
         in_flight_.remove(id);
         scheduler_->done();
       });
@@ -517,7 +522,8 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
     const uint64_t id = request.id;
     in_flight_.add(id);
     rollout::EpisodeRequest kept = request;
-    placement_->start(std::move(request), [this, &rewards, &failed, task, sample, id, samples,
+    const double started_at = observer_->now();
+    placement_->start(std::move(request), [this, &rewards, &failed, task, sample, id, samples, started_at,
                                            kept = std::move(kept)](rollout::Trajectory&& t,
                                                                    std::exception_ptr error) {
       observer_->rollout_ended(t, true, error != nullptr);
@@ -528,7 +534,7 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
             totals_.add_validation();
             record_rollout(t, validation_.rows[task], true, samples / config_.benchmark.global_batch_size);
           },
-          [&](const std::string& reason) { back_fill(kept, reason), ++failed; });  // its reward stays 0
+          [&](const std::string& reason) { back_fill(kept, reason, true, started_at), ++failed; });  // reward stays 0
       in_flight_.remove(id);
     });
   }
@@ -561,8 +567,11 @@ void BenchmarkRun::progress_loop() {
   auto last = Clock::now();
   int64_t last_tokens = 0;
   while (!stop_.load()) {
-    for (int i = 0; i < static_cast<int>(options_.progress_interval_s * 10) && !stop_.load(); ++i)
+    // /metrics' rollouts in flight per worker follow the run every 100 ms, the progress line less often.
+    for (int i = 0; i < static_cast<int>(options_.progress_interval_s * 10) && !stop_.load(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      observer_->rollouts_in_flight(placement_->in_flight_by_worker());
+    }
     if (stop_.load()) break;
     int64_t tokens, rollouts;
     double sandbox_s;

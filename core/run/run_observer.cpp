@@ -21,14 +21,6 @@ constexpr int kRankGroup = 1, kLoopTrack = 1, kFirstComponentTrack = 10;
 constexpr int kRolloutGroup = 2;
 constexpr size_t kSpansKeptPerSlot = 32;
 
-bool timeline_call(const observe::CallRecord& call) {
-  // The calls that make a rank's phases (train step, export, publish, fetch, pause, resume, load);
-  // the per-request ones (engine requests, sandboxes, harness and reward steps) are in the rollout
-  // slots' spans instead.
-  const std::string_view kind = call.kind;
-  return call.request_id == 0 && (kind == "trainer" || kind == "engine" || kind == "transport");
-}
-
 }  // namespace
 
 std::filesystem::path trace_file(const std::filesystem::path& run_dir) {
@@ -55,11 +47,11 @@ RunObserver::RunObserver(const RunConfig& config, const std::filesystem::path& r
     keep_aside(trace_file(run_dir));  // an earlier attempt's, when resumed
     trace_ = std::make_unique<observe::TraceWriter>(trace_file(run_dir), "mlpt run " + config.run.name,
                                                     static_cast<uint64_t>(config.run.trace_max_mb) << 20);
-    recorder_offset_s_ = static_cast<double>(recorder.now_ns()) * 1e-9 - trace_->now();
     trace_->name_group(kRankGroup, "rank 0: the loop and its plugin calls", 0);
     trace_->name_track(kRankGroup, kLoopTrack, "loop (steps, refits, evaluation)", 0);
     trace_->name_group(kRolloutGroup, "rollout slots", 1);
-    recorder.set_listener(this);
+    calls_ = std::make_unique<observe::CallTimeline>(*trace_, kRankGroup, kFirstComponentTrack);
+    recorder.set_listener(calls_.get());
   }
   std::filesystem::create_directories(flight_recorder_dir(run_dir));
   recorder.set_dump_folder(flight_recorder_dir(run_dir));
@@ -89,24 +81,6 @@ double RunObserver::now() const {
 
 void RunObserver::loop_span(const std::string& name, double start, const nlohmann::json& args) {
   if (trace_) trace_->span(kRankGroup, kLoopTrack, name, "loop", start, trace_->now() - start, args);
-}
-
-void RunObserver::call_returned(const observe::CallRecord& call) {
-  if (!timeline_call(call)) return;
-  int track;
-  {
-    std::lock_guard lock(mutex_);
-    const std::string component = std::string(call.kind) + " " + call.component;
-    auto [it, fresh] = component_tracks_.try_emplace(
-        component, kFirstComponentTrack + static_cast<int>(component_tracks_.size()));
-    track = it->second;
-    if (fresh) trace_->name_track(kRankGroup, track, component, track);
-  }
-  nlohmann::json args = nullptr;
-  if (call.status == observe::CallRecord::kFailed) args = {{"status", "failed"}};
-  trace_->span(kRankGroup, track, call.call, "abi",
-               static_cast<double>(call.start_ns) * 1e-9 - recorder_offset_s_,
-               static_cast<double>(call.duration_ns) * 1e-9, args);
 }
 
 int RunObserver::slot_for(double start, double end) {
@@ -178,6 +152,31 @@ void RunObserver::rollout_ended(const rollout::Trajectory& t, bool validation, b
     child("tool execution", start + turn.start_s + turn.generation_s, turn.environment_s, {{"turn", i + 1}});
   }
   child("grading", end - t.reward_s, t.reward_s, {{"reward", t.reward}});
+}
+
+void RunObserver::rollout_back_filled(const rollout::EpisodeRequest& request, bool validation, double started_at,
+                                      const std::string& reason) {
+  if (!trace_) return;
+  const double end = trace_->now(), start = std::min(started_at, end);
+  int track;
+  {
+    std::lock_guard lock(mutex_);
+    track = slot_for(start, end);
+  }
+  constexpr size_t kReasonChars = 300;  // the whole reason is in the run's stderr and its rollout record
+  trace_->span(kRolloutGroup, track, validation ? "back-filled validation rollout" : "back-filled rollout",
+               "rollout", start, end - start,
+               {{"prompt_index", request.prompt_index},
+                {"sample", request.sample_index},
+                {"reward", 0},
+                {"reason", reason.substr(0, kReasonChars)}});
+}
+
+void RunObserver::rollouts_in_flight(const std::map<std::string, int64_t>& by_worker) {
+  for (const auto& [worker, in_flight] : by_worker)
+    metrics_.set("mlpt_rollouts_in_flight_per_worker", kGauge,
+                 "rollouts running on each rollout worker now (label: worker)", static_cast<double>(in_flight),
+                 {{"worker", worker}});
 }
 
 void RunObserver::step_finished(const StepRecord& r, int64_t max_steps, int64_t rollouts_in_flight) {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/observe/call_timeline.hpp"
 #include "core/observe/dump_on_signal.hpp"
 #include "core/observe/flight_recorder.hpp"
 #include "core/observe/hang_watch.hpp"
@@ -23,6 +24,7 @@
 #include "core/observe/prometheus_text.hpp"
 #include "core/observe/tfevents_writer.hpp"
 #include "core/observe/trace_writer.hpp"
+#include "core/rollout/episode.hpp"
 #include "core/rollout/trajectory.hpp"
 #include "core/run/run_config.hpp"
 #include "core/run/step_record.hpp"
@@ -34,12 +36,12 @@ std::filesystem::path trace_file(const std::filesystem::path& run_dir);         
 std::filesystem::path tensorboard_dir(const std::filesystem::path& run_dir);      // tensorboard/
 std::filesystem::path flight_recorder_dir(const std::filesystem::path& run_dir);  // flight_recorder/
 
-class RunObserver final : observe::CallListener {
+class RunObserver final {
  public:
   // Starts every view of the run in `run_dir` (a resumed run keeps the earlier trace aside, as
   // trace_attempt_N.json). Throws when the metrics port cannot be had.
   RunObserver(const RunConfig& config, const std::filesystem::path& run_dir);
-  ~RunObserver() override;
+  ~RunObserver();
   RunObserver(const RunObserver&) = delete;
   RunObserver& operator=(const RunObserver&) = delete;
 
@@ -51,6 +53,12 @@ class RunObserver final : observe::CallListener {
   // first rollout slot free over its time: the rollout, its setup, each turn's generation and tool
   // execution, and its grading.
   void rollout_ended(const rollout::Trajectory& t, bool validation, bool failed);
+  // A rollout that failed for an infrastructure reason is back-filled (it trains as reward 0): a
+  // span from `started_at` to now on a free rollout slot, saying why.
+  void rollout_back_filled(const rollout::EpisodeRequest& request, bool validation, double started_at,
+                           const std::string& reason);
+  // Episodes in flight on each rollout worker (EpisodeRunner::in_flight_by_worker), for /metrics.
+  void rollouts_in_flight(const std::map<std::string, int64_t>& by_worker);
   void step_finished(const StepRecord& r, int64_t max_steps, int64_t rollouts_in_flight);
   void evaluated(int64_t step, const EvalRecord& e);
   // The run ended; an aborted one (`abort_reason` not empty) dumps the flight recorder.
@@ -61,12 +69,11 @@ class RunObserver final : observe::CallListener {
   int metrics_port() const { return endpoint_ ? endpoint_->port() : 0; }
 
  private:
-  void call_returned(const observe::CallRecord& call) override;
   int slot_for(double start, double end);  // with mutex_ held
 
   const std::filesystem::path run_dir_;
   std::unique_ptr<observe::TraceWriter> trace_;
-  double recorder_offset_s_ = 0;  // the flight recorder's clock minus the trace's
+  std::unique_ptr<observe::CallTimeline> calls_;  // this rank's plugin calls on the timeline
   std::unique_ptr<observe::TfEventsWriter> events_;
   observe::PrometheusMetrics metrics_;
   std::unique_ptr<observe::MetricsEndpoint> endpoint_;
@@ -76,7 +83,6 @@ class RunObserver final : observe::CallListener {
     double floor = 0;                              // every older span ended by then
   };
   std::vector<Slot> slots_;
-  std::map<std::string, int> component_tracks_;
   double last_step_at_ = 0;
   int64_t last_step_tokens_ = 0, generated_tokens_ = 0;
   std::unique_ptr<observe::DumpOnSignal> dump_on_signal_;  // kill -USR1

@@ -43,6 +43,7 @@ class Coordinator final : public run::ComponentPlacement {
   void start(rollout::EpisodeRequest request, rollout::EpisodeDone done) override;
   void wait_idle() override;
   int64_t in_flight() const override;
+  std::map<std::string, int64_t> in_flight_by_worker() const override;  // a lost worker: 0
   void cancel(const std::vector<uint64_t>& ids) override;
 
   // One collective step of the trainer group; returns group rank 0's metrics.

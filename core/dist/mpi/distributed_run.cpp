@@ -14,6 +14,7 @@
 #include "core/dist/mpi/session.hpp"
 #include "core/dist/mpi/trainer_rank.hpp"
 #include "core/dist/placement.hpp"
+#include "core/dist/rank_timeline.hpp"
 #include "core/dist/rank_watch.hpp"
 #include "core/error.hpp"
 
@@ -22,6 +23,7 @@ namespace mlpt::dist {
 namespace {
 constexpr int64_t kStartTimeoutMs = 600000;  // every rank reaches its start within minutes
 constexpr int kStartFailed = 2;              // mlpt run's status for a config error: nothing ran
+constexpr double kPartsCloseWaitS = 10;      // the ranks close their timeline parts once told to stop
 }  // namespace
 
 DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunOptions& options) {
@@ -51,10 +53,16 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
                    placement.describe(mpi.rank()).c_str());
       MpiSession::leave_job(3);
     });
+  // Each rank's part of the timeline goes to a folder of this attempt (the transport group names
+  // it: one per coordinator process), merged into trace.json by the coordinator at the end.
+  const std::string run_folder = host.rendezvous().get("mlpt/run/folder", kStartTimeoutMs, interrupted);
+  const auto timeline_parts = trace_parts_dir(run_folder, transport_group);
   if (role != MLPT_PROCESS_ROLE_HOST) {
-    RankWatch watch(mpi.rank(), placement.describe(mpi.rank()),
-                    host.rendezvous().get("mlpt/run/folder", kStartTimeoutMs, interrupted),
-                    config.run.hang_dump_after_s);
+    RankWatch watch(mpi.rank(), placement.describe(mpi.rank()), run_folder, config.run.hang_dump_after_s);
+    std::optional<RankTimeline> timeline;
+    if (config.run.trace_max_mb > 0)
+      timeline.emplace(mpi.rank(), placement.describe(mpi.rank()), run_folder, timeline_parts,
+                       static_cast<uint64_t>(config.run.trace_max_mb) << 20);
     const RankEnd end =
         role == MLPT_PROCESS_ROLE_TRAINER
             ? run_trainer_rank(config, placement, host, channel, transport_group, interrupted)
@@ -81,6 +89,8 @@ DistributedOutcome run_distributed(const run::RunConfig& config, const run::RunO
     outcome.summary = run::run_benchmark(config, with_ranks);
     outcome.end_job = coordinator->run_failed();
     outcome.rank_lost = coordinator->any_rank_lost();
+    coordinator->stop();  // the ranks close their timeline parts as they leave
+    merge_rank_timelines(run_folder, timeline_parts, outcome.rank_lost ? 2.0 : kPartsCloseWaitS);
   }
   return outcome;
 }

@@ -1,11 +1,15 @@
 // Every rank of a distributed run keeps its own flight recorder and writes it into the run
 // folder's flight_recorder/rank-N/: on SIGUSR1 (what mpirun passes on to every rank when a person
 // signals it) and when one of its plugin calls runs past [run] hang_dump_after_s, naming the call.
+// Every rank's plugin calls are also on the run's timeline (trace.json), a group of tracks per rank
+// on the coordinator's clock.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <nlohmann/json.hpp>
 
 #include "distributed_support.hpp"
+#include "tests/integration/observe/trace_format.hpp"
 
 namespace fs = std::filesystem;
 using namespace dist_run_test;
@@ -72,4 +76,74 @@ TEST_CASE(
                              Catch::Contains("has not returned after"));
   // The coordinator's own dumps stay in flight_recorder/ itself, each saying rank 0.
   for (const json& own : dumps(out / "flight_recorder", "dump-")) CHECK(own["rank"] == 0);
+}
+
+namespace {
+
+// The spans named `name` in group `pid`, by start.
+std::vector<json> spans_in(const trace_format::Checked& trace, int64_t pid, const std::string& name) {
+  std::vector<json> out;
+  for (const auto& span : trace_format::spans_named(trace, name))
+    if (span["pid"] == pid) out.push_back(span);
+  std::sort(out.begin(), out.end(), [](const json& a, const json& b) { return a["ts"] < b["ts"]; });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "under mpirun -np 4 trace.json has a group of tracks per rank with its plugin calls, on the "
+    "coordinator's clock") {
+  require_tiny_model();
+  mlpt_test::TempDir dir("rank_timeline");
+  const fs::path out = fs::path(dir.str()) / "run";
+  const fs::path config = fs::path(dir.str()) / "rank-timeline.toml";
+  constexpr int kSteps = 3;
+  write_tiny_config(config, out,
+                    {{"checkpoint_every_steps = ", "checkpoint_every_steps = 0"},
+                     {"max_steps = ", "max_steps = " + std::to_string(kSteps)},
+                     {"first_eval_samples = ", "first_eval_samples = 64000"}});
+  int status = 0;
+  const std::string output =
+      mlpt_test::run_command(launch("rank-timeline", 600, false) + config.string() + " 2>&1", &status);
+  INFO(output);
+  REQUIRE((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1));  // converged or not within 3 steps
+
+  const auto trace = trace_format::check(out / "trace.json");
+  INFO((trace.problems.empty() ? "" : trace.problems.front()));
+  CHECK(trace.problems.empty());
+  CHECK(trace.closed);
+  CHECK_FALSE(fs::exists(out / "trace_parts"));  // merged, then removed
+  // Rank 1 is the trainer group, ranks 2 and 3 the rollout workers (tiny-distributed.toml).
+  const std::map<int64_t, std::string> ranks = {
+      {101, "rank 1: trainer rank 0"}, {102, "rank 2: rollout worker 0"}, {103, "rank 3: rollout worker 1"}};
+  for (const auto& [pid, name] : ranks) {
+    INFO("group " << pid);
+    REQUIRE(trace.groups.count(pid));
+    CHECK_THAT(trace.groups.at(pid), Catch::StartsWith(name));
+    bool has_track = false;
+    for (const auto& [track, track_name] : trace.tracks)
+      has_track |= track.first == pid && !track_name.empty();
+    CHECK(has_track);
+  }
+  // The trainer rank's steps and publishes, each rollout worker's fetch of every version.
+  const auto rank_steps = spans_in(trace, 101, "train_step");
+  CHECK(rank_steps.size() == kSteps);
+  CHECK(spans_in(trace, 101, "publish_weights").size() == kSteps);
+  for (int64_t worker : {102, 103}) CHECK(spans_in(trace, worker, "fetch_weights").size() == kSteps);
+  // One clock: each of the trainer rank's train_step calls lies inside the coordinator's "train
+  // step" that waited for it. On one node the only error of the alignment is the instant between
+  // reading the steady and the wall clock at each file's start (microseconds): 1 ms is ample.
+  const auto loop_steps = spans_in(trace, 1, "train step");
+  REQUIRE(loop_steps.size() == kSteps);
+  REQUIRE(rank_steps.size() == kSteps);
+  constexpr double kToleranceUs = 1000;
+  for (size_t i = 0; i < loop_steps.size(); ++i) {
+    const double loop_start = loop_steps[i]["ts"], loop_end = loop_start + loop_steps[i]["dur"].get<double>();
+    const double start = rank_steps[i]["ts"], end = start + rank_steps[i]["dur"].get<double>();
+    INFO("step " << i + 1 << ": the coordinator's [" << loop_start << ", " << loop_end << "] us, the rank's ["
+                 << start << ", " << end << "] us");
+    CHECK(start >= loop_start - kToleranceUs);
+    CHECK(end <= loop_end + kToleranceUs);
+  }
 }

@@ -14,6 +14,8 @@
 
 #include "core/mllog/reader.hpp"
 #include "core/run/benchmark_run.hpp"
+#include "core/run/run_observer.hpp"
+#include "tests/integration/observe/trace_format.hpp"
 
 using namespace mlpt;
 namespace fs = std::filesystem;
@@ -128,6 +130,20 @@ TEST_CASE("a sandbox that fails one rollout in ten does not end the run: failure
   std::ifstream report(s.report);
   std::string html((std::istreambuf_iterator<char>(report)), {});
   CHECK_THAT(html, Catch::Contains(std::to_string(s.failed_rollouts) + " failed rollouts"));
+  // The timeline shows each back-filled rollout on a rollout slot, from its start to its failure,
+  // with the reason (the sandbox's fault injection), and stays valid.
+  const auto trace = trace_format::check(run::trace_file(c.run.output_dir));
+  INFO((trace.problems.empty() ? "" : trace.problems.front()));
+  CHECK(trace.problems.empty());
+  auto back_filled = trace_format::spans_named(trace, "back-filled rollout");
+  const auto validation = trace_format::spans_named(trace, "back-filled validation rollout");
+  back_filled.insert(back_filled.end(), validation.begin(), validation.end());
+  CHECK(static_cast<int64_t>(back_filled.size()) == s.failed_rollouts);
+  for (const auto& span : back_filled) {
+    CHECK(span["pid"] == 2);  // the rollout slots
+    CHECK(span["args"]["reward"] == 0);
+    CHECK_THAT(span["args"]["reason"].get<std::string>(), Catch::Contains("fault injection"));
+  }
 }
 
 TEST_CASE("past max_rollout_failure_rate the run aborts and says why") {

@@ -112,6 +112,14 @@ TEST_CASE(
              Catch::Contains("mlpt_rollouts_total{kind=\"training\",outcome=\"ok\",worker=\"local\"}"));
   CHECK(sample("\n" + during, "mlpt_samples") ==
         step_seen * static_cast<double>(c.benchmark.global_batch_size));
+  // Rollouts in flight per worker: a run in one process has one, "local", with at most
+  // rollout_workers episodes.
+  const std::string per_worker = "\nmlpt_rollouts_in_flight_per_worker{worker=\"local\"} ";
+  const auto at = ("\n" + during).find(per_worker);
+  REQUIRE(at != std::string::npos);
+  const double in_flight = std::stod(("\n" + during).substr(at + per_worker.size()));
+  CHECK((in_flight >= 0 && in_flight <= static_cast<double>(c.run.rollout_workers)));
+  CHECK_THAT(during, Catch::Contains("# TYPE mlpt_rollouts_in_flight_per_worker gauge"));
 
   // The SIGUSR1 dump: the recent calls of the trainer and engine, train_step among them.
   const auto dumps = files_in(run::flight_recorder_dir(out), "SIGUSR1");

@@ -1,10 +1,13 @@
 // The timeline writer: what it writes validates against the Trace Event Format (trace_format.hpp),
 // is readable before it is closed, stays under its cap saying so, and takes spans from many
-// threads at once.
+// threads at once; other processes' parts merge into it on its clock.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/observe/trace_merge.hpp"
 #include "core/observe/trace_writer.hpp"
 #include "tests/integration/observe/trace_format.hpp"
 #include "tests/support/test_util.hpp"
@@ -112,4 +115,62 @@ TEST_CASE("trace: a file that exists is never overwritten", "[observe]") {
   std::string text;
   in >> text;
   CHECK(text == "kept");
+}
+
+TEST_CASE("trace: other processes' parts merge onto the trace's clock, each in its group, the result valid",
+          "[observe]") {
+  mlpt_test::TempDir dir("trace_merge");
+  const fs::path main_file = dir / "trace.json", part_file = dir / "rank-1.json", open_file = dir / "rank-2.json";
+  observe::TraceWriter main_trace(main_file, "the run", 1 << 20);
+  main_trace.name_group(1, "rank 0", 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the parts start later, as a rank's does
+  observe::TraceWriter part(part_file, "a rank", 1 << 20), still_open(open_file, "another rank", 1 << 20);
+  part.name_group(101, "rank 1", 2);
+  part.name_track(101, 10, "trainer x", 10);
+  still_open.name_group(102, "rank 2", 3);
+  // One instant, seen by both: its span must land at the same time in the merged trace.
+  const auto instant = observe::TraceWriter::Clock::now();
+  main_trace.span(1, 1, "on the coordinator", "loop", main_trace.seconds(instant), 0.01);
+  part.span(101, 10, "on the rank", "abi", part.seconds(instant), 0.01);
+  still_open.span(102, 10, "fetch", "abi", still_open.seconds(instant), 0.002);
+  main_trace.close();
+  part.close();
+  // still_open's writer is running: its file has no closing bracket, and a line being written is cut.
+  std::ofstream(open_file, std::ios::app) << ",\n{\"name\":\"cut sh";
+
+  const auto merged = observe::merge_trace_parts(main_file, {part_file, open_file});
+  CHECK(merged.parts == 2);
+  CHECK(merged.skipped_lines == 1);
+  CHECK(merged.unaligned.empty());
+  const auto c = trace_format::check(main_file);
+  INFO((c.problems.empty() ? "" : c.problems.front()));
+  CHECK(c.problems.empty());
+  CHECK(c.closed);
+  CHECK(c.groups.at(0) == "the run");  // the parts' titles do not rename the trace
+  CHECK(c.groups.at(101) == "rank 1");
+  CHECK(c.groups.at(102) == "rank 2");
+  CHECK(c.tracks.at({101, 10}) == "trainer x");
+  const auto coordinator = trace_format::spans_named(c, "on the coordinator");
+  const auto rank = trace_format::spans_named(c, "on the rank");
+  REQUIRE(coordinator.size() == 1);
+  REQUIRE(rank.size() == 1);
+  CHECK(rank[0]["pid"] == 101);
+  // The part began ~30 ms later: unshifted, its span would sit ~30000 us early. Both files read the
+  // steady and the wall clock within microseconds of each other at their start.
+  CHECK(rank[0]["ts"].get<double>() == Approx(coordinator[0]["ts"].get<double>()).margin(200));
+  CHECK(trace_format::spans_named(c, "fetch").at(0)["ts"].get<double>() ==
+        Approx(coordinator[0]["ts"].get<double>()).margin(200));
+  // The parts' cap notes and end markers stay, on their own group and scoped to it.
+  int part_markers = 0;
+  for (const auto& e : c.events)
+    if (e.value("name", "") == "trace end" && e["pid"] == 101) part_markers += e["s"] == "p";
+  CHECK(part_markers == 1);
+}
+
+TEST_CASE("trace: a trace without a clock origin is refused for merging, naming the file", "[observe]") {
+  mlpt_test::TempDir dir("trace_merge_bad");
+  const fs::path file = dir / "trace.json";
+  std::ofstream(file) << "[\n{\"name\":\"x\",\"ph\":\"i\",\"ts\":0,\"pid\":0,\"tid\":0}\n]\n";
+  CHECK_THROWS_WITH(observe::merge_trace_parts(file, {}),
+                    Catch::Contains(file.string()) && Catch::Contains("clock_origin_unix_ns"));
 }
