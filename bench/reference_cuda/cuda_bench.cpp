@@ -482,7 +482,9 @@ int main(int argc, char** argv) {
       for (const int64_t batch : {int64_t(1), decode_batch}) {
         const int64_t bs = 64;
         const size_t used_before = used_device_bytes();
-        dev::KvBlockPool pool(ops, cfg, batch * ((prefill + decode_steps + 1 + bs - 1) / bs), bs);
+        const bool graphed = o.graphs == mlpt::ref::DecodeGraphMode::decode;  // + the pad sequence's block
+        dev::KvBlockPool pool(ops, cfg,
+                              batch * ((prefill + decode_steps + 1 + bs - 1) / bs) + (graphed ? 1 : 0), bs);
         std::vector<std::unique_ptr<dev::DeviceSequenceState>> states;
         dev::DeviceBatch pre;
         pre.kv = &pool.cache();
@@ -510,7 +512,7 @@ int main(int argc, char** argv) {
           rows.host_logits.push_back(false);
         }
         std::unique_ptr<dev::DecodeGraphs> graphs;
-        if (decode_only) graphs = std::make_unique<dev::DecodeGraphs>(ops, cfg, pool, batch);
+        if (graphed) graphs = std::make_unique<dev::DecodeGraphs>(ops, cfg, pool, batch);
         auto decode_step = [&] {
           const dev::StepResult r = graphs ? graphs->step(w, step, rows, V)
                                            : dev::generate_step(ops, w, step, rows, V, *ws, scratch);
