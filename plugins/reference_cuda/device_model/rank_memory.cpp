@@ -35,12 +35,15 @@ RankMemory of_rank(const ModelConfig& full, const ModelShard& s, int data_parall
 
 }  // namespace
 
-RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel, int pp) {
+RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel, int pp,
+                       bool vocab_parallel) {
   if (data_parallel < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "data parallel " + std::to_string(data_parallel));
   if (pp < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "pipeline_parallel " + std::to_string(pp));
   RankMemory busiest;
   for (int r = 0; r < tp * ep * pp; ++r) {
-    const RankMemory m = of_rank(full, ModelShard::of_model_rank(tp, ep, pp, r, etp), data_parallel);
+    ModelShard shard = ModelShard::of_model_rank(tp, ep, pp, r, etp);
+    shard.vocab_parallel = vocab_parallel;
+    const RankMemory m = of_rank(full, shard, data_parallel);
     if (r == 0 || m.trainer() > busiest.trainer()) busiest = m;
   }
   return busiest;

@@ -26,7 +26,10 @@ struct RankMemory {
 
 // The busiest rank of a layout of tp × ep × pp ranks (expert tensor parallelism etp, 1 or tp; pp
 // pipeline stages, each holding its layers' tensors as pipeline_stages.hpp cuts them) whose trainer
-// has `data_parallel` replicas. Throws MLPT_INVALID_ARGUMENT as shard_config does.
-RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel, int pp = 1);
+// has `data_parallel` replicas; the embedding and LM head split over the TP ranks by token ids
+// (vocab_parallel.hpp), or whole on every rank with vocab_parallel false. Throws
+// MLPT_INVALID_ARGUMENT as shard_config does.
+RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel, int pp = 1,
+                       bool vocab_parallel = true);
 
 }  // namespace mlpt::ref::dev

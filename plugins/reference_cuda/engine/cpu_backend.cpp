@@ -5,6 +5,7 @@
 #include "backends/cpu/threads.hpp"
 #include "model/named_tensors.hpp"
 #include "model/parallel/shard_weights.hpp"
+#include "model/parallel/vocab_parallel.hpp"
 
 namespace mlpt::ref {
 
@@ -79,6 +80,8 @@ void CpuEngineBackend::run_step(const std::vector<StepSegment>& segments, int64_
   out.routing.assign(record_routing ? tokens.size() * static_cast<size_t>(per) : 0, 0);
   if (record_routing) fb.routed_experts = out.routing.data();
   std::vector<float> hidden;
+  const VocabRange vocab = vocab_range(V, w->config.shard);
+  if (vocab.count() < V) return sample_split_vocabulary(*w, fb, segments, valid, out, together);
   together([&] { hidden = forward_hidden(*w, fb); });
 
   std::vector<const StepSegment*> sampled;
@@ -94,6 +97,37 @@ void CpuEngineBackend::run_step(const std::vector<StepSegment>& segments, int64_
   out.sampled.clear();
   for (size_t j = 0; j < sampled.size(); ++j)
     out.sampled.push_back(sample_token(logits.data() + j * V, valid, *sampled[j]->sample, sampled[j]->counter));
+}
+
+// Only rank 0 knows which segments sample, and every TP rank holds a range of the LM head: so inside
+// the group's forward every rank runs its range of the head on the last row of every segment, the
+// rows are gathered whole (V floats a segment; sample_token's walk over the ids in order needs
+// them all to draw exactly what one rank draws), and rank 0 samples from them.
+void CpuEngineBackend::sample_split_vocabulary(const Weights<float>& w, ForwardBatch<float>& fb,
+                                               const std::vector<StepSegment>& segments, int64_t valid,
+                                               StepOutput& out, const GroupForward& together) {
+  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  std::vector<int64_t> row_of(segments.size(), -1);  // each segment's row among the head's
+  std::vector<float> whole;
+  together([&] {
+    const std::vector<float> hidden = forward_hidden(w, fb);
+    std::vector<float> rows;
+    int64_t n = 0;
+    for (size_t s = 0; s < segments.size(); ++s) {
+      if (fb.offsets[s + 1] == fb.offsets[s]) continue;
+      const int64_t row = fb.offsets[s + 1] - 1;
+      rows.insert(rows.end(), hidden.begin() + row * H, hidden.begin() + (row + 1) * H);
+      row_of[s] = n++;
+    }
+    std::vector<float> logits(static_cast<size_t>(n * vocab_range(V, w.config.shard).count()));
+    if (n > 0) lm_head_forward(w, n, rows.data(), logits.data());
+    whole = gather_vocab_rows(group().model_parallel().tensor, V, n, logits.data());
+  });
+  out.sampled.clear();
+  for (size_t s = 0; s < segments.size(); ++s)
+    if (segments[s].sample)
+      out.sampled.push_back(
+          sample_token(whole.data() + row_of[s] * V, valid, *segments[s].sample, segments[s].counter));
 }
 
 CpuEngine::CpuEngine(std::string_view config_json, const mlpt_component_group* group)

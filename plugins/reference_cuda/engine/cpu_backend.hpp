@@ -12,7 +12,9 @@
 // In a group (the protocol: engine/group_backend.hpp) each rank keeps its part of every sequence's
 // cache (its attention and GDN heads); all ranks run the sharded forward together (tensor- and
 // expert-parallel collectives over MPI) and rank 0 alone applies the LM head and samples (the
-// hidden states are the same on every rank). Tokens, logprobs and routed experts are therefore
+// hidden states are the same on every rank). Under TP the LM head is split by token ids
+// (model/parallel/vocab_parallel.hpp): every rank runs its range on each segment's last row and
+// rank 0 samples from the rows gathered whole. Tokens, logprobs and routed experts are therefore
 // those of one rank with the same weights up to the sharded forward's rounding: bit for bit under
 // expert parallelism alone, float32 sums in another order under tensor parallelism.
 #pragma once
@@ -41,6 +43,10 @@ class CpuEngineBackend final : public GroupBackend {
   std::unique_ptr<SequenceState> new_shard_state() override;
   void run_step(const std::vector<StepSegment>& segments, int64_t valid, bool record_routing, StepOutput& out,
                 const GroupForward& together) override;
+  // run_step's forward and sampling when the TP ranks each hold a range of the LM head.
+  void sample_split_vocabulary(const Weights<float>& w, ForwardBatch<float>& fb,
+                               const std::vector<StepSegment>& segments, int64_t valid, StepOutput& out,
+                               const GroupForward& together);
   std::function<void()> prepare_weights(Weights<float> weights) override;
   std::shared_ptr<const Weights<float>> current_weights();
 

@@ -9,6 +9,7 @@
 #include "model/layers.hpp"
 #include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
+#include "model/parallel/vocab_parallel.hpp"
 #include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref {
@@ -197,8 +198,13 @@ std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
   std::vector<int64_t> positions = positions_of(b);
   std::vector<T> x(N * H);
   if (c.shard.first_stage()) {
+    // A vocabulary-parallel rank looks up the ids of its range, zeros elsewhere; the TP sum fills
+    // every row (each from the one rank holding it, so exactly).
+    const VocabRange vocab = vocab_range(c.vocab_size, c.shard);
     for (int64_t t = 0; t < N; ++t)
-      std::copy(w[w.layout.embed] + b.tokens[t] * H, w[w.layout.embed] + (b.tokens[t] + 1) * H, x.begin() + t * H);
+      if (vocab.holds(b.tokens[t]))
+        std::copy_n(w[w.layout.embed] + (b.tokens[t] - vocab.begin) * H, H, x.begin() + t * H);
+    if (vocab.count() < c.vocab_size) sum_over(b.parallel ? b.parallel->tensor : nullptr, x.data(), x.size());
   } else {
     recv_stage(pipeline, x, c.shard.pp_rank - 1);
   }
@@ -229,7 +235,18 @@ std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
 
 template <class T>
 void lm_head_forward(const Weights<T>& w, int64_t rows, const T* hidden, T* logits) {
-  cpu::linear_forward(rows, w.config.vocab_size, w.config.hidden_size, hidden, w[w.layout.lm_head], logits);
+  const int64_t V = vocab_range(w.config.vocab_size, w.config.shard).count();
+  cpu::linear_forward(rows, V, w.config.hidden_size, hidden, w[w.layout.lm_head], logits);
+}
+
+template <class T>
+void lm_head_backward(const Weights<T>& w, const ModelParallel* parallel, int64_t rows, const T* dlogits,
+                      const T* hidden, T* d_hidden, Weights<T>& grads) {
+  const int64_t V = vocab_range(w.config.vocab_size, w.config.shard).count(), H = w.config.hidden_size;
+  cpu::linear_backward_input(rows, V, H, dlogits, w[w.layout.lm_head], d_hidden, false);
+  if (V < w.config.vocab_size)
+    sum_over(parallel ? parallel->tensor : nullptr, d_hidden, static_cast<size_t>(rows * H));
+  cpu::linear_backward_weight(rows, V, H, dlogits, hidden, grads[w.layout.lm_head]);
 }
 
 template <class T>
@@ -284,9 +301,11 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
     for (int64_t i = 0; i < N * H; ++i) dx[i] += dtmp[i];  // dx_in
   }
   if (!c.shard.first_stage()) return send_stage(pipeline, dx, c.shard.pp_rank - 1);
-  T* de = grads[w.layout.embed];
+  T* de = grads[w.layout.embed];  // this rank's vocabulary range's rows (dx is whole on every TP rank)
+  const VocabRange vocab = vocab_range(c.vocab_size, c.shard);
   for (int64_t t = 0; t < N; ++t)
-    for (int64_t i = 0; i < H; ++i) de[b.tokens[t] * H + i] += dx[t * H + i];
+    if (vocab.holds(b.tokens[t]))
+      for (int64_t i = 0; i < H; ++i) de[(b.tokens[t] - vocab.begin) * H + i] += dx[t * H + i];
 }
 
 template struct SequenceCache<float>;
@@ -295,6 +314,10 @@ template std::vector<float> forward_hidden<float>(const Weights<float>&, Forward
 template std::vector<double> forward_hidden<double>(const Weights<double>&, ForwardBatch<double>&);
 template void lm_head_forward<float>(const Weights<float>&, int64_t, const float*, float*);
 template void lm_head_forward<double>(const Weights<double>&, int64_t, const double*, double*);
+template void lm_head_backward<float>(const Weights<float>&, const ModelParallel*, int64_t, const float*,
+                                      const float*, float*, Weights<float>&);
+template void lm_head_backward<double>(const Weights<double>&, const ModelParallel*, int64_t, const double*,
+                                       const double*, double*, Weights<double>&);
 template void backward<float>(const Weights<float>&, const ForwardBatch<float>&, const std::vector<float>&,
                               const int16_t*, const float*, Weights<float>&, const BackwardOptions&);
 template void backward<double>(const Weights<double>&, const ForwardBatch<double>&, const std::vector<double>&,

@@ -65,9 +65,17 @@ struct ForwardBatch {
 template <class T>
 std::vector<T> forward_hidden(const Weights<T>& weights, ForwardBatch<T>& batch);
 
-// logits[rows, vocab] = hidden[rows, H] · W_lmᵀ.
+// logits[rows, vocab] = hidden[rows, H] · W_lmᵀ; on a vocabulary-parallel shard the logits of its
+// range only, [rows, vocab_range(vocab_size, shard).count()] (model/parallel/vocab_parallel.hpp).
 template <class T>
 void lm_head_forward(const Weights<T>& weights, int64_t rows, const T* hidden, T* logits);
+
+// Backward of lm_head_forward: d_hidden[rows, H] = dlogits · W_lm (overwritten; summed over the TP
+// group on a vocabulary-parallel shard, where dlogits is its range's), and grads' LM head +=
+// dlogitsᵀ · hidden. `parallel`: the batch's groups (NULL: one rank).
+template <class T>
+void lm_head_backward(const Weights<T>& weights, const ModelParallel* parallel, int64_t rows,
+                      const T* dlogits, const T* hidden, T* d_hidden, Weights<T>& grads);
 
 struct BackwardOptions {
   bool router_grad = true;  // false: the router weight gets no gradient (frozen router)

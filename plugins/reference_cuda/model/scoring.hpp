@@ -1,6 +1,7 @@
 // Logprobs of given sequences (teacher forcing): token t of a sequence gets log p(x_t | x_<t), the
 // first token of each sequence 0. The LM head runs in row blocks so a long batch never holds all
-// its logits at once.
+// its logits at once; on a vocabulary-parallel shard each TP rank its range's logits, the
+// log-softmax and top candidates assembled over the TP group (model/parallel/vocab_parallel.hpp).
 #pragma once
 
 #include <utility>

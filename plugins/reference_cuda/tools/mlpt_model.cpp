@@ -251,7 +251,8 @@ PlanRequest placement(const std::map<std::string, std::string>& o) {
 // The same placement as the reference components run it (device_model/rank_memory.hpp): whole
 // experts (expert tensor parallel 1) over the EP ranks, which the code forms as tp × (ep / tp) in
 // each pipeline stage; the stages' layers cut as the trainer cuts them (pipeline_stages.hpp), so
-// the trainer's replicas are world / (tp · ep · pp). A layout the code refuses says why instead.
+// the trainer's replicas are world / (tp · ep · pp); the embedding and LM head split over the TP
+// ranks (model/parallel/vocab_parallel.hpp). A layout the code refuses says why instead.
 std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
   auto gib = [](double bytes) {
     char text[32];
@@ -279,6 +280,13 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
         << " parameters on the busiest rank, weights " << gib(m.weights);
       if (trainer) o << ", master " << gib(m.master) << ", gradients " << gib(m.gradients) << ", moments " << gib(m.moments)
                      << ", total " << gib(m.trainer());
+      // The vocabulary split over the TP ranks as qwen35_cpu splits it; the CUDA components keep it whole.
+      const double whole_vocab = dev::rank_memory(config, tp, ep, 1, dp, pp, false).trainer() - m.trainer();
+      if (tp > 1 && trainer)
+        o << " [embedding and LM head split over tp; qwen35_cuda keeps them whole: +" << gib(whole_vocab)
+          << "]";
+      else if (tp > 1)
+        o << " [embedding and LM head split over tp; qwen35_cuda keeps them whole]";
       o << "\n";
     } catch (const Error& e) {
       o << "  " << who << " " << to_string(l) << ": the code refuses it: " << e.what() << "\n";

@@ -37,8 +37,9 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
     distributed_optimizer = s.boolean_or("distributed_optimizer", true);
     if (platform_keys) platform_keys(s);
   });
-  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp),
-                              static_cast<int>(pp));
+  // The device model has no vocabulary-parallel kernels: the embedding and LM head stay whole.
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp), static_cast<int>(pp),
+                              /*vocab_parallel=*/false);
   if (distributed_optimizer) optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank());
   platform_ = make_platform();
   ws_ = dev::make_workspace();

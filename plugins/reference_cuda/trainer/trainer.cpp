@@ -4,12 +4,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
 #include "model/named_tensors.hpp"
 #include "model/parallel/shard_boxes.hpp"
 #include "model/parallel/shard_weights.hpp"
-#include "model/sampling.hpp"
+#include "model/parallel/vocab_parallel.hpp"
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
 #include "mlpt/sdk/plugin.hpp"
@@ -80,8 +79,12 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   const cpu::CoreLease cores(cpu::Phase::train, threads_);  // the process's core budget, for this step
   check_train_batch(b, config_, true);
   if (group_.shard().sharded()) group_.check_same_share(b);
-  const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
+  const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
+  // The LM head's rows here: the vocabulary, or this TP rank's range of it (vocab_parallel.hpp).
+  const VocabRange vocab = vocab_range(config_.vocab_size, config_.shard);
+  const int64_t V = vocab.count();
+  Communicator* vocab_group = V < config_.vocab_size ? group_.model_parallel().tensor : nullptr;
   const bool last_stage = group_.shard().last_stage();  // the pipeline stage with the LM head
   const PrefixGroups groups = find_prefix_groups(b);
   const PrefixGroups* shared = share_prefixes_ ? &groups : nullptr;
@@ -100,11 +103,18 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   std::vector<Saved> saved(mbs.size());
   std::vector<double> prev(static_cast<size_t>(N), 0.0);
   std::vector<float> logits(kHeadBlock * V), block_hidden(kHeadBlock * H);
-  // Gathers rows[r0, r0 + n) of `hidden` into block_hidden and runs the head on them.
-  auto head_block = [&](const Saved& sv, size_t r0, int64_t n) {
-    for (int64_t i = 0; i < n; ++i)
+  std::vector<int32_t> targets(kHeadBlock);
+  std::vector<double> lse(kHeadBlock), logprob(kHeadBlock);
+  // Gathers rows[r0, r0 + n) of `hidden` into block_hidden, runs the head on them and takes the
+  // log-softmax of each row's next token (over the TP group when the vocabulary is split).
+  auto head_block = [&](const Saved& sv, const int32_t* tokens, size_t r0, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
       std::copy_n(sv.hidden.data() + sv.rows[r0 + i].row * H, H, block_hidden.data() + i * H);
+      targets[i] = tokens[sv.rows[r0 + i].t + 1];
+    }
     lm_head_forward(weights_, n, block_hidden.data(), logits.data());
+    vocab_log_softmax(vocab_group, vocab, valid_vocab_, n, logits.data(), targets.data(), lse.data(),
+                      logprob.data());
   };
   int64_t computed_tokens = 0, head_rows = 0, shared_tokens = 0;
   for (size_t k = 0; k < mbs.size(); ++k) {
@@ -124,11 +134,8 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     const int32_t* tokens = b.tokens + mbs[k].first_token;  // the micro-batch's tokens as sequences
     for (size_t r0 = 0; r0 < sv.rows.size(); r0 += kHeadBlock) {
       const int64_t rows = std::min<int64_t>(kHeadBlock, static_cast<int64_t>(sv.rows.size() - r0));
-      head_block(sv, r0, rows);
-      for (int64_t i = 0; i < rows; ++i) {
-        const int64_t t = sv.rows[r0 + i].t;
-        prev[mbs[k].first_token + t + 1] = token_logprob(logits.data() + i * V, valid_vocab_, tokens[t + 1]);
-      }
+      head_block(sv, tokens, r0, rows);
+      for (int64_t i = 0; i < rows; ++i) prev[mbs[k].first_token + sv.rows[r0 + i].t + 1] = logprob[i];
     }
     computed_tokens += n;
     shared_tokens += (mbs[k].end_token - mbs[k].first_token) - n;
@@ -146,6 +153,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   double total_loss = 0;
   int64_t backward_tokens = 0;
   std::vector<float> dlogits(kHeadBlock * V), d_block(kHeadBlock * H);
+  std::vector<double> coef(kHeadBlock);
   const BackwardOptions options{trainable_[weights_.layout.layers.empty() ? 0 : weights_.layout.layers[0].moe.router]};
   for (size_t k = 0; k < mbs.size(); ++k) {
     if (!mbs[k].trains) continue;
@@ -157,36 +165,31 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     for (size_t r0 = 0; r0 < sv.rows.size(); r0 += kHeadBlock) {
       const int64_t rows = std::min<int64_t>(kHeadBlock, static_cast<int64_t>(sv.rows.size() - r0));
       bool any = false, computed = false;
-      std::fill(dlogits.begin(), dlogits.begin() + rows * V, 0.0f);
+      std::fill(coef.begin(), coef.end(), 0.0);
       for (int64_t i = 0; i < rows; ++i) {
-        const int64_t t = sv.rows[r0 + i].t;
-        const int64_t gt = mbs[k].first_token + t + 1;  // the predicted token, global index
+        const int64_t gt = mbs[k].first_token + sv.rows[r0 + i].t + 1;  // the predicted token, global index
         if (plan.weight[gt] == 0.0) continue;
         if (!computed) {
-          head_block(sv, r0, rows);
+          head_block(sv, tokens, r0, rows);
           computed = true;
         }
-        const float* l = logits.data() + i * V;
-        double lp = token_logprob(l, valid_vocab_, tokens[t + 1]);
-        TokenLoss tl = token_loss(plan.weight[gt], lp, prev[gt], loss_);
+        TokenLoss tl = token_loss(plan.weight[gt], logprob[i], prev[gt], loss_);
         total_loss += tl.loss;
         if (tl.grad == 0.0) continue;
         any = true;
-        // d loss / d logits = grad · (onehot − softmax) over the real vocabulary.
-        double lse = static_cast<double>(l[tokens[t + 1]]) - lp;
-        float* dl = dlogits.data() + i * V;
-        for (int64_t v = 0; v < valid_vocab_; ++v)
-          dl[v] = static_cast<float>(-tl.grad * std::exp(static_cast<double>(l[v]) - lse));
-        dl[tokens[t + 1]] += static_cast<float>(tl.grad);
+        coef[i] = tl.grad;
       }
       if (!any) continue;
       any_gradient = true;
-      cpu::linear_backward_input(rows, V, H, dlogits.data(), weights_[weights_.layout.lm_head], d_block.data(), false);
+      // d loss / d logits = grad · (onehot − softmax) over the real vocabulary, each rank its range.
+      vocab_log_softmax_backward(vocab, valid_vocab_, rows, logits.data(), targets.data(), lse.data(),
+                                 coef.data(), dlogits.data());
+      lm_head_backward(weights_, sv.fb.parallel, rows, dlogits.data(), block_hidden.data(), d_block.data(),
+                       grads_);
       for (int64_t i = 0; i < rows; ++i) {
         float* to = d_hidden.data() + sv.rows[r0 + i].row * H;
         for (int64_t j = 0; j < H; ++j) to[j] += d_block[i * H + j];
       }
-      cpu::linear_backward_weight(rows, V, H, dlogits.data(), block_hidden.data(), grads_[weights_.layout.lm_head]);
     }
     // A micro-batch whose every coefficient came out 0 (TIS- or error-masked) has a zero gradient;
     // the last pipeline stage, which ran the head, tells the others.
@@ -270,9 +273,9 @@ void ReferenceTrainer::export_weights(mlpt_export_weights_args& args) {
 void ReferenceTrainer::save_state(std::string_view path) {
   StateRanks ranks = group_.state_ranks(full_config_);
   ranks.piece_bytes = save_piece_bytes_;
-  Communicator* replicas = group_.data_parallel_group();  // the moments saved whole, whatever dp
-  save_trainer_state(std::string(path), checkpoint_, weights_, optimizer_shards_.gather_whole(replicas, m_),
-                     optimizer_shards_.gather_whole(replicas, v_), step_, version_, ranks);
+  ranks.moments = optimizer_shards_;  // each replica lends its ranges, piece by piece
+  ranks.data_group = group_.data_parallel_group();
+  save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_, ranks);
 }
 
 void ReferenceTrainer::load_state(std::string_view path) {

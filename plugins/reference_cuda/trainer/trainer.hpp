@@ -27,7 +27,9 @@
 // micro-batch's backward, activation gradients sent back; each stage updates its own tensors): each rank holds its shard of the weights (model/parallel/) and the AdamW moments of
 // that shard (AdamW is elementwise, so the shards' updates are the whole model's); the ranks of a
 // model-parallel group must be given the same batch share (the trainer tells the host its
-// data-parallel replica, trainer.h out_data_parallel_rank). The gradient-norm clip counts every
+// data-parallel replica, trainer.h out_data_parallel_rank). Under TP the embedding and LM head are
+// split by token ids (model/parallel/vocab_parallel.hpp): each rank scores its vocabulary range and
+// the log-softmax is assembled over the TP group, never the whole logits. The gradient-norm clip counts every
 // element once (sharded tensors' squares summed over their groups, replicated ones taken once).
 // export_weights returns this rank's shards as ABI 1.2 sharded tensors (shard_boxes.hpp; boxes
 // that continue each other joined, so a fused tensor a rank holds whole is one box).

@@ -76,7 +76,7 @@ TrainerGroup::~TrainerGroup() {
 #endif
 }
 
-void TrainerGroup::split_model_parallel(int tp, int ep, int etp, int pp) {
+void TrainerGroup::split_model_parallel(int tp, int ep, int etp, int pp, bool vocab_parallel) {
   if (etp != 1 && etp != tp)
     throw Error(MLPT_INVALID_ARGUMENT, "trainer group '" + name_ + "': expert_tensor_parallel " + std::to_string(etp) +
                                            " is neither 1 (whole experts) nor tensor_parallel " + std::to_string(tp));
@@ -86,6 +86,7 @@ void TrainerGroup::split_model_parallel(int tp, int ep, int etp, int pp) {
                                            std::to_string(tp) + " × expert_parallel " + std::to_string(ep) +
                                            (pp != 1 ? " × pipeline_parallel " + std::to_string(pp) : std::string()));
   shard_ = ModelShard::of_model_rank(tp, ep, pp, rank_ % (tp * ep * pp), etp);
+  shard_.vocab_parallel = vocab_parallel;
   if (size_ == 1) return;
 #ifdef MLPT_REFERENCE_MPI
   const int dp_rank = rank_ / (tp * ep * pp), stage = dp_rank * pp + shard_.pp_rank;  // stage: of the whole group

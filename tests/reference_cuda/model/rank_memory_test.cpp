@@ -1,8 +1,9 @@
 // The memory a rank of the device components allocates, as `mlpt model plan` states it
 // (device_model/rank_memory.hpp), against what the code allocates: every rank of each layout
 // uploads its shard through allocate_weights on the CPU backend, which counts the bytes asked of
-// it, and the busiest rank's bytes and elements must be the plan's exactly; a layout the code
-// refuses cannot be planned.
+// it, and the busiest rank's bytes and elements must be the plan's exactly, with the vocabulary
+// split over the TP ranks (as qwen35_cpu holds it) and whole (as the CUDA components hold it); a
+// layout the code refuses cannot be planned.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -28,28 +29,47 @@ TEST_CASE("the plan's bytes per rank are what every rank of a layout allocates f
   struct Layout {
     const char* model;
     int tp, ep, etp, pp = 1;
+    int64_t vocab = 0;  // > 0: the config's vocabulary size replaced (one tp does not divide)
   };
-  for (const Layout& l : {Layout{"tiny", 1, 1, 1}, Layout{"tiny", 2, 1, 1}, Layout{"tiny", 2, 2, 1}, Layout{"tiny", 2, 2, 2},
-                          Layout{"tiny", 1, 4, 1}, Layout{"tiny-tp8", 4, 1, 1}, Layout{"tiny-tp8", 4, 2, 1},
-                          Layout{"tiny", 1, 1, 1, 2}, Layout{"tiny", 2, 2, 1, 2}, Layout{"tiny-tp8", 4, 1, 1, 2},
-                          Layout{"tiny", 1, 1, 1, 3}}) {
-    INFO(l.model << " tp " << l.tp << " ep " << l.ep << " etp " << l.etp << " pp " << l.pp);
-    const ModelConfig full = model(l.model);
+  for (const Layout& l :
+       {Layout{"tiny", 1, 1, 1}, Layout{"tiny", 2, 1, 1}, Layout{"tiny", 2, 2, 1}, Layout{"tiny", 2, 2, 2},
+        Layout{"tiny", 1, 4, 1}, Layout{"tiny-tp8", 4, 1, 1}, Layout{"tiny-tp8", 4, 2, 1},
+        Layout{"tiny", 1, 1, 1, 2}, Layout{"tiny", 2, 2, 1, 2}, Layout{"tiny-tp8", 4, 1, 1, 2},
+        Layout{"tiny", 1, 1, 1, 3}, Layout{"tiny", 2, 1, 1, 1, 1151}, Layout{"tiny-tp8", 4, 2, 1, 2, 1151}}) {
+    INFO(l.model << " tp " << l.tp << " ep " << l.ep << " etp " << l.etp << " pp " << l.pp << " vocab "
+                 << l.vocab);
+    ModelConfig full = model(l.model);
+    if (l.vocab > 0) full.vocab_size = l.vocab;
     const Weights<float> whole = init_weights<float>(full, 5);
     const dev::RankMemory plan = dev::rank_memory(full, l.tp, l.ep, l.etp, 1, l.pp);
-    double most_bytes = 0;
-    int64_t most_elements = 0;
-    for (int r = 0; r < l.tp * l.ep * l.pp; ++r) {
-      const Weights<float> shard = shard_weights(whole, ModelShard::of_model_rank(l.tp, l.ep, l.pp, r, l.etp));
-      cpu::Bf16Ops ops;
-      const dev::DeviceWeights uploaded = dev::upload_weights(ops, shard);
-      most_bytes = std::max(most_bytes, static_cast<double>(ops.live_bytes()));
-      int64_t elements = 0;
-      for (const std::vector<float>& t : shard.values) elements += static_cast<int64_t>(t.size());
-      most_elements = std::max(most_elements, elements);
-    }
+    const dev::RankMemory whole_vocab =
+        dev::rank_memory(full, l.tp, l.ep, l.etp, 1, l.pp, /*vocab_parallel=*/false);
+    // The busiest rank's bytes and elements of every rank's shard, vocabulary split or whole.
+    auto allocated = [&](bool vocab_parallel) {
+      std::pair<double, int64_t> most{0, 0};
+      for (int r = 0; r < l.tp * l.ep * l.pp; ++r) {
+        ModelShard s = ModelShard::of_model_rank(l.tp, l.ep, l.pp, r, l.etp);
+        s.vocab_parallel = vocab_parallel;
+        const Weights<float> shard = shard_weights(whole, s);
+        cpu::Bf16Ops ops;
+        const dev::DeviceWeights uploaded = dev::upload_weights(ops, shard);
+        most.first = std::max(most.first, static_cast<double>(ops.live_bytes()));
+        int64_t elements = 0;
+        for (const std::vector<float>& t : shard.values) elements += static_cast<int64_t>(t.size());
+        most.second = std::max(most.second, elements);
+      }
+      return most;
+    };
+    const auto [most_bytes, most_elements] = allocated(true);
     CHECK(plan.weights == most_bytes);
     CHECK(plan.parameters == most_elements);
+    const auto [whole_bytes, whole_elements] = allocated(false);
+    CHECK(whole_vocab.weights == whole_bytes);
+    CHECK(whole_vocab.parameters == whole_elements);
+    if (l.tp > 1 && l.pp == 1) {  // TP rank 0 holds ceil(V / tp) of the embedding's and LM head's V rows
+      const int64_t V = full.vocab_size, H = full.hidden_size;
+      CHECK(whole_vocab.parameters - plan.parameters == 2 * H * (V - (V + l.tp - 1) / l.tp));
+    }
     CHECK(plan.master == Approx(4.0 * static_cast<double>(most_elements)).epsilon(1e-3));  // empty tensors ask 4 bytes
     // The distributed optimizer: two replicas keep half the moments each (within a value a tensor).
     const dev::RankMemory halves = dev::rank_memory(full, l.tp, l.ep, l.etp, 2, l.pp);

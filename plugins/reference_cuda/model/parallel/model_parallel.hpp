@@ -14,9 +14,10 @@
 // are split among the routed group, each rank sends its tokens to the owners of their experts
 // (all-to-all), gets the expert outputs back and the group gathers the combined rows
 // (expert_dispatch.hpp); with etp = 1 those rows are whole on every TP rank, so only TP rank 0
-// adds them to the TP partial sums. Everything else (embedding, norms, router, shared expert gate,
-// LM head) is replicated. One rank is the case tp = ep = pp = 1: the same code with no group to
-// talk to.
+// adds them to the TP partial sums. The embedding and LM head are split by token ids over the TP
+// ranks (vocab_parallel.hpp; unless the shard keeps the vocabulary whole). Everything else (norms,
+// router, shared expert gate) is replicated. One rank is the case tp = ep = pp = 1: the same code
+// with no group to talk to.
 //
 // Pipeline parallelism cuts the layers into pp contiguous stages (pipeline_stages.hpp); each stage
 // is a tp × ep layout of its own, holding only its layers' tensors (stage 0 the embedding, the last
@@ -42,6 +43,10 @@ struct ModelShard {
   // tp / num_kv_heads (set by shard_config, which knows the model).
   int kv_replicas = 1;
   int pp = 1, pp_rank = 0;  // pipeline stages and this rank's stage
+  // The embedding and LM head split by token ids over the TP ranks (vocab_parallel.hpp), as
+  // Megatron always splits them; false keeps them whole on every rank (the CUDA device model, which
+  // has no vocabulary-parallel kernels yet).
+  bool vocab_parallel = true;
   bool sharded() const { return tp * ep * pp > 1; }
   // This rank within its stage's tp × ep layout (the only layout when pp = 1).
   int world_rank() const { return ep_rank * tp + tp_rank; }

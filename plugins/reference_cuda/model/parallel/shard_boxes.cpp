@@ -2,9 +2,10 @@
 
 #include <algorithm>
 
+#include "mlpt/sdk/error.hpp"
 #include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
-#include "mlpt/sdk/error.hpp"
+#include "model/parallel/vocab_parallel.hpp"
 
 namespace mlpt::ref {
 
@@ -72,6 +73,9 @@ std::vector<ShardPlacement> shard_placements(const ModelConfig& f, const ModelLa
     at_row(l.moe.shared_up, s0);
     at_column(l.moe.shared_down, s0);
   }
+  const int64_t vocab_begin = vocab_range(f.vocab_size, s).begin;  // the embedding's and LM head's rows
+  at_row(local.embed, vocab_begin);
+  at_row(local.lm_head, vocab_begin);
   const std::vector<bool> held = stage_tensors(local, s);  // another pipeline stage's: no boxes
   for (size_t i = 0; i < out.size(); ++i)
     if (!held[i]) out[i].boxes.clear();

@@ -3,9 +3,10 @@
 #include <string>
 #include <tuple>
 
+#include "mlpt/sdk/error.hpp"
 #include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_boxes.hpp"
-#include "mlpt/sdk/error.hpp"
+#include "model/parallel/vocab_parallel.hpp"
 
 namespace mlpt::ref {
 
@@ -29,6 +30,13 @@ void take_columns(const T* from, int64_t rows, int64_t width, int64_t begin, int
   for (int64_t r = 0; r < rows; ++r) to.insert(to.end(), from + r * width + begin, from + r * width + end);
 }
 
+// The embedding and LM head of a shard: its vocabulary range's rows (all of them unless the shard
+// splits the vocabulary).
+void keep_vocab_rows(ModelLayout& layout, int64_t vocab, const ModelShard& shard) {
+  for (int t : {layout.embed, layout.lm_head})
+    layout.tensors[static_cast<size_t>(t)].shape[0] = vocab_range(vocab, shard).count();
+}
+
 }  // namespace
 
 ModelConfig shard_config(const ModelConfig& full, const ModelShard& s) {
@@ -44,6 +52,10 @@ ModelConfig shard_config(const ModelConfig& full, const ModelShard& s) {
     throw sdk::Error(MLPT_INVALID_ARGUMENT, "model shard: pipeline stage " + std::to_string(s.pp_rank) + " of " + std::to_string(s.pp));
   (void)stage_layers(full.num_layers, s);  // each stage holds a layer at least
   require_split(full.num_heads, s.tp, "num_attention_heads", "tp");
+  if (s.vocab_parallel && full.vocab_size < s.tp)  // any larger vocabulary splits (vocab_parallel.hpp)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "vocab_size " + std::to_string(full.vocab_size) +
+                                                " is smaller than tp " + std::to_string(s.tp) +
+                                                " (each rank holds a range of the vocabulary)");
   // KV heads split over tp, or tp a multiple of them (each replicated on tp / num_kv_heads ranks).
   const bool kv_replicated = full.num_kv_heads < s.tp;
   if (kv_replicated && s.tp % full.num_kv_heads != 0)
@@ -86,9 +98,12 @@ Weights<T> shard_weights(const Weights<T>& full, const ModelShard& s) {
                                         std::to_string(f.num_experts) + " nor this rank's " +
                                         std::to_string(f.num_experts / s.expert_blocks()));
   auto copy = [&](int local, int whole) { w.values[local] = full.values[whole]; };
-  copy(w.layout.embed, full.layout.embed);
+  const VocabRange vocab = vocab_range(f.vocab_size, s);  // the embedding's and LM head's rows
+  keep_vocab_rows(w.layout, f.vocab_size, s);
+  take_rows(full.values[full.layout.embed], f.hidden_size, vocab.begin, vocab.end, w.values[w.layout.embed]);
   copy(w.layout.final_norm, full.layout.final_norm);
-  copy(w.layout.lm_head, full.layout.lm_head);
+  take_rows(full.values[full.layout.lm_head], f.hidden_size, vocab.begin, vocab.end,
+            w.values[w.layout.lm_head]);
   for (size_t l = 0; l < w.layout.layers.size(); ++l) {
     const LayerTensors& A = full.layout.layers[l];
     const LayerTensors& B = w.layout.layers[l];
@@ -154,6 +169,7 @@ ModelLayout shard_layout(const ModelConfig& full, const ModelShard& shard) {
   for (const LayerTensors& l : layout.layers)
     for (int t : {l.moe.gate_up, l.moe.down})
       layout.tensors[static_cast<size_t>(t)].shape[0] = full.num_experts / shard.expert_blocks();
+  keep_vocab_rows(layout, full.vocab_size, shard);
   keep_stage_tensors(layout, shard);
   return layout;
 }

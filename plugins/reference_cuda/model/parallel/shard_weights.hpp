@@ -15,8 +15,9 @@ namespace mlpt::ref {
 ModelConfig shard_config(const ModelConfig& full, const ModelShard& shard);
 
 // The layout of `shard`'s tensors for a model of config `full`: its config's (shard_config), the
-// routed-expert tensors holding its block of num_experts / expert_blocks() experts, another
-// pipeline stage's tensors empty (keep_stage_tensors).
+// routed-expert tensors holding its block of num_experts / expert_blocks() experts, the embedding
+// and LM head the rows of its vocabulary range (vocab_parallel.hpp), another pipeline stage's
+// tensors empty (keep_stage_tensors).
 ModelLayout shard_layout(const ModelConfig& full, const ModelShard& shard);
 
 // Copies this rank's slices out of the full weights: a one-rank model, whose expert tensors hold

@@ -32,25 +32,34 @@ constexpr double kGenerationTolerance = 1e-4;
 
 std::string config(const char* name) { return std::string(MLPT_SOURCE_DIR) + "/configs/models/" + name + ".json"; }
 
-// Runs parallel_forward_check over tp × ep × pp ranks: forward (and with `gradients` backward) of
-// the shards against one rank.
-nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay, bool gradients = true, int etp = 1,
-                     int pp = 1) {
+// Runs an MPI check program's command: it must exit 0; returns the JSON line its first rank
+// printed, found by one of its keys.
+nlohmann::json run_check(const std::string& cmd, const char* key) {
   int status = 0;
-  const std::string cmd = "timeout -k 5 600 " + mlpt_test::mpirun_command(tp * ep * pp) + PARALLEL_FORWARD_CHECK +
-                          " --config " + config_path + " --tp " + std::to_string(tp) + " --ep " + std::to_string(ep) +
-                          " --etp " + std::to_string(etp) + " --pp " + std::to_string(pp) +
-                          " --tolerance " + std::to_string(kLogprobTolerance) + " --grad-tolerance " +
-                          std::to_string(kGradientTolerance) + (replay ? " --replay" : "") +
-                          (gradients ? " --backward" : "") + " 2>&1";
   const std::string out = mlpt_test::run_command(cmd, &status);
   INFO(cmd << "\n" << out);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  const auto key = out.find("\"max_logprob_diff\"");
-  REQUIRE(key != std::string::npos);
-  const auto line = out.rfind('{', key);
-  nlohmann::json r = nlohmann::json::parse(out.substr(line, out.find('\n', line) - line));
+  const auto at = out.find("\"" + std::string(key) + "\"");
+  REQUIRE(at != std::string::npos);
+  const auto line = out.rfind('{', at);
+  return nlohmann::json::parse(out.substr(line, out.find('\n', line) - line));
+}
+
+// Runs parallel_forward_check over tp × ep × pp ranks: forward (and with `gradients` backward) of
+// the shards against one rank.
+// With `vocab` > 0 the config's vocabulary size replaced (one that does not split evenly).
+nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay, bool gradients = true,
+                     int etp = 1, int pp = 1, int64_t vocab = 0) {
+  const std::string cmd =
+      "timeout -k 5 600 " + mlpt_test::mpirun_command(tp * ep * pp) + PARALLEL_FORWARD_CHECK + " --config " +
+      config_path + " --tp " + std::to_string(tp) + " --ep " + std::to_string(ep) + " --etp " +
+      std::to_string(etp) + " --pp " + std::to_string(pp) + " --tolerance " +
+      std::to_string(kLogprobTolerance) + " --grad-tolerance " + std::to_string(kGradientTolerance) +
+      (replay ? " --replay" : "") + (gradients ? " --backward" : "") +
+      (vocab > 0 ? " --vocab " + std::to_string(vocab) : "") + " 2>&1";
+  const nlohmann::json r = run_check(cmd, "max_logprob_diff");
+  INFO(cmd << "\n" << r.dump());
   WARN("tp " << tp << " ep " << ep << " etp " << etp << " pp " << pp << (replay ? " replay" : "") << " " << config_path << ": max |Δlogprob| "
              << r["max_logprob_diff"].get<double>() << ", max |Δhidden| " << r["max_hidden_diff"].get<double>()
              << (gradients ? ", max relative |Δgradient| " + std::to_string(r["max_grad_relative_diff"].get<double>()) : "")
@@ -60,6 +69,10 @@ nlohmann::json check(int tp, int ep, const std::string& config_path, bool replay
   CHECK(r["backward"].get<bool>() == gradients);
   CHECK(r["max_grad_relative_diff"].get<double>() <= kGradientTolerance);
   CHECK(r["max_generate_hidden_diff"].get<double>() <= kGenerationTolerance);
+  // The vocabulary split over the TP ranks: the printing rank (TP rank 0) holds the first range,
+  // ceil(vocab / tp) rows of the LM head.
+  const int64_t V = r["vocab_size"].get<int64_t>();
+  CHECK(r["lm_head_rows"].get<int64_t>() == (V + tp - 1) / tp);
   return r;
 }
 
@@ -134,6 +147,25 @@ double check_score(const char* model, int ranks, const std::string& layout) {
 
 }  // namespace
 
+// The distributed log-softmax of vocabulary parallelism against float64 over whole rows, on 2, 3
+// and 4 ranks: vocabularies that split evenly and unevenly, padding ids past `valid` in one rank's
+// range or filling whole ranges.
+TEST_CASE("Vocabulary-parallel log-softmax, gradient, top ids and gathered rows equal float64 over whole rows") {
+  for (int tp : {2, 3, 4}) {
+    const std::string cmd = "timeout -k 5 120 " + mlpt_test::mpirun_command(tp) + VOCAB_PARALLEL_CHECK +
+                            " --tp " + std::to_string(tp) + " 2>&1";
+    const nlohmann::json r = run_check(cmd, "gathered_equal");
+    INFO(cmd << "\n" << r.dump());
+    WARN("tp " << tp << ": max |Δlse| " << r["max_lse_diff"].get<double>() << ", |Δlogprob| "
+               << r["max_logprob_diff"].get<double>() << ", |Δgradient| " << r["max_grad_diff"].get<double>()
+               << ", |Δtop| " << r["max_top_diff"].get<double>());
+    CHECK(r["max_logprob_diff"].get<double>() <= 1e-12);
+    CHECK(r["top_ids_equal"].get<bool>());
+    CHECK(r["gathered_equal"].get<bool>());
+    CHECK(r["ranges_cover"].get<bool>());
+  }
+}
+
 TEST_CASE("Tiny config: tensor parallel (TP=2) forward and gradients equal one rank") {
   auto r = check(2, 1, config("tiny"), false);
   CHECK(r["max_grad_relative_diff"].get<double>() > 0);  // the partial sums really were added in another order
@@ -147,6 +179,15 @@ TEST_CASE("Tiny config: expert parallel (EP=2) forward and gradients equal one r
 }
 
 TEST_CASE("Tiny config: TP=2 x EP=2 over four ranks equals one rank") { check(2, 2, config("tiny"), false); }
+
+// A vocabulary that does not split evenly: ranges of 576 and 575 ids (TP=2), 288 and 287 (TP=4),
+// the embedding's gradient on each rank's rows.
+TEST_CASE(
+    "Tiny config with 1151 ids: TP=2 and TP=4 (two KV heads) split the vocabulary unevenly and equal one "
+    "rank") {
+  check(2, 1, config("tiny"), false, true, 1, 1, /*vocab=*/1151);
+  check(4, 1, config("tiny-tp8"), false, true, 1, 1, /*vocab=*/1151);
+}
 
 // Expert tensor parallelism: 1 (the default above: whole experts over every rank of the layout,
 // dispatched over all of them, their rows added once to the TP sums) or tp (each expert's FFN
@@ -178,6 +219,12 @@ TEST_CASE("Small config: TP=2, EP=4 and TP=2 x EP=2 (gradients too) equal one ra
 
 TEST_CASE("mpirun -np 4 mlpt model score --tp 2 --ep 2 prints the one-rank command's output") {
   check_score("tiny", 4, "--tp 2 --ep 2");
+}
+
+// The LM head split over the TP ranks: logprobs and top candidates assembled from each rank's range.
+TEST_CASE("mpirun mlpt model score --tp 2, and --tp 4 over two KV heads, print the one-rank output") {
+  check_score("tiny", 2, "--tp 2");
+  check_score("tiny-tp8", 4, "--tp 4");
 }
 
 // Pipeline parallelism passes the residual stream (and its gradient) between stages as it is:

@@ -9,7 +9,8 @@
 // router's choice): the hidden states of every step against one rank's, past 1e-4 it fails.
 // Under pipeline parallelism (--pp) the last stage compares hidden states, logprobs and generation
 // (the others have none), every stage its own layers' experts and gradients; the first rank of the
-// last stage prints.
+// last stage prints, with the LM-head rows it holds (its vocabulary range under TP). --vocab N
+// replaces the config's vocabulary size (one that does not split evenly over tp).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -113,6 +114,7 @@ double max_diff(const V& a, const V& b) {
 int check(int argc, char** argv) {
   std::string config_path;
   int tp = 1, ep = 1, etp = 1, pp = 1;
+  int64_t vocab = 0;
   bool replay = false, with_backward = false;
   double tolerance = 1e-5, grad_tolerance = 1e-4, hidden_tolerance = 1e-4;
   for (int i = 1; i < argc; ++i) {
@@ -126,6 +128,7 @@ int check(int argc, char** argv) {
     else if (a == "--ep") ep = std::stoi(value());
     else if (a == "--etp") etp = std::stoi(value());
     else if (a == "--pp") pp = std::stoi(value());
+    else if (a == "--vocab") vocab = std::stoll(value());
     else if (a == "--tolerance") tolerance = std::stod(value());
     else if (a == "--grad-tolerance") grad_tolerance = std::stod(value());
     else if (a == "--replay") replay = true;
@@ -134,6 +137,7 @@ int check(int argc, char** argv) {
   }
   MpiModelLayout layout(tp, ep, etp, pp);
   ModelConfig config = load_model_config(config_path);
+  if (vocab > 0) config.vocab_size = vocab;
   Weights<float> full = init_weights<float>(config, 1234);
   // Two sequences (41 and 23 tokens) from a fixed linear congruential stream.
   const std::vector<int64_t> offsets{0, 41, 64};
@@ -172,12 +176,23 @@ int check(int argc, char** argv) {
         experts_equal = experts_equal && one.experts[at] == many.experts[at] && (!replay || many.experts[at] == given[at]);
       }
   if (last && layout.shard().world_rank() == 0)
-    std::cout << nlohmann::json{{"config", config_path}, {"tp", tp}, {"ep", ep}, {"etp", etp}, {"pp", pp}, {"replay", replay},
-                                {"max_hidden_diff", dh}, {"max_logprob_diff", dl}, {"experts_equal", experts_equal},
+    std::cout << nlohmann::json{{"config", config_path},
+                                {"tp", tp},
+                                {"ep", ep},
+                                {"etp", etp},
+                                {"pp", pp},
+                                {"replay", replay},
+                                {"max_hidden_diff", dh},
+                                {"max_logprob_diff", dl},
+                                {"experts_equal", experts_equal},
                                 {"hidden_bitwise_equal", one.hidden == many.hidden},
                                 {"generate_bitwise_equal", decoded_alone == decoded},
-                                {"backward", with_backward}, {"max_grad_relative_diff", dg},
-                                {"max_generate_hidden_diff", dd}}
+                                {"backward", with_backward},
+                                {"max_grad_relative_diff", dg},
+                                {"max_generate_hidden_diff", dd},
+                                {"vocab_size", config.vocab_size},
+                                {"lm_head_rows",
+                                 shard.layout.tensors[static_cast<size_t>(shard.layout.lm_head)].shape[0]}}
                      .dump()
               << std::endl;
   return dl <= tolerance && dg <= grad_tolerance && dd <= hidden_tolerance && experts_equal && std::isfinite(dh) ? 0 : 1;
