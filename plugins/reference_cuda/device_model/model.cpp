@@ -388,12 +388,12 @@ void moe_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
   c.ops.zero(out, size_t(N * H) * 2);
   // The backward's recomputation needs the routing and the shared expert's tape, not the routed
   // experts' output (experts_backward recomputes what it needs): skipped, with its host round trip.
-  if (c.ws.recomputing) {
-  } else if (c.experts_dispatched()) {
-    staged_experts_forward(c.ops, *c.routed, shape, N, xn, experts, weights, c.w.bf(L.gate_up),
-                           c.w.bf(L.down), c.routed_rows(out, N * H));
-  } else {
-    c.ops.experts_forward(shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out);
+  if (!c.ws.recomputing) {
+    if (c.experts_dispatched())
+      staged_experts_forward(c.ops, *c.routed, shape, N, xn, experts, weights, c.w.bf(L.gate_up),
+                             c.w.bf(L.down), c.routed_rows(out, N * H));
+    else
+      c.ops.experts_forward(shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out);
   }
   bf16* sg = take<bf16>(c.ops, t.sg, N * Is);
   bf16* su = take<bf16>(c.ops, t.su, N * Is);
