@@ -1,8 +1,8 @@
-// bench_refit_path: what one refit costs on the path the run takes (core/refit/sparse_refit_transport.cpp),
+// bench_refit_path: what one refit costs on the path the run takes (the sparse transport plugin, plugins/transport_sparse),
 // sparse against dense, in the same process. Sparse: the trainer's side compares the new weights
 // with the last version sent, encodes what changed and checksums every tensor
-// (refit::RefitSender); the engine's side applies the delta to its copy and checks every tensor
-// (refit::RefitReceiver). Dense baseline: one memcpy of the weights into the engine's copy, the
+// (sparse_refit::RefitSender); the engine's side applies the delta to its copy and checks every tensor
+// (sparse_refit::RefitReceiver). Dense baseline: one memcpy of the weights into the engine's copy, the
 // least any dense refit costs before a byte crosses a link. Both as ratios, plus the link
 // bandwidth below which sparse wins end to end (its extra CPU time equals the wire time it saves).
 //
@@ -10,7 +10,7 @@
 //   tiny         configs/models/tiny.json whole, FP32 (what the tiny run moves) and BF16;
 //   397b-subset  configs/qwen35-397b/config.json, layers 0 (GDN) and 3 (attention) with 8 of
 //                their 512 experts (a whole layer is ~13 GB in BF16), BF16.
-// Each step changes a fraction of the elements at random positions (default 1.5%: bench_refit
+// Each step changes a fraction of the elements at random positions (default 1.5%: bench_refit_steps
 // measures 1.2-1.7% per benchmark-settings AdamW step on the ~100M config).
 //
 //   bench_refit_path [--changed-fraction F] [--steps N]
@@ -21,77 +21,28 @@
 #include <string>
 #include <vector>
 
-#include "core/refit/refit_receiver.hpp"
-#include "core/refit/refit_sender.hpp"
-#include "model/config.hpp"
-#include "model/layout.hpp"
+#include "bench_weights.hpp"
+#include "refit_receiver.hpp"
+#include "refit_sender.hpp"
 
 using namespace mlpt;
+using refit_bench::make_model;
+using refit_bench::Model;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-struct Model {
-  std::string label;
-  std::vector<std::string> names;
-  std::vector<std::vector<int64_t>> shapes;
-  std::vector<std::vector<std::byte>> data;
-  std::vector<mlpt_named_tensor> views;
-  DLDataType dtype{};
-  uint64_t bytes = 0;
-};
-
-Model make_model(const std::string& label, const ref::ModelConfig& config, DLDataType dtype, const std::vector<std::string>& only_prefixes) {
-  Model m;
-  m.label = label, m.dtype = dtype;
-  std::mt19937_64 rng(1);
-  for (const auto& t : ref::make_layout(config).tensors) {
-    bool keep = only_prefixes.empty();
-    for (const auto& p : only_prefixes) keep |= t.name.rfind(p, 0) == 0;
-    if (!keep) continue;
-    m.names.push_back(t.name);
-    m.shapes.push_back(t.shape);
-    m.data.emplace_back(static_cast<size_t>(t.numel()) * dtype.bits / 8);
-    for (size_t i = 0; i + 8 <= m.data.back().size(); i += 8) {
-      const uint64_t x = rng();
-      std::memcpy(m.data.back().data() + i, &x, 8);
-    }
-    m.bytes += m.data.back().size();
-  }
-  for (size_t i = 0; i < m.names.size(); ++i) {
-    mlpt_named_tensor v{};
-    v.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
-    v.name = {m.names[i].data(), m.names[i].size()};
-    v.tensor.data = m.data[i].data();
-    v.tensor.device = {kDLCPU, 0};
-    v.tensor.ndim = static_cast<int32_t>(m.shapes[i].size());
-    v.tensor.dtype = dtype;
-    v.tensor.shape = m.shapes[i].data();
-    m.views.push_back(v);
-  }
-  return m;
-}
-
-// An optimizer step as the refit sees it: `fraction` of the elements get new bits.
-void step(Model& m, double fraction, std::mt19937_64& rng) {
-  const size_t width = m.dtype.bits / 8;
-  for (auto& d : m.data) {
-    const size_t n = d.size() / width, k = static_cast<size_t>(static_cast<double>(n) * fraction);
-    for (size_t j = 0; j < k; ++j) d[rng() % n * width] ^= std::byte{0x01};
-  }
-}
-
 void run(Model m, double fraction, int steps) {
-  refit::RefitSender sender;
-  refit::RefitReceiver receiver;
+  sparse_refit::RefitSender sender;
+  sparse_refit::RefitReceiver receiver;
   std::vector<std::byte> engine_copy(m.bytes);
   std::mt19937_64 rng(7);
   std::printf("%s: %zu tensors, %.1f MiB (%s)\n", m.label.c_str(), m.names.size(), static_cast<double>(m.bytes) / 1048576.0,
               m.dtype.bits == 16 ? "bf16" : "fp32");
   for (int v = 1; v <= steps + 1; ++v) {
-    if (v > 1) step(m, fraction, rng);
+    if (v > 1) refit_bench::step(m, fraction, rng);
     auto t0 = Clock::now();
     const auto& msg = sender.prepare(static_cast<uint64_t>(v), m.views.data(), m.views.size());
     const double encode_s = seconds_since(t0);
@@ -111,7 +62,7 @@ void run(Model m, double fraction, int steps) {
     const double extra_s = sparse_s - dense_s;
     std::printf("  refit %d %-5s: changed %.3f%%  bytes %.4f of dense (%.2f of %.2f MiB)  time %.2fx the dense copy "
                 "(encode %.4f s + apply %.4f s vs memcpy %.4f s)",
-                v, s.mode.c_str(), 100.0 * static_cast<double>(s.changed) / static_cast<double>(s.numel),
+                v, s.full ? "full" : "delta", 100.0 * static_cast<double>(s.changed) / static_cast<double>(s.numel),
                 static_cast<double>(s.bytes) / static_cast<double>(s.dense_bytes), static_cast<double>(s.bytes) / 1048576.0,
                 static_cast<double>(s.dense_bytes) / 1048576.0, sparse_s / dense_s, encode_s, apply_s, dense_s);
     if (saved_bytes > 0 && extra_s > 0) std::printf("; sparse wins on links below %.1f Gb/s", saved_bytes * 8 / extra_s / 1e9);

@@ -47,8 +47,8 @@
 #include <vector>
 
 #include "core/plugin/plugin.hpp"
-#include "core/refit/refit_receiver.hpp"
-#include "core/refit/refit_sender.hpp"
+#include "refit_receiver.hpp"
+#include "refit_sender.hpp"
 #include "mlpt/sdk/reshard.hpp"
 #include "mlpt/transport.h"
 #include "model/config.hpp"
@@ -300,7 +300,7 @@ int run_sender(const std::string& model, const std::string& scenario, int rank, 
   mlpt_transport* tx =
       t.create(MLPT_TRANSPORT_SENDER,
                config_of(port, checksum) + R"(, "receivers": )" + std::to_string(receivers) + "}", &group);
-  mlpt::refit::RefitSender encoder;
+  mlpt::sparse_refit::RefitSender encoder;
   std::mt19937_64 rng(7);
   std::printf("ready\n");
   std::fflush(stdout);
@@ -360,7 +360,7 @@ int run_receiver(const std::string& model, const std::string& scenario, int inde
                                 config_of(port, checksum) + R"(, "senders": )" + std::to_string(senders) +
                                     R"(, "name": "bench-receiver-)" + std::to_string(index) + "\"}",
                                 nullptr);
-  mlpt::refit::RefitReceiver decoder;
+  mlpt::sparse_refit::RefitReceiver decoder;
   std::vector<uint16_t> expect;
   for (uint64_t v = 1; v <= static_cast<uint64_t>(versions); ++v) {
     mlpt_transport_receive_args a{};

@@ -12,7 +12,7 @@
 // A transport time is one whole send(): metadata, every bucket, commit and the receiver's ack.
 //
 // With --sparse-fraction F it also times a sparse refit of the same bytes read as BF16 weights of
-// which a fraction F changed (core/refit/sparse_delta.hpp; bench_refit measures F on the ~100M
+// which a fraction F changed (plugins/transport_sparse/sparse_delta.hpp; bench_refit_steps measures F on the ~100M
 // model): encode, send the updates, apply them, against the dense send and ucx_perftest.
 //
 //   bench_transport [--mib N] [--reps N] [--buckets 1,4,16,64] [--classes sm,tcp] [--no-perftest]
@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "core/plugin/plugin.hpp"
-#include "core/refit/sparse_delta.hpp"
+#include "sparse_delta.hpp"
 #include "mlpt/transport.h"
 #include "ucx_perftest.hpp"
 
@@ -209,7 +209,7 @@ void sparse_refit(Transport& t, const std::string& self, const Weights& w, doubl
   }
   auto t0 = Clock::now();
   for (size_t i = 0; i < w.data.size(); ++i)
-    wire += mlpt::refit::encode_bf16_delta(engine[i].data(), reinterpret_cast<const uint16_t*>(w.data[i]), n, blobs[i]).bytes;
+    wire += mlpt::sparse_refit::encode_bf16_delta(engine[i].data(), reinterpret_cast<const uint16_t*>(w.data[i]), n, blobs[i]).bytes;
   const double encode = seconds_since(t0);
   std::vector<int64_t> shapes(blobs.size());
   std::vector<mlpt_named_tensor> views = w.views;
@@ -223,7 +223,7 @@ void sparse_refit(Transport& t, const std::string& self, const Weights& w, doubl
   TransportResult sparse = transport_gbps(t, self, views, wire, bucket, false, reps);
   auto ta = Clock::now();
   for (size_t i = 0; i < blobs.size(); ++i)
-    mlpt::refit::apply_bf16_delta(blobs[i].data(), blobs[i].size(), engine[i].data(), n, w.names[i]);
+    mlpt::sparse_refit::apply_bf16_delta(blobs[i].data(), blobs[i].size(), engine[i].data(), n, w.names[i]);
   const double apply = seconds_since(ta);
   bool exact = true;
   for (size_t i = 0; i < blobs.size(); ++i) exact = exact && std::memcmp(engine[i].data(), w.data[i], w.tensor_bytes) == 0;

@@ -410,12 +410,12 @@ void Trainer::load_state(const std::string& dir) {
 // ---- Transport ----
 
 Transport::Transport(plugin::Component component, const nlohmann::json& settings, mlpt_transport_role role,
-                     const std::string& group, const mlpt_component_group* ranks)
+                     const std::string& group, const mlpt_component_group* ranks, const mlpt_extension* extensions)
     : component_(std::move(component)),
       api_(component_.table<mlpt_transport_api>()),
       abi_(&abi_adapter(component_.abi_minor())) {
   std::string config = settings.dump();
-  mlpt_transport_create_args a{MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE, borrow(config), role, borrow(group), nullptr, ranks, nullptr};
+  mlpt_transport_create_args a{MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE, borrow(config), role, borrow(group), nullptr, ranks, extensions};
   if (ranks && ranks->size > 1 && role == MLPT_TRANSPORT_SENDER) {
     const auto* caps = component_.caps<mlpt_transport_capabilities>();
     const int32_t most = MLPT_HAS_FIELD(caps, mlpt_transport_capabilities, max_sender_ranks) && caps->max_sender_ranks > 0

@@ -166,10 +166,12 @@ class Trainer {
 // ---- Transport ----
 
 // One endpoint. `group`: the sender ranks this endpoint is one of (ABI 1.2); NULL: one sender.
+// `extensions`: the create args' chain (e.g. the endpoint a wrapper wraps), outliving the endpoint.
 class Transport {
  public:
   Transport(plugin::Component component, const nlohmann::json& settings, mlpt_transport_role role,
-            const std::string& group, const mlpt_component_group* ranks = nullptr);
+            const std::string& group, const mlpt_component_group* ranks = nullptr,
+            const mlpt_extension* extensions = nullptr);
   ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;

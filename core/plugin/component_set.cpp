@@ -5,7 +5,7 @@
 
 namespace mlpt::plugin {
 
-ComponentSet::ComponentSet(const std::vector<config::ComponentConfig>& configs, HostServices& host) {
+ComponentSet::ComponentSet(const std::vector<config::ComponentConfig>& configs, HostServices& host) : host_(&host) {
   for (const auto& c : configs) {
     try {
       auto path = resolve_plugin(c.plugin).string();
@@ -30,7 +30,16 @@ const nlohmann::json& ComponentSet::settings(mlpt_component_kind kind) const {
   return entries_.at(kind).settings;
 }
 
+Component ComponentSet::extra(mlpt_component_kind kind, const std::string& plugin, const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const auto path = resolve_plugin(plugin).string();
+  auto it = by_path_.find(path);
+  if (it == by_path_.end()) it = by_path_.emplace(path, Plugin::load(path, *host_)).first;
+  return it->second->component(kind, name);
+}
+
 std::vector<std::shared_ptr<Plugin>> ComponentSet::plugins() const {
+  std::lock_guard lock(mutex_);
   std::vector<std::shared_ptr<Plugin>> out;
   for (const auto& [path, p] : by_path_) out.push_back(p);
   return out;

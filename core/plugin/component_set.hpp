@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 
@@ -21,6 +22,9 @@ class ComponentSet {
   const Component& component(mlpt_component_kind kind) const;
   const nlohmann::json& settings(mlpt_component_kind kind) const;
   std::vector<std::shared_ptr<Plugin>> plugins() const;
+  // A component the run composes beside its config's (the sparse refit's transport, wrapping the
+  // config's): `name` of `kind` from the plugin file `plugin`, found in the plugin folders.
+  Component extra(mlpt_component_kind kind, const std::string& plugin, const std::string& name) const;
 
   // Runs `create` (making the component of `kind`); a settings error it throws gets the file, line
   // and key of the setting in the config (config::locate_settings_error).
@@ -49,7 +53,9 @@ class ComponentSet {
     config::ComponentConfig config;
   };
   std::map<mlpt_component_kind, Entry> entries_;
-  std::map<std::string, std::shared_ptr<Plugin>> by_path_;
+  HostServices* host_;
+  mutable std::mutex mutex_;  // extra() loads on first use, from any thread
+  mutable std::map<std::string, std::shared_ptr<Plugin>> by_path_;
 };
 
 }  // namespace mlpt::plugin

@@ -1,53 +1,59 @@
 #include "core/refit/sparse_refit_transport.hpp"
 
-#include <string>
-#include <string_view>
-
 #include "core/error.hpp"
-#include "core/refit/refit_manifest.hpp"
-#include "mlpt/sdk/weight_delivery.hpp"
 
 namespace mlpt::refit {
 
-void SparseRefitSender::prepare(components::Trainer& trainer) {
-  const auto w = trainer.export_weights();
-  if (prepared_ == w.version) return;  // encoded already
-  for (size_t i = 0; w.shards && i < w.count; ++i)
-    if (w.shards[i].offsets || w.shards[i].global_shape)
-      throw Error(
-          MLPT_FAILED_PRECONDITION,
-          "the trainer exported shards; a sparse refit needs whole tensors (set [run] refit = \"dense\")");
-  encoder_.prepare(w.version, w.tensors, w.count);
-  prepared_ = w.version;
+std::unique_ptr<components::Transport> wrap_sparse(const plugin::ComponentSet& set,
+                                                   components::Transport& inner, mlpt_transport_role role,
+                                                   const std::string& group, const nlohmann::json& settings,
+                                                   sdk::WrappedTransportExtension& extension) {
+  if (!inner.bindable())
+    throw Error(MLPT_FAILED_PRECONDITION,
+                "[run] refit = \"sparse\" wraps the run's transport, and " + inner.component().name +
+                    " speaks an ABI older than 1.2 (its endpoints cannot be bound); set refit = \"dense\"");
+  extension.header = mlpt_extension{sizeof(extension), sdk::kWrappedTransportExtension, nullptr};
+  extension.inner = *inner.binding();
+  const plugin::Component sparse =
+      set.extra(MLPT_COMPONENT_TRANSPORT, kSparseTransportPlugin, kSparseTransportName);
+  return std::make_unique<components::Transport>(sparse, settings, role, group, nullptr, &extension.header);
+}
+
+SparseRefitSender::SparseRefitSender(const plugin::ComponentSet& set, components::Transport& inner,
+                                     const std::string& group, int64_t full_every) {
+  extension_.report_ctx = this;
+  extension_.report = &on_report;
+  endpoint_ = wrap_sparse(set, inner, MLPT_TRANSPORT_SENDER, group, {{"full_every", full_every}}, extension_);
+}
+
+void SparseRefitSender::on_report(void* ctx, const sdk::WrappedTransportReport* report) {
+  auto* self = static_cast<SparseRefitSender*>(ctx);
+  std::lock_guard lock(self->mutex_);
+  self->report_ = *report;
 }
 
 SentVersion SparseRefitSender::send(components::Trainer& trainer, int64_t timeout_ms) {
-  if (!prepared_) prepare(trainer);
-  const uint64_t version = *prepared_;
-  prepared_.reset();
-  const auto& message = encoder_.message();
-  endpoint_.send(version, message.data(), message.size(), timeout_ms);
-  return SentVersion{version, encoder_.stats()};
+  {
+    std::lock_guard lock(mutex_);
+    report_.reset();
+  }
+  const PublishResult published = publish(trainer, *endpoint_, timeout_ms);
+  std::lock_guard lock(mutex_);
+  if (!report_ || report_->version != published.version)
+    throw Error(MLPT_INTERNAL, "the sparse transport sent version " + std::to_string(published.version) +
+                                   " without reporting what it cost");
+  SentVersion sent{published.version, RefitStats{report_->full ? "full" : "delta"}};
+  sent.stats.bytes = report_->bytes;
+  sent.stats.dense_bytes = report_->dense_bytes;
+  sent.stats.numel = report_->elements;
+  sent.stats.changed = report_->changed;
+  sent.stats.whole_by_rates = report_->whole_by_rates != 0;
+  return sent;
 }
 
-uint64_t SparseRefitReceiver::fetch(components::Engine& engine, uint64_t min_version, int64_t timeout_ms) {
-  const auto got = endpoint_.receive(min_version, timeout_ms);
-  loaded_ = {};
-  sdk::load_then_release(
-      got.version,
-      [&] {
-        // A sparse refit's message starts with its manifest; anything else is the weights themselves.
-        if (got.count > 0 &&
-            std::string_view(got.tensors[0].name.data, got.tensors[0].name.size) == kManifestName) {
-          const auto& rebuilt = decoder_.apply(got.version, got.tensors, got.count);
-          engine.load_weights(got.version, rebuilt.data(), rebuilt.size());
-          loaded_ = rebuilt;
-        } else {
-          engine.load_weights(got.version, got.tensors, got.count);
-        }
-      },
-      [&](uint64_t version) { endpoint_.release(version); });
-  return got.version;
-}
+SparseRefitReceiver::SparseRefitReceiver(const plugin::ComponentSet& set, components::Transport& inner,
+                                         const std::string& group)
+    : endpoint_(
+          wrap_sparse(set, inner, MLPT_TRANSPORT_RECEIVER, group, nlohmann::json::object(), extension_)) {}
 
 }  // namespace mlpt::refit

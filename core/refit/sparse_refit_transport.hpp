@@ -1,46 +1,60 @@
-// The sparse refit as a transport that wraps the run's own: the sender end exports the trainer's
-// weights, encodes what changed since the last version (refit_sender.hpp) and sends that message
-// through the wrapped endpoint; the receiver end rebuilds each version from it (refit_receiver.hpp),
-// checks it against the sender's checksums and loads it. Each end keeps the copy of the weights it
-// compares against or rebuilds into: the wrapper's, so whatever composes it holds none. A message
-// without the refit manifest (a sender that went dense) is loaded as it came.
+// The sparse refit's two ends as the host composes them: an endpoint of the sparse transport plugin
+// (plugins/transport_sparse) wrapping the run's own endpoint (mlpt/sdk/wrapped_transport.hpp). The
+// plugin encodes what changed on the trainer's side and rebuilds each version on the engine's, so
+// the copies of the weights it compares against and rebuilds into are the plugin's: the host only
+// binds the endpoints, and the weights go plugin to plugin as on a dense refit (weight_flow.hpp).
+// The sender end reads what each version cost from the plugin's report.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 
-#include "core/refit/refit_receiver.hpp"
-#include "core/refit/refit_sender.hpp"
+#include "core/plugin/component_set.hpp"
 #include "core/refit/weight_route.hpp"
+#include "mlpt/sdk/wrapped_transport.hpp"
 
 namespace mlpt::refit {
+
+// The plugin file and component the host wraps the run's transport with.
+inline constexpr const char* kSparseTransportPlugin = "libmlpt_transport_sparse.so";
+inline constexpr const char* kSparseTransportName = "sparse";
+
+// An endpoint of the sparse transport over `inner` (which must outlive it), created from `set`'s
+// plugin folders; reports (senders only) go to `report`.
+std::unique_ptr<components::Transport> wrap_sparse(const plugin::ComponentSet& set,
+                                                   components::Transport& inner, mlpt_transport_role role,
+                                                   const std::string& group, const nlohmann::json& settings,
+                                                   sdk::WrappedTransportExtension& extension);
 
 class SparseRefitSender final : public WeightSender {
  public:
   // `full_every`: a full version every that many (0: only the first and when the layout changes).
-  SparseRefitSender(components::Transport& endpoint, int64_t full_every)
-      : endpoint_(endpoint), encoder_(full_every) {}
-  // Exports and encodes (once per version), so generation goes on while the versions are compared.
-  void prepare(components::Trainer& trainer) override;
+  SparseRefitSender(const plugin::ComponentSet& set, components::Transport& inner, const std::string& group,
+                    int64_t full_every);
   SentVersion send(components::Trainer& trainer, int64_t timeout_ms) override;
 
  private:
-  components::Transport& endpoint_;
-  RefitSender encoder_;
-  std::optional<uint64_t> prepared_;  // the version whose message encoder_ holds, until sent
+  static void on_report(void* ctx, const sdk::WrappedTransportReport* report);
+  std::mutex mutex_;
+  std::optional<sdk::WrappedTransportReport> report_;  // the last version's, from the plugin
+  sdk::WrappedTransportExtension extension_{};
+  std::unique_ptr<components::Transport> endpoint_;
 };
 
 class SparseRefitReceiver final : public WeightReceiver {
  public:
-  explicit SparseRefitReceiver(components::Transport& endpoint) : endpoint_(endpoint) {}
-  uint64_t fetch(components::Engine& engine, uint64_t min_version, int64_t timeout_ms) override;
-  std::span<const mlpt_named_tensor> loaded() const override { return loaded_; }
+  SparseRefitReceiver(const plugin::ComponentSet& set, components::Transport& inner,
+                      const std::string& group);
+  uint64_t fetch(components::Engine& engine, uint64_t min_version, int64_t timeout_ms) override {
+    return refit::fetch(engine, *endpoint_, min_version, timeout_ms);
+  }
 
  private:
-  components::Transport& endpoint_;
-  RefitReceiver decoder_;
-  std::span<const mlpt_named_tensor> loaded_;
+  sdk::WrappedTransportExtension extension_{};
+  std::unique_ptr<components::Transport> endpoint_;
 };
 
 }  // namespace mlpt::refit

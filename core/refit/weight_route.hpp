@@ -1,12 +1,11 @@
 // The two ends of a weight version's way from the trainer to an engine, as the host composes them
-// over the run's transport endpoints. Direct (below) is plugin to plugin through weight_flow: the
-// host holds nothing. SparseRefitSender/Receiver (sparse_refit_transport.hpp) wrap the endpoints
-// and move only what changed. Whoever delivers weights (one process, or a distributed run's
-// ranks) holds one of each and never asks which.
+// over the run's transport endpoints; every end is plugin to plugin through weight_flow, and the
+// host holds no weights. Direct (below) uses the run's endpoints; SparseRefitSender/Receiver
+// (sparse_refit_transport.hpp) the sparse transport's, wrapping them. Whoever delivers weights (one
+// process, or a distributed run's ranks) holds one of each and never asks which.
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 
 #include "core/components/instances.hpp"
@@ -39,9 +38,6 @@ class WeightReceiver {
   // The engine (paused by the caller) gets a version >= min_version and loads it; returns it.
   // Collective over an engine group: every rank calls it for every version.
   virtual uint64_t fetch(components::Engine& engine, uint64_t min_version, int64_t timeout_ms) = 0;
-  // The whole tensors the last fetch loaded when they passed through the host (valid until the
-  // next fetch): what a test compares with the export. Empty when they went plugin to plugin.
-  virtual std::span<const mlpt_named_tensor> loaded() const { return {}; }
 };
 
 // Plugin to plugin: the trainer publishes, the engine fetches (weight_flow.hpp). `fallback` says

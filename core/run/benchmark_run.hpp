@@ -23,12 +23,9 @@ struct RunOptions {
   const std::atomic<bool>* interrupted = nullptr;  // set by a signal handler: stop cleanly
   std::function<void(const std::string&)> progress;  // progress lines (default: stderr)
   double progress_interval_s = 5.0;
-  // Called after each refit with the trainer's exported weights and the whole tensors the engine
-  // was loaded from (the same tensors when dense; rebuilt from the sparse message otherwise): lets
-  // a test compare them bit for bit.
-  std::function<void(uint64_t version, const mlpt_named_tensor* exported, size_t num_exported, const mlpt_named_tensor* loaded,
-                     size_t num_loaded)>
-      after_refit;
+  // Called after each refit with the trainer's exported weights (the weights themselves go plugin
+  // to plugin, dense or sparse: the host never sees the engine's side).
+  std::function<void(uint64_t version, const mlpt_named_tensor* exported, size_t count)> after_refit;
   // Where the components run when not in this process: a distributed run's coordinator reaches
   // them on the other ranks (core/dist/mpi/distributed_run.hpp). NULL: this process loads them all.
   ComponentPlacement* placement = nullptr;

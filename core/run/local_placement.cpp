@@ -20,8 +20,8 @@ LocalPlacement::LocalPlacement(const RunConfig& c, plugin::HostServices& host,
   const std::string group = "mlpt-run-" + std::to_string(::getpid());
   rollouts_ = std::make_unique<RolloutComponents>(c, *set_, group, cancelled);
   sender_ = set_->make<components::Transport>(MLPT_COMPONENT_TRANSPORT, MLPT_TRANSPORT_SENDER, group);
-  refit_ = std::make_unique<WeightRefit>(c.run, *trainer_, rollouts_->engine(), *sender_,
-                                         rollouts_->receiver(), std::move(after_refit));
+  refit_ = std::make_unique<WeightRefit>(c.run, *set_, *trainer_, rollouts_->engine(), *sender_, group,
+                                         rollouts_->weights(), std::move(after_refit));
   const auto threads = static_cast<int>(std::min(c.run.rollout_threads, c.run.rollout_workers));
   pool_ = std::make_unique<rollout::RolloutPool>(rollouts_->environment(), threads, c.run.rollout_workers);
 }

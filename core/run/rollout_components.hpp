@@ -30,7 +30,7 @@ class RolloutComponents {
 
   const rollout::EpisodeEnvironment& environment() const { return env_; }
   components::Engine& engine() { return engine_.engine(); }
-  components::Transport& receiver() { return engine_.receiver(); }
+  refit::WeightReceiver& weights() { return engine_.weights(); }
   // See RolloutEngine::load_weights.
   void load_weights(uint64_t version, int64_t timeout_ms) { engine_.load_weights(version, timeout_ms); }
 

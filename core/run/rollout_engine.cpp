@@ -23,9 +23,7 @@ RolloutEngine::RolloutEngine(const RunConfig& c, const plugin::ComponentSet& set
   }
   receiver_ =
       set.make<components::Transport>(MLPT_COMPONENT_TRANSPORT, MLPT_TRANSPORT_RECEIVER, transport_group);
-  // Sparse refits come relayed whatever the trainer's side chose: a message without the refit
-  // manifest is loaded as it came.
-  weights_ = weight_receiver(c.run.refit == "sparse", *receiver_);
+  weights_ = weight_receiver(c.run, set, *receiver_, transport_group);
 }
 
 }  // namespace mlpt::run

@@ -25,7 +25,8 @@ class RolloutEngine {
                 const mlpt_component_group* engine_group = nullptr);
 
   components::Engine& engine() { return *engine_; }
-  components::Transport& receiver() { return *receiver_; }
+  // The engine's end of every refit ([run] refit, run/weight_refit.hpp).
+  refit::WeightReceiver& weights() { return *weights_; }
   // The engine gets weight version `version` (or newer) and loads it through the receiving end
   // [run] refit names (run/weight_refit.hpp); the caller pauses it around this. Collective over an
   // engine group: every rank calls it for every version.

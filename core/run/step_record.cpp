@@ -85,12 +85,14 @@ nlohmann::json refit_stats_json(const refit::RefitStats& s) {
                       {"elements", s.numel},
                       {"changed_elements", s.changed}};
   if (!s.fallback.empty()) j["fallback"] = s.fallback;
+  if (s.whole_by_rates) j["whole_by_rates"] = true;  // full although a delta was due: the measured rates said so
   return j;
 }
 
 refit::RefitStats refit_stats_from_json(const nlohmann::json& j) {
   refit::RefitStats s{j.at("mode"), j.at("bytes"), j.at("dense_bytes"), j.at("elements"), j.at("changed_elements")};
   s.fallback = j.value("fallback", std::string());
+  s.whole_by_rates = j.value("whole_by_rates", false);
   return s;
 }
 

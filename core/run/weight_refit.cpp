@@ -17,34 +17,36 @@ std::string sparse_refit_refused(const RunSettings& settings, const components::
 }
 
 std::unique_ptr<refit::WeightSender> weight_sender(const RunSettings& settings,
-                                                   components::Transport& endpoint,
+                                                   const plugin::ComponentSet& set,
+                                                   components::Transport& endpoint, const std::string& group,
                                                    const std::string& refused) {
   if (settings.refit != "sparse" || !refused.empty())
     return std::make_unique<refit::DirectSender>(endpoint, refused);
-  return std::make_unique<refit::SparseRefitSender>(endpoint, settings.full_refit_every_steps);
+  return std::make_unique<refit::SparseRefitSender>(set, endpoint, group, settings.full_refit_every_steps);
 }
 
-std::unique_ptr<refit::WeightReceiver> weight_receiver(bool sparse, components::Transport& endpoint) {
-  if (sparse) return std::make_unique<refit::SparseRefitReceiver>(endpoint);
+std::unique_ptr<refit::WeightReceiver> weight_receiver(const RunSettings& settings,
+                                                       const plugin::ComponentSet& set,
+                                                       components::Transport& endpoint,
+                                                       const std::string& group) {
+  if (settings.refit == "sparse") return std::make_unique<refit::SparseRefitReceiver>(set, endpoint, group);
   return std::make_unique<refit::DirectReceiver>(endpoint);
 }
 
-WeightRefit::WeightRefit(const RunSettings& settings, components::Trainer& trainer,
-                         components::Engine& engine, components::Transport& sender,
-                         components::Transport& receiver, Observer observer)
-    : trainer_(trainer), engine_(engine), observer_(std::move(observer)) {
-  std::string refused = sparse_refit_refused(settings, trainer_);
-  if (settings.refit == "sparse" && refused.empty() && engine_.weight_shards().count > 0)
-    refused = "refit = \"sparse\" relays whole tensors; engine " + engine_.component().name +
-              " holds shards: refitting dense";
-  sender_ = weight_sender(settings, sender, refused);
-  receiver_ = weight_receiver(settings.refit == "sparse" && refused.empty(), receiver);
-}
+WeightRefit::WeightRefit(const RunSettings& settings, const plugin::ComponentSet& set,
+                         components::Trainer& trainer, components::Engine& engine,
+                         components::Transport& sender, const std::string& group,
+                         refit::WeightReceiver& receiver, Observer observer)
+    : trainer_(trainer),
+      engine_(engine),
+      receiver_(receiver),
+      observer_(std::move(observer)),
+      sender_(weight_sender(settings, set, sender, group, sparse_refit_refused(settings, trainer))) {}
 
 refit::RefitStats WeightRefit::deliver(uint64_t version) {
   // The engine fetches on another thread while the trainer sends: a transport may need both ends.
   auto fetched = std::async(std::launch::async,
-                            [&] { return receiver_->fetch(engine_, version, refit::kTransferTimeoutMs); });
+                            [&] { return receiver_.fetch(engine_, version, refit::kTransferTimeoutMs); });
   const refit::SentVersion sent = sender_->send(trainer_, refit::kTransferTimeoutMs);
   const uint64_t loaded = fetched.get();
   if (sent.version != version || loaded != version)
@@ -53,9 +55,7 @@ refit::RefitStats WeightRefit::deliver(uint64_t version) {
                                    std::to_string(loaded));
   if (observer_) {
     const auto exported = trainer_.export_weights();  // the test hook sees what was sent
-    const auto whole = receiver_->loaded();
-    observer_(version, exported.tensors, exported.count, whole.empty() ? nullptr : whole.data(),
-              whole.size());
+    observer_(version, exported.tensors, exported.count);
   }
   return sent.stats;
 }

@@ -1,11 +1,11 @@
 // The weights' way from trainer to engine after each step, composed from [run] refit: the loop's
 // placement decides when (pausing and draining generation); the ends made here (refit/weight_route)
-// decide how:
-//   dense (the default)  plugin to plugin: the trainer publishes through the transport and the
-//                        engine fetches its own layout; the host holds nothing.
-//   sparse               the sparse refit transport wraps the run's endpoints and sends only what
-//                        changed (refit/sparse_refit_transport.hpp); the copies it compares against
-//                        are the wrapper's.
+// decide how. Either way the weights go plugin to plugin and the host holds none:
+//   dense (the default)  the trainer publishes through the run's transport and the engine fetches
+//                        its own layout.
+//   sparse               the same through endpoints of the sparse transport plugin, which wrap the
+//                        run's and send only what changed (refit/sparse_refit_transport.hpp); the
+//                        copies it compares against and rebuilds into are the plugin's.
 // When sparse is asked for and cannot be had, the refit goes dense and every version's stats say
 // why (RefitStats::fallback: the metrics rows, the progress line).
 #pragma once
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/components/instances.hpp"
+#include "core/plugin/component_set.hpp"
 #include "core/refit/refit_stats.hpp"
 #include "core/refit/weight_route.hpp"
 #include "core/run/run_config.hpp"
@@ -24,25 +25,30 @@ namespace mlpt::run {
 // Why [run] refit = "sparse" cannot be had with this trainer's weights; empty when it can (or when
 // the refit asked for is dense).
 std::string sparse_refit_refused(const RunSettings& settings, const components::Trainer& trainer);
-// The trainer's end for [run] refit: dense when asked, or with `refused` saying why sparse is not had.
+// The trainer's end for [run] refit over the run's `endpoint` (joined as `group`): dense when asked,
+// or with `refused` saying why sparse is not had.
 std::unique_ptr<refit::WeightSender> weight_sender(const RunSettings& settings,
-                                                   components::Transport& endpoint,
+                                                   const plugin::ComponentSet& set,
+                                                   components::Transport& endpoint, const std::string& group,
                                                    const std::string& refused);
-// The engine's end: the sparse refit's receiver when `sparse`, else the engine fetches itself.
-std::unique_ptr<refit::WeightReceiver> weight_receiver(bool sparse, components::Transport& endpoint);
+// The engine's end: with [run] refit = "sparse" the sparse transport's receiver (which hands a
+// dense sender's versions over as they came), else the engine fetches from `endpoint` itself.
+std::unique_ptr<refit::WeightReceiver> weight_receiver(const RunSettings& settings,
+                                                       const plugin::ComponentSet& set,
+                                                       components::Transport& endpoint,
+                                                       const std::string& group);
 
 // Both ends in one process.
 class WeightRefit {
  public:
-  // Called after each refit with what the trainer exported and, when they passed through the host
-  // (sparse), the whole tensors the engine loaded (else NULL, 0).
-  using Observer =
-      std::function<void(uint64_t version, const mlpt_named_tensor* exported, size_t num_exported,
-                         const mlpt_named_tensor* loaded, size_t num_loaded)>;
-  WeightRefit(const RunSettings& settings, components::Trainer& trainer, components::Engine& engine,
-              components::Transport& sender, components::Transport& receiver, Observer observer);
+  // Called after each refit with what the trainer exported.
+  using Observer = std::function<void(uint64_t version, const mlpt_named_tensor* exported, size_t count)>;
+  // `receiver`: the engine's end (RolloutEngine's), outliving this.
+  WeightRefit(const RunSettings& settings, const plugin::ComponentSet& set, components::Trainer& trainer,
+              components::Engine& engine, components::Transport& sender, const std::string& group,
+              refit::WeightReceiver& receiver, Observer observer);
 
-  // Work on the version the trainer holds that may overlap generation (sparse: the encoding).
+  // Work on the version the trainer holds that may overlap generation.
   void prepare() { sender_->prepare(trainer_); }
   // Moves the trainer's version `version` into the engine (which the caller has paused), prepared
   // or not. Returns what moved.
@@ -51,9 +57,9 @@ class WeightRefit {
  private:
   components::Trainer& trainer_;
   components::Engine& engine_;
+  refit::WeightReceiver& receiver_;
   Observer observer_;
   std::unique_ptr<refit::WeightSender> sender_;
-  std::unique_ptr<refit::WeightReceiver> receiver_;
 };
 
 }  // namespace mlpt::run

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
 
 // Threads used for `count` tensors: the machine's cores, at most 8 (memory bandwidth is shared) and
 // at most one per tensor.
@@ -50,4 +50,4 @@ void for_each_tensor(size_t count, F&& f) {
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

@@ -1,11 +1,11 @@
-#include "core/refit/refit_manifest.hpp"
+#include "refit_manifest.hpp"
 
 #include <cstring>
 #include <string>
 
-#include "core/error.hpp"
+#include "mlpt/sdk/error.hpp"
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
 namespace {
 
 constexpr char kMagic[4] = {'M', 'L', 'R', 'F'};
@@ -37,8 +37,9 @@ std::vector<std::byte> encode_manifest(const RefitManifest& m) {
 }
 
 RefitManifest decode_manifest(const std::byte* data, size_t size) {
-  auto bad = [](const std::string& why) { return Error(MLPT_DATA_LOSS, "refit manifest: " + why); };
-  if (size < kHeader || std::memcmp(data, kMagic, 4) != 0) throw bad("not a refit manifest (bad magic or shorter than its header)");
+  auto bad = [](const std::string& why) { return sdk::Error(MLPT_DATA_LOSS, "refit manifest: " + why); };
+  if (size < kHeader || std::memcmp(data, kMagic, 4) != 0)
+    throw bad("not a refit manifest (bad magic or shorter than its header)");
   RefitManifest m;
   const auto kind = static_cast<uint8_t>(data[4]);
   if (kind != 1 && kind != 2) throw bad("unknown kind " + std::to_string(kind));
@@ -53,4 +54,4 @@ RefitManifest decode_manifest(const std::byte* data, size_t size) {
   return m;
 }
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

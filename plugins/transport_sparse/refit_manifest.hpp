@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
 
 inline constexpr std::string_view kManifestName = "mlpt.refit";
 
@@ -33,4 +33,4 @@ std::vector<std::byte> encode_manifest(const RefitManifest& m);
 // Throws MLPT_DATA_LOSS saying what is malformed.
 RefitManifest decode_manifest(const std::byte* data, size_t size);
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

@@ -9,15 +9,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/refit/refit_stats.hpp"
-#include "core/refit/weight_copy.hpp"
+#include "weight_copy.hpp"
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
 
 class RefitReceiver {
  public:
   // The weights of `version` rebuilt from `message`; the views stay valid until the next apply.
-  const std::vector<mlpt_named_tensor>& apply(uint64_t version, const mlpt_named_tensor* message, size_t count);
+  const std::vector<mlpt_named_tensor>& apply(uint64_t version, const mlpt_named_tensor* message,
+                                              size_t count);
   // The version now held (0: none).
   uint64_t version() const { return copy_.valid() ? copy_.version() : 0; }
 
@@ -26,4 +26,4 @@ class RefitReceiver {
   WeightCopy copy_;
 };
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

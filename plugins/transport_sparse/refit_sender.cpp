@@ -1,15 +1,15 @@
-#include "core/refit/refit_sender.hpp"
+#include "refit_sender.hpp"
 
 #include <chrono>
 #include <cstring>
 
-#include "core/refit/host_tensor.hpp"
-#include "core/refit/parallel_tensors.hpp"
-#include "core/refit/refit_manifest.hpp"
-#include "core/refit/sparse_delta.hpp"
-#include "sdk/include/mlpt/sdk/xxhash64.hpp"
+#include "host_tensor.hpp"
+#include "mlpt/sdk/xxhash64.hpp"
+#include "parallel_tensors.hpp"
+#include "refit_manifest.hpp"
+#include "sparse_delta.hpp"
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
 namespace {
 
 mlpt_named_tensor byte_tensor(mlpt_string name, std::vector<std::byte>& bytes, int64_t& size) {
@@ -27,21 +27,24 @@ mlpt_named_tensor byte_tensor(mlpt_string name, std::vector<std::byte>& bytes, i
 
 }  // namespace
 
-const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, const mlpt_named_tensor* weights, size_t count,
-                                                           bool force_full) {
+const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, const mlpt_named_tensor* weights,
+                                                           size_t count, bool force_full) {
   RefitManifest m;
   m.version = version;
   m.hashes.resize(count);
-  stats_ = RefitStats{};
+  stats_ = VersionStats{};
   for (size_t i = 0; i < count; ++i) {
     const DLTensor& t = weights[i].tensor;
     require_host_compact(t, "weight '" + std::string(weights[i].name.data, weights[i].name.size) + "'");
-    stats_.dense_bytes += byte_size(t);
-    stats_.numel += static_cast<int64_t>(byte_size(t)) / compare_width(t);  // elements as compared
+    stats_.dense_bytes += sdk::nbytes(t);
+    stats_.numel += static_cast<int64_t>(sdk::nbytes(t)) / compare_width(t);  // elements as compared
   }
-  for_each_tensor(count, [&](size_t i) { m.hashes[i] = sdk::xxhash64(bytes_of(weights[i].tensor), byte_size(weights[i].tensor)); });
+  for_each_tensor(count, [&](size_t i) {
+    m.hashes[i] = sdk::xxhash64(bytes_of(weights[i].tensor), sdk::nbytes(weights[i].tensor));
+  });
   const auto started = std::chrono::steady_clock::now();
-  bool full = force_full || !base_.valid() || (full_every_ > 0 && since_full_ >= full_every_) || !base_.same_layout(weights, count);
+  bool full = force_full || !base_.valid() || (full_every_ > 0 && since_full_ >= full_every_) ||
+              !base_.same_layout(weights, count);
   const auto [delta_s, whole_s] = predicted_seconds(stats_.dense_bytes);
   const bool quicker_whole = !full && whole_s > 0 && whole_s < delta_s;
   full = full || quicker_whole;
@@ -52,7 +55,7 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     for (size_t i = 0; i < count; ++i) message_[1 + i] = weights[i];
     base_.assign(version, weights, count);
     since_full_ = 1;
-    stats_.mode = "full";
+    stats_.full = true;
     stats_.whole_by_rates = quicker_whole;
   } else {
     m.kind = RefitManifest::Kind::delta;
@@ -64,7 +67,7 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     for_each_tensor(count, [&](size_t i) {
       const DLTensor& t = weights[i].tensor;
       const int width = compare_width(t);
-      const int64_t n = static_cast<int64_t>(byte_size(t)) / width;
+      const int64_t n = static_cast<int64_t>(sdk::nbytes(t)) / width;
       blobs_[i].clear();
       changed[i] = encode_delta_and_update(base[i].bytes.data(), bytes_of(t), n, width, blobs_[i]).changed;
     });
@@ -74,11 +77,12 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     }
     base_.set_version(version);
     ++since_full_;
-    stats_.mode = "delta";
+    stats_.full = false;
   }
   manifest_ = encode_manifest(m);
-  message_[0] = byte_tensor(mlpt_string{kManifestName.data(), kManifestName.size()}, manifest_, blob_sizes_[0]);
-  for (const auto& t : message_) stats_.bytes += byte_size(t.tensor);
+  message_[0] =
+      byte_tensor(mlpt_string{kManifestName.data(), kManifestName.size()}, manifest_, blob_sizes_[0]);
+  for (const auto& t : message_) stats_.bytes += sdk::nbytes(t.tensor);
   if (!full && stats_.dense_bytes > 0) {
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (took > 0) encode_bytes_per_s_ = static_cast<double>(stats_.dense_bytes) / took;
@@ -97,7 +101,8 @@ void RefitSender::observe_send(uint64_t bytes, double seconds) {
 std::pair<double, double> RefitSender::predicted_seconds(uint64_t dense_bytes) const {
   if (wire_bytes_per_s_ <= 0 || encode_bytes_per_s_ <= 0) return {0, 0};
   const double dense = static_cast<double>(dense_bytes);
-  return {2 * dense / encode_bytes_per_s_ + dense * delta_fraction_ / wire_bytes_per_s_, dense / wire_bytes_per_s_};
+  return {2 * dense / encode_bytes_per_s_ + dense * delta_fraction_ / wire_bytes_per_s_,
+          dense / wire_bytes_per_s_};
 }
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

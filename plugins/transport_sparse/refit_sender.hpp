@@ -9,10 +9,18 @@
 #include <utility>
 #include <vector>
 
-#include "core/refit/refit_stats.hpp"
-#include "core/refit/weight_copy.hpp"
+#include "weight_copy.hpp"
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
+
+// What one version cost: the run's metrics row shows it (mode "full" or "delta").
+struct VersionStats {
+  bool full = true;                // the weights themselves; else what changed since the last version
+  bool whole_by_rates = false;     // full because the measured rates said it was quicker than a delta
+  uint64_t bytes = 0;              // of the message, manifest included
+  uint64_t dense_bytes = 0;        // the weights' own size: what a dense refit moves
+  int64_t numel = 0, changed = 0;  // elements as compared, and those that differ (delta only)
+};
 
 class RefitSender {
  public:
@@ -20,9 +28,9 @@ class RefitSender {
 
   // The message for `version` of `weights` (compact host memory). Its views stay valid until the
   // next prepare; a full message points into `weights`, which must stay unchanged as long.
-  const std::vector<mlpt_named_tensor>& prepare(uint64_t version, const mlpt_named_tensor* weights, size_t count,
-                                                bool force_full = false);
-  const RefitStats& stats() const { return stats_; }
+  const std::vector<mlpt_named_tensor>& prepare(uint64_t version, const mlpt_named_tensor* weights,
+                                                size_t count, bool force_full = false);
+  const VersionStats& stats() const { return stats_; }
   // The last message prepare returned.
   const std::vector<mlpt_named_tensor>& message() const { return message_; }
 
@@ -43,7 +51,7 @@ class RefitSender {
   std::vector<std::vector<std::byte>> blobs_;
   std::vector<int64_t> blob_sizes_;
   std::vector<mlpt_named_tensor> message_;
-  RefitStats stats_;
+  VersionStats stats_;
 };
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

@@ -1,11 +1,11 @@
-#include "core/refit/sparse_delta.hpp"
+#include "sparse_delta.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "mlpt/sdk/error.hpp"
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
 
 namespace {
 
@@ -81,7 +81,9 @@ DeltaStats encode(T* base, const T* next, int64_t numel, bool update, std::vecto
   for (int64_t i : at) index_bytes += leb128_size(static_cast<uint64_t>(i - last - 1)), last = i;
   const size_t n = static_cast<size_t>(numel), k = at.size();
   const size_t dense = width * n, indices = index_bytes + width * k, bitmap = (n + 7) / 8 + width * k;
-  s.form = indices <= bitmap && indices < dense ? DeltaForm::indices : bitmap < dense ? DeltaForm::bitmap : DeltaForm::dense;
+  s.form = indices <= bitmap && indices < dense ? DeltaForm::indices
+           : bitmap < dense                     ? DeltaForm::bitmap
+                                                : DeltaForm::dense;
   const size_t payload = s.form == DeltaForm::dense ? dense : s.form == DeltaForm::indices ? indices : bitmap;
   const size_t start = out.size();
   // Header and payload are written in place into their exact size (zeroed: the bitmap starts empty).
@@ -126,56 +128,75 @@ DeltaStats encode(T* base, const T* next, int64_t numel, bool update, std::vecto
 template <class F>
 DeltaStats by_width(int element_bytes, F&& f) {
   switch (element_bytes) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    case 8: return f(uint64_t{});
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    case 8:
+      return f(uint64_t{});
   }
-  throw Error(MLPT_INVALID_ARGUMENT, "sparse refit: elements of " + std::to_string(element_bytes) + " bytes (1, 2, 4 or 8 supported)");
+  throw sdk::Error(MLPT_INVALID_ARGUMENT, "sparse refit: elements of " + std::to_string(element_bytes) +
+                                              " bytes (1, 2, 4 or 8 supported)");
 }
 
 }  // namespace
 
 const char* form_name(DeltaForm f) {
   switch (f) {
-    case DeltaForm::dense: return "dense";
-    case DeltaForm::indices: return "indices";
-    case DeltaForm::bitmap: return "bitmap";
+    case DeltaForm::dense:
+      return "dense";
+    case DeltaForm::indices:
+      return "indices";
+    case DeltaForm::bitmap:
+      return "bitmap";
   }
   return "?";
 }
 
-DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes, std::vector<std::byte>& out) {
+DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes,
+                        std::vector<std::byte>& out) {
   return by_width(element_bytes, [&](auto zero) {
     using T = decltype(zero);
     // Not updated: prev is only read.
-    return encode(const_cast<T*>(static_cast<const T*>(prev)), static_cast<const T*>(next), numel, false, out);
+    return encode(const_cast<T*>(static_cast<const T*>(prev)), static_cast<const T*>(next), numel, false,
+                  out);
   });
 }
 
-DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes, std::vector<std::byte>& out) {
+DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes,
+                                   std::vector<std::byte>& out) {
   return by_width(element_bytes, [&](auto zero) {
     using T = decltype(zero);
     return encode(static_cast<T*>(base), static_cast<const T*>(next), numel, true, out);
   });
 }
 
-void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes, const std::string& tensor) {
-  auto bad = [&](const std::string& why) { return Error(MLPT_DATA_LOSS, "sparse refit of '" + tensor + "': " + why); };
-  if (size < kHeader || std::memcmp(data, kMagic, 4) != 0) throw bad("not a sparse delta (bad magic or shorter than its header)");
+void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes,
+                 const std::string& tensor) {
+  auto bad = [&](const std::string& why) {
+    return sdk::Error(MLPT_DATA_LOSS, "sparse refit of '" + tensor + "': " + why);
+  };
+  if (size < kHeader || std::memcmp(data, kMagic, 4) != 0)
+    throw bad("not a sparse delta (bad magic or shorter than its header)");
   const auto form = static_cast<DeltaForm>(data[4]);
   const uint64_t width = static_cast<uint8_t>(data[5]);
   const uint64_t n = get_u64(data + 8), k = get_u64(data + 16), payload = get_u64(data + 24);
   if (width != static_cast<uint64_t>(element_bytes))
-    throw bad("encodes elements of " + std::to_string(width) + " bytes, the tensor's have " + std::to_string(element_bytes));
+    throw bad("encodes elements of " + std::to_string(width) + " bytes, the tensor's have " +
+              std::to_string(element_bytes));
   if (n != static_cast<uint64_t>(numel))
     throw bad("encodes " + std::to_string(n) + " elements, the tensor has " + std::to_string(numel));
-  if (payload != size - kHeader) throw bad("payload of " + std::to_string(payload) + " bytes in a " + std::to_string(size) + "-byte message");
+  if (payload != size - kHeader)
+    throw bad("payload of " + std::to_string(payload) + " bytes in a " + std::to_string(size) +
+              "-byte message");
   if (k > n) throw bad(std::to_string(k) + " changes in " + std::to_string(n) + " elements");
   const std::byte* p = data + kHeader;
   auto* out = static_cast<std::byte*>(values);
   if (form == DeltaForm::dense) {
-    if (payload != width * n) throw bad("dense payload is not " + std::to_string(width) + " bytes per element");
+    if (payload != width * n)
+      throw bad("dense payload is not " + std::to_string(width) + " bytes per element");
     if (n) std::memcpy(out, p, payload);
     return;
   }
@@ -206,7 +227,8 @@ void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel
     if (p != end) throw bad("bytes left over after " + std::to_string(k) + " indices");
     vals = p;
   } else if (form == DeltaForm::bitmap) {
-    if (payload != (n + 7) / 8 + width * k) throw bad("bitmap payload size does not match " + std::to_string(k) + " changes");
+    if (payload != (n + 7) / 8 + width * k)
+      throw bad("bitmap payload size does not match " + std::to_string(k) + " changes");
     // Eight bytes of the bitmap at a time: words without a change are skipped whole.
     for (uint64_t byte = 0; byte < (n + 7) / 8; byte += 8) {
       uint64_t word = 0;
@@ -217,7 +239,9 @@ void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel
         at.push_back(i);
       }
     }
-    if (at.size() != k) throw bad("bitmap marks " + std::to_string(at.size()) + " changes, the header says " + std::to_string(k));
+    if (at.size() != k)
+      throw bad("bitmap marks " + std::to_string(at.size()) + " changes, the header says " +
+                std::to_string(k));
     vals = p + (n + 7) / 8;
   } else {
     throw bad("unknown form " + std::to_string(static_cast<int>(form)));
@@ -225,4 +249,4 @@ void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel
   for (size_t j = 0; j < at.size(); ++j) std::memcpy(out + at[j] * width, vals + width * j, width);
 }
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

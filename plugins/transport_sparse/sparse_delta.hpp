@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
 
 enum class DeltaForm : uint8_t { dense = 0, indices = 1, bitmap = 2 };
 const char* form_name(DeltaForm f);
@@ -31,22 +31,27 @@ struct DeltaStats {
 
 // Appends to `out` the update that turns `prev` into `next` (numel elements of element_bytes each:
 // 1, 2, 4 or 8; anything else is MLPT_INVALID_ARGUMENT).
-DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes, std::vector<std::byte>& out);
+DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes,
+                        std::vector<std::byte>& out);
 // The same, and `base` (the previous values) becomes `next`: only the changed elements are written,
 // so the sender's copy follows without a second pass over the tensor.
-DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes, std::vector<std::byte>& out);
+DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes,
+                                   std::vector<std::byte>& out);
 
 // Applies one encoding (exactly `size` bytes) to `values` (numel elements of element_bytes) in
 // place. Throws MLPT_DATA_LOSS naming `tensor` when the encoding is malformed or for another size
 // or element width; `values` is left untouched then.
-void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes, const std::string& tensor);
+void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes,
+                 const std::string& tensor);
 
 // The BF16 (2-byte) case.
-inline DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t numel, std::vector<std::byte>& out) {
+inline DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t numel,
+                                    std::vector<std::byte>& out) {
   return encode_delta(prev, next, numel, 2, out);
 }
-inline void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int64_t numel, const std::string& tensor) {
+inline void apply_bf16_delta(const std::byte* data, size_t size, uint16_t* values, int64_t numel,
+                             const std::string& tensor) {
   apply_delta(data, size, values, numel, 2, tensor);
 }
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

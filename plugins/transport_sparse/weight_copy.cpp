@@ -1,11 +1,11 @@
-#include "core/refit/weight_copy.hpp"
+#include "weight_copy.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/refit/host_tensor.hpp"
+#include "host_tensor.hpp"
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
 
 void WeightCopy::assign(uint64_t version, const mlpt_named_tensor* tensors, size_t count) {
   valid_ = false;
@@ -20,7 +20,7 @@ void WeightCopy::assign(uint64_t version, const mlpt_named_tensor* tensors, size
     require_host_compact(t.tensor, "weight '" + c.name + "'");
     c.dtype = t.tensor.dtype;
     c.shape.assign(t.tensor.shape, t.tensor.shape + t.tensor.ndim);
-    c.bytes.resize(byte_size(t.tensor));
+    c.bytes.resize(sdk::nbytes(t.tensor));
     if (!c.bytes.empty()) std::memcpy(c.bytes.data(), bytes_of(t.tensor), c.bytes.size());
   }
   version_ = version;
@@ -33,8 +33,10 @@ bool WeightCopy::same_layout(const mlpt_named_tensor* tensors, size_t count) con
     const auto& t = tensors[i].tensor;
     const Tensor& c = tensors_[i];
     if (std::string_view(tensors[i].name.data, tensors[i].name.size) != c.name) return false;
-    if (t.dtype.code != c.dtype.code || t.dtype.bits != c.dtype.bits || t.dtype.lanes != c.dtype.lanes) return false;
-    if (static_cast<size_t>(t.ndim) != c.shape.size() || !std::equal(c.shape.begin(), c.shape.end(), t.shape)) return false;
+    if (t.dtype.code != c.dtype.code || t.dtype.bits != c.dtype.bits || t.dtype.lanes != c.dtype.lanes)
+      return false;
+    if (static_cast<size_t>(t.ndim) != c.shape.size() || !std::equal(c.shape.begin(), c.shape.end(), t.shape))
+      return false;
   }
   return true;
 }
@@ -56,4 +58,4 @@ const std::vector<mlpt_named_tensor>& WeightCopy::views() {
   return views_;
 }
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

@@ -9,7 +9,7 @@
 
 #include "mlpt/mlpt.h"
 
-namespace mlpt::refit {
+namespace mlpt::sparse_refit {
 
 class WeightCopy {
  public:
@@ -40,4 +40,4 @@ class WeightCopy {
   bool valid_ = false;
 };
 
-}  // namespace mlpt::refit
+}  // namespace mlpt::sparse_refit

@@ -79,7 +79,7 @@ RankEnd run_trainer_rank(const run::RunConfig& c, const Placement& placement, pl
       } catch (const Error& e) {
         throw Error(e.code(), c.file.string() + " [components.transport]: " + e.what());
       }
-      weights = run::weight_sender(c.run, *sender, run::sparse_refit_refused(c.run, trainer));
+      weights = run::weight_sender(c.run, set, *sender, transport_group, run::sparse_refit_refused(c.run, trainer));
     }
     channel.send(Placement::coordinator(), "ready",
                  {{"can_save_state", trainer.can_save_state()},

@@ -4,56 +4,20 @@
 // deltas, a full one every `full_every`; and a wrong base, a corrupted delta or a lost update
 // refused with an error that says so, never applied silently.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <random>
 
-#include "core/error.hpp"
-#include "core/refit/refit_receiver.hpp"
-#include "core/refit/refit_sender.hpp"
-#include "core/run/step_record.hpp"
+#include "exported_weights.hpp"
+#include "mlpt/sdk/error.hpp"
+#include "refit_receiver.hpp"
+#include "refit_sender.hpp"
 
-using namespace mlpt;
-using namespace mlpt::refit;
+using namespace mlpt::sparse_refit;
+using mlpt::sdk::Error;
 
 namespace {
 
-// Weights as a trainer exports them: owned vectors and named views over them.
-struct Model {
-  std::vector<std::string> names{"embed.weight", "layers.0.norm.weight", "layers.0.mlp.bf16"};
-  std::vector<std::vector<int64_t>> shapes{{64, 32}, {32}, {16, 24}};
-  std::vector<DLDataType> dtypes{{kDLFloat, 32, 1}, {kDLFloat, 32, 1}, {kDLBfloat, 16, 1}};
-  std::vector<std::vector<std::byte>> data;
-  std::vector<mlpt_named_tensor> views;
-  std::mt19937_64 rng{42};
-
-  Model() {
-    for (size_t i = 0; i < names.size(); ++i) {
-      int64_t n = 1;
-      for (auto d : shapes[i]) n *= d;
-      data.emplace_back(static_cast<size_t>(n) * dtypes[i].bits / 8);
-      for (auto& b : data.back()) b = static_cast<std::byte>(rng());
-    }
-    for (size_t i = 0; i < names.size(); ++i) {
-      mlpt_named_tensor t{};
-      t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
-      t.name = {names[i].data(), names[i].size()};
-      t.tensor.data = data[i].data();
-      t.tensor.device = {kDLCPU, 0};
-      t.tensor.ndim = static_cast<int32_t>(shapes[i].size());
-      t.tensor.dtype = dtypes[i];
-      t.tensor.shape = shapes[i].data();
-      views.push_back(t);
-    }
-  }
-  // An optimizer-like step: `k` random elements per tensor get new bits.
-  void step(int k) {
-    for (size_t i = 0; i < data.size(); ++i) {
-      const size_t width = dtypes[i].bits / 8, n = data[i].size() / width;
-      for (int j = 0; j < k; ++j) data[i][rng() % n * width] ^= std::byte{0x5a};
-    }
-  }
-};
+using Model = refit_test::ExportedWeights;
 
 void require_equal(const std::vector<mlpt_named_tensor>& rebuilt, const Model& m) {
   REQUIRE(rebuilt.size() == m.data.size());
@@ -61,12 +25,14 @@ void require_equal(const std::vector<mlpt_named_tensor>& rebuilt, const Model& m
     INFO(m.names[i]);
     CHECK(std::string(rebuilt[i].name.data, rebuilt[i].name.size) == m.names[i]);
     CHECK(rebuilt[i].tensor.dtype.bits == m.dtypes[i].bits);
-    CHECK(std::vector<int64_t>(rebuilt[i].tensor.shape, rebuilt[i].tensor.shape + rebuilt[i].tensor.ndim) == m.shapes[i]);
+    CHECK(std::vector<int64_t>(rebuilt[i].tensor.shape, rebuilt[i].tensor.shape + rebuilt[i].tensor.ndim) ==
+          m.shapes[i]);
     CHECK(std::memcmp(rebuilt[i].tensor.data, m.data[i].data(), m.data[i].size()) == 0);
   }
 }
 
-std::string error_of(RefitReceiver& r, uint64_t version, const std::vector<mlpt_named_tensor>& msg, mlpt_error_code code) {
+std::string error_of(RefitReceiver& r, uint64_t version, const std::vector<mlpt_named_tensor>& msg,
+                     mlpt_error_code code) {
   try {
     r.apply(version, msg.data(), msg.size());
   } catch (const Error& e) {
@@ -89,22 +55,24 @@ TEST_CASE("a sequence of versions is rebuilt bit for bit: full first, then delta
     if (v > 1) m.step(3);
     const auto& msg = sender.prepare(v, m.views.data(), m.views.size());
     const auto& s = sender.stats();
-    INFO("version " << v << " mode " << s.mode);
-    CHECK(s.mode == (v == 1 || v == 5 || v == 9 ? "full" : "delta"));
+    INFO("version " << v << (s.full ? " full" : " delta"));
+    CHECK(s.full == (v == 1 || v == 5 || v == 9));
     CHECK(s.dense_bytes == dense);
-    if (s.mode == "delta") {
+    if (!s.full) {
       CHECK(s.changed > 0);
       CHECK(s.changed <= 9);
       CHECK(s.bytes < dense / 10);  // a few changes: the message is a small fraction of the weights
     } else {
-      CHECK(s.bytes > dense);       // the weights plus the manifest
+      CHECK(s.bytes > dense);  // the weights plus the manifest
     }
     require_equal(receiver.apply(v, msg.data(), msg.size()), m);
     CHECK(receiver.version() == v);
   }
 }
 
-TEST_CASE("a delta against another version, a corrupted delta or a lost update is refused, and only a full refit is accepted next") {
+TEST_CASE(
+    "a delta against another version, a corrupted delta or a lost update is refused, and only a full refit "
+    "is accepted next") {
   Model m;
   RefitSender sender;
   RefitReceiver receiver;
@@ -140,10 +108,12 @@ TEST_CASE("a delta against another version, a corrupted delta or a lost update i
     static_cast<std::byte*>(held.tensor.data)[0] ^= std::byte{0x10};
     m.step(2);
     auto next = sender.prepare(3, m.views.data(), m.views.size());
-    CHECK_THAT(error_of(receiver, 3, next, MLPT_DATA_LOSS), Catch::Contains("'layers.0.norm.weight'") && Catch::Contains("diverged"));
+    CHECK_THAT(error_of(receiver, 3, next, MLPT_DATA_LOSS),
+               Catch::Contains("'layers.0.norm.weight'") && Catch::Contains("diverged"));
   }
   SECTION("a dense message (no manifest) or a malformed manifest") {
-    CHECK_THAT(error_of(receiver, 2, m.views, MLPT_DATA_LOSS), Catch::Contains("does not start with 'mlpt.refit'"));
+    CHECK_THAT(error_of(receiver, 2, m.views, MLPT_DATA_LOSS),
+               Catch::Contains("does not start with 'mlpt.refit'"));
     m.step(1);
     auto msg = sender.prepare(2, m.views.data(), m.views.size());
     CHECK_THAT(error_of(receiver, 3, msg, MLPT_DATA_LOSS), Catch::Contains("the manifest says version 2"));
@@ -163,7 +133,7 @@ TEST_CASE("the sender sends a version whole when the measured rates say that is 
   require_equal(rx.apply(1, tx.prepare(1, m.views.data(), m.views.size()).data(), m.views.size() + 1), m);
   m.step(2);
   require_equal(rx.apply(2, tx.prepare(2, m.views.data(), m.views.size()).data(), m.views.size() + 1), m);
-  CHECK(tx.stats().mode == "delta");  // no wire rate known yet: the delta
+  CHECK_FALSE(tx.stats().full);  // no wire rate known yet: the delta
   const uint64_t dense = tx.stats().dense_bytes;
   // A wire that moves the whole model in far less time than one pass over it.
   tx.observe_send(dense, 1e-12);
@@ -172,7 +142,7 @@ TEST_CASE("the sender sends a version whole when the measured rates say that is 
   CHECK(whole_s < delta_s);
   m.step(2);
   require_equal(rx.apply(3, tx.prepare(3, m.views.data(), m.views.size()).data(), m.views.size() + 1), m);
-  CHECK(tx.stats().mode == "full");
+  CHECK(tx.stats().full);
   CHECK(tx.stats().whole_by_rates);
   // A wire that takes an hour for the model: a delta (its rate was measured on version 2).
   tx.observe_send(dense, 3600);
@@ -180,19 +150,6 @@ TEST_CASE("the sender sends a version whole when the measured rates say that is 
   CHECK(delta_s < whole_s);
   m.step(2);
   require_equal(rx.apply(4, tx.prepare(4, m.views.data(), m.views.size()).data(), m.views.size() + 1), m);
-  CHECK(tx.stats().mode == "delta");
+  CHECK_FALSE(tx.stats().full);
   CHECK_FALSE(tx.stats().whole_by_rates);
-}
-
-TEST_CASE("a sparse refit that went dense says why in its metrics row, and the row reads back with it") {
-  refit::RefitStats went_dense{"dense"};
-  went_dense.bytes = went_dense.dense_bytes = 4096;
-  went_dense.fallback = "refit = \"sparse\" relays whole tensors; engine e holds shards: refitting dense";
-  const auto row = run::refit_stats_json(went_dense);
-  CHECK(row.at("fallback") == went_dense.fallback);
-  CHECK(run::refit_stats_from_json(row).fallback == went_dense.fallback);
-  // A refit that went the way it was asked carries no fallback, and a row without one reads as such.
-  const auto as_asked = run::refit_stats_json(refit::RefitStats{"delta"});
-  CHECK_FALSE(as_asked.contains("fallback"));
-  CHECK(run::refit_stats_from_json(as_asked).fallback.empty());
 }

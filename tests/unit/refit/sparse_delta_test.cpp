@@ -1,14 +1,15 @@
 // The sparse refit encoding: round trips in every form against a plain element-by-element
 // reference, the size rule (indices below ~6% changed, a bitmap up to ~94%, else dense), and
 // malformed or mismatched messages refused with the tensor named and the weights unchanged.
-#include <catch2/catch.hpp>
+#include "sparse_delta.hpp"
 
+#include <catch2/catch.hpp>
 #include <cstring>
 
-#include "core/error.hpp"
-#include "core/refit/sparse_delta.hpp"
+#include "mlpt/sdk/error.hpp"
 
-using namespace mlpt::refit;
+using namespace mlpt::sparse_refit;
+using mlpt::sdk::Error;
 
 namespace {
 
@@ -35,7 +36,7 @@ Pair update_pair(int64_t n, int64_t changed, uint64_t seed) {
 std::string apply_error(const std::vector<std::byte>& blob, std::vector<uint16_t>& values) {
   try {
     apply_bf16_delta(blob.data(), blob.size(), values.data(), static_cast<int64_t>(values.size()), "w");
-  } catch (const mlpt::Error& e) {
+  } catch (const Error& e) {
     CHECK(e.code() == MLPT_DATA_LOSS);
     return e.what();
   }
@@ -76,7 +77,8 @@ TEST_CASE("malformed or mismatched updates are refused, naming the tensor, and c
   encode_bf16_delta(p.prev.data(), p.next.data(), 1000, blob);
   std::vector<uint16_t> engine = p.prev;
   std::vector<uint16_t> small(999);
-  CHECK_THAT(apply_error(blob, small), Catch::Contains("'w'") && Catch::Contains("encodes 1000 elements, the tensor has 999"));
+  CHECK_THAT(apply_error(blob, small),
+             Catch::Contains("'w'") && Catch::Contains("encodes 1000 elements, the tensor has 999"));
   auto cut = blob;
   cut.pop_back();
   CHECK_THAT(apply_error(cut, engine), Catch::Contains("payload"));
@@ -105,7 +107,8 @@ TEST_CASE("FP32 and byte-wide elements round trip, and an update of another elem
   std::vector<uint32_t> prev(5000), next;
   for (size_t i = 0; i < prev.size(); ++i) prev[i] = static_cast<uint32_t>(i * 2654435761u);
   next = prev;
-  for (size_t i = 0; i < next.size(); i += 97) next[i] ^= 0x80000000u;  // sign flips: -0 vs +0 style changes count
+  for (size_t i = 0; i < next.size(); i += 97)
+    next[i] ^= 0x80000000u;  // sign flips: -0 vs +0 style changes count
   std::vector<std::byte> blob;
   DeltaStats s = encode_delta(prev.data(), next.data(), static_cast<int64_t>(prev.size()), 4, blob);
   CHECK(s.changed == 52);
@@ -117,7 +120,7 @@ TEST_CASE("FP32 and byte-wide elements round trip, and an update of another elem
   try {
     apply_delta(blob.data(), blob.size(), as16.data(), 5000, 2, "w32");
     FAIL("accepted a 4-byte update for 2-byte elements");
-  } catch (const mlpt::Error& e) {
+  } catch (const Error& e) {
     CHECK(e.code() == MLPT_DATA_LOSS);
     CHECK_THAT(e.what(), Catch::Contains("elements of 4 bytes, the tensor's have 2"));
   }
@@ -127,12 +130,14 @@ TEST_CASE("FP32 and byte-wide elements round trip, and an update of another elem
   engine = prev;
   apply_delta(blob.data(), blob.size(), engine.data(), static_cast<int64_t>(engine.size()) * 4, 1, "w8");
   CHECK(engine == next);
-  CHECK_THROWS_AS(encode_delta(prev.data(), next.data(), 10, 3, blob), mlpt::Error);
+  CHECK_THROWS_AS(encode_delta(prev.data(), next.data(), 10, 3, blob), Error);
 }
 
 // The sender's form: the same encoding as encode_delta, and its copy becomes the new tensor. Sizes
 // that are not a multiple of the 64-byte block (a tail compared element by element) included.
-TEST_CASE("encoding while updating the sender's copy gives the same bytes and leaves the copy equal to the new tensor") {
+TEST_CASE(
+    "encoding while updating the sender's copy gives the same bytes and leaves the copy equal to the new "
+    "tensor") {
   for (int64_t n : {1, 31, 32, 33, 1000, 4097}) {
     for (int64_t changed : {int64_t{0}, int64_t{1}, n / 50 + 1, n / 2, n}) {
       INFO(n << " elements, " << changed << " changed");

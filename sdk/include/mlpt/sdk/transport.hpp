@@ -1,7 +1,8 @@
 // C++ adapter for the weight transport component (mlpt/transport.h): derive from
 // mlpt::sdk::Transport with a constructor (config JSON, role, group), or (config JSON, role, group,
 // const mlpt_component_group*) for an endpoint that may be one of several sender ranks (ABI 1.2; the
-// group is NULL when the host passes none), and list transport_component<T>.
+// group is NULL when the host passes none), or (const mlpt_transport_create_args&) for one that reads
+// the args' extension chain (a wrapper, wrapped_transport.hpp), and list transport_component<T>.
 //
 // The adapter does the 1.2 layout work once for every transport: `receive` of the class returns what
 // the senders published (whole tensors, or every rank's shards with `out_shards`), and the adapter
@@ -138,8 +139,10 @@ const mlpt_transport_api* transport_api() {
           const mlpt_component_group* group =
               MLPT_HAS_FIELD(a, mlpt_transport_create_args, component_group) ? a->component_group : nullptr;
           auto e = std::make_unique<detail::TransportEndpoint>();
-          if constexpr (std::is_constructible_v<T, std::string_view, mlpt_transport_role, std::string_view,
-                                                const mlpt_component_group*>) {
+          if constexpr (std::is_constructible_v<T, const mlpt_transport_create_args&>) {
+            e->impl = std::make_unique<T>(*a);  // reads the 1.2 fields itself (MLPT_HAS_FIELD)
+          } else if constexpr (std::is_constructible_v<T, std::string_view, mlpt_transport_role, std::string_view,
+                                                       const mlpt_component_group*>) {
             e->impl = std::make_unique<T>(view(a->config_json), a->role, view(a->group), group);
           } else {
             if (group && group->size > 1 && a->role == MLPT_TRANSPORT_SENDER)
