@@ -177,6 +177,16 @@ void RunObserver::rollouts_in_flight(const std::map<std::string, int64_t>& by_wo
     metrics_.set("mlpt_rollouts_in_flight_per_worker", kGauge,
                  "rollouts running on each rollout worker now (label: worker)", static_cast<double>(in_flight),
                  {{"worker", worker}});
+  // The timeline's counter of the rollout slots, written when it changed.
+  if (!trace_) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (by_worker == last_in_flight_) return;
+    last_in_flight_ = by_worker;
+  }
+  nlohmann::json values = nlohmann::json::object();
+  for (const auto& [worker, in_flight] : by_worker) values[worker] = in_flight;
+  trace_->counter(kRolloutGroup, "rollouts in flight", trace_->now(), values);
 }
 
 void RunObserver::step_finished(const StepRecord& r, int64_t max_steps, int64_t rollouts_in_flight) {

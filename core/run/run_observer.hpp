@@ -57,7 +57,8 @@ class RunObserver final {
   // span from `started_at` to now on a free rollout slot, saying why.
   void rollout_back_filled(const rollout::EpisodeRequest& request, bool validation, double started_at,
                            const std::string& reason);
-  // Episodes in flight on each rollout worker (EpisodeRunner::in_flight_by_worker), for /metrics.
+  // Episodes in flight on each rollout worker (EpisodeRunner::in_flight_by_worker): a gauge of
+  // /metrics, and a counter of the timeline's rollout slots.
   void rollouts_in_flight(const std::map<std::string, int64_t>& by_worker);
   void step_finished(const StepRecord& r, int64_t max_steps, int64_t rollouts_in_flight);
   void evaluated(int64_t step, const EvalRecord& e);
@@ -83,6 +84,7 @@ class RunObserver final {
     double floor = 0;                              // every older span ended by then
   };
   std::vector<Slot> slots_;
+  std::map<std::string, int64_t> last_in_flight_;  // the counter's last values
   double last_step_at_ = 0;
   int64_t last_step_tokens_ = 0, generated_tokens_ = 0;
   std::unique_ptr<observe::DumpOnSignal> dump_on_signal_;  // kill -USR1

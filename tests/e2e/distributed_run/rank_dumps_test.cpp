@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "distributed_support.hpp"
 #include "tests/integration/observe/trace_format.hpp"
@@ -131,6 +132,21 @@ TEST_CASE(
   CHECK(rank_steps.size() == kSteps);
   CHECK(spans_in(trace, 101, "publish_weights").size() == kSteps);
   for (int64_t worker : {102, 103}) CHECK(spans_in(trace, worker, "fetch_weights").size() == kSteps);
+  // Rollouts in flight on each rollout worker, the rollout slots' counter: both workers, each within
+  // its rollout_workers (8 in tiny-distributed.toml).
+  int samples = 0;
+  std::set<std::string> workers;
+  for (const auto& e : trace.events)
+    if (e["ph"] == "C" && e["name"] == "rollouts in flight") {
+      ++samples;
+      CHECK(e["pid"] == 2);
+      for (const auto& [worker, in_flight] : e["args"].items()) {
+        workers.insert(worker);
+        CHECK((in_flight >= 0 && in_flight <= 8));
+      }
+    }
+  CHECK(samples > 0);
+  CHECK(workers == std::set<std::string>{"rollout worker 0 (rank 2)", "rollout worker 1 (rank 3)"});
   // One clock: each of the trainer rank's train_step calls lies inside the coordinator's "train
   // step" that waited for it. On one node the only error of the alignment is the instant between
   // reading the steady and the wall clock at each file's start (microseconds): 1 ms is ample.

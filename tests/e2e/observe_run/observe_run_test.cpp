@@ -158,6 +158,15 @@ TEST_CASE(
   }
   CHECK(static_cast<int64_t>(trace_format::spans_named(trace, "generation").size()) == turns);
   CHECK(static_cast<int64_t>(trace_format::spans_named(trace, "grading").size()) <= s.rollouts);
+  // Rollouts in flight, the rollout slots' counter: the one worker, never past rollout_workers.
+  int in_flight_samples = 0;
+  for (const auto& e : trace.events)
+    if (e["ph"] == "C" && e["name"] == "rollouts in flight") {
+      ++in_flight_samples;
+      REQUIRE(e["args"].contains("local"));
+      CHECK((e["args"]["local"] >= 0 && e["args"]["local"] <= c.run.rollout_workers));
+    }
+  CHECK(in_flight_samples > 0);
 
   // TensorBoard: every metrics row's values, and each evaluation's.
   const auto events_files = files_in(run::tensorboard_dir(out), "events.out.tfevents.");
