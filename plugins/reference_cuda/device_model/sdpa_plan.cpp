@@ -1,5 +1,7 @@
 #include "device_model/sdpa_plan.hpp"
 
+#include <algorithm>
+
 #include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref {
@@ -27,11 +29,36 @@ SdpaShapeKey sdpa_shape_key(SdpaPass pass, int64_t heads, int64_t kv_heads, int6
           kv_heads, head_dim};
 }
 
+SdpaShapeKey sdpa_paged_key(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t num_seqs,
+                            int64_t q_tokens, int64_t max_blocks, int64_t block_size, size_t device_bytes,
+                            const char* what) {
+  if (max_blocks <= 0 || block_size <= 0)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, std::string(what) +
+                                                ": the block table needs at least one column of " +
+                                                "at least one token (columns " + std::to_string(max_blocks) +
+                                                ", block size " + std::to_string(block_size) + ")");
+  SdpaShapeKey k = sdpa_shape_key(SdpaPass::paged_forward, heads, kv_heads, head_dim, num_seqs, q_tokens,
+                                  max_blocks * block_size, what);
+  k.block_size = block_size;
+  k.table_width = 1;
+  while (k.table_width < max_blocks) k.table_width *= 2;
+  k.max_kv = k.table_width * block_size;
+  k.pool_blocks = std::max<int64_t>(1, int64_t(device_bytes / size_t(block_size * kv_heads * head_dim * 2)));
+  return k;
+}
+
 std::string describe(const SdpaShapeKey& k) {
-  return std::string(k.pass == SdpaPass::backward ? "backward" : "forward") + ": " + std::to_string(k.batch) +
-         " sequences, q <= " + std::to_string(k.max_q) + ", kv <= " + std::to_string(k.max_kv) + " tokens, " +
-         std::to_string(k.heads) + "/" + std::to_string(k.kv_heads) + " heads, head_dim " +
-         std::to_string(k.head_dim);
+  const char* pass = k.pass == SdpaPass::backward  ? "backward"
+                     : k.pass == SdpaPass::forward ? "forward"
+                                                   : "paged forward";
+  std::string d = std::string(pass) + ": " + std::to_string(k.batch) +
+                  " sequences, q <= " + std::to_string(k.max_q) + ", kv <= " + std::to_string(k.max_kv) +
+                  " tokens, " + std::to_string(k.heads) + "/" + std::to_string(k.kv_heads) +
+                  " heads, head_dim " + std::to_string(k.head_dim);
+  if (k.pass == SdpaPass::paged_forward)
+    d += ", blocks of " + std::to_string(k.block_size) + " tokens, table width " +
+         std::to_string(k.table_width);
+  return d;
 }
 
 namespace {

@@ -18,22 +18,28 @@
 
 namespace mlpt::ref {
 
-enum class SdpaPass { forward, backward };
+// forward / backward over a packed batch; paged_forward: the queries against the engine's paged KV
+// cache (decode and prefill with per-sequence state).
+enum class SdpaPass { forward, backward, paged_forward };
 
 struct SdpaShapeKey {
   SdpaPass pass = SdpaPass::forward;
   int64_t batch = 0;              // sequences
   int64_t max_q = 0, max_kv = 0;  // length buckets (sdpa_length_bucket)
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  // Paged only: tokens per block, block-table columns (a power of two, max_kv = table × block),
+  // and the blocks the pool is described with (the most the device's memory can hold: the pool's
+  // own size is not passed to the op, and pages are only read where the table points).
+  int64_t block_size = 0, table_width = 0, pool_blocks = 0;
   bool operator==(const SdpaShapeKey&) const = default;
 };
 
 struct SdpaShapeKeyHash {
   size_t operator()(const SdpaShapeKey& k) const {
     size_t h = std::hash<int64_t>{}(k.batch);
-    for (int64_t v : {k.max_q, k.max_kv, k.heads, k.kv_heads, k.head_dim})
+    for (int64_t v : {k.max_q, k.max_kv, k.heads, k.kv_heads, k.head_dim, k.block_size, k.table_width})
       h = h * 1000003u ^ std::hash<int64_t>{}(v);
-    return h * 2u + (k.pass == SdpaPass::backward);
+    return h * 3u + size_t(k.pass);
   }
 };
 
@@ -44,6 +50,12 @@ int64_t sdpa_length_bucket(int64_t tokens);
 // the heads do not group (heads % kv_heads) or head_dim is not a multiple of 8 (16-byte rows).
 SdpaShapeKey sdpa_shape_key(SdpaPass pass, int64_t heads, int64_t kv_heads, int64_t head_dim,
                             int64_t num_seqs, int64_t q_tokens, int64_t kv_tokens, const char* what);
+
+// The key of attention against a paged cache: q_tokens new tokens of num_seqs sequences, a block
+// table of max_blocks columns of block_size tokens, a device of device_bytes memory.
+SdpaShapeKey sdpa_paged_key(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t num_seqs,
+                            int64_t q_tokens, int64_t max_blocks, int64_t block_size, size_t device_bytes,
+                            const char* what);
 
 // "forward: 2 sequences, q <= 4096, kv <= 4096 tokens, 16/2 heads, head_dim 256": for errors.
 std::string describe(const SdpaShapeKey& key);

@@ -249,3 +249,23 @@ TEST_CASE("sdpa plan: per-sequence lengths and ragged row starts from packed off
   // Sequence s's first element is its first token's row: offsets[s] rows of H·D values.
   for (size_t s = 0; s < 3; ++s) CHECK(rows[s] == offsets[s] * H * D);
 }
+
+TEST_CASE(
+    "sdpa plan: a paged key has a power-of-two table, the device's pool bound, one plan as tables grow") {
+  const size_t h200 = size_t(141) << 30;
+  const SdpaShapeKey k = sdpa_paged_key(16, 2, 256, 32, 32, 5, 64, h200, "decode");
+  CHECK(k.pass == SdpaPass::paged_forward);
+  CHECK(k.table_width == 8);
+  CHECK(k.max_kv == 8 * 64);
+  CHECK(k.block_size == 64);
+  // The pool bound: blocks of 64 tokens × 2 heads × 256 values × 2 bytes that fit in the memory.
+  CHECK(k.pool_blocks == int64_t(h200 / (64 * 2 * 256 * 2)));
+  // Tables of 5 to 8 columns share the plan; 9 columns need the next width.
+  for (int64_t columns : {6, 7, 8}) CHECK(sdpa_paged_key(16, 2, 256, 32, 32, columns, 64, h200, "d") == k);
+  CHECK(sdpa_paged_key(16, 2, 256, 32, 32, 9, 64, h200, "d").table_width == 16);
+  CHECK_FALSE(sdpa_paged_key(16, 2, 256, 32, 32, 5, 16, h200, "d") == k);  // another block size
+  CHECK_FALSE(sdpa_shape_key(SdpaPass::forward, 16, 2, 256, 32, 32, 512, "d") == k);
+  CHECK_THAT(describe(k), Catch::Contains("blocks of 64 tokens, table width 8"));
+  CHECK_THAT(error_of([&] { sdpa_paged_key(16, 2, 256, 1, 1, 0, 64, h200, "decode"); }),
+             Catch::Contains("columns 0"));
+}

@@ -2,8 +2,8 @@
 
 #include "backends/cuda/activations.hpp"
 #include "backends/cuda/attention.hpp"
-#include "backends/cuda/cudnn_attention.hpp"
 #include "backends/cuda/conv.hpp"
+#include "backends/cuda/cudnn_attention.hpp"
 #include "backends/cuda/embedding.hpp"
 #include "backends/cuda/gdn.hpp"
 #include "backends/cuda/head.hpp"
@@ -204,8 +204,8 @@ void CudaOps::attention_forward(const AttentionShape& shape, const int64_t* q_of
                                 const int64_t* kv_offsets, int64_t num_seqs, int64_t num_q_tokens,
                                 const ref::bf16* q, const ref::bf16* k, const ref::bf16* v, ref::bf16* out,
                                 float* lse) {
-  if (ctx_.attention && ctx_.attention->forward(shape, q_offsets, kv_offsets, num_seqs, num_q_tokens, as_cuda(q),
-                                                as_cuda(k), as_cuda(v), as_cuda(out), lse))
+  if (ctx_.attention && ctx_.attention->forward(shape, q_offsets, kv_offsets, num_seqs, num_q_tokens,
+                                                as_cuda(q), as_cuda(k), as_cuda(v), as_cuda(out), lse))
     return;
   cuda::attention_forward(ctx_, shape, q_offsets, kv_offsets, num_seqs, num_q_tokens, as_cuda(q), as_cuda(k),
                           as_cuda(v), as_cuda(out), lse);
@@ -215,6 +215,12 @@ void CudaOps::attention_forward_paged(const AttentionShape& shape, const int64_t
                                       const ref::bf16* q, const ref::bf16* k_pool, const ref::bf16* v_pool,
                                       const int32_t* block_table, int64_t max_blocks, int64_t block_size,
                                       ref::bf16* out) {
+  if (ctx_.attention) {
+    ctx_.attention->forward_paged(shape, q_offsets, kv_lengths, num_seqs, num_q_tokens, as_cuda(q),
+                                  as_cuda(k_pool), as_cuda(v_pool), block_table, max_blocks, block_size,
+                                  as_cuda(out));
+    return;
+  }
   cuda::attention_forward_paged(ctx_, shape, q_offsets, kv_lengths, num_seqs, num_q_tokens, as_cuda(q),
                                 as_cuda(k_pool), as_cuda(v_pool), block_table, max_blocks, block_size,
                                 as_cuda(out));
@@ -233,8 +239,8 @@ void CudaOps::attention_backward(const AttentionShape& shape, const int64_t* q_o
                                  const ref::bf16* d_out, ref::bf16* d_q, ref::bf16* d_k, ref::bf16* d_v) {
   if (ctx_.attention) {
     ctx_.attention->backward(shape, q_offsets, kv_offsets, num_seqs, num_q_tokens, num_kv_tokens, as_cuda(q),
-                             as_cuda(k), as_cuda(v), as_cuda(out), lse, as_cuda(d_out), as_cuda(d_q), as_cuda(d_k),
-                             as_cuda(d_v));
+                             as_cuda(k), as_cuda(v), as_cuda(out), lse, as_cuda(d_out), as_cuda(d_q),
+                             as_cuda(d_k), as_cuda(d_v));
     return;
   }
   cuda::attention_backward(ctx_, shape, q_offsets, kv_offsets, num_seqs, num_q_tokens, num_kv_tokens,

@@ -32,40 +32,19 @@ constexpr cudnnDataType_t kF32 = CUDNN_DATA_FLOAT, kBf16 = CUDNN_DATA_BFLOAT16, 
 const Tensor kNone{};
 
 // Which variant-pack entry each non-virtual tensor of a graph is.
+// clang-format off
 enum Slot {
-  kQ,
-  kK,
-  kV,
-  kO,
-  kStats,
-  kDo,
-  kDq,
-  kDk,
-  kDv,  // data
-  kQLen,
-  kKvLen,  // int32 [b]
-  kQRows,
-  kKRows,
-  kVRows,
-  kORows,
-  kStatsRows,  // ragged offsets of the data tensors
-  kDoRows,
-  kDqRows,
-  kDkRows,
-  kDvRows,
-  kRowSumRows,
-  kDqAccRows,
-  kDkFullRows,
-  kDvFullRows,
-  kRowSums,
-  kDqAcc,
-  kDkFull,
-  kDvFull,  // backward scratch
-  kScale,
-  kNegInf,
-  kOne,  // host scalars
+  kQ, kK, kV, kO, kStats, kDo, kDq, kDk, kDv,               // data (paged: kK, kV are the pools)
+  kQLen, kKvLen,                                           // int32 [b]
+  kQRows, kKRows, kVRows, kORows, kStatsRows,              // ragged offsets of the data tensors
+  kDoRows, kDqRows, kDkRows, kDvRows, kRowSumRows,
+  kDqAccRows, kDkFullRows, kDvFullRows,
+  kRowSums, kDqAcc, kDkFull, kDvFull,                      // backward scratch
+  kPageTableK, kPageTableV,                                // paged forward: [b, 1, width, 1]
+  kScale, kNegInf, kOne,                                   // host scalars
   kSlots
 };
+// clang-format on
 
 struct BuiltPlan {
   GraphBuilder::Plan plan;
@@ -174,8 +153,23 @@ BuiltPlan build_forward(cudnnHandle_t handle, const SdpaShapeKey& key) {
   BuiltPlan p;
   const Common c = common_inputs(g, p, l.b);
   const Tensor q = data(g, p, kQ, l.rows(l.H, l.sq, kBf16, ragged(g, p, kQRows, l.b)));
-  const Tensor kt = data(g, p, kK, l.rows_t(l.Hkv, l.skv, ragged(g, p, kKRows, l.b)));
-  const Tensor v = data(g, p, kV, l.rows(l.Hkv, l.skv, kBf16, ragged(g, p, kVRows, l.b)));
+  Tensor kt, v;
+  if (key.pass == SdpaPass::paged_forward) {
+    // The pools [blocks, block_size, Hkv, D] as cuDNN's containers [blocks, Hkv, block_size, D].
+    const int64_t bs = key.block_size, width = key.table_width;
+    const TensorSpec pool{
+        {key.pool_blocks, l.Hkv, bs, l.D}, {bs * l.Hkv * l.D, l.D, l.Hkv * l.D, 1}, kBf16, false};
+    const TensorSpec table{{l.b, 1, width, 1}, {width, width, 1, 1}, kI32, false};
+    const Tensor k_pool = data(g, p, kK, pool), v_pool = data(g, p, kV, pool);
+    const Tensor k_table = data(g, p, kPageTableK, table), v_table = data(g, p, kPageTableV, table);
+    kt = g.tensor({{l.b, l.Hkv, l.D, l.skv}, {l.D * l.skv * l.Hkv, l.D * l.skv, 1, l.D}, kBf16});
+    v = g.tensor({{l.b, l.Hkv, l.skv, l.D}, {l.D * l.skv * l.Hkv, l.D * l.skv, l.D, 1}, kBf16});
+    g.paged_cache_load(k_pool, c.kv_len, k_table, kt);
+    g.paged_cache_load(v_pool, c.kv_len, v_table, v);
+  } else {
+    kt = data(g, p, kK, l.rows_t(l.Hkv, l.skv, ragged(g, p, kKRows, l.b)));
+    v = data(g, p, kV, l.rows(l.Hkv, l.skv, kBf16, ragged(g, p, kVRows, l.b)));
+  }
   const Tensor o = data(g, p, kO, l.rows(l.H, l.sq, kBf16, ragged(g, p, kORows, l.b)));
   const Tensor stats = data(g, p, kStats, l.stats(ragged(g, p, kStatsRows, l.b)));
 
@@ -302,11 +296,12 @@ struct CudnnAttention::State {
   GemmPlanCache<BuiltPlan, SdpaShapeKey, SdpaShapeKeyHash> plans{kMaxPlans};
   DeviceBuffer workspace, sequences, stats;
   // Host scalars the plans read by value at execution.
+  size_t device_bytes = 0;  // the device's memory: bounds a paged pool's blocks (sdpa_paged_key)
   float scale = 1.f, neg_inf = -std::numeric_limits<float>::infinity(), one = 1.f;
 
   BuiltPlan& plan_for(const SdpaShapeKey& key) {
     return plans.get(key, [&] {
-      return key.pass == SdpaPass::forward ? build_forward(handle, key) : build_backward(handle, key);
+      return key.pass == SdpaPass::backward ? build_backward(handle, key) : build_forward(handle, key);
     });
   }
   SdpaSequenceInputs sequence_inputs(const int64_t* q_offsets, const int64_t* kv_offsets,
@@ -356,6 +351,8 @@ CudnnAttention::CudnnAttention(cudaStream_t stream) : state_(std::make_unique<St
   state_->stream = stream;
   cudnn::check(api.create(&state_->handle), "fused attention", "cudnnCreate");
   cudnn::check(api.set_stream(state_->handle, stream), "fused attention", "cudnnSetStream");
+  size_t free_bytes = 0;
+  check(cudaMemGetInfo(&free_bytes, &state_->device_bytes), "fused attention: cudaMemGetInfo");
 }
 
 CudnnAttention::~CudnnAttention() {
@@ -373,7 +370,7 @@ size_t CudnnAttention::library_version() const {
 }
 
 void CudnnAttention::validate_graphs(const SdpaShapeKey& key) {
-  (void)(key.pass == SdpaPass::forward ? build_forward(nullptr, key) : build_backward(nullptr, key));
+  (void)(key.pass == SdpaPass::backward ? build_backward(nullptr, key) : build_forward(nullptr, key));
 }
 
 bool CudnnAttention::forward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
@@ -398,6 +395,39 @@ bool CudnnAttention::forward(const AttentionShape& shape, const int64_t* q_offse
   st.bind(ptr, shape, in, q, k, v, out, lse);
   st.run(p, ptr, 0, key);
   return true;
+}
+
+void CudnnAttention::forward_paged(const AttentionShape& shape, const int64_t* q_offsets,
+                                   const int64_t* kv_lengths, int64_t num_seqs, int64_t num_q_tokens,
+                                   const bf16* q, const bf16* k_pool, const bf16* v_pool,
+                                   const int32_t* block_table, int64_t max_blocks, int64_t block_size,
+                                   bf16* out) {
+  if (num_seqs <= 0 || num_q_tokens <= 0) return;
+  State& st = *state_;
+  const SdpaShapeKey key =
+      sdpa_paged_key(shape.num_heads, shape.num_kv_heads, shape.head_dim, num_seqs, num_q_tokens, max_blocks,
+                     block_size, st.device_bytes, "attention_forward_paged (cuDNN)");
+  BuiltPlan& p = st.plan_for(key);
+  st.sequences.reserve(SdpaPagedInputs::bytes(num_seqs, key.table_width));
+  const SdpaPagedInputs in = SdpaPagedInputs::carve(st.sequences.get(), num_seqs, key.table_width);
+  sdpa_paged_inputs(Context{st.stream, nullptr, nullptr}, q_offsets, kv_lengths, block_table, max_blocks,
+                    num_seqs, key.table_width, shape.num_heads, shape.head_dim, in);
+  st.stats.reserve(size_t(num_q_tokens * shape.num_heads) * sizeof(float));  // written, not needed
+  st.scale = 1.f / std::sqrt(float(shape.head_dim));
+  void* ptr[kSlots] = {};
+  ptr[kQ] = const_cast<bf16*>(q);
+  ptr[kK] = const_cast<bf16*>(k_pool);
+  ptr[kV] = const_cast<bf16*>(v_pool);
+  ptr[kO] = out;
+  ptr[kStats] = st.stats.get();
+  ptr[kQLen] = in.q_lengths;
+  ptr[kKvLen] = in.kv_lengths;
+  ptr[kQRows] = ptr[kORows] = in.q_rows;
+  ptr[kStatsRows] = in.stats_rows;
+  ptr[kPageTableK] = ptr[kPageTableV] = in.table;
+  ptr[kScale] = &st.scale;
+  ptr[kNegInf] = &st.neg_inf;
+  st.run(p, ptr, 0, key);
 }
 
 void CudnnAttention::backward(const AttentionShape& shape, const int64_t* q_offsets,

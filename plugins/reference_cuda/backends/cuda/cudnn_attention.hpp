@@ -1,7 +1,8 @@
 // The softmax(QK^T/sqrt(d))V core of gated attention by cuDNN's fused attention (flash attention
 // with tensor cores), built through its graph API: causal with the diagonal at the bottom right
 // (the queries are the last tokens of their sequence, as attention.hpp's contract says), grouped
-// KV heads, packed sequences of different lengths as ragged tensors with their true lengths. The
+// KV heads, packed sequences of different lengths as ragged tensors with their true lengths, and
+// the engine's paged KV cache through cuDNN's paged cache load (decode, prefill with state). The
 // forward writes the same softmax statistics (natural-log sum of exp per query row and head) that
 // this backend's kernels write, so either backward runs after either forward.
 //
@@ -36,6 +37,14 @@ class CudnnAttention {
   bool forward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
                int64_t num_seqs, int64_t num_q_tokens, const bf16* q, const bf16* k, const bf16* v, bf16* out,
                float* lse);
+  // attention_forward_paged's contract (the queries against the paged pools; the new tokens' keys
+  // and values already written). The block table is copied to a power-of-two width and the pools
+  // are described as holding as many blocks as the device's memory could, so one plan serves a
+  // growing table and any pool (pages are read only where the table points).
+  void forward_paged(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_lengths,
+                     int64_t num_seqs, int64_t num_q_tokens, const bf16* q, const bf16* k_pool,
+                     const bf16* v_pool, const int32_t* block_table, int64_t max_blocks, int64_t block_size,
+                     bf16* out);
   // attention_backward's contract: d_q, d_k, d_v overwritten.
   void backward(const AttentionShape& shape, const int64_t* q_offsets, const int64_t* kv_offsets,
                 int64_t num_seqs, int64_t num_q_tokens, int64_t num_kv_tokens, const bf16* q, const bf16* k,

@@ -231,6 +231,18 @@ void GraphBuilder::reshape(Tensor x, Tensor y) {
   add_op(std::move(op));
 }
 
+void GraphBuilder::paged_cache_load(Tensor container, Tensor lengths, Tensor page_table, Tensor y) {
+  Descriptor op(CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR, where_);
+  set_desc(op.get(), CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_CONTAINER_DESC, container.desc, where_,
+           "paged container");
+  set_desc(op.get(), CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_PAGE_TABLE_DESC, page_table.desc, where_,
+           "page table");
+  set_desc(op.get(), CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_SEQUENCE_DESC, lengths.desc, where_,
+           "paged lengths");
+  set_desc(op.get(), CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_YDESC, y.desc, where_, "paged y");
+  add_op(std::move(op));
+}
+
 Descriptor GraphBuilder::graph() {
   Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, where_);
   std::vector<cudnnBackendDescriptor_t> graph_ops;

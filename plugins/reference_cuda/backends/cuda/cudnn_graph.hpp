@@ -92,6 +92,9 @@ class GraphBuilder {
               const double* padding_value = nullptr);
   void reduction(cudnnReduceTensorOp_t op, Tensor x, Tensor y);
   void reshape(Tensor x, Tensor y);
+  // y [b, h, len, d] (or its transpose) gathered from container [blocks, h, block_size, d] through
+  // page_table [b, 1, columns, 1] for the first lengths[b] positions (int32 [b, 1, 1, 1]).
+  void paged_cache_load(Tensor container, Tensor lengths, Tensor page_table, Tensor y);
 
   struct Plan {
     Descriptor graph, plan;

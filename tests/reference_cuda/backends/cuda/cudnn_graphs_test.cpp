@@ -1,9 +1,8 @@
 // cuDNN's fused attention graphs (backends/cuda/cudnn_attention.hpp) checked where no GPU is: every
-// tensor, operation and operation graph of the forward and backward is finalized by the cuDNN this
-// machine has, which checks each product's, mask's and reduction's shapes and types against the
-// others (a wrong dimension fails here with cuDNN's own reason). What needs a GPU (the heuristics'
-// engine, the plan, the numbers) is library_paths_test.cpp's. Where cuDNN cannot be loaded the
-// checks are reported as not run.
+// tensor, operation and operation graph of the forward, backward and paged forward is finalized by the cuDNN
+// this machine has, which checks each product's, mask's and reduction's shapes and types against the others
+// (a wrong dimension fails here with cuDNN's own reason). What needs a GPU (the heuristics' engine, the plan,
+// the numbers) is library_paths_test.cpp's. Where cuDNN cannot be loaded the checks are reported as not run.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -53,6 +52,18 @@ TEST_CASE("cudnn attention graphs: the model's forward and backward graphs are a
       INFO(describe(key));
       CHECK_NOTHROW(CudnnAttention::validate_graphs(key));
     }
+  // Against the paged cache: decode of 32 sequences, a packed prefill with state, a 64k prompt;
+  // the pools described as large as an H200's memory could hold.
+  struct Paged {
+    int64_t heads, kv_heads, head_dim, sequences, tokens, table_columns, block_size;
+  };
+  for (const Paged& s : std::vector<Paged>{
+           {16, 2, 256, 32, 32, 5, 64}, {4, 4, 64, 3, 195, 9, 16}, {16, 2, 256, 1, 65536, 1024, 64}}) {
+    const SdpaShapeKey key = sdpa_paged_key(s.heads, s.kv_heads, s.head_dim, s.sequences, s.tokens,
+                                            s.table_columns, s.block_size, size_t(141) << 30, "attention");
+    INFO(describe(key));
+    CHECK_NOTHROW(CudnnAttention::validate_graphs(key));
+  }
 }
 
 TEST_CASE("cudnn attention graphs: without a GPU the library path fails naming the cuDNN call") {

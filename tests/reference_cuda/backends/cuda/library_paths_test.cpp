@@ -330,3 +330,54 @@ TEST_CASE("attention paths: cuda_attention = cudnn through the ops interface, ot
   CHECK(lib.plans_built() == 1);
   CHECK(lib.kernel_fallbacks() == 1);
 }
+
+TEST_CASE(
+    "attention paths: cuDNN against the paged cache matches the kernels (decode and prefill with state)") {
+  REQUIRE(have_gpu());
+  Ctx kernel(with_attention(AttentionLibrary::kernel)), fused(with_attention(AttentionLibrary::cudnn));
+  gpu::CudnnAttention& lib = *fused.ctx.attention;
+  std::mt19937_64 rng(33);
+  struct Paged {
+    gpu::AttentionShape shape;
+    std::vector<int64_t> q_len, kv_len;
+    int64_t block_size;
+  };
+  // Decode (one new token per sequence), a prefill continuing state, and a table narrower than its
+  // power-of-two width; blocks handed out in reverse order.
+  for (const Paged& c : std::vector<Paged>{{{16, 2, 256}, {1, 1, 1, 1}, {1, 70, 300, 129}, 64},
+                                           {{8, 2, 256}, {40, 7}, {40, 200}, 16},
+                                           {{4, 4, 64}, {3}, {337}, 64}}) {
+    const auto& s = c.shape;
+    const auto qo = offsets_of(c.q_len), ko = offsets_of(c.kv_len);
+    const int64_t S = static_cast<int64_t>(c.q_len.size()), Tq = qo.back(), Tk = ko.back();
+    const int64_t H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_dim, bs = c.block_size;
+    INFO("H " << H << " Hkv " << Hkv << " D " << D << " Tq " << Tq << " Tkv " << Tk << " block " << bs);
+    auto q = random_bf16(rng, Tq * H * D, -2, 2), k = random_bf16(rng, Tk * Hkv * D, -2, 2);
+    auto v = random_bf16(rng, Tk * Hkv * D);
+    int64_t max_blocks = 0;
+    for (int64_t l : c.kv_len) max_blocks = std::max(max_blocks, (l + bs - 1) / bs);
+    const int64_t nblocks = S * max_blocks;
+    std::vector<int32_t> table(size_t(S * max_blocks));
+    for (int64_t i = 0; i < nblocks; ++i) table[size_t(i)] = static_cast<int32_t>(nblocks - 1 - i);
+    DeviceVec<int32_t> gtable(table);
+    DeviceVec<bf16> kpool(nblocks * bs * Hkv * D), vpool(nblocks * bs * Hkv * D);
+    DeviceVec<int64_t> gqo(qo), gko(ko), glen(std::vector<int64_t>(c.kv_len));
+    gpu::paged_kv_write(kernel, s, gko.get(), glen.get(), S, Tk, k.get(), v.get(), kpool.get(), vpool.get(),
+                        gtable.get(), max_blocks, bs);
+    check(cudaDeviceSynchronize(), "test: synchronise");
+    DeviceVec<bf16> out_k(Tq * H * D), out_f(Tq * H * D);
+    gpu::attention_forward_paged(kernel, s, gqo.get(), glen.get(), S, Tq, q.get(), kpool.get(), vpool.get(),
+                                 gtable.get(), max_blocks, bs, out_k.get());
+    lib.forward_paged(s, gqo.get(), glen.get(), S, Tq, q.get(), kpool.get(), vpool.get(), gtable.get(),
+                      max_blocks, bs, out_f.get());
+    const std::vector<float> ok = to_float(out_k.download());
+    CHECK_CLOSE(out_f.download(), ok, 1e-2);
+    // And the contiguous oracle: the paged kernel itself is ops_test.cpp's.
+    const cpu::AttentionShape cs{H, Hkv, D};
+    std::vector<float> ref(size_t(Tq * H * D));
+    cpu::attention_forward<float>(cs, qo.data(), ko.data(), S, q.host.data(), k.host.data(), v.host.data(),
+                                  ref.data());
+    CHECK_CLOSE(out_f.download(), ref, 1e-2);
+  }
+  CHECK(lib.plans_built() == 3);
+}
