@@ -146,21 +146,15 @@ TensorWrite plan_tensor(const GroupPlacements& g, size_t i, bool expert_blocks) 
   return w;
 }
 
-// Rows [begin, begin + rows) of every part of tensor i (counted from the part's first row), of one
-// quantity (weights or a moment), gathered to the parts' writers: on this rank, those rows of the
-// parts it writes (empty for the others). Collective over the model-parallel group. `held`: the
-// bytes of values this rank held for it at once.
-std::vector<std::vector<float>> gather_rows(const GroupPlacements& g, const TensorWrite& plan, size_t i, int me,
-                                            const std::vector<float>& local, const std::vector<int64_t>& local_shape,
-                                            Communicator* group, int64_t begin, int64_t rows, size_t* held) {
-  const int size = g.size();
-  const std::vector<int64_t>& global = g.of_rank[0][i].global_shape;
-  const int64_t per_part = global[0] / plan.parts;
-  // Each contribution's box cut to those rows of its part; a box that holds none of them sends nothing.
-  struct Cut {
-    const Contribution* c;
-    ShardBox box;
-  };
+// Each contribution's box of tensor i cut to rows [begin, begin + rows) of its part; a box that
+// holds none of them is left out.
+struct Cut {
+  const Contribution* c;
+  ShardBox box;
+};
+std::vector<Cut> cut_rows(const GroupPlacements& g, const TensorWrite& plan, size_t i, int64_t begin,
+                          int64_t rows) {
+  const int64_t per_part = g.of_rank[0][i].global_shape[0] / plan.parts;
   std::vector<Cut> cuts;
   for (const Contribution& c : plan.contributions) {
     const int64_t first = c.part * per_part + begin, box_first = c.box->global_offset[0];
@@ -172,6 +166,34 @@ std::vector<std::vector<float>> gather_rows(const GroupPlacements& g, const Tens
     box.extent[0] = to - from;
     cuts.push_back({&c, std::move(box)});
   }
+  return cuts;
+}
+
+// The rows of rank me's local tensor that `cuts` read: [first, end), empty when it sends none.
+std::pair<int64_t, int64_t> local_rows_read(const std::vector<Cut>& cuts, int me) {
+  int64_t first = 0, end = 0;
+  for (const Cut& cut : cuts) {
+    if (cut.c->rank != me) continue;
+    const int64_t from = cut.box.local_offset[0], to = from + cut.box.extent[0];
+    if (first == end) first = from, end = to;
+    first = std::min(first, from), end = std::max(end, to);
+  }
+  return {first, end};
+}
+
+// Rows [begin, begin + rows) of every part of tensor i (counted from the part's first row), of one
+// quantity (weights or a moment), gathered to the parts' writers: on this rank, those rows of the
+// parts it writes (empty for the others). `local` holds rows [local_first_row, ...) of this rank's
+// tensor, `local_shape` their shape. Collective over the model-parallel group. `held`: the bytes
+// of values this rank held for it at once.
+std::vector<std::vector<float>> gather_rows(const GroupPlacements& g, const TensorWrite& plan, size_t i,
+                                            int me, const float* local,
+                                            const std::vector<int64_t>& local_shape, int64_t local_first_row,
+                                            Communicator* group, int64_t begin, int64_t rows, size_t* held) {
+  const int size = g.size();
+  const std::vector<int64_t>& global = g.of_rank[0][i].global_shape;
+  const int64_t per_part = global[0] / plan.parts;
+  const std::vector<Cut> cuts = cut_rows(g, plan, i, begin, rows);
   std::vector<size_t> send_counts(static_cast<size_t>(size), 0), recv_counts(static_cast<size_t>(size), 0);
   for (const Cut& cut : cuts) {
     const size_t n = static_cast<size_t>(numel(cut.box.extent));
@@ -185,7 +207,9 @@ std::vector<std::vector<float>> gather_rows(const GroupPlacements& g, const Tens
       if (cut.c->rank != me || cut.c->writer != d) continue;
       const size_t at = send.size();
       send.resize(at + static_cast<size_t>(numel(cut.box.extent)));
-      copy_local_box(local.data(), local_shape, cut.box, send.data() + at);
+      ShardBox from = cut.box;
+      from.local_offset[0] -= local_first_row;
+      copy_local_box(local, local_shape, from, send.data() + at);
     }
   const size_t sent = send.size();
   const bool exchanged = group && size > 1;  // else the send buffer becomes the received one
@@ -230,6 +254,28 @@ int64_t rows_per_piece(const std::vector<int64_t>& shape, int64_t fp8_block_rows
   return std::min(rows, std::max(unit, fit));
 }
 
+// Rows [first, end) of this rank's local tensor of `numel` elements, rows of `row` elements, made
+// whole from the data-parallel replicas' ranges (`range`: this replica's, ranks.moments).
+// Collective over ranks.data_group.
+std::vector<float> gather_replica_rows(const StateRanks& ranks, const std::vector<float>& range,
+                                       int64_t numel, int64_t row, int64_t first, int64_t end) {
+  const std::vector<size_t> counts = ranks.moments.counts(numel);
+  const int64_t lo = first * row, hi = end * row;
+  std::vector<size_t> parts;  // each replica's share of [lo, hi)
+  int64_t at = 0;
+  for (size_t c : counts) {
+    const int64_t from = std::max(lo, at), to = std::min(hi, at + static_cast<int64_t>(c));
+    parts.push_back(static_cast<size_t>(std::max<int64_t>(0, to - from)));
+    at += static_cast<int64_t>(c);
+  }
+  const int64_t mine = ranks.moments.first(numel), skip = std::max<int64_t>(0, lo - mine);
+  const size_t me = static_cast<size_t>(ranks.data_group->rank());
+  std::vector<float> rows(static_cast<size_t>(hi - lo));
+  ranks.data_group->all_gather_v(range.data() + std::min<int64_t>(skip, static_cast<int64_t>(range.size())),
+                                 parts[me], rows.data(), parts.data());
+  return rows;
+}
+
 bool is_routed_expert(const ModelLayout& layout, size_t i) {
   for (const LayerTensors& l : layout.layers)
     if (static_cast<int>(i) == l.moe.gate_up || static_cast<int>(i) == l.moe.down) return true;
@@ -239,8 +285,11 @@ bool is_routed_expert(const ModelLayout& layout, size_t i) {
 // This rank's share of the writing: gathers every tensor's parts piece by piece (rows_per_piece),
 // writes the parts it owns (the model like `source`, the optimizer's three tensors) and the source
 // tensors the model does not use that fall to it, each piece encoded and appended to its file as
-// it arrives. Collective over ranks.model_group; a local failure (encoding, disk) is returned, not
-// thrown, so the rank still takes part in every later gather.
+// it arrives. Collective over ranks.model_group (the writing replica's) and, when the moments are
+// split over the data-parallel replicas (ranks.moments), over ranks.data_group: each piece's rows
+// of the moments are gathered from the replicas' ranges first, so no rank holds a whole moment.
+// A local failure (encoding, disk) is returned, not thrown, so the rank still takes part in every
+// later gather.
 std::exception_ptr write_rank_files(const fs::path& dir, const std::string& checkpoint, const Weights<float>* quantities[3],
                                     const StateRanks& ranks, SaveFootprint& footprint) {
   const ModelConfig& full = ranks.full;
@@ -250,9 +299,10 @@ std::exception_ptr write_rank_files(const fs::path& dir, const std::string& chec
   const SafetensorsCheckpoint source(checkpoint);  // deterministic on every rank: only headers read
   const Dtype fallback = parse_dtype(full.dtype);
   RankFiles model(dir, me, ranks.group_rank), optimizer(dir / kOptimizerFolder, me, ranks.group_rank);
+  const bool split_moments = ranks.moments.replicas() > 1;
   std::exception_ptr failure;
-  auto local = [&](auto&& work) {  // this rank's own work; the first failure stops it
-    if (failure) return;
+  auto local = [&](auto&& work) {  // this rank's own writing; the first failure stops it
+    if (failure || !ranks.writes) return;
     try {
       work();
     } catch (...) {
@@ -320,8 +370,22 @@ std::exception_ptr write_rank_files(const fs::path& dir, const std::string& chec
         std::vector<int64_t> piece_shape = shape;
         piece_shape[0] = std::min(rows, shape[0] - begin);
         size_t held = 0;
+        const std::vector<float>* values = &quantities[q]->values[i];
+        std::vector<int64_t> rows_shape = local_shape;
+        int64_t first_row = 0;
+        std::vector<float> replica_rows;  // a moment's rows this piece reads, from the replicas' ranges
+        if (q > 0 && split_moments) {
+          const auto [first, end] = local_rows_read(cut_rows(g, plan, i, begin, piece_shape[0]), me);
+          replica_rows =
+              gather_replica_rows(ranks, *values, numel(local_shape),
+                                  numel(local_shape) / std::max<int64_t>(local_shape[0], 1), first, end);
+          values = &replica_rows, first_row = first, rows_shape[0] = end - first;
+        }
+        if (!ranks.writes) continue;  // this replica only lent its ranges
         std::vector<std::vector<float>> parts =
-            gather_rows(g, plan, i, me, quantities[q]->values[i], local_shape, ranks.model_group, begin, piece_shape[0], &held);
+            gather_rows(g, plan, i, me, values->data(), rows_shape, first_row, ranks.model_group, begin,
+                        piece_shape[0], &held);
+        held += replica_rows.size() * sizeof(float);
         footprint.largest_piece_bytes = std::max(footprint.largest_piece_bytes, held);
         for (int64_t p = 0; p < plan.parts; ++p) {
           const std::vector<float>& values = parts[static_cast<size_t>(p)];
@@ -436,7 +500,7 @@ SaveFootprint save_trainer_state(const std::string& path, const std::string& che
     fs::create_directories(tmp / kOptimizerFolder);
   });
   step_ok([&] {
-    if (!ranks.writes) return;
+    if (!ranks.writes && ranks.moments.replicas() == 1) return;
     const Weights<float>* quantities[3] = {&weights, &m, &v};
     error = write_rank_files(tmp, checkpoint, quantities, ranks, footprint);
   });

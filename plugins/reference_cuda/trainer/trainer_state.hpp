@@ -14,8 +14,11 @@
 // and writes it into its own files (their metadata name it: "mlpt_writer": "trainer group rank
 // R"); no rank holds more than what it writes, and group rank 0
 // merges the ranks' files into the indexes. Data-parallel replicas other than the first write
-// nothing. Loading reads only this rank's slices (read_shard_weights), so a state saved under one
-// layout loads under any other (resharded on read), and restores the same layout exactly.
+// nothing; under the distributed optimizer each holds its range of the moments
+// (optimizer_shards.hpp), and every piece's rows are gathered from the replicas' ranges as it is
+// written, so no rank holds a whole moment. Loading reads only this rank's slices (read_shard_weights), so a
+// state saved under one layout loads under any other (resharded on read), and restores the same layout
+// exactly.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,7 @@
 
 #include "model/parallel/communicator.hpp"
 #include "model/weights.hpp"
+#include "trainer/optimizer_shards.hpp"
 
 namespace mlpt::ref {
 
@@ -44,6 +48,11 @@ struct StateRanks {
   // The most fp32 bytes of one tensor a save gathers, encodes and writes at once (whole experts of
   // a routed-expert tensor, blocks of rows of a matrix): what a save holds beyond the state itself.
   size_t piece_bytes = kSavePieceBytes;
+  // How the moments a save is given are split over the data-parallel replicas (one: whole), and
+  // the replicas (rank = data-parallel rank; NULL with one). With several, every replica takes
+  // part in the save.
+  OptimizerShards moments;
+  Communicator* data_group = nullptr;
 
   static StateRanks one(const ModelConfig& config) { return StateRanks{config, {}, nullptr, true, 0, 1}; }
 };
@@ -55,11 +64,11 @@ struct SaveFootprint {
 };
 
 // Writes the state directory atomically (a complete new directory swapped in over `path`).
-// Collective over the trainer group: every rank calls it, `weights`, `m` and `v` its shard's
-// tensors. A rank's failure (disk full, a bad input dtype) fails the save on every rank, and the
-// old directory stays. Each tensor is gathered, encoded and written ranks.piece_bytes at a time,
-// so no rank holds a whole tensor (a fused expert tensor is ~17 GB in fp32 at 397B) to save it;
-// the bytes written do not depend on piece_bytes.
+// Collective over the trainer group: every rank calls it, `weights` its shard's tensors, `m` and
+// `v` theirs or, with ranks.moments split, this replica's ranges of them. A rank's failure (disk full, a bad
+// input dtype) fails the save on every rank, and the old directory stays. Each tensor is gathered, encoded
+// and written ranks.piece_bytes at a time, so no rank holds a whole tensor (a fused expert tensor is ~17 GB
+// in fp32 at 397B) to save it; the bytes written do not depend on piece_bytes.
 SaveFootprint save_trainer_state(const std::string& path, const std::string& checkpoint, const Weights<float>& weights,
                                  const Weights<float>& m, const Weights<float>& v, int64_t step, uint64_t version,
                                  const StateRanks& ranks);
