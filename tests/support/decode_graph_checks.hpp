@@ -194,6 +194,8 @@ inline void check_recorded_decode_equals_eager(mlpt::ref::Ops& ops) {
   }
   REQUIRE(widths == 2);  // the prompts were chosen to cross one power of two of blocks
   const auto& st = t.graphs.stats();
+  INFO("a recording the backend refused: " << st.failure);
+  CHECK(st.failed == 0);
   CHECK(st.recorded == widths);
   CHECK(st.invalidated == widths - 1);
   if (ops.recorder()) {
@@ -216,6 +218,8 @@ inline void check_partial_bucket(mlpt::ref::Ops& ops) {
     REQUIRE(got.tokens.size() == 3);
     check_same_rows(got, want, 3, t.c, i);
   }
+  INFO("a recording the backend refused: " << t.graphs.stats().failure);
+  CHECK(t.graphs.stats().failed == 0);
   CHECK(t.graphs.stats().recorded == 1);
 }
 
@@ -278,6 +282,8 @@ inline void check_decode_after_refit(mlpt::ref::Ops& ops) {
   decode_new_sessions(w, before, "into new buffers");
   CHECK(graphs.stats().invalidated == 1);
   CHECK(graphs.stats().recorded == 2);
+  INFO("a recording the backend refused: " << graphs.stats().failure);
+  CHECK(graphs.stats().failed == 0);
 }
 
 }  // namespace model_testing

@@ -94,6 +94,28 @@ void DecodeGraphs::queue_head(const DeviceWeights& w, Bucket& b, int64_t valid) 
                      take<float>(ops_, b.logprobs, n));
 }
 
+std::unique_ptr<RecordedWork> DecodeGraphs::record(const DeviceWeights& w, const DeviceBatch& padded,
+                                                   Bucket& bk, int64_t valid,
+                                                   const std::function<void()>& reset_pad) {
+  WorkRecorder& recorder = *ops_.recorder();
+  bool began = false;
+  try {
+    forward_staged(ops_, w, padded, *bk.ws, &bk.hidden, [&] {
+      recorder.begin_recording();
+      began = true;
+      reset_pad();
+    });
+    queue_head(w, bk, valid);
+  } catch (...) {
+    if (began) try {
+        recorder.end_recording();  // abandons it: the stream runs work again
+      } catch (...) {
+      }
+    throw;
+  }
+  return recorder.end_recording();
+}
+
 StepResult DecodeGraphs::step(const DeviceWeights& w, const DeviceBatch& batch, const SampleRows& rows,
                               int64_t valid) {
   if (const std::string why = refusal(batch); !why.empty())
@@ -153,22 +175,13 @@ StepResult DecodeGraphs::step(const DeviceWeights& w, const DeviceBatch& batch, 
     ++stats_.unrecorded;
     if (!bk.key) {
       if (recorder) {  // the same work again, recorded (not run): every buffer now has its size
-        bool began = false;
         try {
-          forward_staged(ops_, w, padded, *bk.ws, &bk.hidden, [&] {
-            recorder->begin_recording();
-            began = true;
-            reset_pad();
-          });
-          queue_head(w, bk, valid);
-        } catch (...) {
-          if (began) try {
-              recorder->end_recording();
-            } catch (...) {
-            }
-          throw;
+          bk.recording = record(w, padded, bk, valid, reset_pad);
+        } catch (const std::exception&
+                     e) {  // this step is computed; the bucket runs unrecorded until its key changes
+          ++stats_.failed;
+          stats_.failure = e.what();
         }
-        bk.recording = recorder->end_recording();
       }
       bk.key = key_for(w, *batch.kv, padded.table_width, valid);  // after the scratch took its size
       ++stats_.recorded;

@@ -12,10 +12,12 @@
 // moved, a wider table), runs the same work unrecorded (which sizes the workspace) and records it.
 // The routed experts take their device-sized forms in every step here (WorkRecorder::
 // set_recordable), recorded or not. On a backend without a recorder every step runs unrecorded:
-// the same staging and padding, which is how the CPU tests check them.
+// the same staging and padding, which is how the CPU tests check them. A recording the backend
+// refuses leaves its bucket unrecorded until its key changes (stats().failed and the reason).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +51,8 @@ class DecodeGraphs {
     int64_t replayed = 0;     // steps run by replaying a recording
     int64_t unrecorded = 0;   // steps run without one (recording steps, or no recorder)
     int64_t invalidated = 0;  // recordings dropped because their key changed
+    int64_t failed = 0;       // recordings the backend refused (the bucket then runs unrecorded)
+    std::string failure;      // the last refusal's reason
   };
   const Stats& stats() const { return stats_; }
 
@@ -57,6 +61,9 @@ class DecodeGraphs {
   Bucket& bucket_for(int64_t size);
   RecordingKey key_for(const DeviceWeights& w, const KvCache& kv, int64_t width, int64_t valid) const;
   void queue_head(const DeviceWeights& w, Bucket& b, int64_t valid);
+  // The bucket's work for `padded` recorded (not run); throws what the recorder refused.
+  std::unique_ptr<RecordedWork> record(const DeviceWeights& w, const DeviceBatch& padded, Bucket& b,
+                                       int64_t valid, const std::function<void()>& reset_pad);
 
   Ops& ops_;
   KvBlockPool& pool_;

@@ -52,7 +52,7 @@ DeviceEngineBackend::DeviceEngineBackend(
   const int64_t kv_bytes = s.integer_or("kv_cache_bytes", int64_t(1) << 30, 1);
   const int64_t block = s.integer_or("kv_block_size", 16, 1);
   s.reject_unknown();
-  join(component_group, /*vocab_parallel=*/false);  // the device model keeps the vocabulary whole
+  join(component_group);
   // Every rank readies its device and loads its shard; in a group one that cannot fails the create
   // on all (none waits forever).
   prepare_together(checkpoint, [&] {
@@ -204,10 +204,16 @@ void DeviceEngineBackend::run_step(const std::vector<StepSegment>& segments, int
   if (record_routing) batch.routed_experts = out.routing.data();
   if (grouped()) batch.parallel = &parallel_;
   dev::StepResult r;
-  if (graphs_ && graphs_->refusal(batch).empty())
+  if (graphs_ && graphs_->refusal(batch).empty()) {
+    const int64_t failed = graphs_->stats().failed;
     together([&] { r = graphs_->step(weights_, batch, rows, valid); });
-  else
+    if (graphs_->stats().failed != failed)
+      sdk::log(MLPT_LOG_WARNING, component_,
+               "cuda_graphs: a decode bucket could not be recorded and runs op by op: " +
+                   graphs_->stats().failure);
+  } else {
     together([&] { r = dev::generate_step(ops(), weights_, batch, rows, valid, *ws_, scratch_); });
+  }
   out.sampled.clear();
   for (size_t j = 0, h = 0; j < sampled.size(); ++j) {
     if (rows.host_logits[j]) {
