@@ -7,9 +7,9 @@
 // its range only, steps that range of the weights, and the replicas all-gather each other's
 // updated ranges, so every replica holds the whole updated shard. The update is the one of a
 // replica that keeps every moment, element by element (the same arithmetic; the gradient sum's
-// order is the reduction's); the moments take 1/dp of the memory. A save gathers them whole
-// (what trainer_state.hpp writes does not depend on dp), and a load keeps this replica's range,
-// so states move between data-parallel sizes.
+// order is the reduction's); the moments take 1/dp of the memory. A save gathers each piece's
+// rows from the replicas' ranges as it writes them (trainer_state.hpp; the files do not depend
+// on dp), and a load keeps this replica's range, so states move between data-parallel sizes.
 #pragma once
 
 #include <cstdint>

@@ -18,8 +18,10 @@
 //
 // Data parallel (ABI 1.2 component group, trainer/trainer_group.hpp): each rank steps on its share
 // of the global batch; the ranks sum the logprob-error-masked token count (for N_tok), then the
-// gradients, loss and counts (each sum the same bits on every rank), so every rank applies the
-// same update.
+// loss and counts (each sum the same bits on every rank); the gradients are reduce-scattered, each
+// replica updating its ranges and the replicas gathering the weights (the distributed optimizer,
+// trainer/optimizer_shards.hpp; setting distributed_optimizer, default true; false all-reduces
+// them and every replica updates everything), so every rank holds the same weights.
 //
 // Model parallel (settings tensor_parallel, expert_parallel, pipeline_parallel; default 1,
 // trainer_group.hpp places the ranks; pipeline stages run a GPipe schedule: every micro-batch's
@@ -82,7 +84,7 @@ class ReferenceTrainer final : public sdk::Trainer {
   TrainerGroup group_;
   std::string checkpoint_;
   ModelConfig config_, full_config_;  // this rank's shard's, and the whole model's
-  Weights<float> weights_, m_, v_, grads_;  // m_, v_: this replica's ranges (optimizer_)
+  Weights<float> weights_, m_, v_, grads_;  // m_, v_: this replica's ranges (optimizer_shards_)
   OptimizerShards optimizer_shards_;         // the distributed optimizer's split over the replicas
   std::vector<bool> trainable_;
   AdamWSettings optimizer_;
