@@ -52,7 +52,7 @@ DeviceEngineBackend::DeviceEngineBackend(
   const int64_t kv_bytes = s.integer_or("kv_cache_bytes", int64_t(1) << 30, 1);
   const int64_t block = s.integer_or("kv_block_size", 16, 1);
   s.reject_unknown();
-  join(component_group);
+  join(component_group, /*vocab_parallel=*/false);  // the device model keeps the vocabulary whole
   // Every rank readies its device and loads its shard; in a group one that cannot fails the create
   // on all (none waits forever).
   prepare_together(checkpoint, [&] {
