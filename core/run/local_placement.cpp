@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <string>
 
+#include "core/run/rollout_threads.hpp"
 #include "core/run/trainer_settings.hpp"
 
 namespace mlpt::run {
@@ -22,8 +22,7 @@ LocalPlacement::LocalPlacement(const RunConfig& c, plugin::HostServices& host,
   sender_ = set_->make<components::Transport>(MLPT_COMPONENT_TRANSPORT, MLPT_TRANSPORT_SENDER, group);
   refit_ = std::make_unique<WeightRefit>(c.run, *set_, *trainer_, rollouts_->engine(), *sender_, group,
                                          rollouts_->weights(), std::move(after_refit));
-  const auto threads = static_cast<int>(std::min(c.run.rollout_threads, c.run.rollout_workers));
-  pool_ = std::make_unique<rollout::RolloutPool>(rollouts_->environment(), threads, c.run.rollout_workers);
+  pool_ = make_rollout_pool(c.run, rollouts_->environment());
 }
 
 LocalPlacement::~LocalPlacement() {
