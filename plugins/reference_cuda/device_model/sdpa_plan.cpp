@@ -70,6 +70,9 @@ size_t aligned(size_t bytes) {
 }  // namespace
 
 SdpaBackwardScratch sdpa_backward_scratch(const SdpaShapeKey& k, int64_t q_tokens, int64_t kv_tokens) {
+  // Whole tiles of 128 rows: a tile that overhangs the last sequence stays inside its own region.
+  q_tokens = (q_tokens + 127) / 128 * 128;
+  kv_tokens = (kv_tokens + 127) / 128 * 128;
   SdpaBackwardScratch s;
   s.row_sums = aligned(size_t(q_tokens * k.heads) * sizeof(float));
   s.dq_accum = aligned(size_t(q_tokens * k.heads * k.head_dim) * sizeof(float));

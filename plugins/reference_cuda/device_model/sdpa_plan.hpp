@@ -62,7 +62,8 @@ std::string describe(const SdpaShapeKey& key);
 
 // The backward graph's fp32 scratch, in bytes at 256-byte aligned offsets: dO·O per query row,
 // the d_q accumulator, and (grouped heads only) d_k and d_v per query head before their sum over
-// the group. Packed like the batch (sized by tokens, not by the bucket).
+// the group. Packed like the batch: sized by tokens rounded up to whole tiles of 128, not by the
+// bucket.
 struct SdpaBackwardScratch {
   size_t row_sums = 0, dq_accum = 0, dk_per_head = 0, dv_per_head = 0, total = 0;
 };

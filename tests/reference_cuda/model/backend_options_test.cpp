@@ -228,6 +228,9 @@ TEST_CASE("sdpa plan: the backward's scratch is sized by tokens, per-head gradie
   CHECK(s.dv_per_head == s.dk_per_head);
   CHECK(s.total == s.row_sums + s.dq_accum + s.dk_per_head + s.dv_per_head);
   for (size_t part : {s.row_sums, s.dq_accum, s.dk_per_head}) CHECK(part % 256 == 0);
+  // Whole tiles: 1000 tokens take 1024 rows, so a tile overhanging the last sequence stays inside.
+  CHECK(s.dq_accum >= size_t(1024 * H * D * 4));
+  CHECK(s.row_sums >= size_t(1024 * H * 4));
   // Not the bucket: 1000 tokens do not pay for 1024 × batch rows.
   CHECK(s.dq_accum < size_t(3 * 1024 * H * D * 4));
   const SdpaShapeKey mha = sdpa_shape_key(SdpaPass::backward, H, H, D, 3, Tq, Tkv, "x");

@@ -388,7 +388,7 @@ bool CudnnAttention::forward(const AttentionShape& shape, const int64_t* q_offse
   BuiltPlan& p = st.plan_for(key);
   const SdpaSequenceInputs in = st.sequence_inputs(q_offsets, kv_offsets, key);
   if (!lse) {  // the graph always writes its statistics
-    st.stats.reserve(size_t(num_q_tokens * shape.num_heads) * sizeof(float));
+    st.stats.reserve(size_t((num_q_tokens + 127) / 128 * 128 * shape.num_heads) * sizeof(float));
     lse = st.stats.as<float>();
   }
   void* ptr[kSlots] = {};
@@ -412,7 +412,8 @@ void CudnnAttention::forward_paged(const AttentionShape& shape, const int64_t* q
   const SdpaPagedInputs in = SdpaPagedInputs::carve(st.sequences.get(), num_seqs, key.table_width);
   sdpa_paged_inputs(Context{st.stream, nullptr, nullptr}, q_offsets, kv_lengths, block_table, max_blocks,
                     num_seqs, key.table_width, shape.num_heads, shape.head_dim, in);
-  st.stats.reserve(size_t(num_q_tokens * shape.num_heads) * sizeof(float));  // written, not needed
+  st.stats.reserve(size_t((num_q_tokens + 127) / 128 * 128 * shape.num_heads) *
+                   sizeof(float));  // written, not needed
   st.scale = 1.f / std::sqrt(float(shape.head_dim));
   void* ptr[kSlots] = {};
   ptr[kQ] = const_cast<bf16*>(q);
