@@ -104,6 +104,7 @@ ConformanceReport check_plugins(const run::RunConfig& config, const ConformanceO
     if (engine.engine) conformance::check_trainer(s, *set, config, engine);
   }
   conformance::check_transport(s, *set);
+  conformance::check_sparse_refit(s, *set, config);
   auto data = run::Dataset::load(config.dataset.train);
   conformance::EpisodeEnv env{*set,   data.rows.empty() ? json::object() : data.rows[0], "", "", nullptr,
                               nullptr};

@@ -57,6 +57,8 @@ void check_trainer(Suite& s, const plugin::ComponentSet& set, const run::RunConf
                    EngineUnderCheck& checked);
 // transport.h, in one process.
 void check_transport(Suite& s, const plugin::ComponentSet& set);
+// With [run] refit = "sparse": the sparse transport wrapping the config's, in one process.
+void check_sparse_refit(Suite& s, const plugin::ComponentSet& set, const run::RunConfig& c);
 // sandbox.h: returns the runtime for the harness and reward checks (null when it could not be created).
 // `stop` is the host services' cancellation flag (set here to check that exec honours it).
 std::unique_ptr<components::SandboxRuntime> check_sandbox(Suite& s, const plugin::ComponentSet& set,

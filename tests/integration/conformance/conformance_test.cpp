@@ -132,6 +132,19 @@ TEST_CASE("the letters combination conforms: engine, trainer, transport, harness
   CHECK(in_json == not_applicable);
 }
 
+TEST_CASE("with refit = sparse the sparse transport wrapping the run's conforms: full and delta bit for bit, versions, timeout") {
+  // configs/tiny.toml with the sparse refit: the in-process transport is checked alone, then wrapped.
+  auto config = load("tiny.toml");
+  config.run.refit = "sparse";
+  auto report = mlpt::check::check_plugins(config);
+  INFO(mlpt::check::format_report(report));
+  CHECK(report.passed());
+  for (const char* id : {"round_trip_bitwise", "delta_round_trip_bitwise", "versions_monotonic", "receive_times_out",
+                         "refuses_nothing_to_wrap"})
+    require_passed(report, "transport sparse (over inprocess)", id);
+  require_passed(report, "transport inprocess", "round_trip_bitwise");
+}
+
 #ifdef MLPT_TEST_UCX
 TEST_CASE("the UCX transport conforms in one process over loopback: round trip, wanted layout and two sender ranks") {
   // The distributed letters run's combination as shipped: its transport settings say receivers = 2
