@@ -1,6 +1,7 @@
 #include "ucx_common.hpp"
 
 #include <arpa/inet.h>
+#include <ucs/config/global_opts.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -16,14 +17,17 @@ Config parse_config(std::string_view text, bool sender) {
   sdk::Settings s(text, "transport ucx");
   c.address = s.string_or("address", c.address);
   c.receivers = static_cast<size_t>(s.integer_or("receivers", static_cast<int64_t>(c.receivers), 1));
-  c.senders = static_cast<size_t>(s.integer_or("senders", static_cast<int64_t>(c.senders), 1, kMaxSenderRanks));
-  c.bucket_bytes = static_cast<uint64_t>(s.integer_or("bucket_bytes", static_cast<int64_t>(c.bucket_bytes), 4096, (int64_t(1) << 32) - 1));
+  c.senders =
+      static_cast<size_t>(s.integer_or("senders", static_cast<int64_t>(c.senders), 1, kMaxSenderRanks));
+  c.bucket_bytes = static_cast<uint64_t>(
+      s.integer_or("bucket_bytes", static_cast<int64_t>(c.bucket_bytes), 4096, (int64_t(1) << 32) - 1));
   c.verify_checksum = s.boolean_or("verify_checksum", c.verify_checksum);
   c.timeout_ms = s.integer_or("timeout_ms", c.timeout_ms, 0);
   c.name = s.string_or("name", c.name);
   c.shared_memory = s.boolean_or("shared_memory", c.shared_memory);
   c.test_only_corrupt_bucket = s.integer_or("test_only_corrupt_bucket", c.test_only_corrupt_bucket, 0);
-  c.test_only_exit_after_buckets = s.integer_or("test_only_exit_after_buckets", c.test_only_exit_after_buckets, 0);
+  c.test_only_exit_after_buckets =
+      s.integer_or("test_only_exit_after_buckets", c.test_only_exit_after_buckets, 0);
   s.reject_unknown();
   if (!sender && c.name.empty()) {
     char host[256] = {};
@@ -33,14 +37,18 @@ Config parse_config(std::string_view text, bool sender) {
   return c;
 }
 
-std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
+std::string status_text(ucs_status_t s) {
+  return ucs_status_string(s);
+}
 
-void put_box(std::vector<uint8_t>& out, const std::vector<int64_t>& offset, const std::vector<int64_t>& extent) {
+void put_box(std::vector<uint8_t>& out, const std::vector<int64_t>& offset,
+             const std::vector<int64_t>& extent) {
   put<uint32_t>(out, static_cast<uint32_t>(offset.size()));
   for (size_t d = 0; d < offset.size(); ++d) put<int64_t>(out, offset[d]), put<int64_t>(out, extent[d]);
 }
 
-bool get_box(const uint8_t*& p, const uint8_t* end, std::vector<int64_t>& offset, std::vector<int64_t>& extent) {
+bool get_box(const uint8_t*& p, const uint8_t* end, std::vector<int64_t>& offset,
+             std::vector<int64_t>& extent) {
   uint32_t ndim = 0;
   if (!get(p, end, ndim) || ndim > 64) return false;
   offset.resize(ndim), extent.resize(ndim);
@@ -82,12 +90,14 @@ sockaddr_storage resolve(const std::string& address, socklen_t* length) {
     port = address.substr(colon + 1);
   }
   if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 || std::stoi(port) > 65535)
-    throw Error(MLPT_INVALID_ARGUMENT, "ucx address \"" + address + "\": port \"" + port + "\" is not a number 0..65535");
+    throw Error(MLPT_INVALID_ARGUMENT,
+                "ucx address \"" + address + "\": port \"" + port + "\" is not a number 0..65535");
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0 || !res)
-    throw Error(MLPT_INVALID_ARGUMENT, "ucx address \"" + address + "\": cannot resolve host \"" + host + "\": " + gai_strerror(rc));
+    throw Error(MLPT_INVALID_ARGUMENT,
+                "ucx address \"" + address + "\": cannot resolve host \"" + host + "\": " + gai_strerror(rc));
   sockaddr_storage out{};
   std::memcpy(&out, res->ai_addr, res->ai_addrlen);
   *length = res->ai_addrlen;
@@ -119,6 +129,13 @@ std::string machine_identity() {
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   return std::string(host) + "/" + boot;
+}
+
+void destroy_worker(ucp_worker_h worker, bool abandoned) {
+  const ucs_log_level_t level = ucs_global_opts.log_component.log_level;
+  if (abandoned && level > UCS_LOG_LEVEL_ERROR) ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_ERROR;
+  ucp_worker_destroy(worker);
+  ucs_global_opts.log_component.log_level = level;
 }
 
 ucp_context_h make_context(const std::string& who) {

@@ -34,9 +34,8 @@ struct Config {
   int64_t timeout_ms = 30000;          // receiver: how long to keep trying to connect; both: teardown bound
   std::string name;                    // receiver: how the sender names it in errors
   // sender: a receiver on this machine gets its streams over a second endpoint without peer error
-  // handling, so that UCX may use shared memory (see open_stream_endpoint in ucx_sender.cpp). Off
-  // by default until a rare lost version under it is understood (plugins/transport_ucx/README.md).
-  bool shared_memory = false;
+  // handling, so that UCX may use shared memory (see open_stream_endpoint in ucx_sender.cpp).
+  bool shared_memory = true;
   // Test-only fault injection, named so nobody sets them by accident:
   int64_t test_only_corrupt_bucket = -1;     // receiver flips a byte of this bucket after it lands
   int64_t test_only_exit_after_buckets = -1; // receiver process _exit()s after this many buckets landed
@@ -103,6 +102,12 @@ std::string machine_identity();
 
 // A ucp context reading UCX_* from the environment; features TAG and AM.
 ucp_context_h make_context(const std::string& who);
+
+// Destroys `worker`. `abandoned`: it holds sends to a receiver that died, pending for good on an
+// endpoint without peer error handling (the shared-memory stream endpoint); UCX would warn of each
+// as a request "not returned to mpool", which the caller already reported, so UCX's warnings are
+// held back while the worker ends (errors still show).
+void destroy_worker(ucp_worker_h worker, bool abandoned);
 
 // The sender and receiver each run one Engine (their UCX worker) on a progress thread. Starts
 // `engine.run()` and waits until it has set `init_done`; if it failed (`init_error`), joins the

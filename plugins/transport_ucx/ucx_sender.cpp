@@ -440,11 +440,18 @@ class UcxSender::Engine {
   }
 
   void teardown() {
-    for (void* r : stream_closes_) ucp_request_free(r);  // UCX releases it when the worker ends it
-    stream_closes_.clear();
+    // A receiver that died with sends in flight on its stream endpoint left them pending for good.
+    const size_t abandoned = abandoned_streams_ > 0 ? ops_in_flight_ : 0;
+    for (auto* closes : {&stream_closes_, &abandoned_closes_}) {
+      for (void* r : *closes) ucp_request_free(r);  // UCX releases it when the worker ends it
+      closes->clear();
+    }
     if (listener_) ucp_listener_destroy(listener_);
     listener_ = nullptr;
-    if (worker_) ucp_worker_destroy(worker_);
+    if (abandoned > 0)
+      mlpt::sdk::log(MLPT_LOG_INFO, "transport.ucx",
+                     "sender: ending " + std::to_string(abandoned) + " sends left pending to receivers that failed");
+    if (worker_) destroy_worker(worker_, abandoned > 0);
     worker_ = nullptr;
   }
 
@@ -815,11 +822,12 @@ class UcxSender::Engine {
     p.close_requested = true;
     if (p.stream_ep) {
       // Without peer error handling UCX closes only by flushing (it refuses a forced close). A dead
-      // receiver's pending sends may never complete: the close is not waited for, and the worker's
-      // teardown ends what is left.
+      // receiver's pending sends never complete: a failed receiver's close is not waited for, and
+      // the worker's teardown ends what is left of it.
       ucp_request_param_t flush{};
       ucs_status_ptr_t r = ucp_ep_close_nbx(p.stream_ep, &flush);
-      if (r != nullptr && !UCS_PTR_IS_ERR(r)) stream_closes_.push_back(r);
+      if (r != nullptr && !UCS_PTR_IS_ERR(r)) (p.state == Peer::kFailed ? abandoned_closes_ : stream_closes_).push_back(r);
+      if (p.state == Peer::kFailed) ++abandoned_streams_;
       p.stream_ep = nullptr;
     }
     ucp_request_param_t rp{};
@@ -835,11 +843,12 @@ class UcxSender::Engine {
   }
 
   void reap() {
-    std::erase_if(stream_closes_, [](void* r) {
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
-      ucp_request_free(r);
-      return true;
-    });
+    for (auto* closes : {&stream_closes_, &abandoned_closes_})
+      std::erase_if(*closes, [](void* r) {
+        if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+        ucp_request_free(r);
+        return true;
+      });
     for (auto it = peers_.begin(); it != peers_.end();) {
       Peer& p = *it->second;
       if (p.state == Peer::kRejected && !p.close_requested && p.outstanding == 0) request_close(p);
@@ -939,7 +948,9 @@ class UcxSender::Engine {
   std::vector<std::vector<uint8_t>> messages_;
   std::vector<std::pair<uint64_t, ucs_status_t>> ep_errors_;
   std::vector<std::unique_ptr<ErrArg>> err_args_;
-  std::vector<void*> stream_closes_;  // closes of stream endpoints in progress
+  std::vector<void*> stream_closes_;     // closes of live receivers' stream endpoints in progress
+  std::vector<void*> abandoned_closes_;  // of failed receivers' (a dead one's never completes)
+  size_t abandoned_streams_ = 0;         // failed receivers whose stream endpoint was closed
   const std::string machine_ = machine_identity();
   size_t ops_in_flight_ = 0;
   size_t lost_ = 0;                       // receivers dropped because their connection broke
