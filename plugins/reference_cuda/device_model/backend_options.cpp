@@ -88,6 +88,14 @@ BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* ex
   return o;
 }
 
+void check_combination(const BackendOptions& o, const std::string& where) {
+  if (o.graphs == DecodeGraphMode::decode && o.attention == AttentionLibrary::cudnn)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT,
+                     where +
+                         ": cuda_graphs = \"decode\" does not yet go with cuda_attention = "
+                         "\"cudnn\" (set one of them back: \"off\" or \"kernel\")");
+}
+
 BackendOptions with_environment(BackendOptions o) {
   return with_overrides(o, std::getenv("MLPT_CUDA_GEMM"), std::getenv("MLPT_CUDA_EXPERTS"),
                         std::getenv("MLPT_CUDA_ATTENTION"), std::getenv("MLPT_CUDA_GRAPHS"));

@@ -45,8 +45,8 @@ const char* to_string(GemmLibrary g);
 const char* to_string(ExpertGemm e);
 const char* to_string(AttentionLibrary a);
 const char* to_string(DecodeGraphMode g);
-// Parses a value of cuda_gemm / cuda_experts / cuda_attention; throws MLPT_INVALID_ARGUMENT naming `where`, the
-// value and the choices.
+// Parses a value of cuda_gemm / cuda_experts / cuda_attention / cuda_graphs; throws MLPT_INVALID_ARGUMENT
+// naming `where`, the value and the choices.
 GemmLibrary parse_gemm_library(std::string_view value, const std::string& where);
 ExpertGemm parse_expert_gemm(std::string_view value, const std::string& where);
 AttentionLibrary parse_attention_library(std::string_view value, const std::string& where);
@@ -73,5 +73,10 @@ BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* ex
                               const char* attention = nullptr, const char* graphs = nullptr);
 // with_overrides from this process's environment.
 BackendOptions with_environment(BackendOptions o);
+
+// Throws MLPT_INVALID_ARGUMENT naming `where` for switches that do not go together: cuda_graphs =
+// "decode" with cuda_attention = "cudnn" (cuDNN's own buffers are not yet among the addresses that
+// keep a recording valid, device_model/graph_buckets.hpp).
+void check_combination(const BackendOptions& o, const std::string& where);
 
 }  // namespace mlpt::ref

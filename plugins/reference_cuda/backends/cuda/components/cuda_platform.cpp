@@ -6,6 +6,7 @@ namespace mlpt::ref::cuda {
 
 CudaPlatform::CudaPlatform(int device, const BackendOptions& options, const char* component)
     : device_(device), options_(with_environment(options)) {
+  check_combination(options_, component);
   select_device(device_, component);
   ctx_ = create_context(options_);
   ops_ = std::make_unique<CudaOps>(ctx_);
