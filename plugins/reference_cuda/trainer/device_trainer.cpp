@@ -234,11 +234,22 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   total_loss = head_totals[0], work.head_rows = static_cast<int64_t>(head_totals[1]);
   if (sharded()) agree_on_replicated_gradients();
   // Data parallel: each replica's gradient is normalised by the global N_tok, so their sum is the
-  // whole batch's; summed on the device, the same bits on every replica.
+  // whole batch's; summed on the device, the same bits on every replica. The distributed optimizer
+  // reduce-scatters instead: each replica receives the sum of its ranges only.
+  Buffer summed;  // a replica's summed range (the reduce-scatter's receive buffer may not alias)
   if (data_)
-    for (size_t i = 0; i < grads_.size(); ++i)
-      if (updated(i))
-        data_->all_reduce_sum(grads_[i].as<float>(), size_t(weights_.layout.tensors[i].numel()));
+    for (size_t i = 0; i < grads_.size(); ++i) {
+      if (!updated(i)) continue;
+      const int64_t n = weights_.layout.tensors[i].numel();
+      if (optimizer_shards_.replicas() == 1) {
+        data_->all_reduce_sum(grads_[i].as<float>(), size_t(n));
+        continue;
+      }
+      const int64_t first = optimizer_shards_.first(n), count = optimizer_shards_.count(n);
+      float* sum = take<float>(o, summed, std::max<int64_t>(count, 1));
+      data_->reduce_scatter_v(grads_[i].as<float>(), sum, optimizer_shards_.counts(n).data());
+      o.copy(grads_[i].as<float>() + first, sum, size_t(count) * 4);
+    }
   group_.sum_step_totals(total_loss, plan, work);
   const double norm = global_grad_norm();
   if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
@@ -288,11 +299,14 @@ double DeviceTrainer::global_grad_norm() {
   Buffer sums(o, 3 * sizeof(double));  // squares by TensorSpread
   o.zero(sums.get(), sums.bytes());
   for (size_t i = 0; i < grads_.size(); ++i)
-    if (updated(i) && spreads_[i] != TensorSpread::kv_copy)  // a copy counts on its first replica
-      o.sum_squares(weights_.layout.tensors[i].numel(), grads_[i].as<float>(),
+    if (updated(i) && spreads_[i] != TensorSpread::kv_copy) {  // a copy counts on its first replica
+      const int64_t n = weights_.layout.tensors[i].numel();    // this replica's range: its summed part
+      o.sum_squares(optimizer_shards_.count(n), grads_[i].as<float>() + optimizer_shards_.first(n),
                     sums.as<double>() + static_cast<int>(spreads_[i]));
+    }
   double squares[3] = {0, 0, 0};
   o.to_host(squares, sums.get(), sizeof(squares));
+  if (optimizer_shards_.replicas() > 1) group_.sum(squares, 3);  // each replica's ranges: every element once
   return group_.global_norm(squares);
 }
 

@@ -20,15 +20,18 @@
 // (device_model/staged_experts.hpp). The ranks of a model-parallel group train the same batch
 // share (the group checks it); a replicated tensor's gradient is TP rank 0's (and EP rank 0's) on
 // every rank (the device backward's atomics add in another order on each rank; the copies must
-// stay equal); the clip norm counts every element once. export_weights returns this rank's shards as ABI 1.2 sharded tensors, host copies
-// (kDLCPU) of the master weights.
+// stay equal); the clip norm counts every element once. export_weights returns this rank's shards as ABI 1.2
+// sharded tensors, host copies (kDLCPU) of the master weights.
 //
 // Data parallel, as qwen35_cpu: each of the dp replicas trains its share of the global batch, the
 // loss normalised by the global token count (TrainerGroup::plan_loss); the gradients are summed
 // over the replicas of each shard on the device, the loss and counts on the host, so clipping and
-// AdamW are the same on every replica; the distributed optimizer (optimizer_shards.hpp) keeps
-// each replica's range of the Adam moments and gathers the updated master weights on the device. Every replica exports its weights; save_state and
-// load_state are collective, the first replica writes (trainer_state.hpp).
+// AdamW are the same on every replica; the distributed optimizer (optimizer_shards.hpp)
+// reduce-scatters the gradients (each replica receives the sum of its ranges), keeps each
+// replica's range of the Adam moments and gathers the updated master weights on the device (the
+// masters stay whole on every replica: the exports and the bf16 working copies are made from
+// them). Every replica exports its weights; save_state and load_state are collective, the first
+// replica writes (trainer_state.hpp).
 #pragma once
 
 #include <functional>
