@@ -1,6 +1,7 @@
 #include "device_model/decode_graphs.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "device_model/backend_options.hpp"
 #include "mlpt/sdk/error.hpp"
@@ -11,8 +12,9 @@ struct DecodeGraphs::Bucket {
   explicit Bucket(int64_t n) : size(n) {}
   int64_t size;
   WorkspacePtr ws = make_workspace();
-  Buffer hidden, logits, params, tokens, logprobs;  // the LM head's and the sampler's
-  std::vector<int16_t> record;                      // host: where forward_staged is told to record
+  Buffer hidden, logits, params;
+  Buffer drawn;  // the sampler's tokens [n] int32, then their logprobs [n] fp32: one copy to the host
+  std::vector<int16_t> record;  // host: where forward_staged is told to record
   std::unique_ptr<RecordedWork> recording;
   std::optional<RecordingKey> key;  // set once recorded (or, without a recorder, once run)
 };
@@ -90,8 +92,9 @@ void DecodeGraphs::queue_head(const DeviceWeights& w, Bucket& b, int64_t valid) 
   const int64_t n = b.size, V = c.vocab_size;
   float* logits = take<float>(ops_, b.logits, n * V);
   ops_.logits_forward(n, V, c.hidden_size, b.hidden.as<bf16>(), w.bf(w.layout.lm_head), logits);
-  ops_.sample_tokens(n, V, valid, logits, b.params.as<SamplingRow>(), take<int32_t>(ops_, b.tokens, n),
-                     take<float>(ops_, b.logprobs, n));
+  int32_t* tokens = take<int32_t>(ops_, b.drawn, 2 * n);
+  ops_.sample_tokens(n, V, valid, logits, b.params.as<SamplingRow>(), tokens,
+                     reinterpret_cast<float*>(tokens + n));
 }
 
 std::unique_ptr<RecordedWork> DecodeGraphs::record(const DeviceWeights& w, const DeviceBatch& padded,
@@ -191,8 +194,10 @@ StepResult DecodeGraphs::step(const DeviceWeights& w, const DeviceBatch& batch, 
   StepResult out;
   std::vector<int32_t> tokens(static_cast<size_t>(B));
   std::vector<float> logprobs(static_cast<size_t>(B));
-  ops_.to_host(tokens.data(), bk.tokens.get(), size_t(B) * 4);
-  ops_.to_host(logprobs.data(), bk.logprobs.get(), size_t(B) * 4);
+  std::vector<int32_t> drawn(2 * static_cast<size_t>(B));
+  ops_.to_host(drawn.data(), bk.drawn.get(), drawn.size() * 4);  // the step's one wait
+  std::memcpy(tokens.data(), drawn.data(), size_t(B) * 4);
+  std::memcpy(logprobs.data(), drawn.data() + B, size_t(B) * 4);
   const size_t V = size_t(c.vocab_size);
   for (size_t r = 0; r < R; ++r) {
     out.tokens.push_back(tokens[rows.segment[r]]);
