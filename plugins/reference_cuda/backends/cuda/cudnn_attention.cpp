@@ -288,6 +288,31 @@ BuiltPlan build_backward(cudnnHandle_t handle, const SdpaShapeKey& key) {
   return p;
 }
 
+// While the stream is being recorded as a CUDA graph (decode graphs), a first call of a shape must
+// still build its plan and may grow its buffers: allocation is refused to a capturing thread unless
+// it relaxes its capture mode, which this does for the call (the recorded work is unchanged; the
+// buffers' addresses are in scratch_addresses(), so a later growth re-records).
+class RelaxedWhileCapturing {
+ public:
+  explicit RelaxedWhileCapturing(cudaStream_t stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(stream, &status), "fused attention: cudaStreamIsCapturing");
+    if (status != cudaStreamCaptureStatusActive) return;
+    mode_ = cudaStreamCaptureModeRelaxed;
+    check(cudaThreadExchangeStreamCaptureMode(&mode_), "fused attention: relax capture mode");
+    relaxed_ = true;
+  }
+  ~RelaxedWhileCapturing() {
+    if (relaxed_) cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedWhileCapturing(const RelaxedWhileCapturing&) = delete;
+  RelaxedWhileCapturing& operator=(const RelaxedWhileCapturing&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeGlobal;
+  bool relaxed_ = false;
+};
+
 }  // namespace
 
 struct CudnnAttention::State {
@@ -362,6 +387,9 @@ CudnnAttention::~CudnnAttention() {
 size_t CudnnAttention::plans_built() const {
   return state_->plans.misses();
 }
+std::vector<const void*> CudnnAttention::scratch_addresses() const {
+  return {state_->workspace.get(), state_->sequences.get(), state_->stats.get()};
+}
 size_t CudnnAttention::plans_reused() const {
   return state_->plans.hits();
 }
@@ -382,6 +410,7 @@ bool CudnnAttention::forward(const AttentionShape& shape, const int64_t* q_offse
     return false;
   }
   State& st = *state_;
+  const RelaxedWhileCapturing capture(st.stream);
   const SdpaShapeKey key =
       sdpa_shape_key(SdpaPass::forward, shape.num_heads, shape.num_kv_heads, shape.head_dim, num_seqs,
                      num_q_tokens, num_q_tokens, "attention_forward (cuDNN)");
@@ -404,6 +433,7 @@ void CudnnAttention::forward_paged(const AttentionShape& shape, const int64_t* q
                                    bf16* out) {
   if (num_seqs <= 0 || num_q_tokens <= 0) return;
   State& st = *state_;
+  const RelaxedWhileCapturing capture(st.stream);
   const SdpaShapeKey key =
       sdpa_paged_key(shape.num_heads, shape.num_kv_heads, shape.head_dim, num_seqs, num_q_tokens, max_blocks,
                      block_size, st.device_bytes, "attention_forward_paged (cuDNN)");
@@ -438,6 +468,7 @@ void CudnnAttention::backward(const AttentionShape& shape, const int64_t* q_offs
                               bf16* d_v) {
   if (num_seqs <= 0 || num_q_tokens <= 0 || num_kv_tokens <= 0) return;
   State& st = *state_;
+  const RelaxedWhileCapturing capture(st.stream);
   const SdpaShapeKey key =
       sdpa_shape_key(SdpaPass::backward, shape.num_heads, shape.num_kv_heads, shape.head_dim, num_seqs,
                      num_q_tokens, num_kv_tokens, "attention_backward (cuDNN)");
@@ -490,6 +521,9 @@ void CudnnAttention::backward(const AttentionShape&, const int64_t*, const int64
                               const bf16*, bf16*, bf16*, bf16*) {}
 size_t CudnnAttention::plans_built() const {
   return 0;
+}
+std::vector<const void*> CudnnAttention::scratch_addresses() const {
+  return {};
 }
 size_t CudnnAttention::plans_reused() const {
   return 0;

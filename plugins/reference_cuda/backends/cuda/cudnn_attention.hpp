@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "backends/cuda/attention.hpp"
 #include "device_model/sdpa_plan.hpp"
@@ -54,6 +55,9 @@ class CudnnAttention {
   size_t plans_built() const;   // execution plans made (each a heuristics query and compilation)
   size_t plans_reused() const;  // calls that found their plan cached
   size_t kernel_fallbacks() const { return fallbacks_; }
+  // The device buffers recorded work reads (workspace, per-sequence inputs, spare statistics): a
+  // recording stays valid while these stay put (backends/cuda/recorder.hpp).
+  std::vector<const void*> scratch_addresses() const;
   size_t library_version() const;  // cudnnGetVersion(), e.g. 91900
 
   // Builds `key`'s operation graph without a plan: every tensor and operation, and the graph,

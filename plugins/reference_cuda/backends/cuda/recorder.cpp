@@ -1,5 +1,6 @@
 #include "backends/cuda/recorder.hpp"
 
+#include "backends/cuda/cudnn_attention.hpp"
 #include "backends/cuda/gemm.hpp"
 
 namespace mlpt::ref::cuda {
@@ -63,6 +64,8 @@ std::vector<const void*> CudaRecorder::scratch_addresses() const {
   std::vector<const void*> out;
   for (const DeviceBuffer* b : scratch_) out.push_back(b->get());
   for (const void* p : gemm_engine(ctx_).scratch_addresses()) out.push_back(p);
+  if (ctx_.attention)  // cuda_attention = "cudnn"
+    for (const void* p : ctx_.attention->scratch_addresses()) out.push_back(p);
   return out;
 }
 

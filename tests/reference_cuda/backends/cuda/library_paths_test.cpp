@@ -331,6 +331,61 @@ TEST_CASE("attention paths: cuda_attention = cudnn through the ops interface, ot
   CHECK(lib.kernel_fallbacks() == 1);
 }
 
+namespace {
+
+// A paged cache holding every key and value of `kv_len` tokens per sequence, blocks handed out in
+// reverse order, with the queries (the last q_len tokens of each) and the CPU's output for them.
+struct PagedSetup {
+  gpu::AttentionShape shape;
+  std::vector<int64_t> qo, ko;
+  int64_t S, Tq, Tk, block_size, max_blocks = 0;
+  Bf16Tensor q, k, v;
+  DeviceVec<int32_t> table;
+  DeviceVec<bf16> k_pool, v_pool;
+  DeviceVec<int64_t> q_offsets, kv_offsets, kv_lengths;
+  std::vector<float> reference;
+
+  PagedSetup(const gpu::Context& ctx, std::mt19937_64& rng, const gpu::AttentionShape& s,
+             const std::vector<int64_t>& q_len, const std::vector<int64_t>& kv_len, int64_t bs)
+      : shape(s),
+        qo(offsets_of(q_len)),
+        ko(offsets_of(kv_len)),
+        S(int64_t(q_len.size())),
+        Tq(qo.back()),
+        Tk(ko.back()),
+        block_size(bs),
+        q(random_bf16(rng, size_t(Tq * s.num_heads * s.head_dim), -2, 2)),
+        k(random_bf16(rng, size_t(Tk * s.num_kv_heads * s.head_dim), -2, 2)),
+        v(random_bf16(rng, size_t(Tk * s.num_kv_heads * s.head_dim))),
+        q_offsets(qo),
+        kv_offsets(ko),
+        kv_lengths(kv_len) {
+    for (int64_t l : kv_len) max_blocks = std::max(max_blocks, (l + bs - 1) / bs);
+    const int64_t blocks = S * max_blocks, row = s.num_kv_heads * s.head_dim;
+    std::vector<int32_t> t(static_cast<size_t>(blocks));
+    for (int64_t i = 0; i < blocks; ++i) t[size_t(i)] = static_cast<int32_t>(blocks - 1 - i);
+    table = DeviceVec<int32_t>(t);
+    k_pool = DeviceVec<bf16>(size_t(blocks * bs * row));
+    v_pool = DeviceVec<bf16>(size_t(blocks * bs * row));
+    gpu::paged_kv_write(ctx, s, kv_offsets.get(), kv_lengths.get(), S, Tk, k.get(), v.get(), k_pool.get(),
+                        v_pool.get(), table.get(), max_blocks, bs);
+    check(cudaDeviceSynchronize(), "test: synchronise");
+    reference.resize(size_t(Tq * s.num_heads * s.head_dim));
+    cpu::attention_forward<float>({s.num_heads, s.num_kv_heads, s.head_dim}, qo.data(), ko.data(), S,
+                                  q.host.data(), k.host.data(), v.host.data(), reference.data());
+  }
+  void kernel(const gpu::Context& ctx, bf16* out) const {
+    gpu::attention_forward_paged(ctx, shape, q_offsets.get(), kv_lengths.get(), S, Tq, q.get(), k_pool.get(),
+                                 v_pool.get(), table.get(), max_blocks, block_size, out);
+  }
+  void fused(gpu::CudnnAttention& lib, bf16* out) const {
+    lib.forward_paged(shape, q_offsets.get(), kv_lengths.get(), S, Tq, q.get(), k_pool.get(), v_pool.get(),
+                      table.get(), max_blocks, block_size, out);
+  }
+};
+
+}  // namespace
+
 TEST_CASE(
     "attention paths: cuDNN against the paged cache matches the kernels (decode and prefill with state)") {
   REQUIRE(have_gpu());
@@ -343,41 +398,48 @@ TEST_CASE(
     int64_t block_size;
   };
   // Decode (one new token per sequence), a prefill continuing state, and a table narrower than its
-  // power-of-two width; blocks handed out in reverse order.
+  // power-of-two width.
   for (const Paged& c : std::vector<Paged>{{{16, 2, 256}, {1, 1, 1, 1}, {1, 70, 300, 129}, 64},
                                            {{8, 2, 256}, {40, 7}, {40, 200}, 16},
                                            {{4, 4, 64}, {3}, {337}, 64}}) {
-    const auto& s = c.shape;
-    const auto qo = offsets_of(c.q_len), ko = offsets_of(c.kv_len);
-    const int64_t S = static_cast<int64_t>(c.q_len.size()), Tq = qo.back(), Tk = ko.back();
-    const int64_t H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_dim, bs = c.block_size;
-    INFO("H " << H << " Hkv " << Hkv << " D " << D << " Tq " << Tq << " Tkv " << Tk << " block " << bs);
-    auto q = random_bf16(rng, Tq * H * D, -2, 2), k = random_bf16(rng, Tk * Hkv * D, -2, 2);
-    auto v = random_bf16(rng, Tk * Hkv * D);
-    int64_t max_blocks = 0;
-    for (int64_t l : c.kv_len) max_blocks = std::max(max_blocks, (l + bs - 1) / bs);
-    const int64_t nblocks = S * max_blocks;
-    std::vector<int32_t> table(size_t(S * max_blocks));
-    for (int64_t i = 0; i < nblocks; ++i) table[size_t(i)] = static_cast<int32_t>(nblocks - 1 - i);
-    DeviceVec<int32_t> gtable(table);
-    DeviceVec<bf16> kpool(nblocks * bs * Hkv * D), vpool(nblocks * bs * Hkv * D);
-    DeviceVec<int64_t> gqo(qo), gko(ko), glen(std::vector<int64_t>(c.kv_len));
-    gpu::paged_kv_write(kernel, s, gko.get(), glen.get(), S, Tk, k.get(), v.get(), kpool.get(), vpool.get(),
-                        gtable.get(), max_blocks, bs);
-    check(cudaDeviceSynchronize(), "test: synchronise");
-    DeviceVec<bf16> out_k(Tq * H * D), out_f(Tq * H * D);
-    gpu::attention_forward_paged(kernel, s, gqo.get(), glen.get(), S, Tq, q.get(), kpool.get(), vpool.get(),
-                                 gtable.get(), max_blocks, bs, out_k.get());
-    lib.forward_paged(s, gqo.get(), glen.get(), S, Tq, q.get(), kpool.get(), vpool.get(), gtable.get(),
-                      max_blocks, bs, out_f.get());
+    INFO("H " << c.shape.num_heads << " Hkv " << c.shape.num_kv_heads << " D " << c.shape.head_dim
+              << " block " << c.block_size);
+    const PagedSetup p(kernel, rng, c.shape, c.q_len, c.kv_len, c.block_size);
+    const size_t n = p.reference.size();
+    DeviceVec<bf16> out_k(n), out_f(n);
+    p.kernel(kernel, out_k.get());
+    p.fused(lib, out_f.get());
     const std::vector<float> ok = to_float(out_k.download());
     CHECK_CLOSE(out_f.download(), ok, 1e-2);
-    // And the contiguous oracle: the paged kernel itself is ops_test.cpp's.
-    const cpu::AttentionShape cs{H, Hkv, D};
-    std::vector<float> ref(size_t(Tq * H * D));
-    cpu::attention_forward<float>(cs, qo.data(), ko.data(), S, q.host.data(), k.host.data(), v.host.data(),
-                                  ref.data());
-    CHECK_CLOSE(out_f.download(), ref, 1e-2);
+    CHECK_CLOSE(out_f.download(), p.reference, 1e-2);  // the paged kernel itself is ops_test.cpp's
   }
   CHECK(lib.plans_built() == 3);
+}
+
+TEST_CASE(
+    "attention paths: cuDNN's paged forward records into a CUDA graph, its plan built while recording") {
+  REQUIRE(have_gpu());
+  Ctx fused(with_attention(AttentionLibrary::cudnn));
+  gpu::CudnnAttention& lib = *fused.ctx.attention;
+  std::mt19937_64 rng(34);
+  const PagedSetup p(fused, rng, {16, 2, 256}, {1, 1, 1}, {5, 64, 190}, 64);
+  DeviceVec<bf16> out(p.reference.size());
+  // The first call of the shape happens while recording, as the decode graphs' first step does.
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamBeginCapture(fused.ctx.stream, cudaStreamCaptureModeThreadLocal), "test: begin capture");
+  try {
+    p.fused(lib, out.get());
+  } catch (...) {
+    cudaStreamEndCapture(fused.ctx.stream, &graph);
+    throw;
+  }
+  check(cudaStreamEndCapture(fused.ctx.stream, &graph), "test: end capture");
+  cudaGraphExec_t exec = nullptr;
+  check(cudaGraphInstantiate(&exec, graph, 0), "test: instantiate");
+  CHECK(to_float(out.download()) == std::vector<float>(p.reference.size(), 0.f));  // recorded, not run
+  check(cudaGraphLaunch(exec, fused.ctx.stream), "test: replay");
+  CHECK_CLOSE(out.download(), p.reference, 1e-2);
+  CHECK(lib.plans_built() == 1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
 }
