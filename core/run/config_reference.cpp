@@ -48,8 +48,10 @@ const std::vector<ConfigKey>& config_keys() {
         {"run", "refit", "string", quoted(r.refit),
          "\"dense\": every weight every step, plugin to plugin (the trainer publishes through the transport, the engine "
          "fetches its own layout; the host holds no weight); \"sparse\": a transport wrapping the run's sends only the "
-         "weights that changed (checked by checksum; the wrapper keeps a copy at each end; needs whole weights in host "
-         "memory, else dense with the reason in every metrics row)"},
+         "weights that changed (the sparse transport plugin, libmlpt_transport_sparse.so: its endpoints keep the copies "
+         "they compare against and rebuild into, the host none; every rebuilt tensor checked by checksum; a version "
+         "goes whole when its measured rates say that is quicker; needs whole weights in host memory, else dense "
+         "with the reason in every metrics row)"},
         {"run", "full_refit_every_steps", "integer", text(r.full_refit_every_steps),
          "sparse refit: also move the whole weights every N refits, as a safety (0: only the first)"},
         {"run", "metrics_port", "integer", text(r.metrics_port),

@@ -62,7 +62,7 @@ RankEnd run_trainer_rank(const run::RunConfig& c, const Placement& placement, pl
     components::Trainer& trainer = *made;
     const TrainerReplicas replicas = exchange_replicas(host, placement, group_rank, trainer, interrupted);
     if (replicas.model_parallel() && c.run.refit == "sparse")
-      throw Error(MLPT_INVALID_ARGUMENT, c.file.string() + " [run] refit = \"sparse\": the host relays one trainer rank's export, and the "
+      throw Error(MLPT_INVALID_ARGUMENT, c.file.string() + " [run] refit = \"sparse\": the sparse transport compares whole tensors from one sender rank, and the "
                                              "trainer's ranks hold parts of one model (" + std::to_string(replicas.ranks_per_replica()) +
                                              " ranks per data-parallel replica); set refit = \"dense\"");
     // The ranks of replica 0 send each version to every rollout worker's receiver, each its own
