@@ -83,14 +83,20 @@ void RunObserver::loop_span(const std::string& name, double start, const nlohman
   if (trace_) trace_->span(kRankGroup, kLoopTrack, name, "loop", start, trace_->now() - start, args);
 }
 
-int RunObserver::slot_for(double start, double end) {
+int RunObserver::slot_for(const std::string& worker, double start, double end) {
   for (size_t i = 0;; ++i) {
     if (i == slots_.size()) {
-      slots_.emplace_back();
-      trace_->name_track(kRolloutGroup, static_cast<int>(i) + 1, "slot " + std::to_string(i),
+      // A rollout worker's slots are its own tracks, named for it; a run in one process has only
+      // "local" (and a back-fill, whose worker is not known, takes any).
+      int of_worker = 0;
+      for (const auto& s : slots_) of_worker += s.worker == worker;
+      slots_.push_back({{}, 0, worker});
+      const std::string prefix = worker.empty() || worker == "local" ? "" : worker + " ";
+      trace_->name_track(kRolloutGroup, static_cast<int>(i) + 1, prefix + "slot " + std::to_string(of_worker),
                          static_cast<int>(i));
     }
     Slot& slot = slots_[i];
+    if (!worker.empty() && slot.worker != worker) continue;
     const bool free =
         start >= slot.floor && std::none_of(slot.spans.begin(), slot.spans.end(),
                                             [&](const auto& s) { return start < s.second && s.first < end; });
@@ -124,7 +130,7 @@ void RunObserver::rollout_ended(const rollout::Trajectory& t, bool validation, b
   int track;
   {
     std::lock_guard lock(mutex_);
-    track = slot_for(start, end);
+    track = slot_for(worker, start, end);
   }
   // Children are clamped into the rollout's span, so the track nests as the format requires.
   auto child = [&](const char* name, double from, double seconds, const nlohmann::json& args) {
@@ -161,7 +167,7 @@ void RunObserver::rollout_back_filled(const rollout::EpisodeRequest& request, bo
   int track;
   {
     std::lock_guard lock(mutex_);
-    track = slot_for(start, end);
+    track = slot_for("", start, end);
   }
   constexpr size_t kReasonChars = 300;  // the whole reason is in the run's stderr and its rollout record
   trace_->span(kRolloutGroup, track, validation ? "back-filled validation rollout" : "back-filled rollout",

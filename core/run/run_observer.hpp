@@ -50,8 +50,8 @@ class RunObserver final {
   // A phase of the loop ("train step", "refit", "evaluation", ...) from `start` to now.
   void loop_span(const std::string& name, double start, const nlohmann::json& args = nullptr);
   // A rollout that ended (`failed`: the infrastructure failed, no trajectory); its spans go on the
-  // first rollout slot free over its time: the rollout, its setup, each turn's generation and tool
-  // execution, and its grading.
+  // first slot of its rollout worker free over its time: the rollout, its setup, each turn's
+  // generation and tool execution, and its grading.
   void rollout_ended(const rollout::Trajectory& t, bool validation, bool failed);
   // A rollout that failed for an infrastructure reason is back-filled (it trains as reward 0): a
   // span from `started_at` to now on a free rollout slot, saying why.
@@ -70,7 +70,8 @@ class RunObserver final {
   int metrics_port() const { return endpoint_ ? endpoint_->port() : 0; }
 
  private:
-  int slot_for(double start, double end);  // with mutex_ held
+  // The first slot of `worker` ("": any) free over [start, end), made when none is; with mutex_ held.
+  int slot_for(const std::string& worker, double start, double end);
 
   const std::filesystem::path run_dir_;
   std::unique_ptr<observe::TraceWriter> trace_;
@@ -82,6 +83,7 @@ class RunObserver final {
   struct Slot {
     std::vector<std::pair<double, double>> spans;  // the latest few, to check a new one against
     double floor = 0;                              // every older span ended by then
+    std::string worker;                            // the rollout worker whose rollouts it shows
   };
   std::vector<Slot> slots_;
   std::map<std::string, int64_t> last_in_flight_;  // the counter's last values

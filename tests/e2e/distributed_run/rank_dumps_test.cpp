@@ -132,6 +132,18 @@ TEST_CASE(
   CHECK(rank_steps.size() == kSteps);
   CHECK(spans_in(trace, 101, "publish_weights").size() == kSteps);
   for (int64_t worker : {102, 103}) CHECK(spans_in(trace, worker, "fetch_weights").size() == kSteps);
+  // Each rollout worker's rollouts, with their turns' generation, on slots of its own.
+  std::map<std::string, int> rollouts_of;
+  for (const auto& r : trace_format::spans_named(trace, "rollout")) {
+    const std::string worker = r["args"]["worker"];
+    REQUIRE(trace.tracks.count({2, r["tid"].get<int64_t>()}));
+    CHECK_THAT(trace.tracks.at({2, r["tid"].get<int64_t>()}), Catch::StartsWith(worker + " slot "));
+    ++rollouts_of[worker];
+  }
+  CHECK(rollouts_of.size() == 2);
+  for (const auto& [worker, count] : rollouts_of) CHECK(count > 0);
+  CHECK(trace_format::spans_named(trace, "generation").size() >=
+        trace_format::spans_named(trace, "rollout").size());
   // Rollouts in flight on each rollout worker, the rollout slots' counter: both workers, each within
   // its rollout_workers (8 in tiny-distributed.toml).
   int samples = 0;
