@@ -36,7 +36,7 @@ size_t a2a_count(int from, int to) { return static_cast<size_t>(from + to + 1); 
 float a2a_value(int from, int to, size_t k) { return static_cast<float>(from * 1000 + to * 100 + static_cast<int>(k)); }
 
 struct RankResult {
-  std::vector<float> reduced, exchanged, gathered;
+  std::vector<float> reduced, exchanged, gathered, scattered_even, scattered_uneven;
   std::vector<size_t> counts;
   std::string error;
 };
@@ -81,6 +81,22 @@ RankResult run_rank(const NcclCommunicator::Id& id, int rank, int size) {
       cudaMemcpy(dmine.p, contribution.data(), contribution.size() * sizeof(float), cudaMemcpyHostToDevice);
       comm.all_gather_v(dmine.p, contribution.size(), dall.p, gather_counts.data());
       out.gathered = download(dall.p, std::accumulate(gather_counts.begin(), gather_counts.end(), size_t{0}), stream);
+
+      // reduce_scatter_v: rank r adds (r + 1) · (k + 1) at index k; blocks of 3 each (ncclReduceScatter),
+      // then of p + 1 floats for rank p (one ncclReduce per rank).
+      for (const bool even : {true, false}) {
+        std::vector<size_t> blocks(static_cast<size_t>(size));
+        for (int p = 0; p < size; ++p) blocks[static_cast<size_t>(p)] = even ? 3 : static_cast<size_t>(p + 1);
+        const size_t all = std::accumulate(blocks.begin(), blocks.end(), size_t{0}),
+                     mine_n = blocks[static_cast<size_t>(rank)];
+        std::vector<float> addends(all);
+        for (size_t k = 0; k < all; ++k)
+          addends[k] = static_cast<float>((rank + 1) * static_cast<int>(k + 1));
+        DeviceFloats dadd(all), dblock(mine_n);
+        cudaMemcpy(dadd.p, addends.data(), all * sizeof(float), cudaMemcpyHostToDevice);
+        comm.reduce_scatter_v(dadd.p, dblock.p, blocks.data());
+        (even ? out.scattered_even : out.scattered_uneven) = download(dblock.p, mine_n, stream);
+      }
     }
     cudaStreamDestroy(stream);
   } catch (const std::exception& e) {
@@ -91,7 +107,9 @@ RankResult run_rank(const NcclCommunicator::Id& id, int rank, int size) {
 
 }  // namespace
 
-TEST_CASE("NCCL communicator: sums, all-to-all, all-gather and counts equal the arithmetic, the same bits on every rank") {
+TEST_CASE(
+    "NCCL communicator: sums, all-to-all, all-gather, reduce-scatter and counts equal the arithmetic, the "
+    "same bits on every rank") {
   int devices = 0;
   REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
   REQUIRE(devices >= 1);
@@ -118,6 +136,15 @@ TEST_CASE("NCCL communicator: sums, all-to-all, all-gather and counts equal the 
     at = 0;
     for (int p = 0; p < devices; ++p)
       for (int k = 0; k < p + 2; ++k) REQUIRE(got.gathered[at++] == static_cast<float>(p));
+    // Rank r's block of the sums Σ(p + 1) · (k + 1), k from the block's first index.
+    const size_t even_first = 3 * static_cast<size_t>(r), uneven_first = static_cast<size_t>(r * (r + 1) / 2);
+    REQUIRE(got.scattered_even.size() == 3);
+    REQUIRE(got.scattered_uneven.size() == static_cast<size_t>(r + 1));
+    for (size_t k = 0; k < got.scattered_even.size(); ++k)
+      REQUIRE(got.scattered_even[k] == static_cast<float>(ranks_sum * static_cast<int>(even_first + k + 1)));
+    for (size_t k = 0; k < got.scattered_uneven.size(); ++k)
+      REQUIRE(got.scattered_uneven[k] ==
+              static_cast<float>(ranks_sum * static_cast<int>(uneven_first + k + 1)));
   }
 }
 
