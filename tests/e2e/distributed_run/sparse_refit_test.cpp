@@ -1,8 +1,9 @@
-// The sparse refit across processes: trainer rank 0 encodes each version as what changed since the
-// last one (core/refit/), the UCX transport carries it to both rollout workers, and each rebuilds
-// the weights against the version it holds, checking every tensor against the sender's checksum
-// (a mismatch fails the worker, which the run would show as a lost worker). Full versions come
-// first and every full_refit_every_steps refits.
+// The sparse refit across processes: on trainer rank 0 the sparse transport plugin wrapping the UCX
+// sender encodes each version as what changed since the last one, UCX carries it to both rollout
+// workers, and each worker's sparse receiver rebuilds the weights against the version it holds,
+// checking every tensor against the sender's checksum (a mismatch fails the worker, which the run
+// would show as a lost worker). Full versions come first, every full_refit_every_steps refits and
+// when the sender's measured rates say whole is quicker.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -31,10 +32,17 @@ TEST_CASE("sparse refit in a distributed run: deltas reach both engines and rebu
 
   std::ifstream metrics(out / "metrics.jsonl");
   std::vector<std::string> modes;
+  int64_t since_full = 0;  // refits since the last full one (full_refit_every_steps counts from there)
   for (std::string line; std::getline(metrics, line);) {
     auto j = nlohmann::json::parse(line);
     const auto& refit = j["refit"];
     modes.push_back(refit["mode"]);
+    // Full when due (the first, every third after the last full one) or when the rates the sender
+    // measured say whole is quicker (never before it has measured a delta); a delta otherwise.
+    const bool due = modes.size() == 1 || since_full >= 3, by_rates = refit.value("whole_by_rates", false);
+    CHECK(refit["mode"] == (due || by_rates ? "full" : "delta"));
+    if (due || modes.size() == 2) CHECK_FALSE(by_rates);
+    since_full = refit["mode"] == "full" ? 1 : since_full + 1;
     INFO("step " << j["step"] << ": " << refit.dump());
     CHECK(j["lost_rollout_workers"] == 0);
     CHECK(j["failed_rollouts"] == 0);
@@ -47,6 +55,6 @@ TEST_CASE("sparse refit in a distributed run: deltas reach both engines and rebu
   }
   REQUIRE(modes.size() == 5);
   CHECK(modes[0] == "full");
-  CHECK(std::count(modes.begin(), modes.end(), "delta") >= 2);
-  CHECK(std::count(modes.begin(), modes.end(), "full") >= 2);  // full_refit_every_steps = 3
+  CHECK(modes[1] == "delta");  // the sender has measured no delta yet: the one due is sent
+  CHECK(std::count(modes.begin(), modes.end(), "full") >= 2);  // full_refit_every_steps = 3, or by rates
 }
