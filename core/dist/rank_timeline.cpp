@@ -93,7 +93,7 @@ void RankTimeline::call_returned(const observe::CallRecord& call) {
     try {
       std::filesystem::create_directories(part_.parent_path());
       trace_ = std::make_unique<observe::TraceWriter>(part_, "mlpt " + who_, max_bytes_);
-      trace_->name_group(rank_trace_group(rank_), "rank " + std::to_string(rank_) + ": " + who_, 1 + rank_);
+      trace_->name_group(rank_trace_group(rank_), who_, 1 + rank_);  // who_ names the rank
       calls_ =
           std::make_unique<observe::CallTimeline>(*trace_, rank_trace_group(rank_), kFirstComponentTrack);
     } catch (const std::exception& e) {
