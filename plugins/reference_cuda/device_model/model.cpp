@@ -12,6 +12,7 @@
 #include "device_model/staged_experts.hpp"
 #include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
+#include "model/parallel/vocab_parallel.hpp"
 #include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref::dev {
@@ -452,6 +453,10 @@ void stage_state_pointers(Ops& ops, const ModelConfig& c, const DeviceBatch& b, 
 Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& ws) {
   const ModelConfig& c = w.config;
   check_groups(c.shard, b.parallel);
+  if (vocab_range(c.vocab_size, c.shard).count() != c.vocab_size)  // its kernels take the whole vocabulary
+    throw sdk::Error(MLPT_UNIMPLEMENTED, "device model: the embedding and LM head split over tensor parallel " +
+                                             std::to_string(c.shard.tp) +
+                                             " (vocab parallel) have no device kernels; shard with vocab_parallel false");
   BatchPlan plan = plan_batch(c, b);
   const int64_t N = b.num_tokens(), S = static_cast<int64_t>(b.num_segments());
   const int64_t k = c.experts_per_token, Lc = c.num_layers;

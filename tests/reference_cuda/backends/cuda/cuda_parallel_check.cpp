@@ -306,19 +306,21 @@ int check(int argc, char** argv) {
   }
   const ModelParallel groups{tensor.get(), layout.groups().expert, layout.groups().routed};  // expert groups: MPI, host memory
 
+  ModelShard shard = layout.shard();
+  shard.vocab_parallel = false;  // the device model keeps the embedding and LM head whole
   const ModelConfig config = load_model_config(config_path);
   const Weights<float> full = bf16_exact(init_weights<float>(config, 1234));
   const Batch batch(config.vocab_size);
   gpu::CudaOps ops(ctx);
   const Result one = run_cuda(ops, full, batch, nullptr, nullptr);
-  const Result many = run_cuda(ops, shard_weights(full, layout.shard()), batch, &one.experts, &groups);
+  const Result many = run_cuda(ops, shard_weights(full, shard), batch, &one.experts, &groups);
   const Result cpu = run_cpu(full, batch, one.experts);
 
   const LogprobDiff vs_one = compare(many.logprobs, one.logprobs), vs_cpu = compare(many.logprobs, cpu.logprobs);
   const LogprobDiff generation = compare(many.generation, one.generation);
   std::string worst_one, worst_cpu, worst_replicated;
-  const double cos_one = min_cosine(many.grads, shard_weights(one.grads, layout.shard()), &worst_one);
-  const double cos_cpu = min_cosine(many.grads, shard_weights(cpu.grads, layout.shard()), &worst_cpu);
+  const double cos_one = min_cosine(many.grads, shard_weights(one.grads, shard), &worst_one);
+  const double cos_cpu = min_cosine(many.grads, shard_weights(cpu.grads, shard), &worst_cpu);
   const double spread = replicated_gradient_spread(many.grads, full.layout, MPI_COMM_WORLD, &worst_replicated);
   const bool experts_replayed = many.experts == one.experts;
   const bool ok = vs_one.max <= tol.logprob_max && vs_one.mean <= tol.logprob_mean && vs_cpu.max <= tol.logprob_max &&
