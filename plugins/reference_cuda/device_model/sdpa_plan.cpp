@@ -43,6 +43,7 @@ SdpaShapeKey sdpa_paged_key(int64_t heads, int64_t kv_heads, int64_t head_dim, i
   k.table_width = 1;
   while (k.table_width < max_blocks) k.table_width *= 2;
   k.max_kv = k.table_width * block_size;
+  k.max_q = std::min(k.max_q, k.max_kv);  // a sequence's queries are among its keys
   k.pool_blocks = std::max<int64_t>(1, int64_t(device_bytes / size_t(block_size * kv_heads * head_dim * 2)));
   return k;
 }

@@ -269,6 +269,9 @@ TEST_CASE(
   CHECK_FALSE(sdpa_paged_key(16, 2, 256, 32, 32, 5, 16, h200, "d") == k);  // another block size
   CHECK_FALSE(sdpa_shape_key(SdpaPass::forward, 16, 2, 256, 32, 32, 512, "d") == k);
   CHECK_THAT(describe(k), Catch::Contains("blocks of 64 tokens, table width 8"));
+  // A prefill of 4096 tokens over 8 sequences of at most 8 blocks: no sequence has more than 512
+  // queries, since its queries are among its keys.
+  CHECK(sdpa_paged_key(16, 2, 256, 8, 4096, 8, 64, h200, "prefill").max_q == 512);
   CHECK_THAT(error_of([&] { sdpa_paged_key(16, 2, 256, 1, 1, 0, 64, h200, "decode"); }),
              Catch::Contains("columns 0"));
 }
