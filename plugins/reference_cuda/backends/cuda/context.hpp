@@ -29,7 +29,7 @@ class CudnnAttention;  // cudnn_attention.hpp
 struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
-  GemmEngine* gemm = nullptr;  // every dense product's library and cached plans (gemm.hpp)
+  GemmEngine* gemm = nullptr;           // every dense product's library and cached plans (gemm.hpp)
   CudnnAttention* attention = nullptr;  // cuDNN's fused attention when cuda_attention = "cudnn", else NULL
 };
 
