@@ -40,10 +40,12 @@ class DevicePlatform {
 };
 
 // The host as the device: Ops on host memory (bf16 emulated), collectives straight over the host
-// group (which works on host memory already).
+// group (which works on host memory already). With `decode_graphs` an engine runs its decode steps
+// through device_model/decode_graphs as the GPU does, unrecorded (the host has no recorder).
 class HostPlatform final : public DevicePlatform {
  public:
-  explicit HostPlatform(std::unique_ptr<Ops> ops) : ops_(std::move(ops)) {}
+  explicit HostPlatform(std::unique_ptr<Ops> ops, bool decode_graphs = false)
+      : ops_(std::move(ops)), decode_graphs_(decode_graphs) {}
   Ops& ops() override { return *ops_; }
   void bind_thread() override {}
   std::unique_ptr<Communicator> device_group(Communicator& host_group, std::string& kind) override {
@@ -54,6 +56,7 @@ class HostPlatform final : public DevicePlatform {
   void* stream() const override { return nullptr; }
   void wait_for(const mlpt_device_ready&) override {}
   bool copy_device_tensor(const DLTensor&, size_t, void*) override { return false; }
+  bool decode_graphs() const override { return decode_graphs_; }
 
  private:
   // host_group itself, not owned.
@@ -83,6 +86,7 @@ class HostPlatform final : public DevicePlatform {
     Communicator& g_;
   };
   std::unique_ptr<Ops> ops_;
+  bool decode_graphs_;
 };
 
 }  // namespace mlpt::ref
