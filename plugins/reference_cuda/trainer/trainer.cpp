@@ -279,10 +279,11 @@ void ReferenceTrainer::save_state(std::string_view path) {
 }
 
 void ReferenceTrainer::load_state(std::string_view path) {
-  TrainerState st = group_.load_state(std::string(path), weights_, full_config_);
+  TrainerState st =
+      group_.load_state(std::string(path), weights_, full_config_, optimizer_shards_);  // m, v: ranges
   weights_ = std::move(st.weights);
-  m_ = optimizer_shards_.keep_range(st.m);
-  v_ = optimizer_shards_.keep_range(st.v);
+  m_ = std::move(st.m);
+  v_ = std::move(st.v);
   step_ = st.step;
   version_ = st.version;
 }

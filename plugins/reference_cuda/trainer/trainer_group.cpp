@@ -212,11 +212,13 @@ StateRanks TrainerGroup::state_ranks(const ModelConfig& full) const {
 }
 
 TrainerState TrainerGroup::load_state(const std::string& path, const Weights<float>& current,
-                                      const ModelConfig& full) const {
+                                      const ModelConfig& full, const OptimizerShards& moments) const {
   TrainerState st;
   std::exception_ptr error;
   try {
-    st = load_trainer_state(path, current, state_ranks(full));
+    StateRanks ranks = state_ranks(full);
+    ranks.moments = moments;
+    st = load_trainer_state(path, current, ranks);
   } catch (...) {
     error = std::current_exception();
   }

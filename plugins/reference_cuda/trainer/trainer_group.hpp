@@ -95,7 +95,9 @@ class TrainerGroup {
   // load_trainer_state of this rank's slices, collective: every rank gets its state, or every rank
   // throws (a rank that could not read its part its own error, the others MLPT_ABORTED), so the
   // group keeps its old state unless all of them could read theirs.
-  TrainerState load_state(const std::string& path, const Weights<float>& current, const ModelConfig& full) const;
+  // With `moments` split, m and v come back as this replica's ranges (trainer_state.hpp).
+  TrainerState load_state(const std::string& path, const Weights<float>& current, const ModelConfig& full,
+                          const OptimizerShards& moments = {}) const;
   // The ranks of a model-parallel group hold parts of one model and must train the same batch
   // share: throws MLPT_INVALID_ARGUMENT on every rank of a group given different shares (collective
   // over the tensor- and expert-parallel groups).

@@ -9,16 +9,17 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "mlpt/sdk/error.hpp"
 #include "model/parallel/shard_boxes.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "model/safetensors.hpp"
-#include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref {
 
@@ -559,7 +560,14 @@ TrainerState load_trainer_state(const std::string& path, const Weights<float>& c
     const SafetensorsCheckpoint optimizer(path + "/" + kOptimizerFolder);
     Weights<float>* into[3] = {&out.weights, &out.m, &out.v};
     for (int q = 0; q < 3; ++q) {
-      *into[q] = read_shard_weights<float>(cfg, optimizer, ranks.shard, kPrefixes[q]);
+      std::function<void(size_t, std::vector<float>&)>
+          keep;  // a moment split over the replicas: this one's range
+      if (q > 0 && ranks.moments.replicas() > 1)
+        keep = [&](size_t, std::vector<float>& t) {
+          const int64_t n = static_cast<int64_t>(t.size()), first = ranks.moments.first(n);
+          t = std::vector<float>(t.begin() + first, t.begin() + first + ranks.moments.count(n));
+        };
+      *into[q] = read_shard_weights<float>(cfg, optimizer, ranks.shard, kPrefixes[q], keep);
       into[q]->config = current.config;  // the running config document
     }
   } catch (const Error& e) {

@@ -84,6 +84,7 @@ struct TrainerState {
   std::string saved_layout;  // "tensor_parallel T x expert_parallel E[ x pipeline_parallel P]" of the ranks that wrote it
 };
 // Reads this rank's shard of a state saved under any layout for a model of `ranks.full`'s tensors
+// (with ranks.moments split, only this replica's ranges of m and v are kept, tensor by tensor)
 // (errors name the path and what differs; MLPT_DATA_LOSS for unreadable, missing or corrupt
 // files, naming the file). The config document stays `current`'s. Not collective: the caller
 // decides with its group whether every rank read its part.

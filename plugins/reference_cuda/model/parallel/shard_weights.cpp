@@ -175,8 +175,9 @@ ModelLayout shard_layout(const ModelConfig& full, const ModelShard& shard) {
 }
 
 template <class T>
-Weights<T> read_shard_weights(const ModelConfig& full, const SafetensorsCheckpoint& checkpoint, const ModelShard& shard,
-                              const std::string& prefix) {
+Weights<T> read_shard_weights(const ModelConfig& full, const SafetensorsCheckpoint& checkpoint,
+                              const ModelShard& shard, const std::string& prefix,
+                              const std::function<void(size_t, std::vector<T>&)>& keep) {
   Weights<T> w;
   w.config = shard_config(full, shard);
   w.layout = shard_layout(full, shard);
@@ -193,6 +194,7 @@ Weights<T> read_shard_weights(const ModelConfig& full, const SafetensorsCheckpoi
                          box_values.data());
       place_local_box(box_values.data(), spec.shape, box, w.values[i].data());
     }
+    if (keep) keep(i, w.values[i]);
   }
   return w;
 }
@@ -210,8 +212,12 @@ template Weights<float> shard_weights<float>(const Weights<float>&, const ModelS
 template Weights<float> load_shard_weights<float>(const std::string&, const ModelShard&);
 template Weights<double> load_shard_weights<double>(const std::string&, const ModelShard&);
 template Weights<double> shard_weights<double>(const Weights<double>&, const ModelShard&);
-template Weights<float> read_shard_weights<float>(const ModelConfig&, const SafetensorsCheckpoint&, const ModelShard&, const std::string&);
-template Weights<double> read_shard_weights<double>(const ModelConfig&, const SafetensorsCheckpoint&, const ModelShard&, const std::string&);
+template Weights<float> read_shard_weights<float>(const ModelConfig&, const SafetensorsCheckpoint&,
+                                                  const ModelShard&, const std::string&,
+                                                  const std::function<void(size_t, std::vector<float>&)>&);
+template Weights<double> read_shard_weights<double>(const ModelConfig&, const SafetensorsCheckpoint&,
+                                                    const ModelShard&, const std::string&,
+                                                    const std::function<void(size_t, std::vector<double>&)>&);
 
 std::vector<PartialTensor> partial_gradients(const ModelConfig& c, const LayerTensors& l) {
   if (!l.attention) return {{l.gdn.norm}};

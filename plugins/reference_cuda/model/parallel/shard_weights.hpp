@@ -3,6 +3,9 @@
 // layer code runs unchanged on it.
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "model/weights.hpp"
 
 namespace mlpt::ref {
@@ -57,9 +60,12 @@ Weights<T> load_shard_weights(const std::string& dir, const ModelShard& shard);
 // tensor-parallel rank's rows, or the row segments of a column split, and its block of experts
 // (fused, or one tensor per expert); replicated tensors whole. Each dtype converts to T as
 // load_weights converts it (BF16 exactly, FP8 times its block scale). checkpoint.bytes_read()
-// grows by the bytes of the boxes (and FP8 block scales) only.
+// grows by the bytes of the boxes (and FP8 block scales) only. `keep`, when given, sees each
+// tensor (its index, its values) as soon as it is read and may shrink it (a distributed
+// optimizer keeps its range of a moment), so no more than one whole tensor is held beyond that.
 template <class T>
-Weights<T> read_shard_weights(const ModelConfig& full, const SafetensorsCheckpoint& checkpoint, const ModelShard& shard,
-                              const std::string& prefix = "");
+Weights<T> read_shard_weights(const ModelConfig& full, const SafetensorsCheckpoint& checkpoint,
+                              const ModelShard& shard, const std::string& prefix = "",
+                              const std::function<void(size_t, std::vector<T>&)>& keep = {});
 
 }  // namespace mlpt::ref
