@@ -57,7 +57,8 @@ const std::vector<ConfigKey>& config_keys() {
         {"run", "metrics_port", "integer", text(r.metrics_port),
          "serve the run's live metrics for Prometheus at http://HOST:PORT/metrics on every interface (0: no endpoint)"},
         {"run", "trace_max_mb", "integer", text(r.trace_max_mb),
-         "the run's timeline (trace.json, for Perfetto) stops taking events past this many MiB (0: no timeline)"},
+         "the run's timeline (trace.json, for Perfetto) stops taking events past this many MiB (0: no timeline); "
+         "under mpirun each rank's part is capped so too, and trace.json holds them all"},
         {"run", "hang_dump_after_s", "number", text(r.hang_dump_after_s),
          "a call into a plugin that has not returned after this many seconds is named on stderr and in a "
          "flight-recorder dump (flight_recorder/dump-N-hang.json); the run goes on (0: never)"},
