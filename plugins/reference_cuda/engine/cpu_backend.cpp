@@ -6,6 +6,7 @@
 #include "model/named_tensors.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "model/parallel/vocab_parallel.hpp"
+#include "mlpt/sdk/error.hpp"
 
 namespace mlpt::ref {
 
@@ -124,10 +125,14 @@ void CpuEngineBackend::sample_split_vocabulary(const Weights<float>& w, ForwardB
     whole = gather_vocab_rows(group().model_parallel().tensor, V, n, logits.data());
   });
   out.sampled.clear();
-  for (size_t s = 0; s < segments.size(); ++s)
-    if (segments[s].sample)
-      out.sampled.push_back(
-          sample_token(whole.data() + row_of[s] * V, valid, *segments[s].sample, segments[s].counter));
+  for (size_t s = 0; s < segments.size(); ++s) {
+    if (!segments[s].sample) continue;
+    if (row_of[s] < 0)
+      throw sdk::Error(MLPT_INTERNAL,
+                       "engine step: segment " + std::to_string(s) + " samples but has no tokens");
+    out.sampled.push_back(
+        sample_token(whole.data() + row_of[s] * V, valid, *segments[s].sample, segments[s].counter));
+  }
 }
 
 CpuEngine::CpuEngine(std::string_view config_json, const mlpt_component_group* group)
