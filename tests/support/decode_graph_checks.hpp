@@ -14,26 +14,12 @@
 #include "device_model/decode_graphs.hpp"
 #include "device_model/generate.hpp"
 #include "device_model_fixtures.hpp"
+#include "mlpt/sdk/engine.hpp"
+#include "model/named_tensors.hpp"
 
 namespace model_testing {
 
 namespace dev = mlpt::ref::dev;
-
-// The ops take their recordable forms while it lives (the unrecorded side of a comparison).
-class RecordableForms {
- public:
-  explicit RecordableForms(mlpt::ref::Ops& ops) : r_(ops.recorder()) {
-    if (r_) r_->set_recordable(true);
-  }
-  ~RecordableForms() {
-    if (r_) r_->set_recordable(false);
-  }
-  RecordableForms(const RecordableForms&) = delete;
-  RecordableForms& operator=(const RecordableForms&) = delete;
-
- private:
-  mlpt::ref::WorkRecorder* r_;
-};
 
 // What one decode step gave every sequence.
 struct DecodeOut {
@@ -69,7 +55,7 @@ class DecodeSessions {
     b.kv = &pool_.cache();
     auto ws = dev::make_workspace();
     dev::StepScratch scratch;
-    RecordableForms forms(ops_);
+    dev::RecordableForms forms(ops_);
     next_ = dev::generate_step(ops_, w, b, rows, w.config.vocab_size, *ws, scratch).tokens;
   }
 
@@ -98,7 +84,7 @@ class DecodeSessions {
     if (graphs) {
       r = graphs->step(w, b, rows, c.vocab_size);
     } else {
-      RecordableForms forms(ops_);
+      dev::RecordableForms forms(ops_);
       r = dev::generate_step(ops_, w, b, rows, c.vocab_size, ws_ ? *ws_ : *(ws_ = dev::make_workspace()),
                              scratch_);
     }
@@ -284,6 +270,71 @@ inline void check_decode_after_refit(mlpt::ref::Ops& ops) {
   CHECK(graphs.stats().recorded == 2);
   INFO("a recording the backend refused: " << graphs.stats().failure);
   CHECK(graphs.stats().failed == 0);
+}
+
+// Four requests submitted while `e` is paused (one step prefills them all), prompts of 5 to 14
+// tokens, 12 new tokens each: every decode step is a full bucket of four, so an engine with decode
+// graphs and one without compute the same shapes in every step.
+inline std::vector<std::shared_ptr<mlpt::sdk::GenerationRequest>> generate_four(mlpt::sdk::Engine& e,
+                                                                                uint64_t seed,
+                                                                                int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::shared_ptr<mlpt::sdk::GenerationRequest>> out;
+  uint64_t id = 1;
+  e.pause();
+  for (int64_t n : {5, 9, 14, 7}) {
+    auto r = std::make_shared<mlpt::sdk::GenerationRequest>();
+    r->id = id++;
+    r->tokens = random_tokens(rng, n, vocab);
+    r->sampling.struct_size = MLPT_SAMPLING_PARAMS_STRUCT_SIZE;
+    r->sampling.temperature = 0.9f;
+    r->sampling.top_p = 0.95f;
+    r->sampling.seed = seed + id;
+    r->max_new_tokens = 12;
+    r->record_routed_experts = true;
+    out.push_back(r);
+    e.submit(r);
+  }
+  e.resume();
+  for (auto& r : out) r->wait();
+  return out;
+}
+
+// An engine with cuda_graphs = "decode" and one with "off" (`settings(graphs)` makes each one's
+// settings; Engine takes them) generate the same tokens, logprobs and routing bit for bit, before
+// and after a load of host tensors (which gives both new weight buffers: the graphs' key changes).
+template <class Engine, class Settings>
+void check_engine_with_and_without_graphs(const ModelConfig& cfg, Settings&& settings) {
+  Engine off(settings("off")), on(settings("decode"));
+  auto same = [](const auto& got, const auto& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("request " << i);
+      REQUIRE(got[i]->error_code() == MLPT_OK);
+      REQUIRE(want[i]->error_code() == MLPT_OK);
+      CHECK(got[i]->out_tokens.size() == 12);
+      CHECK(got[i]->out_tokens == want[i]->out_tokens);
+      CHECK(same_bits(got[i]->out_logprobs, want[i]->out_logprobs));
+      CHECK(got[i]->out_routed_experts == want[i]->out_routed_experts);
+    }
+  };
+  same(generate_four(on, 5, cfg.vocab_size), generate_four(off, 5, cfg.vocab_size));
+  Weights<float> next = bf16_exact_weights(cfg, 22);
+  std::vector<std::vector<int64_t>> shapes;
+  auto host = mlpt::ref::export_named_tensors(next, shapes);
+  for (Engine* e : {&off, &on}) {
+    e->pause();
+    mlpt_load_weights_args la{};
+    la.struct_size = MLPT_LOAD_WEIGHTS_ARGS_STRUCT_SIZE;
+    la.tensors = host.data();
+    la.num_tensors = host.size();
+    la.version = 1;
+    e->load_weights(la);
+    e->resume();
+  }
+  const auto without = generate_four(off, 6, cfg.vocab_size);
+  same(generate_four(on, 6, cfg.vocab_size), without);
+  CHECK(without[0]->out_weight_version == 1);
 }
 
 }  // namespace model_testing

@@ -19,26 +19,6 @@ struct DecodeGraphs::Bucket {
   std::optional<RecordingKey> key;  // set once recorded (or, without a recorder, once run)
 };
 
-namespace {
-
-// The ops take their recordable forms for the scope's life.
-class RecordableScope {
- public:
-  explicit RecordableScope(WorkRecorder* r) : r_(r) {
-    if (r_) r_->set_recordable(true);
-  }
-  ~RecordableScope() {
-    if (r_) r_->set_recordable(false);
-  }
-  RecordableScope(const RecordableScope&) = delete;
-  RecordableScope& operator=(const RecordableScope&) = delete;
-
- private:
-  WorkRecorder* r_;
-};
-
-}  // namespace
-
 DecodeGraphs::DecodeGraphs(Ops& ops, const ModelConfig& c, KvBlockPool& pool, int64_t max_batch)
     : ops_(ops), pool_(pool), buckets_(decode_buckets(max_batch)), pad_(ops, c) {
   if (buckets_.back() > kAllExpertsMaxRows)
@@ -161,7 +141,7 @@ StepResult DecodeGraphs::step(const DeviceWeights& w, const DeviceBatch& batch, 
   };
 
   WorkRecorder* recorder = ops_.recorder();
-  RecordableScope recordable(recorder);
+  RecordableForms recordable(ops_);
   if (bk.key && *bk.key != key_for(w, *batch.kv, padded.table_width, valid)) {
     ++stats_.invalidated;  // weights reallocated, scratch moved or the table widened
     bk.recording.reset();

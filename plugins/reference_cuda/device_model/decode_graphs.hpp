@@ -28,6 +28,23 @@
 
 namespace mlpt::ref::dev {
 
+// The ops take their recordable forms (WorkRecorder::set_recordable) while it lives; nothing on a
+// backend without a recorder. Steps compared with recorded ones run under it.
+class RecordableForms {
+ public:
+  explicit RecordableForms(Ops& ops) : r_(ops.recorder()) {
+    if (r_) r_->set_recordable(true);
+  }
+  ~RecordableForms() {
+    if (r_) r_->set_recordable(false);
+  }
+  RecordableForms(const RecordableForms&) = delete;
+  RecordableForms& operator=(const RecordableForms&) = delete;
+
+ private:
+  WorkRecorder* r_;
+};
+
 class DecodeGraphs {
  public:
   // Buckets up to `max_batch` sequences (at most kAllExpertsMaxRows: larger batches' experts are
