@@ -75,8 +75,8 @@ BackendOptions with_overrides(BackendOptions o, const char* gemm, const char* ex
 BackendOptions with_environment(BackendOptions o);
 
 // Throws MLPT_INVALID_ARGUMENT naming `where` for switches that do not go together: cuda_graphs =
-// "decode" with cuda_attention = "cudnn" (cuDNN's own buffers are not yet among the addresses that
-// keep a recording valid, device_model/graph_buckets.hpp).
+// "decode" with cuda_attention = "cudnn", until a GPU run has checked cuDNN's attention inside the
+// decode graphs (its calls are recordable and its buffers among the recorder's scratch addresses).
 void check_combination(const BackendOptions& o, const std::string& where);
 
 }  // namespace mlpt::ref
