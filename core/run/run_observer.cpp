@@ -160,8 +160,8 @@ void RunObserver::rollout_ended(const rollout::Trajectory& t, bool validation, b
   child("grading", end - t.reward_s, t.reward_s, {{"reward", t.reward}});
 }
 
-void RunObserver::rollout_back_filled(const rollout::EpisodeRequest& request, bool validation, double started_at,
-                                      const std::string& reason) {
+void RunObserver::rollout_back_filled(const rollout::EpisodeRequest& request, bool validation,
+                                      double started_at, const std::string& reason) {
   if (!trace_) return;
   const double end = trace_->now(), start = std::min(started_at, end);
   int track;
@@ -181,8 +181,8 @@ void RunObserver::rollout_back_filled(const rollout::EpisodeRequest& request, bo
 void RunObserver::rollouts_in_flight(const std::map<std::string, int64_t>& by_worker) {
   for (const auto& [worker, in_flight] : by_worker)
     metrics_.set("mlpt_rollouts_in_flight_per_worker", kGauge,
-                 "rollouts running on each rollout worker now (label: worker)", static_cast<double>(in_flight),
-                 {{"worker", worker}});
+                 "rollouts running on each rollout worker now (label: worker)",
+                 static_cast<double>(in_flight), {{"worker", worker}});
   // The timeline's counter of the rollout slots, written when it changed.
   if (!trace_) return;
   {

@@ -120,7 +120,8 @@ TEST_CASE("trace: a file that exists is never overwritten", "[observe]") {
 TEST_CASE("trace: other processes' parts merge onto the trace's clock, each in its group, the result valid",
           "[observe]") {
   mlpt_test::TempDir dir("trace_merge");
-  const fs::path main_file = dir / "trace.json", part_file = dir / "rank-1.json", open_file = dir / "rank-2.json";
+  const fs::path main_file = dir / "trace.json", part_file = dir / "rank-1.json",
+                 open_file = dir / "rank-2.json";
   observe::TraceWriter main_trace(main_file, "the run", 1 << 20);
   main_trace.name_group(1, "rank 0", 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the parts start later, as a rank's does
