@@ -72,8 +72,8 @@ class BenchmarkRun {
   // A rollout that failed for an infrastructure reason: counted, and the run fails once failures
   // pass max_rollout_failure_rate. Returns the zero-reward trajectory that stands in for it.
   // What a failed rollout trains as; it goes on the timeline from `started_at` (observer time).
-  rollout::Trajectory back_fill(const rollout::EpisodeRequest& request, const std::string& reason, bool validation,
-                                double started_at);
+  rollout::Trajectory back_fill(const rollout::EpisodeRequest& request, const std::string& reason,
+                                bool validation, double started_at);
   std::optional<eval::PassAtK> validate(int64_t samples);
   void progress_loop();
   // gradient_accumulation_steps and micro_batch_size, logged once the first step shows the trainer's
@@ -534,7 +534,9 @@ std::optional<eval::PassAtK> BenchmarkRun::validate(int64_t samples) {
             totals_.add_validation();
             record_rollout(t, validation_.rows[task], true, samples / config_.benchmark.global_batch_size);
           },
-          [&](const std::string& reason) { back_fill(kept, reason, true, started_at), ++failed; });  // reward stays 0
+          [&](const std::string& reason) {
+            back_fill(kept, reason, true, started_at), ++failed;
+          });  // reward stays 0
       in_flight_.remove(id);
     });
   }
