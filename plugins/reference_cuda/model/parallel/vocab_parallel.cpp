@@ -128,9 +128,11 @@ std::vector<std::vector<std::pair<int32_t, double>>> vocab_top_logprobs(Communic
       out[static_cast<size_t>(i)] = top_logprobs(logits + i * width, valid, n);
     return out;
   }
-  if (range.end > (int64_t{1} << 24))  // ids travel as floats, exact below 2^24
-    throw sdk::Error(MLPT_UNIMPLEMENTED, "vocabulary parallel top logprobs: ids above 2^24 (vocabulary " +
-                                             std::to_string(range.end) + ")");
+  // Candidate ids (< valid, alike on every rank) travel as floats, exact below 2^24.
+  if (valid > (int64_t{1} << 24))
+    throw sdk::Error(
+        MLPT_UNIMPLEMENTED,
+        "vocabulary parallel top logprobs: ids above 2^24 (valid vocabulary " + std::to_string(valid) + ")");
   n = std::min(n, valid);
   const int64_t mine = valid_count(range, valid), kept = std::min(n, mine);
   auto before = [](float la, int32_t a, float lb, int32_t b) { return la > lb || (la == lb && a < b); };
