@@ -12,12 +12,25 @@
 // to the bound the one-rank device model meets against the fp32 reference (device_model_checks.hpp:
 // |Δ_t| <= 4 s_t + 0.01, s_t the reference's own spread under perturbations of bf16's size); with
 // TP the gap is reported (TP's own rounding, not the stages').
+//
+// Built with DEVICE_PIPELINE_CUDA it runs on CudaOps (ranks sharing GPUs, the tensor and pipeline
+// groups host-staged MPI), where the backward's atomics (and the forward's expert combine) add in
+// another order on every run: the staged run replays the unstaged run's routing, and is held to the
+// CUDA model's tensor-parallel tolerances (backends/cuda/parallel_test.cpp, estimates until
+// measured on a GPU): logprobs within 0.05 at every position and 0.01 on average, each gradient's
+// cosine similarity >= 0.99.
 #include <cmath>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#ifdef DEVICE_PIPELINE_CUDA
+#include "backends/cuda/cuda_ops.hpp"
+#include "backends/cuda/parallel/host_staging.hpp"
+#else
 #include "backends/cpu/bf16_ops.hpp"
+#endif
 #include "device_model_fixtures.hpp"
 #include "model/parallel/mpi_communicator.hpp"
 #include "model/parallel/pipeline_stages.hpp"
@@ -101,7 +114,7 @@ int check(int argc, char** argv) {
   ModelShard flat = shard;
   flat.pp = 1, flat.pp_rank = 0;
   const ModelParallel& groups = layout.groups();
-  const ModelParallel flat_groups{groups.tensor, groups.expert, groups.routed, nullptr};
+  [[maybe_unused]] const ModelParallel flat_groups{groups.tensor, groups.expert, groups.routed, nullptr};
   // The batch and weights of the one-rank device model's test against the fp32 reference
   // (device_model_checks.hpp, PackedCase), where the bound below was measured.
   const ModelConfig cfg = small_config();
@@ -115,11 +128,30 @@ int check(int argc, char** argv) {
   std::vector<float> R(size_t(N * H));
   for (float& x : R) x = round_bf16(normal(gradient_rng));
 
+#ifdef DEVICE_PIPELINE_CUDA
+  namespace gpu = mlpt::ref::cuda;
+  int devices = 0;
+  gpu::check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  gpu::select_device(layout.world_rank() % devices, "device_pipeline_check");
+  gpu::Context ctx = gpu::create_context();
+  gpu::CudaOps ops(ctx);
+  std::unique_ptr<Communicator> tensor, pipeline;  // device buffers, staged through the host
+  if (groups.tensor) tensor = gpu::host_staged_communicator(*groups.tensor, ctx.stream);
+  if (groups.pipeline) pipeline = gpu::host_staged_communicator(*groups.pipeline, ctx.stream);
+  const ModelParallel device_groups{tensor.get(), groups.expert, groups.routed, pipeline.get()};
+  const ModelParallel device_flat_groups{tensor.get(), groups.expert, groups.routed, nullptr};
+  constexpr bool kBitwise = false;
+#else
   cpu::Bf16Ops ops;
-  const DeviceRun one = flat.sharded()
-                            ? run(ops, shard_weights(w, flat), tokens, offsets, nullptr, R, &flat_groups)
-                            : run(ops, w, tokens, offsets, nullptr, R, nullptr);
-  const DeviceRun many = run(ops, shard_weights(w, shard), tokens, offsets, nullptr, R, &groups);
+  const ModelParallel& device_groups = groups;
+  const ModelParallel& device_flat_groups = flat_groups;
+  constexpr bool kBitwise = true;
+#endif
+  const DeviceRun one =
+      flat.sharded() ? run(ops, shard_weights(w, flat), tokens, offsets, nullptr, R, &device_flat_groups)
+                     : run(ops, w, tokens, offsets, nullptr, R, nullptr);
+  const DeviceRun many = run(ops, shard_weights(w, shard), tokens, offsets,
+                             kBitwise ? nullptr : one.routed.data(), R, &device_groups);
 
   nlohmann::json report{{"tp", tp}, {"ep", ep}, {"pp", pp}};
   // This stage's layers' routing (the router's own choice) equal, the other stages' layers 0.
@@ -137,7 +169,7 @@ int check(int argc, char** argv) {
     for (int64_t i = l * N * H; i < (l + 1) * N * H; ++i)
       residual = std::max(residual, double(std::fabs(many.residual[size_t(i)] - one.residual[size_t(i)])));
   // The gradients of this stage's tensors; another stage's are empty here.
-  double gradient = 0;
+  double gradient = 0, min_cosine = 1;
   size_t held = 0, empty_elsewhere = 0;
   for (size_t i = 0; i < many.grads.values.size(); ++i) {
     if (int(i) == many.grads.layout.lm_head) continue;  // the loss's, not the model's
@@ -146,33 +178,38 @@ int check(int argc, char** argv) {
       continue;
     }
     ++held;
+    min_cosine = std::min(min_cosine, cosine(many.grads.values[i], one.grads.values[i]));
     for (size_t j = 0; j < many.grads.values[i].size(); ++j)
       gradient = std::max(gradient, double(std::fabs(many.grads.values[i][j] - one.grads.values[i][j])));
   }
-  bool ok = routing && residual == 0 && gradient == 0 && held > 0 && empty_elsewhere > 0;
+  bool ok = routing && held > 0 && empty_elsewhere > 0 &&
+            (kBitwise ? residual == 0 && gradient == 0 : min_cosine >= 0.99);
   report["routing_equal"] = routing;
   report["max_residual_diff"] = residual;
   report["max_grad_diff"] = gradient;
+  report["min_grad_cosine"] = min_cosine;
   report["tensors_held"] = held;
   if (shard.last_stage()) {
     const LogprobGap to_one = logprob_gap(many.logprobs, one.logprobs, offsets);
-    ok = ok && many.hidden == one.hidden && to_one.worst == 0;
+    ok = ok && (kBitwise ? many.hidden == one.hidden && to_one.worst == 0
+                         : to_one.worst <= 0.05 && to_one.mean <= 0.01);
     report["hidden_bitwise_equal"] = many.hidden == one.hidden;
     report["max_logprob_diff_unstaged"] = to_one.worst;
+    report["mean_logprob_diff_unstaged"] = to_one.mean;
     // Against the fp32 reference, its routing replayed: the stages at the one-rank bound.
     const ReferenceRun fp32 = reference_run(w, tokens, offsets);
     const DeviceRun replayed =
-        run(ops, shard_weights(w, shard), tokens, offsets, fp32.routed.data(), R, &groups);
+        run(ops, shard_weights(w, shard), tokens, offsets, fp32.routed.data(), R, &device_groups);
     const std::vector<double> s = reference_sensitivity(w, tokens, offsets, fp32.routed.data());
     const Excess e = gaps_beyond_sensitivity(replayed.logprobs, fp32.logprobs, s, offsets, 4.0, 0.01);
     report["beyond_fp32_bound"] = e.count;
     report["worst_gap_fp32"] = e.worst_gap;
-    if (!flat.sharded()) ok = ok && e.count == 0;
+    if (kBitwise && !flat.sharded()) ok = ok && e.count == 0;
     if (shard.world_rank() == 0) std::cout << report.dump() << std::endl;
   } else {
     // The other stages take part in the last stage's replayed run.
     const ReferenceRun fp32 = reference_run(w, tokens, offsets);
-    run(ops, shard_weights(w, shard), tokens, offsets, fp32.routed.data(), R, &groups);
+    run(ops, shard_weights(w, shard), tokens, offsets, fp32.routed.data(), R, &device_groups);
   }
   return ok ? 0 : 1;
 }

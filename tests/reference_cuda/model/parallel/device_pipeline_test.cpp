@@ -27,6 +27,7 @@ nlohmann::json check_layout(int tp, int ep, int pp) {
 
 }  // namespace
 
+#ifndef DEVICE_PIPELINE_CUDA
 TEST_CASE(
     "device model: PP=2 equals one rank bit for bit (hidden states, residual stream, routing, gradients), "
     "within the fp32 bound") {
@@ -54,3 +55,19 @@ TEST_CASE(
                       << r["beyond_fp32_bound"] << " tokens beyond the one-rank bound (TP's own rounding)");
   }
 }
+#else
+// The CUDA model (ranks sharing the GPU, host-staged groups): the staged layouts against the same
+// layouts without stages at the CUDA model's tensor-parallel tolerances (device_pipeline_check.cpp).
+TEST_CASE(
+    "cuda model: PP=2, PP=2 x TP=2 and PP=2 x TP=2 x EP=2 on one GPU equal the layouts without stages") {
+  for (const auto& [tp, ep] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{2, 2}}) {
+    const nlohmann::json r = check_layout(tp, ep, 2);
+    INFO(r.dump());
+    WARN("cuda PP=2 x TP=" << tp << " x EP=" << ep << ": " << r.dump());
+    CHECK(r["routing_equal"] == true);  // replayed
+    CHECK(r["max_logprob_diff_unstaged"].get<double>() <= 0.05);
+    CHECK(r["mean_logprob_diff_unstaged"].get<double>() <= 0.01);
+    CHECK(r["min_grad_cosine"].get<double>() >= 0.99);
+  }
+}
+#endif
