@@ -63,7 +63,7 @@ struct RunSettings {
   std::string org = "mlpt", status = "onprem", platform = "unknown";
   int64_t rollout_workers = 16;            // rollouts (episodes) in flight
   int64_t rollout_threads = 8;             // host threads for their host work (harness, sandbox, reward)
-  int64_t grading_threads = 0;             // rollouts graded at once, each a hidden-test run (0: rollout_threads)
+  int64_t grading_threads = 0;             // rollouts graded at once (0: as many as rollout_threads)
   int64_t checkpoint_every_steps = 1;      // 0 = never
   bool record_routed_experts = false;      // R3, when engine and trainer support it
   // How each step's weights reach the engine (run/weight_refit): "dense" plugin to plugin, the

@@ -329,7 +329,8 @@ std::map<std::string, int64_t> Coordinator::in_flight_by_worker() const {
   std::map<std::string, int64_t> by_worker;
   std::lock_guard l(mutex_);
   for (size_t w = 0; w < load_.size(); ++w)
-    by_worker[placement_.describe(placement_.rollout_worker_rank(static_cast<int>(w)))] = lost_[w] ? 0 : load_[w];
+    by_worker[placement_.describe(placement_.rollout_worker_rank(static_cast<int>(w)))] =
+        lost_[w] ? 0 : load_[w];
   return by_worker;
 }
 
