@@ -83,12 +83,27 @@ inline int wait_exit(pid_t pid) {
 // do: in UCX 1.13 that mode leaves out CMA and shared memory, so it is the baseline of a stream over
 // the connection; without it, of a stream over a receiver's own endpoint (no peer error handling,
 // the transport's path to a receiver on this machine). Both read UCX_TLS from the environment.
-inline std::optional<double> perftest_gbps(size_t bucket, size_t total, bool error_handling) {
-  int port = free_port();
+// Its arguments (but the port): messages of `bucket` bytes, three times `total` of them after a
+// quarter as many warm-up messages; -e with `error_handling`.
+inline std::vector<std::string> perftest_args(size_t bucket, size_t total, bool error_handling) {
   size_t iters = std::max<size_t>(16, 3 * total / bucket);
   std::vector<std::string> args = {"-t", "tag_bw", "-s", std::to_string(bucket), "-n", std::to_string(iters), "-w",
-                                   std::to_string(std::max<size_t>(4, iters / 4)), "-p", std::to_string(port), "-f"};
+                                   std::to_string(std::max<size_t>(4, iters / 4)), "-f"};
   if (error_handling) args.push_back("-e");
+  return args;
+}
+
+// The baseline as a command line, to name it exactly where it is printed.
+inline std::string perftest_command(size_t bucket, size_t total, bool error_handling) {
+  std::string out = "ucx_perftest";
+  for (const std::string& a : perftest_args(bucket, total, error_handling)) out += " " + a;
+  return out;
+}
+
+inline std::optional<double> perftest_gbps(size_t bucket, size_t total, bool error_handling) {
+  int port = free_port();
+  std::vector<std::string> args = perftest_args(bucket, total, error_handling);
+  args.insert(args.end(), {"-p", std::to_string(port)});
   std::vector<std::string> server = {"ucx_perftest"}, client = {"ucx_perftest", "127.0.0.1"};
   server.insert(server.end(), args.begin(), args.end());
   client.insert(client.end(), args.begin(), args.end());
