@@ -88,7 +88,7 @@ struct Weights {
   // `huge_pages`: on transparent huge pages, as ucx_perftest's buffers are (UCX allocates them:
   // shared memory or huge pages, UCX_ALLOC_PRIO) and the transport's receive buffers are. Between
   // processes the data moves by CMA, which pins the sender's pages one by one: 4 KiB pages cost it
-  // about a third of its rate here.
+  // more than half its rate here.
   Weights(size_t count, size_t bytes, bool huge_pages) : tensor_bytes(bytes), total(count * bytes) {
     shape = {static_cast<int64_t>(bytes / 4)};
     for (size_t i = 0; i < count; ++i) {
