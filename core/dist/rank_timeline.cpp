@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -13,21 +12,6 @@
 #include "core/run/run_observer.hpp"
 
 namespace mlpt::dist {
-namespace {
-constexpr int kFirstComponentTrack = 10;  // as the coordinator's: the component tracks
-
-// A part its rank has closed ends with the array's bracket.
-bool closed(const std::filesystem::path& part) {
-  std::ifstream in(part, std::ios::binary | std::ios::ate);
-  const auto size = static_cast<std::streamoff>(in.tellg());
-  if (size <= 0) return false;
-  in.seekg(std::max<std::streamoff>(0, size - 8));
-  std::string tail((std::istreambuf_iterator<char>(in)), {});
-  const auto last = tail.find_last_not_of(" \t\r\n");
-  return last != std::string::npos && tail[last] == ']';
-}
-}  // namespace
-
 std::filesystem::path trace_parts_dir(const std::filesystem::path& run_dir, const std::string& attempt) {
   return run_dir / "trace_parts" / attempt;
 }
@@ -50,7 +34,7 @@ void merge_rank_timelines(const std::filesystem::path& run_dir, const std::files
   std::sort(parts.begin(), parts.end());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   for (const auto& part : parts)
-    while (!closed(part) && std::chrono::steady_clock::now() < deadline)
+    while (!observe::closing_bracket(part) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   try {
     if (!std::filesystem::exists(trace, ec)) return;
@@ -94,8 +78,7 @@ void RankTimeline::call_returned(const observe::CallRecord& call) {
       std::filesystem::create_directories(part_.parent_path());
       trace_ = std::make_unique<observe::TraceWriter>(part_, "mlpt " + who_, max_bytes_);
       trace_->name_group(rank_trace_group(rank_), who_, 1 + rank_);  // who_ names the rank
-      calls_ =
-          std::make_unique<observe::CallTimeline>(*trace_, rank_trace_group(rank_), kFirstComponentTrack);
+      calls_ = std::make_unique<observe::CallTimeline>(*trace_, rank_trace_group(rank_));
     } catch (const std::exception& e) {
       gave_up_ = true;
       trace_.reset();

@@ -18,11 +18,15 @@ namespace mlpt::observe {
 // Whether `call` is one of a rank's phases (see above).
 bool timeline_call(const CallRecord& call);
 
+// The first component track of a group: below it the coordinator keeps its own (the loop's), and a
+// rank's part uses the same numbers so the merged groups read alike.
+inline constexpr int kFirstComponentTrack = 10;
+
 class CallTimeline final : public CallListener {
  public:
   // Spans go to `group` of `trace` (which must outlive this), a track per component numbered from
   // `first_track`; the flight recorder's clock is mapped onto the trace's.
-  CallTimeline(TraceWriter& trace, int group, int first_track);
+  CallTimeline(TraceWriter& trace, int group, int first_track = kFirstComponentTrack);
   void call_returned(const CallRecord& call) override;
 
  private:

@@ -43,6 +43,19 @@ std::optional<int64_t> trace_origin(const std::filesystem::path& file) {
 
 }  // namespace
 
+std::optional<uint64_t> closing_bracket(const std::filesystem::path& trace) {
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(trace, ec);
+  if (ec || size == 0) return std::nullopt;
+  std::ifstream in(trace, std::ios::binary);
+  const uint64_t from = size > 64 ? size - 64 : 0;
+  in.seekg(static_cast<std::streamoff>(from));
+  const std::string tail((std::istreambuf_iterator<char>(in)), {});
+  const auto last = tail.find_last_not_of(" \t\r\n");
+  if (last == std::string::npos || tail[last] != ']') return std::nullopt;
+  return from + last;
+}
+
 TraceMerge merge_trace_parts(const std::filesystem::path& trace,
                              const std::vector<std::filesystem::path>& parts) {
   TraceMerge merged;
@@ -50,17 +63,7 @@ TraceMerge merge_trace_parts(const std::filesystem::path& trace,
   if (!origin)
     throw Error(MLPT_INVALID_ARGUMENT, trace.string() + ": no clock_origin_unix_ns in its first events");
   // Reopen the array: cut the closing bracket (a trace cut short has none).
-  std::string tail;
-  uint64_t size = std::filesystem::file_size(trace);
-  {
-    std::ifstream in(trace, std::ios::binary);
-    const uint64_t from = size > 64 ? size - 64 : 0;
-    in.seekg(static_cast<std::streamoff>(from));
-    tail.assign(std::istreambuf_iterator<char>(in), {});
-    const auto last = tail.find_last_not_of(" \t\r\n");
-    if (last != std::string::npos && tail[last] == ']') size = from + last;
-  }
-  std::filesystem::resize_file(trace, size);
+  std::filesystem::resize_file(trace, closing_bracket(trace).value_or(std::filesystem::file_size(trace)));
   std::ofstream out(trace, std::ios::binary | std::ios::app);
   if (!out) throw Error(MLPT_INTERNAL, trace.string() + ": cannot append to it");
   for (const auto& part : parts) {

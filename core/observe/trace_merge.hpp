@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 namespace mlpt::observe {
@@ -19,6 +20,10 @@ struct TraceMerge {
   int64_t skipped_lines = 0;                     // lines cut short by a writer still running, or not JSON
   std::vector<std::filesystem::path> unaligned;  // parts without a clock origin, left out
 };
+
+// Where a TraceWriter's file ends with the array's closing bracket (the bracket's offset), or
+// nothing while its writer is still running or after it was cut short.
+std::optional<uint64_t> closing_bracket(const std::filesystem::path& trace);
 
 // Appends every part's events to `trace` (a TraceWriter's file, closed or cut short) and closes it.
 // The result is at most the trace's size plus the parts'.

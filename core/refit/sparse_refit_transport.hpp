@@ -22,8 +22,9 @@ namespace mlpt::refit {
 inline constexpr const char* kSparseTransportPlugin = "libmlpt_transport_sparse.so";
 inline constexpr const char* kSparseTransportName = "sparse";
 
-// An endpoint of the sparse transport over `inner` (which must outlive it), created from `set`'s
-// plugin folders; reports (senders only) go to `report`.
+// An endpoint of the sparse transport over `inner`, created from `set`'s plugin folders. `extension`
+// is filled with `inner`'s binding and passed to the plugin, which keeps it: both must outlive the
+// endpoint; a sender's reports go to the sink the caller set in it.
 std::unique_ptr<components::Transport> wrap_sparse(const plugin::ComponentSet& set,
                                                    components::Transport& inner, mlpt_transport_role role,
                                                    const std::string& group, const nlohmann::json& settings,

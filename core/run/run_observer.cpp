@@ -17,7 +17,7 @@ using observe::PrometheusMetrics;
 constexpr auto kGauge = PrometheusMetrics::Type::kGauge;
 
 // Timeline groups ("processes" in the trace format) and the loop's own track.
-constexpr int kRankGroup = 1, kLoopTrack = 1, kFirstComponentTrack = 10;
+constexpr int kRankGroup = 1, kLoopTrack = 1;
 constexpr int kRolloutGroup = 2;
 constexpr size_t kSpansKeptPerSlot = 32;
 
@@ -50,7 +50,7 @@ RunObserver::RunObserver(const RunConfig& config, const std::filesystem::path& r
     trace_->name_group(kRankGroup, "rank 0: the loop and its plugin calls", 0);
     trace_->name_track(kRankGroup, kLoopTrack, "loop (steps, refits, evaluation)", 0);
     trace_->name_group(kRolloutGroup, "rollout slots", 1);
-    calls_ = std::make_unique<observe::CallTimeline>(*trace_, kRankGroup, kFirstComponentTrack);
+    calls_ = std::make_unique<observe::CallTimeline>(*trace_, kRankGroup);
     recorder.set_listener(calls_.get());
   }
   std::filesystem::create_directories(flight_recorder_dir(run_dir));
