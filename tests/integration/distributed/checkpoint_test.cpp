@@ -121,6 +121,21 @@ Launch run_group(const TempDir& dir, int ranks, const json& settings, const std:
                            "' " + actions + " " + dir.str());
 }
 
+// One qwen35_cpu trainer in this process loads `state`, takes one step on the batch (version 2)
+// and saves to `out`: the one-rank resume every layout's save is compared against.
+void resume_one_rank_step(const TempDir& dir, const json& settings, const std::string& state,
+                          const std::string& out) {
+  mlpt::plugin::HostServices host;
+  auto plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_reference.so", host);
+  mlpt::components::Trainer single(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), settings);
+  single.load_state(state);
+  const BatchFile batch(dir / "batch.json");
+  uint64_t version = 0;
+  single.train_step(batch.abi, &version);
+  CHECK(version == 2);
+  single.save_state(out);
+}
+
 // Betas that keep the moments: a resumed step that lost them would differ.
 const json kOptimizer = {{"lr", 0.01}, {"eps", 1e-3}, {"betas", {0.5, 0.75}}, {"grad_clip", 0}};
 
@@ -220,17 +235,7 @@ TEST_CASE("a TP=2 x EP=2 and an EP=2 trainer group save the one-rank trainer sta
   require_group_ok(dir, run_group(dir, 2, layout(2, 1), "load=" + s1 + ",step,save=" + tp2), 2);
   const FolderDiff tp2_diff = compare_folders(tp2 + "/optimizer", one2 + "/optimizer");
   CHECK(tp2_diff.worst < 1e-6);
-  {
-    mlpt::plugin::HostServices host;
-    auto plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_reference.so", host);
-    mlpt::components::Trainer single(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), settings);
-    single.load_state(s1);
-    const BatchFile batch(dir / "batch.json");
-    uint64_t version = 0;
-    single.train_step(batch.abi, &version);
-    CHECK(version == 2);
-    single.save_state(dir / "one.resumed");
-  }
+  resume_one_rank_step(dir, settings, s1, dir / "one.resumed");
   const FolderDiff one_diff = compare_folders(dir / "one.resumed/optimizer", one2 + "/optimizer");
   CHECK(one_diff.worst < 1e-6);
   WARN("resumed under another layout: TP=2 within " << tp2_diff.worst << ", one rank within " << one_diff.worst
@@ -296,17 +301,7 @@ TEST_CASE("pipeline parallel: PP=2 and PP=2 x TP=2 trainer groups save the one-r
   CHECK(writers.count("trainer group rank 2") == 1);
 
   // Another layout reshards: one rank resumes the PP=2 x TP=2 state, PP=2 the one-rank state.
-  {
-    mlpt::plugin::HostServices host;
-    auto plugin = mlpt::plugin::Plugin::load(std::string(MLPT_PLUGIN_DIR) + "/libmlpt_reference.so", host);
-    mlpt::components::Trainer single(plugin->component(MLPT_COMPONENT_TRAINER, "qwen35_cpu"), one.settings);
-    single.load_state(q1);
-    const BatchFile batch(dir / "batch.json");
-    uint64_t version = 0;
-    single.train_step(batch.abi, &version);
-    CHECK(version == 2);
-    single.save_state(dir / "one.resumed");
-  }
+  resume_one_rank_step(dir, one.settings, q1, dir / "one.resumed");
   const FolderDiff one_diff = compare_folders(dir / "one.resumed/optimizer", one2 + "/optimizer");
   CHECK(one_diff.worst < 1e-6);
   const std::string pp_resumed = dir / "pp2.resumed";
