@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "device_model/staged_experts.hpp"
+#include "device_model/vocab_head.hpp"
 #include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "model/parallel/vocab_parallel.hpp"
@@ -42,6 +43,8 @@ struct Workspace {
   // Batch description on the device.
   Buffer tokens, offsets, positions, replay_all, record_all, replay_layer, conv_ptrs, state_ptrs, table,
       kv_lengths;
+  // The embedding rows of the tokens on a vocabulary-parallel rank: its range's, −1 for the others'.
+  Buffer embed_ids;
   // Backward buffers.
   Buffer dx, dxn, dtmp, b0, b1, b2, b3, b4, b5, f0, f1, f2, f3;
   // Tensor-parallel sums: fp32 copies of bf16 partial sums, and gradients set aside.
@@ -449,14 +452,28 @@ void stage_state_pointers(Ops& ops, const ModelConfig& c, const DeviceBatch& b, 
   upload(ops, ws.state_ptrs, sp);
 }
 
+// Whether this shard's embedding and LM head hold a range of the vocabulary (vocab_head.hpp).
+bool vocab_split(const ModelConfig& c) {
+  return vocab_range(c.vocab_size, c.shard).count() < c.vocab_size;
+}
+
+// The tokens' rows of this rank's embedding: the ids themselves, or their places in its range.
+const int32_t* embedding_ids(const Call& c) {
+  return (vocab_split(c.w.config) ? c.ws.embed_ids : c.ws.tokens).as<int32_t>();
+}
+
+// x = the tokens' embedding rows; a vocabulary-parallel rank has its range's rows (zeros for the
+// others' ids) and the TP sum completes them, exactly (one rank's row plus zeros).
+void embed(const Call& c, bf16* x) {
+  const ModelConfig& cf = c.w.config;
+  c.ops.embedding_forward(c.N, cf.hidden_size, embedding_ids(c), c.w.bf(c.w.layout.embed), x);
+  if (vocab_split(cf)) sum_over_tensor(c, x, c.N * cf.hidden_size);
+}
+
 // Puts the batch's plan on the device.
 Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& ws) {
   const ModelConfig& c = w.config;
   check_groups(c.shard, b.parallel);
-  if (vocab_range(c.vocab_size, c.shard).count() != c.vocab_size)  // its kernels take the whole vocabulary
-    throw sdk::Error(MLPT_UNIMPLEMENTED, "device model: the embedding and LM head split over tensor parallel " +
-                                             std::to_string(c.shard.tp) +
-                                             " (vocab parallel) have no device kernels; shard with vocab_parallel false");
   BatchPlan plan = plan_batch(c, b);
   const int64_t N = b.num_tokens(), S = static_cast<int64_t>(b.num_segments());
   const int64_t k = c.experts_per_token, Lc = c.num_layers;
@@ -475,6 +492,7 @@ Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& 
     if (c.shard.pp > 1) ops.zero(record, size_t(N * Lc * k) * 2);
   }
   upload(ops, ws.tokens, b.tokens);
+  if (vocab_split(c)) upload(ops, ws.embed_ids, vocab_local_ids(vocab_range(c.vocab_size, c.shard), b.tokens));
   const int64_t* offsets = upload(ops, ws.offsets, b.offsets);
   const int64_t* positions = upload(ops, ws.positions, plan.positions);
   return Call{ops,
@@ -567,7 +585,7 @@ void forward_hidden(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Work
   const StageLayers stage = call.stage;
   bf16* x = take<bf16>(ops, ws.x, N * H);
   if (c.shard.first_stage())
-    ops.embedding_forward(N, H, ws.tokens.as<int32_t>(), w.bf(w.layout.embed), x);
+    embed(call, x);
   else
     receive_from_stage(call, x, N * H, c.shard.pp_rank - 1);
   bf16* saved = layer_inputs ? take<bf16>(ops, *layer_inputs, (stage.count() + 1) * N * H) : nullptr;
@@ -611,7 +629,7 @@ void forward_staged(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Work
   if (staged) staged();
   const int64_t N = call.N, H = c.hidden_size;
   bf16* x = take<bf16>(ops, ws.x, N * H);
-  ops.embedding_forward(N, H, ws.tokens.as<int32_t>(), w.bf(w.layout.embed), x);
+  embed(call, x);
   for (int64_t l = 0; l < c.num_layers; ++l) layer_forward(call, static_cast<int>(l), x);
   ops.rmsnorm_forward(N, H, x, w.f(w.layout.final_norm), c.rms_norm_eps, take<bf16>(ops, *hidden, N * H));
 }
@@ -818,7 +836,7 @@ void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, const Buff
     ops.add_inplace(N * H, dtmp, dx);  // dx_in
   }
   if (c.shard.first_stage())
-    ops.embedding_backward(N, H, ws.tokens.as<int32_t>(), dx, grads[w.layout.embed].as<float>());
+    ops.embedding_backward(N, H, embedding_ids(call), dx, grads[w.layout.embed].as<float>());
   else
     send_to_stage(call, dx, N * H, c.shard.pp_rank - 1);
   ops.synchronize();

@@ -66,7 +66,8 @@ class Ops {
   // logits[rows, V] = hidden[rows, H] · Wᵀ in fp32 (router and LM head).
   virtual void logits_forward(int64_t rows, int64_t V, int64_t H, const bf16* hidden, const bf16* W,
                               float* logits) = 0;
-  // The rows of `ids` (device int32): x[t] = E[ids[t]]; backward: dE[ids[t]] += dx[t] (fp32).
+  // The rows of `ids` (device int32): x[t] = E[ids[t]]; backward: dE[ids[t]] += dx[t] (fp32). An id
+  // < 0 gives a zero row and no gradient (a vocabulary-parallel rank's ids outside its range).
   virtual void embedding_forward(int64_t tokens, int64_t H, const int32_t* ids, const bf16* E, bf16* x) = 0;
   virtual void embedding_backward(int64_t tokens, int64_t H, const int32_t* ids, const bf16* dx,
                                   float* dE) = 0;
@@ -186,10 +187,21 @@ class Ops {
   virtual void token_logprobs(int64_t rows, int64_t V, int64_t valid, const float* logits,
                               const int32_t* targets, float* logprob, float* lse) = 0;
   // dlogits[r, :] = coef[r] · (onehot(targets[r]) − softmax(logits[r, 0:valid])), bf16 (0 on padding
-  // ids and on rows with coef 0): the gradient of Σ_r coef[r] · logprob[r].
+  // ids and on rows with coef 0): the gradient of Σ_r coef[r] · logprob[r]. A target outside [0, V)
+  // adds no onehot (a vocabulary-parallel rank's slice, lse the whole row's).
   virtual void token_logprobs_backward(int64_t rows, int64_t V, int64_t valid, const float* logits,
                                        const float* lse, const int32_t* targets, const float* coef,
                                        bf16* dlogits) = 0;
+  // A vocabulary-parallel rank's part of each row's log-softmax (device_model/vocab_head.hpp), over
+  // its logits [rows, V] whose first `valid` columns are real ids (0 on a rank of padding only):
+  // stats[r] = {max, Σ exp(l − max) (fp32), logits[r, targets[r]], 1} where 0 <= targets[r] < V,
+  // else the last two 0; max −inf and sum 0 without real ids.
+  virtual void vocab_logprob_stats(int64_t rows, int64_t V, int64_t valid, const float* logits,
+                                   const int32_t* targets, float* stats) = 0;
+  // logprob and lse of each row from every rank's stats ([parts, rows, 4], rank order): the max
+  // over the parts, Σ sum_p · exp(max_p − max) in double, the target's logit from its part.
+  virtual void vocab_logprob_combine(int64_t rows, int64_t parts, const float* stats, float* logprob,
+                                     float* lse) = 0;
   // Per token with weight pw ≠ 0: r = exp(logp_theta − logp_prev); loss = −pw · r, or with ppo_clip
   // −min(pw·r, pw·clip(r, 1 − clip_low, 1 + clip_high)); coef = d loss / d logp_theta (0 where clipped).
   virtual void grpo_token_loss(int64_t n, const float* pw, const float* logp_theta, const float* logp_prev,

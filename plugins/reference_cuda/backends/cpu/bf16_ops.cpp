@@ -151,11 +151,15 @@ void Bf16Ops::logits_forward(int64_t rows, int64_t V, int64_t H, const bf16* hid
 }
 void Bf16Ops::embedding_forward(int64_t tokens, int64_t H, const int32_t* ids, const bf16* E, bf16* x) {
   for (int64_t t = 0; t < tokens; ++t)
-    std::memcpy(x + t * H, E + int64_t(ids[t]) * H, size_t(H) * sizeof(bf16));
+    if (ids[t] >= 0)
+      std::memcpy(x + t * H, E + int64_t(ids[t]) * H, size_t(H) * sizeof(bf16));
+    else
+      std::fill(x + t * H, x + (t + 1) * H, ref::to_bf16(0.f));
 }
 void Bf16Ops::embedding_backward(int64_t tokens, int64_t H, const int32_t* ids, const bf16* dx, float* dE) {
   for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t i = 0; i < H; ++i) dE[int64_t(ids[t]) * H + i] += ref::to_float(dx[t * H + i]);
+    if (ids[t] >= 0)
+      for (int64_t i = 0; i < H; ++i) dE[int64_t(ids[t]) * H + i] += ref::to_float(dx[t * H + i]);
 }
 
 // ---- Norms -----------------------------------------------------------------------------------
@@ -604,6 +608,33 @@ void Bf16Ops::token_logprobs_backward(int64_t rows, int64_t V, int64_t valid, co
         d = coef[r] * (float(i == targets[r]) - std::exp(logits[r * V + i] - lse[r]));
       dlogits[r * V + i] = ref::to_bf16(d);
     }
+}
+void Bf16Ops::vocab_logprob_stats(int64_t rows, int64_t V, int64_t valid, const float* logits,
+                                  const int32_t* targets, float* stats) {
+  for (int64_t r = 0; r < rows; ++r) {  // token_logprobs' max and sum, over this rank's real ids
+    const float* l = logits + r * V;
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < valid; ++i) mx = std::max(mx, l[i]);
+    float sum = 0.f;
+    for (int64_t i = 0; i < valid; ++i) sum += std::exp(l[i] - mx);
+    const bool holds = targets[r] >= 0 && targets[r] < V;
+    float* s = stats + r * 4;
+    s[0] = mx, s[1] = sum, s[2] = holds ? l[targets[r]] : 0.f, s[3] = holds ? 1.f : 0.f;
+  }
+}
+void Bf16Ops::vocab_logprob_combine(int64_t rows, int64_t parts, const float* stats, float* logprob,
+                                    float* lse) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -INFINITY, z = 0, target = NAN;
+    for (int64_t p = 0; p < parts; ++p) mx = std::max(mx, double(stats[(p * rows + r) * 4]));
+    for (int64_t p = 0; p < parts; ++p) {
+      const float* s = stats + (p * rows + r) * 4;
+      if (s[0] > -INFINITY) z += double(s[1]) * std::exp(double(s[0]) - mx);
+      if (s[3] != 0.f) target = s[2];
+    }
+    lse[r] = float(mx + std::log(z));
+    logprob[r] = float(target - mx - std::log(z));
+  }
 }
 void Bf16Ops::grpo_token_loss(int64_t n, const float* pw, const float* lt, const float* lp, bool clip,
                               double lo, double hi, float* loss, float* coef) {

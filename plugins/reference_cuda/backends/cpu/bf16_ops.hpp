@@ -129,6 +129,9 @@ class Bf16Ops final : public Ops {
                       float* logprob, float* lse) override;
   void token_logprobs_backward(int64_t rows, int64_t V, int64_t valid, const float* logits, const float* lse,
                                const int32_t* targets, const float* coef, bf16* dlogits) override;
+  void vocab_logprob_stats(int64_t rows, int64_t V, int64_t valid, const float* logits, const int32_t* targets,
+                           float* stats) override;
+  void vocab_logprob_combine(int64_t rows, int64_t parts, const float* stats, float* logprob, float* lse) override;
   void grpo_token_loss(int64_t n, const float* pw, const float* logp_theta, const float* logp_prev,
                        bool ppo_clip, double clip_low, double clip_high, float* loss, float* coef) override;
   void sum_squares(int64_t n, const float* g, double* sum_sq) override;

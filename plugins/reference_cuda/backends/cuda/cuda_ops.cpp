@@ -278,6 +278,14 @@ void CudaOps::token_logprobs_backward(int64_t rows, int64_t V, int64_t valid, co
                                       ref::bf16* dlogits) {
   cuda::token_logprobs_backward(ctx_, rows, V, valid, logits, lse, targets, coef, as_cuda(dlogits));
 }
+void CudaOps::vocab_logprob_stats(int64_t rows, int64_t V, int64_t valid, const float* logits,
+                                  const int32_t* targets, float* stats) {
+  cuda::vocab_logprob_stats(ctx_, rows, V, valid, logits, targets, stats);
+}
+void CudaOps::vocab_logprob_combine(int64_t rows, int64_t parts, const float* stats, float* logprob,
+                                    float* lse) {
+  cuda::vocab_logprob_combine(ctx_, rows, parts, stats, logprob, lse);
+}
 void CudaOps::grpo_token_loss(int64_t n, const float* pw, const float* logp_theta, const float* logp_prev,
                               bool ppo_clip, double clip_low, double clip_high, float* loss, float* coef) {
   cuda::grpo_token_loss(ctx_, n, pw, logp_theta, logp_prev, ppo_clip, clip_low, clip_high, loss, coef);

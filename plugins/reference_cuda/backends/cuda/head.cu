@@ -33,6 +33,39 @@ __global__ void logprob_kernel(int64_t V, int64_t valid, const float* logits, co
   }
 }
 
+// logprob_kernel's max and sum over this rank's real ids, and the target's logit where it holds it.
+__global__ void vocab_stats_kernel(int64_t V, int64_t valid, const float* logits, const int32_t* targets,
+                                   float* stats) {
+  __shared__ float scratch[32];
+  const float* l = logits + blockIdx.x * V;
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) m = fmaxf(m, l[i]);
+  m = block_max(m, scratch);
+  float z = 0.f;
+  for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) z += expf(l[i] - m);
+  z = block_sum(z, scratch);
+  if (threadIdx.x == 0) {
+    const int32_t t = targets[blockIdx.x];
+    const bool holds = t >= 0 && t < V;
+    float* s = stats + blockIdx.x * 4;
+    s[0] = m, s[1] = z, s[2] = holds ? l[t] : 0.f, s[3] = holds ? 1.f : 0.f;
+  }
+}
+
+__global__ void vocab_combine_kernel(int64_t rows, int64_t parts, const float* stats, float* logprob, float* lse) {
+  const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (r >= rows) return;
+  double mx = -INFINITY, z = 0, target = nan("");
+  for (int64_t p = 0; p < parts; ++p) mx = fmax(mx, double(stats[(p * rows + r) * 4]));
+  for (int64_t p = 0; p < parts; ++p) {
+    const float* s = stats + (p * rows + r) * 4;
+    if (s[0] > -INFINITY) z += double(s[1]) * exp(double(s[0]) - mx);
+    if (s[3] != 0.f) target = s[2];
+  }
+  lse[r] = float(mx + log(z));
+  logprob[r] = float(target - mx - log(z));
+}
+
 __global__ void logprob_backward_kernel(int64_t rows, int64_t V, int64_t valid, const float* logits, const float* lse,
                                         const int32_t* targets, const float* coef, bf16* dlogits) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * V; i += int64_t(gridDim.x) * blockDim.x) {
@@ -191,6 +224,20 @@ void token_logprobs_backward(const Context& ctx, int64_t rows, int64_t V, int64_
   logprob_backward_kernel<<<blocks_for(rows * V), kThreads, 0, ctx.stream>>>(rows, V, valid, logits, lse, targets,
                                                                              coef, dlogits);
   check_launch("token_logprobs_backward");
+}
+
+void vocab_logprob_stats(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,
+                         const int32_t* targets, float* stats) {
+  if (rows <= 0) return;
+  vocab_stats_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, ctx.stream>>>(V, valid, logits, targets, stats);
+  check_launch("vocab_logprob_stats");
+}
+
+void vocab_logprob_combine(const Context& ctx, int64_t rows, int64_t parts, const float* stats, float* logprob,
+                           float* lse) {
+  if (rows <= 0) return;
+  vocab_combine_kernel<<<blocks_for(rows), kThreads, 0, ctx.stream>>>(rows, parts, stats, logprob, lse);
+  check_launch("vocab_logprob_combine");
 }
 
 void sample_tokens(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,

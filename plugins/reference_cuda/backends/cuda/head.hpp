@@ -21,6 +21,14 @@ void token_logprobs(const Context& ctx, int64_t rows, int64_t V, int64_t valid, 
 void token_logprobs_backward(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,
                              const float* lse, const int32_t* targets, const float* coef, bf16* dlogits);
 
+// A vocabulary-parallel rank's part of each row's log-softmax: stats[r] = {max, Σ exp(l − max) over
+// [0, valid), logits[r, targets[r]] and 1 where 0 <= targets[r] < V, else 0 and 0} (ops/ops.hpp).
+void vocab_logprob_stats(const Context& ctx, int64_t rows, int64_t V, int64_t valid, const float* logits,
+                         const int32_t* targets, float* stats);
+// logprob and lse per row from every part's stats [parts, rows, 4], combined in double.
+void vocab_logprob_combine(const Context& ctx, int64_t rows, int64_t parts, const float* stats, float* logprob,
+                           float* lse);
+
 using SamplingRow = ::mlpt::ref::SamplingRow;  // ops/shapes.hpp; the draw is counter_uniform(seed, counter)
 
 // Samples one id per row from softmax(logits / temperature) over [0, valid), restricted to the
