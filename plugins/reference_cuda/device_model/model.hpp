@@ -22,7 +22,8 @@
 // holds its layers' tensors as model/parallel/pipeline_stages.hpp cuts them (the cut the fp32 model,
 // the trainer's state files and the memory plan use); the residual stream [N, H] and, in the
 // backward, its gradient pass to the next (previous) stage point to point, widened to fp32 on the
-// way (exact: the next stage gets the same bf16 bits).
+// way (exact: the next stage gets the same bf16 bits). The model sends and receives them itself,
+// or leaves them to the caller (DeviceBatch::boundary: the trainer's 1F1B schedule).
 #pragma once
 
 #include <cstdint>
@@ -78,6 +79,18 @@ struct KvCache {
   size_t bytes_per_block(const ModelConfig& c) const { return bytes_per_block(c, block_size); }
 };
 
+// A pipeline stage's boundary messages left to the caller (the trainer's 1F1B schedule sends and
+// receives them, pairing sends with receives): instead of receiving from or sending to the
+// neighbouring stage, the model reads `input` and writes `output`, fp32 [N, H] in the backend's
+// memory (the bf16 values widened exactly, as the model's own messages carry them). Forward: input
+// the residual stream entering this stage (a stage after the first), output the one leaving it (a
+// stage before the last). Backward: input d(this stage's output) (a stage before the last), output
+// d(its input) (a stage after the first).
+struct StageBoundary {
+  const float* input = nullptr;
+  float* output = nullptr;
+};
+
 struct DeviceBatch {
   std::vector<int32_t> tokens;               // host, [N]
   std::vector<int64_t> offsets{0};           // host, segments
@@ -87,6 +100,7 @@ struct DeviceBatch {
   const int16_t* replay_experts = nullptr;   // host [N, layers, k] (R3) or NULL
   int16_t* routed_experts = nullptr;         // host out [N, layers, k] or NULL
   const ModelParallel* parallel = nullptr;   // a shard's groups (expert: host memory), NULL for one rank
+  const StageBoundary* boundary = nullptr;   // NULL: the model exchanges with the neighbouring stages
   int64_t table_width = 0;  // the block table's row length at least (recorded steps keep it fixed)
   int64_t num_tokens() const { return offsets.back(); }
   size_t num_segments() const { return offsets.size() - 1; }
@@ -124,7 +138,8 @@ struct LayerTrace {
 // A pipeline stage runs its layers only: a later stage first receives the residual stream from the
 // previous one, a stage before the last sends its output to the next and leaves `hidden` as it was;
 // its `layer_inputs` are its own layers' (count + 1) x N x H, its routing record holds its layers'
-// experts (0 at the others'). Every stage makes the same calls in the same order (blocking messages).
+// experts (0 at the others'). Every stage makes the same calls in the same order (blocking messages);
+// with batch.boundary the input and output are the caller's to pass instead.
 void forward_hidden(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, Workspace& ws, Buffer& hidden,
                     Buffer* layer_inputs, LayerTrace* trace = nullptr);
 
@@ -132,7 +147,7 @@ void forward_hidden(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, 
 // grads[i] (numel floats each) for every tensor except the LM head. `experts` is the forward's
 // routing record (host [N, L, k]). A pipeline stage before the last receives d(its output) from the
 // next stage instead of reading d_hidden (which may be NULL there); a stage after the first sends
-// d(its input) to the previous one.
+// d(its input) to the previous one (with batch.boundary: read from and left in it, for the caller).
 void backward(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, const Buffer& layer_inputs,
               const int16_t* experts, const bf16* d_hidden, std::vector<Buffer>& grads, bool router_grad,
               Workspace& ws);

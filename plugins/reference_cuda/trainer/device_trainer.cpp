@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/types.hpp"
@@ -14,6 +15,14 @@ using sdk::Error;
 
 namespace {
 constexpr int64_t kHeadBlock = 1024;  // LM-head rows at a time: logits never exist for a whole batch
+
+// Whether a micro-batch has a token with a loss weight: without one its gradient is zero.
+bool weighs_in_loss(const mlpt_train_batch& b, const MicroBatch& mb, const LossPlan& plan) {
+  for (size_t s = mb.first_seq; s < mb.end_seq; ++s)
+    for (int64_t t = b.offsets[s]; t + 1 < b.offsets[s + 1]; ++t)
+      if (static_cast<float>(plan.weight[size_t(t + 1)]) != 0.f) return true;
+  return false;
+}
 
 std::vector<Buffer> fp32_tensors(Ops& ops, const ModelLayout& layout) {
   std::vector<Buffer> out;
@@ -164,18 +173,40 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   LossPlan plan = group_.plan_loss(args, prev, settings_.loss);
 
   // Pass 2: per micro-batch, forward (layer inputs kept), the GRPO loss gradient at the LM head
-  // in row blocks (the last pipeline stage), then the backward (through the stages, last to first:
-  // each micro-batch's forward and backward before the next one's).
+  // in row blocks (the last pipeline stage), then the backward (through the stages, last to first).
+  // Pipeline stages run them in the 1F1B order (pipeline_schedule.hpp): a stage holds at most
+  // P - stage micro-batches between forward and backward; backwards stay in micro-batch order.
   for (auto& g : grads_) o.zero(g.get(), g.bytes());
   double total_loss = 0;
   const bool router_grad = !config_.num_layers || trainable_[weights_.layout.layers[0].moe.router];
-  for (size_t k = 0; k < mbs.size(); ++k) {
-    if (!mbs[k].trains) continue;  // no sequence here can change the weights
-    dev::DeviceBatch db = device_batch(b, mbs[k]);
-    db.replay_experts = experts[k].data();  // the routing logp_prev was computed with
+  // The micro-batches that can change the weights (a sequence that trains, a token with a loss
+  // weight): every pipeline stage has the same plan, so each runs the same ones.
+  std::vector<size_t> running, message_floats;
+  for (size_t k = 0; k < mbs.size(); ++k)
+    if (mbs[k].trains && weighs_in_loss(b, mbs[k], plan)) {
+      running.push_back(k);
+      message_floats.push_back(size_t((mbs[k].end_token - mbs[k].first_token) * H));
+    }
+  struct InFlight {  // a micro-batch between its forward and its backward
+    dev::DeviceBatch db;
+    Buffer hidden, inputs;  // the last stage's output; the stage's layer inputs (recomputation)
+  };
+  std::map<size_t, InFlight> in_flight;
+  auto forward = [&](size_t j, const dev::StageBoundary& boundary) {
+    const size_t k = running[j];
+    InFlight& f = in_flight[j];
+    f.db = device_batch(b, mbs[k]);
+    f.db.replay_experts = experts[k].data();  // the routing logp_prev was computed with
+    f.db.boundary = &boundary;
+    dev::forward_hidden(o, weights_, f.db, *ws_, f.hidden, &f.inputs);
+  };
+  auto backward = [&](size_t j, const dev::StageBoundary& boundary) {
+    const size_t k = running[j];
+    auto done = in_flight.extract(j);  // its activations go when the backward ends
+    dev::DeviceBatch& db = done.mapped().db;
+    const Buffer &hidden = done.mapped().hidden, &inputs = done.mapped().inputs;
+    db.boundary = &boundary;
     const int64_t n = db.num_tokens(), first = mbs[k].first_token;
-    Buffer hidden, inputs;
-    dev::forward_hidden(o, weights_, db, *ws_, hidden, &inputs);
     std::vector<int32_t> targets(size_t(n), 0);
     std::vector<float> pw(size_t(n), 0.f), lp_prev(size_t(n), 0.f);
     for (size_t s = 0; s + 1 < db.offsets.size(); ++s)
@@ -184,13 +215,11 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
         pw[t] = static_cast<float>(plan.weight[first + t + 1]);
         lp_prev[t] = static_cast<float>(prev[first + t + 1]);
       }
-    // Masked: zero gradient (every pipeline stage has the same plan, so all of them skip it).
-    if (std::all_of(pw.begin(), pw.end(), [](float x) { return x == 0.f; })) continue;
     if (!last_stage) {  // d(this stage's output) comes from the next stage
       db.routed_experts = nullptr;
       dev::backward(o, weights_, db, inputs, experts[k].data(), nullptr, grads_, router_grad, *ws_);
       work.backward_tokens += n;
-      continue;
+      return;
     }
     const size_t blk = size_t(std::min(kHeadBlock, n));
     Buffer logits(o, blk * size_t(V) * 4), dlogits(o, blk * size_t(V) * 2), lse, lp, dt, dpw, dprev, loss,
@@ -226,7 +255,11 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     db.routed_experts = nullptr;
     dev::backward(o, weights_, db, inputs, experts[k].data(), dh.as<bf16>(), grads_, router_grad, *ws_);
     work.backward_tokens += n;
-  }
+  };
+  const ModelShard& shard = group_.shard();
+  pipeline_steps_ =
+      run_one_forward_one_backward(o, pipeline_.get(), shard.pp, shard.pp_rank, message_floats, forward, backward);
+  trace_pipeline_steps(group_.rank(), shard.pp, shard.pp_rank, pipeline_steps_);
 
   // The loss and the head's rows are the last pipeline stage's.
   double head_totals[2] = {total_loss, static_cast<double>(work.head_rows)};

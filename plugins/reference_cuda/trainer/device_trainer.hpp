@@ -45,6 +45,7 @@
 #include "model/parallel/shard_export.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "trainer/optimizer_shards.hpp"
+#include "trainer/pipeline_run.hpp"
 #include "trainer/trainer_common.hpp"
 #include "trainer/trainer_group.hpp"
 #include "trainer/trainer_state.hpp"
@@ -106,6 +107,7 @@ class DeviceTrainer : public sdk::Trainer {
   std::vector<std::vector<int64_t>> exported_shapes_;
   Weights<float> exported_masters_;  // under TP: the host copy the shards are views of
   ShardExport shard_export_;
+  std::vector<PipelineStep> pipeline_steps_;  // the last step's pass 2, as this stage ran it
 };
 
 }  // namespace mlpt::ref
