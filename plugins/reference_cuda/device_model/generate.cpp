@@ -49,8 +49,10 @@ StepResult generate_step(Ops& ops, const DeviceWeights& w, const DeviceBatch& ba
   const int32_t* row_ids = upload(ops, s.row_ids, ids);
   bf16* last = take<bf16>(ops, s.rows, n * H);
   ops.embedding_forward(n, H, row_ids, s.hidden.as<bf16>(), last);
-  float* logits = take<float>(ops, s.logits, n * V);
-  ops.logits_forward(n, V, H, last, w.bf(w.layout.lm_head), logits);
+  VocabHead head(c, batch.parallel ? batch.parallel->tensor : nullptr, valid, &s.head);
+  float* mine = take<float>(ops, s.logits, n * head.width());  // this rank's LM-head rows' logits
+  ops.logits_forward(n, head.width(), H, last, w.bf(w.layout.lm_head), mine);
+  const float* logits = head.whole_rows(ops, n, mine);
   const SamplingRow* params = upload(ops, s.params, rows.params);
   int32_t* tokens = take<int32_t>(ops, s.tokens, n);
   float* logprobs = take<float>(ops, s.logprobs, n);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device_model/model.hpp"
+#include "device_model/vocab_head.hpp"
 #include "model/kv_blocks.hpp"
 
 namespace mlpt::ref::dev {
@@ -44,11 +45,14 @@ struct StepResult {
 // Buffers of generate_step, reused across steps.
 struct StepScratch {
   Buffer hidden, rows, row_ids, logits, params, tokens, logprobs;
+  VocabScratch head;
 };
 
 // One engine step: batch.states (every segment has one, with KV blocks reserved for its new
 // tokens) advance by their segments; routed experts recorded when batch.routed_experts. Then
-// per sample row the last token's logits, sampled over [0, valid). Synchronous.
+// per sample row the last token's logits, sampled over [0, valid). On a vocabulary-parallel shard
+// each TP rank computes its range's logits and the sampled rows are gathered whole, so every rank
+// draws what one rank draws. Synchronous.
 StepResult generate_step(Ops& ops, const DeviceWeights& w, const DeviceBatch& batch, const SampleRows& rows,
                          int64_t valid, Workspace& ws, StepScratch& scratch);
 

@@ -10,6 +10,7 @@
 #include "mlpt/sdk/types.hpp"
 #include "model/named_tensors.hpp"
 #include "model/parallel/shard_weights.hpp"
+#include "model/parallel/vocab_parallel.hpp"
 
 namespace mlpt::ref {
 
@@ -52,7 +53,7 @@ DeviceEngineBackend::DeviceEngineBackend(
   const int64_t kv_bytes = s.integer_or("kv_cache_bytes", int64_t(1) << 30, 1);
   const int64_t block = s.integer_or("kv_block_size", 16, 1);
   s.reject_unknown();
-  join(component_group, /*vocab_parallel=*/false);  // the device model keeps the vocabulary whole
+  join(component_group);  // the embedding and LM head split over the TP ranks (device_model/vocab_head.hpp)
   // Every rank readies its device and loads its shard; in a group one that cannot fails the create
   // on all (none waits forever).
   prepare_together(checkpoint, [&] {
@@ -180,7 +181,11 @@ void DeviceEngineBackend::run_step(const std::vector<StepSegment>& segments, int
   batch.chunked = false;
   dev::SampleRows rows;
   std::vector<size_t> host_rows;
-  std::vector<const StepSegment*> sampled;
+  std::vector<const StepSegment*> sampled;  // per head row: its segment's sampling, NULL for none
+  // Only rank 0 knows which segments sample, and with the vocabulary split every TP rank's range of
+  // the LM head takes part in gathering the rows sampled: so every rank runs the head on the last
+  // row of every segment with tokens, and rank 0 takes the draws of those that sample.
+  const bool every_row = grouped() && vocab_range(c.vocab_size, c.shard).count() < c.vocab_size;
   for (size_t s = 0; s < segments.size(); ++s) {
     const StepSegment& g = segments[s];
     dev::DeviceSequenceState& st = static_cast<State*>(g.state)->device();
@@ -191,13 +196,18 @@ void DeviceEngineBackend::run_step(const std::vector<StepSegment>& segments, int
     batch.offsets.push_back(static_cast<int64_t>(batch.tokens.size()));
     batch.states.push_back(&st);
     batch.chunked |= chunked_prefill_ && g.tokens.size() > 1;
-    if (!g.sample) continue;
-    const SamplingParams& p = *g.sample;
+    if (!g.sample && !(every_row && !g.tokens.empty())) continue;
     rows.segment.push_back(s);
+    sampled.push_back(g.sample ? &g : nullptr);
+    if (!g.sample) {  // a head row for the gather only: its draw is not used
+      rows.params.push_back(SamplingRow{1.f, 1.f, 0, 0});
+      rows.host_logits.push_back(false);
+      continue;
+    }
+    const SamplingParams& p = *g.sample;
     rows.params.push_back(SamplingRow{p.temperature, p.top_p, p.seed, g.counter});
     const bool top_k = p.top_k > 0 && p.top_k < valid;  // the device sampler has no top-k
     rows.host_logits.push_back(top_k);
-    sampled.push_back(&g);
   }
   const int64_t per = c.num_moe_layers() * c.experts_per_token;
   out.routing.assign(record_routing ? batch.tokens.size() * size_t(per) : 0, 0);
@@ -216,6 +226,7 @@ void DeviceEngineBackend::run_step(const std::vector<StepSegment>& segments, int
   }
   out.sampled.clear();
   for (size_t j = 0, h = 0; j < sampled.size(); ++j) {
+    if (!sampled[j]) continue;
     if (rows.host_logits[j]) {
       const float* logits = r.logits.data() + (h++) * size_t(c.vocab_size);
       out.sampled.push_back(sample_token(logits, valid, *sampled[j]->sample, sampled[j]->counter));

@@ -51,9 +51,6 @@ class EngineGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const ModelShard& shard() const { return shard_; }
-  // The embedding and LM head whole on every rank instead of split over the TP ranks (a backend
-  // without vocabulary-parallel kernels: ModelShard::vocab_parallel). Before any shard is loaded.
-  void keep_vocabulary_whole() { shard_.vocab_parallel = false; }
   const ModelParallel& model_parallel() const { return parallel_; }
 
   // Rank 0: hands `message` to every other rank (returns once it is on its way to all).

@@ -91,9 +91,8 @@ GroupBackend::GroupBackend(sdk::Settings& s) {
   fault_ = EngineTestFault{s.integer_or("test_only_fail_at_collective", 0, 0), s.integer_or("test_only_fail_rank", -1, -1)};
 }
 
-void GroupBackend::join(const mlpt_component_group* group, bool vocab_parallel) {
+void GroupBackend::join(const mlpt_component_group* group) {
   group_ = std::make_unique<EngineGroup>(group, tp_, ep_, etp_, fault_);  // the ranks meet
-  if (!vocab_parallel) group_->keep_vocabulary_whole();
 }
 
 void GroupBackend::prepare_together(const std::string& checkpoint, const std::function<void()>& prepare) {

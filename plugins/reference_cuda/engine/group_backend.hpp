@@ -58,9 +58,8 @@ class GroupBackend : public EngineBackend {
  protected:
   // Reads the group's settings; the backend then reads its own, calls reject_unknown and join().
   explicit GroupBackend(sdk::Settings& settings);
-  // The ranks of `group` meet (collective; NULL or one rank: an engine alone). vocab_parallel
-  // false: every rank holds the whole embedding and LM head (ModelShard::vocab_parallel).
-  void join(const mlpt_component_group* group, bool vocab_parallel = true);
+  // The ranks of `group` meet (collective; NULL or one rank: an engine alone).
+  void join(const mlpt_component_group* group);
   int tensor_parallel() const { return tp_; }
   int expert_parallel() const { return ep_; }
   bool grouped() const { return group_->size() > 1; }  // one rank of a group of several

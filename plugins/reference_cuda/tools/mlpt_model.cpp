@@ -280,13 +280,12 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
         << " parameters on the busiest rank, weights " << gib(m.weights);
       if (trainer) o << ", master " << gib(m.master) << ", gradients " << gib(m.gradients) << ", moments " << gib(m.moments)
                      << ", total " << gib(m.trainer());
-      // The vocabulary split over the TP ranks as qwen35_cpu splits it; the CUDA components keep it whole.
+      // Every component splits the vocabulary over the TP ranks; what keeping it whole would add.
       const double whole_vocab = dev::rank_memory(config, tp, ep, 1, dp, pp, false).trainer() - m.trainer();
       if (tp > 1 && trainer)
-        o << " [embedding and LM head split over tp; qwen35_cuda keeps them whole: +" << gib(whole_vocab)
-          << "]";
+        o << " [embedding and LM head split over tp; whole they would add " << gib(whole_vocab) << "]";
       else if (tp > 1)
-        o << " [embedding and LM head split over tp; qwen35_cuda keeps them whole]";
+        o << " [embedding and LM head split over tp]";
       o << "\n";
     } catch (const Error& e) {
       o << "  " << who << " " << to_string(l) << ": the code refuses it: " << e.what() << "\n";

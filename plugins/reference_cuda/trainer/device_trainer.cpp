@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "device_model/vocab_head.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/types.hpp"
 #include "model/named_tensors.hpp"
@@ -46,9 +47,9 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
     distributed_optimizer = s.boolean_or("distributed_optimizer", true);
     if (platform_keys) platform_keys(s);
   });
-  // The device model has no vocabulary-parallel kernels: the embedding and LM head stay whole.
+  // The embedding and LM head split by token ids over the TP ranks (device_model/vocab_head.hpp).
   group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp), static_cast<int>(pp),
-                              /*vocab_parallel=*/false);
+                              /*vocab_parallel=*/true);
   if (distributed_optimizer) optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank());
   platform_ = make_platform();
   ws_ = dev::make_workspace();
@@ -123,18 +124,19 @@ dev::DeviceBatch DeviceTrainer::device_batch(const mlpt_train_batch& b, const Mi
 void DeviceTrainer::logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, int64_t first_token,
                                 double* out) {
   Ops& o = ops();
-  const int64_t n = db.num_tokens(), H = config_.hidden_size, V = config_.vocab_size;
+  dev::VocabHead vocab_head(config_, tensor_.get(), valid_vocab_);  // this rank's LM-head rows
+  const int64_t n = db.num_tokens(), H = config_.hidden_size, V = vocab_head.width();
   std::vector<int32_t> targets(size_t(n), 0);
   for (size_t s = 0; s + 1 < db.offsets.size(); ++s)
     for (int64_t t = db.offsets[s]; t + 1 < db.offsets[s + 1]; ++t) targets[t] = db.tokens[t + 1];
   Buffer logits(o, size_t(std::max<int64_t>(std::min(kHeadBlock, n), 1)) * size_t(V) * 4), lse, lp, dt;
-  const int32_t* d_targets = upload(o, dt, targets);
+  const int32_t* d_targets = upload(o, dt, dev::vocab_local_ids(vocab_head.range(), targets));
   float* d_lse = take<float>(o, lse, n);
   float* d_lp = take<float>(o, lp, n);
   for (int64_t r0 = 0; r0 < n; r0 += kHeadBlock) {
     const int64_t rows = std::min(kHeadBlock, n - r0);
     o.logits_forward(rows, V, H, hidden + r0 * H, weights_.bf(weights_.layout.lm_head), logits.as<float>());
-    o.token_logprobs(rows, V, valid_vocab_, logits.as<float>(), d_targets + r0, d_lp + r0, d_lse + r0);
+    vocab_head.logprobs(o, rows, logits.as<float>(), d_targets + r0, d_lp + r0, d_lse + r0);
   }
   std::vector<float> h(static_cast<size_t>(n));
   if (n) o.to_host(h.data(), d_lp, size_t(n) * 4);
@@ -148,7 +150,8 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   const mlpt_train_batch& b = *args.batch;
   check_train_batch(b, config_, true);
   if (sharded()) group_.check_same_share(b);
-  const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = config_.vocab_size;
+  dev::VocabHead vocab_head(config_, tensor_.get(), valid_vocab_);  // this rank's LM-head rows
+  const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = vocab_head.width();
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
   const std::vector<MicroBatch> mbs = split_micro_batches(b, settings_.micro_batch_tokens, true);
   StepWork work{mbs.size()};
@@ -224,7 +227,7 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     const size_t blk = size_t(std::min(kHeadBlock, n));
     Buffer logits(o, blk * size_t(V) * 4), dlogits(o, blk * size_t(V) * 2), lse, lp, dt, dpw, dprev, loss,
         coef, dh(o, size_t(n * H) * 2);
-    const int32_t* d_targets = upload(o, dt, targets);
+    const int32_t* d_targets = upload(o, dt, dev::vocab_local_ids(vocab_head.range(), targets));
     const float* d_pw = upload(o, dpw, pw);
     const float* d_prev = upload(o, dprev, lp_prev);
     float* d_lse = take<float>(o, lse, n);
@@ -239,11 +242,11 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
       const bf16* hb = hidden.as<bf16>() + r0 * H;
       const bf16* head = weights_.bf(weights_.layout.lm_head);
       o.logits_forward(rows, V, H, hb, head, logits.as<float>());
-      o.token_logprobs(rows, V, valid_vocab_, logits.as<float>(), d_targets + r0, d_lp + r0, d_lse + r0);
+      vocab_head.logprobs(o, rows, logits.as<float>(), d_targets + r0, d_lp + r0, d_lse + r0);
       o.grpo_token_loss(rows, d_pw + r0, d_lp + r0, d_prev + r0, settings_.loss.ppo_clip,
                         settings_.loss.clip_low, settings_.loss.clip_high, d_loss + r0, d_coef + r0);
-      o.token_logprobs_backward(rows, V, valid_vocab_, logits.as<float>(), d_lse + r0, d_targets + r0,
-                                d_coef + r0, dlogits.as<bf16>());
+      vocab_head.logprobs_backward(o, rows, logits.as<float>(), d_lse + r0, d_targets + r0, d_coef + r0,
+                             dlogits.as<bf16>());
       o.linear_backward_input(rows, V, H, dlogits.as<bf16>(), head, dh.as<bf16>() + r0 * H, false);
       o.linear_backward_weight(rows, V, H, dlogits.as<bf16>(), hb,
                                grads_[weights_.layout.lm_head].as<float>());
@@ -252,6 +255,7 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     o.to_host(token_loss.data(), d_loss, size_t(n) * 4);
     for (int64_t t = 0; t < n; ++t)
       if (pw[t] != 0.f) total_loss += token_loss[t];
+    vocab_head.sum_input_gradient(o, dh.as<bf16>(), n * H);  // each TP rank's columns' share
     db.routed_experts = nullptr;
     dev::backward(o, weights_, db, inputs, experts[k].data(), dh.as<bf16>(), grads_, router_grad, *ws_);
     work.backward_tokens += n;

@@ -45,7 +45,7 @@ class TrainerGroup {
   // experts with expert tensor parallelism etp (1 or tp: model_parallel.hpp), pp pipeline stages.
   // Throws MLPT_INVALID_ARGUMENT naming the settings when the group's size is not a multiple of
   // tp · ep · pp. vocab_parallel false: the embedding and LM head whole on every rank
-  // (ModelShard::vocab_parallel; the CUDA trainer has no vocabulary-parallel kernels yet).
+  // (ModelShard::vocab_parallel); both trainers split them.
   void split_model_parallel(int tp, int ep, int etp = 1, int pp = 1, bool vocab_parallel = true);
   const ModelShard& shard() const { return shard_; }
   const ModelParallel& model_parallel() const { return parallel_; }

@@ -2,16 +2,18 @@
 // (device_model/rank_memory.hpp), against what the code allocates: every rank of each layout
 // uploads its shard through allocate_weights on the CPU backend, which counts the bytes asked of
 // it, and the busiest rank's bytes and elements must be the plan's exactly, with the vocabulary
-// split over the TP ranks (as qwen35_cpu holds it) and whole (as the CUDA components hold it); a
-// layout the code refuses cannot be planned.
-#include <catch2/catch.hpp>
+// split over the TP ranks (as every component holds it: the device model's head computes over the
+// rows its shard holds) and whole (the comparison the plan prints); a layout the code refuses
+// cannot be planned.
+#include "device_model/rank_memory.hpp"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <string>
 
 #include "backends/cpu/bf16_ops.hpp"
 #include "device_model/model.hpp"
-#include "device_model/rank_memory.hpp"
+#include "device_model/vocab_head.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "model/weights.hpp"
 
@@ -56,6 +58,11 @@ TEST_CASE("the plan's bytes per rank are what every rank of a layout allocates f
         most.first = std::max(most.first, static_cast<double>(ops.live_bytes()));
         int64_t elements = 0;
         for (const std::vector<float>& t : shard.values) elements += static_cast<int64_t>(t.size());
+        // The device model's embedding and LM head (vocab_head.hpp) run over the rows allocated.
+        const int64_t head_rows =
+            dev::VocabHead(shard.config, nullptr, full.vocab_size).width() * full.hidden_size;
+        if (s.first_stage()) CHECK(shard.values[size_t(shard.layout.embed)].size() == size_t(head_rows));
+        if (s.last_stage()) CHECK(shard.values[size_t(shard.layout.lm_head)].size() == size_t(head_rows));
         most.second = std::max(most.second, elements);
       }
       return most;
@@ -70,14 +77,17 @@ TEST_CASE("the plan's bytes per rank are what every rank of a layout allocates f
       const int64_t V = full.vocab_size, H = full.hidden_size;
       CHECK(whole_vocab.parameters - plan.parameters == 2 * H * (V - (V + l.tp - 1) / l.tp));
     }
-    CHECK(plan.master == Approx(4.0 * static_cast<double>(most_elements)).epsilon(1e-3));  // empty tensors ask 4 bytes
+    CHECK(plan.master ==
+          Approx(4.0 * static_cast<double>(most_elements)).epsilon(1e-3));  // empty tensors ask 4 bytes
     // The distributed optimizer: two replicas keep half the moments each (within a value a tensor).
     const dev::RankMemory halves = dev::rank_memory(full, l.tp, l.ep, l.etp, 2, l.pp);
     CHECK(halves.moments < 0.51 * plan.moments);
   }
 }
 
-TEST_CASE("pipeline stages hold every parameter once between them, and the plan's busiest stage is the larger one") {
+TEST_CASE(
+    "pipeline stages hold every parameter once between them, and the plan's busiest stage is the larger "
+    "one") {
   const ModelConfig full = model("tiny");
   const int64_t whole = parameter_count(full);
   for (int pp : {2, 3, 4}) {
@@ -96,8 +106,11 @@ TEST_CASE("pipeline stages hold every parameter once between them, and the plan'
 }
 
 TEST_CASE("a layout the code refuses cannot be planned, and the plan says why as the code does") {
-  CHECK_THROWS_WITH(dev::rank_memory(model("tiny"), 4, 1, 1, 1), Catch::Contains("linear_num_key_heads 2 do not split over tp 4"));
-  CHECK_THROWS_WITH(dev::rank_memory(model("tiny"), 2, 16, 1, 1), Catch::Contains("num_experts 16 do not split"));
+  CHECK_THROWS_WITH(dev::rank_memory(model("tiny"), 4, 1, 1, 1),
+                    Catch::Contains("linear_num_key_heads 2 do not split over tp 4"));
+  CHECK_THROWS_WITH(dev::rank_memory(model("tiny"), 2, 16, 1, 1),
+                    Catch::Contains("num_experts 16 do not split"));
   CHECK_THROWS_WITH(dev::rank_memory(model("tiny"), 2, 1, 3, 1), Catch::Contains("expert tensor parallel 3"));
-  CHECK_THROWS_WITH(dev::rank_memory(model("tiny"), 1, 1, 1, 1, 8), Catch::Contains("pipeline_parallel 8 exceeds num_hidden_layers 4"));
+  CHECK_THROWS_WITH(dev::rank_memory(model("tiny"), 1, 1, 1, 1, 8),
+                    Catch::Contains("pipeline_parallel 8 exceeds num_hidden_layers 4"));
 }

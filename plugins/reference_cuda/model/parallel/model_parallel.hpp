@@ -43,9 +43,9 @@ struct ModelShard {
   // tp / num_kv_heads (set by shard_config, which knows the model).
   int kv_replicas = 1;
   int pp = 1, pp_rank = 0;  // pipeline stages and this rank's stage
-  // The embedding and LM head split by token ids over the TP ranks (vocab_parallel.hpp), as
-  // Megatron always splits them; false keeps them whole on every rank (the CUDA device model, which
-  // has no vocabulary-parallel kernels yet).
+  // The embedding and LM head split by token ids over the TP ranks (vocab_parallel.hpp; the device
+  // model's device_model/vocab_head.hpp), as Megatron always splits them; false keeps them whole on
+  // every rank (the memory plan's comparison, tests of a layout without the split).
   bool vocab_parallel = true;
   bool sharded() const { return tp * ep * pp > 1; }
   // This rank within its stage's tp × ep layout (the only layout when pp = 1).
