@@ -12,9 +12,11 @@
 // shard (model/parallel/shard_weights.hpp; a pipeline stage its layers' tensors, cut as
 // model/parallel/pipeline_stages.hpp cuts them). Pipeline stages: pass 1 runs every micro-batch's
 // forward through the stages, the last stage's logprobs reaching every stage for the loss plan;
-// pass 2 runs each micro-batch's forward and backward through the stages before the next one's
-// (activations of one micro-batch at a time; the residual stream's gradient sent back); each
-// stage clips with the whole model's norm and updates its own tensors. The model's tensor-parallel
+// pass 2 runs the micro-batches that train in the 1F1B order (trainer/pipeline_schedule.hpp: stage
+// s holds the layer inputs of at most P - s of them; backwards in micro-batch order, so the same
+// bits as one at a time), the trainer passing the residual stream and its gradient between the
+// stages (trainer/pipeline_run.hpp, paired send_recv); each stage clips with the whole model's
+// norm and updates its own tensors. The model's tensor-parallel
 // sums and stage messages run on the platform's device groups made from the group's MPI ones; its
 // routed experts are dispatched over the expert group's MPI communicator through host memory
 // (device_model/staged_experts.hpp). The ranks of a model-parallel group train the same batch

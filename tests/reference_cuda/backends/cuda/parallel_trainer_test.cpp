@@ -17,6 +17,7 @@
 // gradient norm.
 #include <catch2/catch.hpp>
 
+#include "pipeline_runs.hpp"
 #include "trainer_runs.hpp"
 
 TEST_CASE("cuda trainer: a TP=2 group on one GPU steps as the one-rank CPU trainer (metrics, reassembled weights)") {
@@ -57,4 +58,22 @@ TEST_CASE("cuda trainer: a PP=2 group on one GPU steps as the one-rank CUDA and 
 TEST_CASE("cuda trainer: PP=2 x TP=2 x EP=2 on eight ranks of one GPU steps as the one-rank CUDA and CPU trainers") {
   dist_test::check_model_parallel_step(8, 2, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2},
                                        dist_test::splittable_micro_config(), /*pp=*/2);
+}
+
+// The training pass in the 1F1B order over five micro-batches (pipeline_runs.hpp), each stage's
+// forwards running ahead of its backwards: against qwen35_cuda on one rank over the same
+// micro-batches at the tolerances against itself above (the atomics' order), and every rank's
+// order of steps read back (MLPT_PIPELINE_TRACE).
+TEST_CASE("cuda trainer: PP=2 and PP=2 x TP=2 x EP=2 on one GPU over five micro-batches (1F1B) step as the one-rank CUDA trainer") {
+  for (const auto& [ranks, tp, ep] : {std::tuple{2, 1, 1}, std::tuple{8, 2, 2}}) {
+    INFO(ranks << " ranks");
+    mlpt_test::TempDir dir("cuda_pp_1f1b"), trace("cuda_pp_trace");
+    const nlohmann::json settings = {{"pipeline_parallel", 2}, {"tensor_parallel", tp}, {"expert_parallel", ep},
+                                     {"micro_batch_tokens", dist_test::kPipelineMicroBatchTokens}};
+    const dist_test::OneRankStep one = dist_test::one_rank_step(dir, dist_test::splittable_micro_config(), settings);
+    const auto [alone_metrics, alone] = dist_test::one_rank_of(dir, one.settings, "qwen35_cuda");
+    const auto [staged, staged_metrics] = dist_test::group_step(dir, ranks, one.settings, "qwen35_cuda", trace.str());
+    dist_test::check_same_step(staged, staged_metrics, alone, alone_metrics, 1e-2, 2e-2);
+    dist_test::check_one_forward_one_backward(trace.str(), 2, dist_test::kPipelineMicroBatches, tp * ep);
+  }
 }
