@@ -469,3 +469,23 @@ TEST_CASE("vocab parallel: TP=2 and TP=2 x EP=2 groups load the one-rank state a
     }
   }
 }
+
+// The device trainer (qwen35_bf16: qwen35_cuda's code on the host) splits the vocabulary as the
+// CPU trainer does (device_model/vocab_head.hpp): a TP=2 group, each rank holding 19 or 18 of the
+// micro model's 37 embedding and LM-head rows, loads a one-rank device trainer's state after a
+// step and saves it again bit for bit (model directory and optimizer).
+TEST_CASE("vocab parallel: a qwen35_bf16 TP=2 group loads its one-rank state and saves it again bit for bit") {
+  TempDir dir("dist_ckpt_vocab_bf16");
+  const OneRankStep one = one_rank_step(dir, splittable_micro_config(), json::object(), {nullptr, kOptimizer, {}});
+  const std::string b1 = dir / "bf16.1", again = dir / "tp2.again";
+  require_group_ok(dir, run_group(dir, 1, one.settings, "step,save=" + b1, "qwen35_bf16"), 1);
+  json settings = one.settings;
+  settings["tensor_parallel"] = 2;
+  require_group_ok(dir, run_group(dir, 2, settings, "load=" + b1 + ",save=" + again, "qwen35_bf16"), 2);
+  for (const std::string& folder : {std::string(), std::string("/optimizer")}) {
+    INFO("folder " << folder);
+    const FolderDiff diff = compare_folders(again + folder, b1 + folder);
+    CHECK(diff.tensors > 0);
+    CHECK(diff.differing_tensors == 0);
+  }
+}
