@@ -19,6 +19,7 @@
 #include <numeric>
 
 #include "backends/cpu/activations.hpp"
+#include "backends/cpu/bf16_ops.hpp"
 #include "backends/cpu/attention.hpp"
 #include "backends/cpu/conv.hpp"
 #include "backends/cpu/gdn.hpp"
@@ -38,6 +39,7 @@
 #include "backends/cuda/optimizer.hpp"
 #include "backends/cuda/rope.hpp"
 #include "cuda_testing.hpp"
+#include "device_model/vocab_head.hpp"
 #include "model/sampling.hpp"
 #include "trainer/grpo_loss.hpp"
 
@@ -536,6 +538,93 @@ TEST_CASE("embedding and output head: gather, scatter-add, logits, logprobs and 
       dl[r * V + i] = float(coef[r] * ((i == targets[r]) - std::exp(logits[r * V + i] - mx) / z));
   }
   CHECK_CLOSE(gdl.download(), dl, 1e-2);
+}
+
+// The vocabulary-parallel head (device_model/vocab_head.hpp) as the CUDA kernels run it, each of
+// four ranges of 1001 ids (700 real: the last range padding only) against the CPU backend's ops (the
+// oracle the CPU tests hold to one rank), and the combined row against one rank's token_logprobs.
+TEST_CASE("vocabulary-parallel head: range stats, their combination and the range's gradient as the CPU's") {
+  REQUIRE(have_gpu());
+  Ctx ctx;
+  mlpt::ref::cpu::Bf16Ops oracle;
+  std::mt19937_64 rng(11);
+  const int64_t V = 1001, valid = 700, rows = 19, tp = 4, H = 16;
+  const auto logits = random_floats(rng, rows * V, -6, 6, false);
+  std::vector<int32_t> targets(rows);
+  for (auto& t : targets) t = static_cast<int32_t>(rng() % valid);
+  auto coef = random_floats(rng, rows, -1, 1, false);
+  coef[4] = 0;
+  DeviceVec<float> gall(logits), glp1(rows), glse1(rows);
+  DeviceVec<int32_t> gt1(targets);
+  gpu::token_logprobs(ctx, rows, V, valid, gall.get(), gt1.get(), glp1.get(), glse1.get());
+  std::vector<float> stats, cpu_stats;  // [tp, rows, 4]
+  std::vector<std::vector<float>> slices;
+  std::vector<std::vector<int32_t>> local;
+  for (int r = 0; r < tp; ++r) {
+    const mlpt::ref::VocabRange range = mlpt::ref::vocab_range(V, int(tp), r);
+    const int64_t n = range.count(), mine = std::clamp<int64_t>(valid - range.begin, 0, n);
+    std::vector<float> slice(rows * n);
+    for (int64_t i = 0; i < rows; ++i)
+      std::copy_n(logits.begin() + i * V + range.begin, n, slice.begin() + i * n);
+    local.push_back(mlpt::ref::dev::vocab_local_ids(range, targets));
+    DeviceVec<float> gslice(slice), gstats(rows * 4);
+    DeviceVec<int32_t> gt(local.back());
+    gpu::vocab_logprob_stats(ctx, rows, n, mine, gslice.get(), gt.get(), gstats.get());
+    const auto got = gstats.download();
+    std::vector<float> want(rows * 4);
+    oracle.vocab_logprob_stats(rows, n, mine, slice.data(), local.back().data(), want.data());
+    for (int64_t i = 0; i < rows * 4; ++i) {
+      INFO("rank " << r << " row " << i / 4 << " stat " << i % 4);
+      if (i % 4 == 1)  // Σ exp: fp32 sums in another order
+        CHECK(std::fabs(got[i] - want[i]) <= 1e-5 * std::fabs(want[i]));
+      else  // the max, the target's logit and whether the range holds it: exact
+        CHECK(got[i] == want[i]);
+    }
+    stats.insert(stats.end(), got.begin(), got.end());
+    cpu_stats.insert(cpu_stats.end(), want.begin(), want.end());
+    slices.push_back(std::move(slice));
+  }
+  DeviceVec<float> gstats(stats), glp(rows), glse(rows);
+  gpu::vocab_logprob_combine(ctx, rows, tp, gstats.get(), glp.get(), glse.get());
+  std::vector<float> lp(rows), lse(rows);
+  oracle.vocab_logprob_combine(rows, tp, cpu_stats.data(), lp.data(), lse.data());
+  const auto glp_h = glp.download(), glse_h = glse.download(), lp1 = glp1.download();
+  for (int64_t i = 0; i < rows; ++i) {
+    CHECK(std::fabs(glp_h[i] - lp[i]) < 1e-5);
+    CHECK(std::fabs(glse_h[i] - lse[i]) < 1e-5);
+    CHECK(std::fabs(glp_h[i] - lp1[i]) < 1e-4);  // one rank's, over the whole row
+  }
+  // Each range's gradient from the combined lse: targets outside it add no onehot.
+  DeviceVec<float> gcoef(coef);
+  for (int r = 0; r < tp; ++r) {
+    const mlpt::ref::VocabRange range = mlpt::ref::vocab_range(V, int(tp), r);
+    const int64_t n = range.count(), mine = std::clamp<int64_t>(valid - range.begin, 0, n);
+    DeviceVec<float> gslice(slices[r]);
+    DeviceVec<int32_t> gt(local[r]);
+    DeviceVec<bf16> gdl(rows * n);
+    gpu::token_logprobs_backward(ctx, rows, n, mine, gslice.get(), glse.get(), gt.get(), gcoef.get(), gdl.get());
+    std::vector<mlpt::ref::bf16> want(rows * n);
+    oracle.token_logprobs_backward(rows, n, mine, slices[r].data(), glse_h.data(), local[r].data(), coef.data(),
+                                   want.data());
+    std::vector<float> want_f(rows * n);
+    for (int64_t i = 0; i < rows * n; ++i) want_f[i] = mlpt::ref::to_float(want[i]);
+    INFO("rank " << r);
+    CHECK_CLOSE(gdl.download(), want_f, 1e-2);
+  }
+  // Ids outside a rank's range (−1): zero embedding rows and no gradient.
+  auto E = random_bf16(rng, 5 * H), dx = random_bf16(rng, 3 * H);
+  DeviceVec<int32_t> ids(std::vector<int32_t>{2, -1, 4});
+  DeviceVec<bf16> gx(3 * H);
+  DeviceVec<float> gdE(5 * H);
+  gpu::embedding_forward(ctx, 3, H, ids.get(), E.get(), gx.get());
+  gpu::embedding_backward(ctx, 3, H, ids.get(), dx.get(), gdE.get());
+  std::vector<float> x = zeros(3 * H), dE = zeros(5 * H);
+  for (int64_t i = 0; i < H; ++i) {
+    x[i] = E.host[2 * H + i], x[2 * H + i] = E.host[4 * H + i];
+    dE[2 * H + i] = dx.host[i], dE[4 * H + i] = dx.host[2 * H + i];
+  }
+  CHECK_CLOSE(gx.download(), x, 1e-6);
+  CHECK_CLOSE(gdE.download(), dE, 1e-6);
 }
 
 TEST_CASE("sampling on the device: the CPU sampler's ids and logprobs, with and without top-p") {
