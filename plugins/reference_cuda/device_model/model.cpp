@@ -197,6 +197,7 @@ struct Call {
   int64_t max_blocks;      // the block table's row length (BatchPlan)
   Communicator* tensor;    // the tensor-parallel group, NULL for one rank
   Communicator* routed;    // the routed experts' group (host memory), NULL for one rank
+  Communicator* sharers;   // the ranks of `routed` with this rank's rows (ModelParallel::row_sharers)
   Communicator* pipeline;  // the pipeline stages (the backend's memory), NULL for one stage
   StageLayers stage;       // the layers this rank runs (all of them with one stage)
   bool experts_dispatched() const { return routed && routed->size() > 1; }
@@ -405,7 +406,7 @@ void moe_forward(const Call& c, int layer, const bf16* xn, bf16* out) {
   // experts' output (experts_backward recomputes what it needs): skipped, with its host round trip.
   if (!c.ws.recomputing) {
     if (c.experts_dispatched())
-      staged_experts_forward(c.ops, *c.routed, shape, N, xn, experts, weights, c.w.bf(L.gate_up),
+      staged_experts_forward(c.ops, *c.routed, c.sharers, shape, N, xn, experts, weights, c.w.bf(L.gate_up),
                              c.w.bf(L.down), c.routed_rows(out, N * H));
     else
       c.ops.experts_forward(shape, N, xn, experts, weights, c.w.bf(L.gate_up), c.w.bf(L.down), out);
@@ -519,6 +520,7 @@ Call prepare(Ops& ops, const DeviceWeights& w, const DeviceBatch& b, Workspace& 
               plan.max_blocks,
               b.parallel ? b.parallel->tensor : nullptr,
               b.parallel ? b.parallel->routed_group() : nullptr,
+              b.parallel ? b.parallel->row_sharers() : nullptr,
               b.parallel && b.parallel->pipeline_size() > 1 ? b.parallel->pipeline : nullptr,
               stage_layers(Lc, c.shard)};
 }
@@ -770,8 +772,9 @@ void moe_backward_layer(const Call& c, int layer, const bf16* xn, const bf16* do
   float* dweights = take<float>(ops, ws.f0, N * k);
   if (c.experts_dispatched()) {
     bf16* dx = c.routed_rows(dxn, N * H);
-    staged_experts_backward(c.ops, *c.routed, shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(),
-                            c.w.bf(L.gate_up), c.w.bf(L.down), dout, dx, dweights, G(L.gate_up), G(L.down));
+    staged_experts_backward(c.ops, *c.routed, c.sharers, shape, N, xn, t.experts.as<int16_t>(),
+                            t.weights.as<float>(), c.w.bf(L.gate_up), c.w.bf(L.down), dout, dx, dweights,
+                            G(L.gate_up), G(L.down));
     if (dx != dxn) c.ops.zero(dweights, size_t(N * k) * 4);  // TP rank 0 adds the whole rows' share
   } else
     c.ops.experts_backward(shape, N, xn, t.experts.as<int16_t>(), t.weights.as<float>(), c.w.bf(L.gate_up),

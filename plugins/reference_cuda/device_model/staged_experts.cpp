@@ -79,10 +79,10 @@ LocalExperts local_experts(Ops& ops, const MoeShape& shape, int64_t per_rank, co
 
 }  // namespace
 
-void staged_experts_forward(Ops& ops, Communicator& group, const MoeShape& shape, int64_t rows, const bf16* x,
-                            const int16_t* experts, const float* weights, const bf16* gate_up,
-                            const bf16* down, bf16* y) {
-  if (rows == 0) return;  // every rank has the same rows: none of them exchanges
+void staged_experts_forward(Ops& ops, Communicator& group, Communicator* sharers, const MoeShape& shape,
+                            int64_t rows, const bf16* x, const int16_t* experts, const float* weights,
+                            const bf16* gate_up, const bf16* down, bf16* y) {
+  if (rows == 0 && sharers == &group) return;  // every rank has the same rows: none of them exchanges
   const int64_t H = shape.hidden, k = shape.top_k;
   const std::vector<float> xh = widened_to_host(ops, x, rows * H);
   const std::vector<int16_t> eh = to_host(ops, experts, rows * k);
@@ -90,18 +90,19 @@ void staged_experts_forward(Ops& ops, Communicator& group, const MoeShape& shape
   std::vector<float> yh(static_cast<size_t>(rows * H), 0.0f);
   const LocalExperts local =
       local_experts(ops, shape, shape.num_experts / group.size(), gate_up, down, nullptr, nullptr);
-  dispatch_experts_forward(group, shape, rows, xh.data(), eh.data(), wh.data(), local, yh.data());
+  dispatch_experts_forward(group, sharers, shape, rows, xh.data(), eh.data(), wh.data(), local, yh.data());
+  if (rows == 0) return;  // this rank only computed its experts for the others
   Buffer combined(ops, size_t(rows * H) * 2);
   narrowed_to_device(ops, yh.data(), rows * H, combined.as<bf16>());
   ops.add_inplace(rows * H, combined.as<bf16>(), y);
   ops.synchronize();  // `combined` goes away at return
 }
 
-void staged_experts_backward(Ops& ops, Communicator& group, const MoeShape& shape, int64_t rows,
-                             const bf16* x, const int16_t* experts, const float* weights, const bf16* gate_up,
-                             const bf16* down, const bf16* dy, bf16* dx, float* dweights, float* dgate_up,
-                             float* ddown) {
-  if (rows == 0) return;
+void staged_experts_backward(Ops& ops, Communicator& group, Communicator* sharers, const MoeShape& shape,
+                             int64_t rows, const bf16* x, const int16_t* experts, const float* weights,
+                             const bf16* gate_up, const bf16* down, const bf16* dy, bf16* dx, float* dweights,
+                             float* dgate_up, float* ddown) {
+  if (rows == 0 && sharers == &group) return;
   const int64_t H = shape.hidden, k = shape.top_k;
   const std::vector<float> xh = widened_to_host(ops, x, rows * H);
   const std::vector<float> dyh = widened_to_host(ops, dy, rows * H);
@@ -110,8 +111,9 @@ void staged_experts_backward(Ops& ops, Communicator& group, const MoeShape& shap
   std::vector<float> dxh(static_cast<size_t>(rows * H), 0.0f), dwh(static_cast<size_t>(rows * k), 0.0f);
   const LocalExperts local =
       local_experts(ops, shape, shape.num_experts / group.size(), gate_up, down, dgate_up, ddown);
-  dispatch_experts_backward(group, shape, rows, xh.data(), eh.data(), wh.data(), dyh.data(), local,
+  dispatch_experts_backward(group, sharers, shape, rows, xh.data(), eh.data(), wh.data(), dyh.data(), local,
                             dxh.data(), dwh.data());
+  if (rows == 0) return;
   Buffer combined(ops, size_t(rows * H) * 2);
   narrowed_to_device(ops, dxh.data(), rows * H, combined.as<bf16>());
   ops.add_inplace(rows * H, combined.as<bf16>(), dx);

@@ -44,8 +44,9 @@ void moe_forward(const LayerContext<T>& ctx, const Weights<T>& w, const T* xn, c
   if (ctx.parallel && ctx.parallel->routed_size() > 1) {  // this rank holds a block of the experts
     // Whole rows on every TP rank (expert tensor parallel 1): TP rank 0 adds them to the partial sums.
     std::vector<T> elsewhere(c.shard.routed_rows_whole_on_tp_ranks() && c.shard.tp_rank != 0 ? N * H : 0);
-    dispatched_experts_forward(*ctx.parallel->routed_group(), shape, N, xn, t.experts.data(), t.weights.data(),
-                               w[L.gate_up], w[L.down], elsewhere.empty() ? out : elsewhere.data());
+    dispatched_experts_forward(*ctx.parallel->routed_group(), ctx.parallel->row_sharers(), shape, N, xn,
+                               t.experts.data(), t.weights.data(), w[L.gate_up], w[L.down],
+                               elsewhere.empty() ? out : elsewhere.data());
   } else
     cpu::experts_forward(shape, N, xn, t.experts.data(), t.weights.data(), w[L.gate_up], w[L.down], out);
 
@@ -109,9 +110,10 @@ void moe_backward(const LayerContext<T>& ctx, const Weights<T>& w, const MoeTape
     // own, which TP rank 0 adds.
     const bool whole_rows = c.shard.routed_rows_whole_on_tp_ranks();
     std::vector<T> routed_dx(whole_rows ? N * H : 0, T(0));
-    dispatched_experts_backward(*ctx.parallel->routed_group(), shape, N, t.xn.data(), t.experts.data(),
-                                t.weights.data(), w[L.gate_up], w[L.down], dout, whole_rows ? routed_dx.data() : dxn,
-                                dweights.data(), grads[L.gate_up], grads[L.down]);
+    dispatched_experts_backward(*ctx.parallel->routed_group(), ctx.parallel->row_sharers(), shape, N,
+                                t.xn.data(), t.experts.data(), t.weights.data(), w[L.gate_up], w[L.down],
+                                dout, whole_rows ? routed_dx.data() : dxn, dweights.data(), grads[L.gate_up],
+                                grads[L.down]);
     if (whole_rows && c.shard.tp_rank == 0)
       for (int64_t i = 0; i < N * H; ++i) dxn[i] += routed_dx[i];
     else if (whole_rows)

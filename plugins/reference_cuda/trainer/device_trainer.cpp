@@ -45,12 +45,19 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
     etp = s.integer_or("expert_tensor_parallel", 1, 1);
     pp = s.integer_or("pipeline_parallel", 1, 1);
     distributed_optimizer = s.boolean_or("distributed_optimizer", true);
+    if (s.boolean_or("moe_parallel_folding", false))
+      throw Error(MLPT_UNIMPLEMENTED,
+                  component +
+                      ": moe_parallel_folding is not implemented in the device trainer yet "
+                      "(qwen35_cpu folds expert parallelism over data parallelism)");
     if (platform_keys) platform_keys(s);
   });
   // The embedding and LM head split by token ids over the TP ranks (device_model/vocab_head.hpp).
   group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp), static_cast<int>(pp),
                               /*vocab_parallel=*/true);
-  if (distributed_optimizer) optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank());
+  if (distributed_optimizer)
+    optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank(),
+                                        group_.data_parallel_group());
   platform_ = make_platform();
   ws_ = dev::make_workspace();
   const ModelParallel& groups = group_.model_parallel();
@@ -99,7 +106,7 @@ Weights<float> DeviceTrainer::download_moments(const std::vector<Buffer>& ranges
   Weights<float> kept = optimizer_shards_.keep_range(zeros_like_layout<float>(config_, weights_.layout));
   for (size_t i = 0; i < kept.values.size(); ++i)
     ops().to_host(kept.values[i].data(), ranges[i].get(), kept.values[i].size() * 4);
-  return optimizer_shards_.gather_whole(group_.data_parallel_group(), kept);
+  return optimizer_shards_.gather_whole(kept);
 }
 
 Weights<float> DeviceTrainer::download(const std::vector<Buffer>& tensors) const {
@@ -278,13 +285,14 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     for (size_t i = 0; i < grads_.size(); ++i) {
       if (!updated(i)) continue;
       const int64_t n = weights_.layout.tensors[i].numel();
-      if (optimizer_shards_.replicas() == 1) {
+      const ReplicaSplit& split = optimizer_shards_.of(i);
+      if (split.replicas() == 1) {
         data_->all_reduce_sum(grads_[i].as<float>(), size_t(n));
         continue;
       }
-      const int64_t first = optimizer_shards_.first(n), count = optimizer_shards_.count(n);
+      const int64_t first = split.first(n), count = split.count(n);
       float* sum = take<float>(o, summed, std::max<int64_t>(count, 1));
-      data_->reduce_scatter_v(grads_[i].as<float>(), sum, optimizer_shards_.counts(n).data());
+      data_->reduce_scatter_v(grads_[i].as<float>(), sum, split.counts(n).data());
       o.copy(grads_[i].as<float>() + first, sum, size_t(count) * 4);
     }
   group_.sum_step_totals(total_loss, plan, work);
@@ -297,15 +305,15 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   Buffer range;  // a replica's updated range, the send buffer of the gather (it may not alias)
   for (size_t i = 0; i < grads_.size(); ++i) {
     if (!updated(i)) continue;
-    const int64_t n = weights_.layout.tensors[i].numel(), first = optimizer_shards_.first(n),
-                  count = optimizer_shards_.count(n);
+    const ReplicaSplit& split = optimizer_shards_.of(i);
+    const int64_t n = weights_.layout.tensors[i].numel(), first = split.first(n), count = split.count(n);
     float* master = master_[i].as<float>();
     o.adamw_update(count, st, grads_[i].as<float>() + first, master + first, m_[i].as<float>(), v_[i].as<float>(),
                    nullptr);
-    if (optimizer_shards_.replicas() > 1) {  // the other replicas' ranges, on the device
+    if (split.replicas() > 1) {  // the other replicas' ranges, on the device
       float* mine = take<float>(o, range, std::max<int64_t>(count, 1));
       o.copy(mine, master + first, size_t(count) * 4);
-      data_->all_gather_v(mine, size_t(count), master, optimizer_shards_.counts(n).data());
+      data_->all_gather_v(mine, size_t(count), master, split.counts(n).data());
     }
     dev::assign_tensor(o, weights_, static_cast<int>(i), master);
   }
@@ -338,12 +346,14 @@ double DeviceTrainer::global_grad_norm() {
   for (size_t i = 0; i < grads_.size(); ++i)
     if (updated(i) && spreads_[i] != TensorSpread::kv_copy) {  // a copy counts on its first replica
       const int64_t n = weights_.layout.tensors[i].numel();    // this replica's range: its summed part
-      o.sum_squares(optimizer_shards_.count(n), grads_[i].as<float>() + optimizer_shards_.first(n),
+      o.sum_squares(optimizer_shards_.of(i).count(n),
+                    grads_[i].as<float>() + optimizer_shards_.of(i).first(n),
                     sums.as<double>() + static_cast<int>(spreads_[i]));
     }
   double squares[3] = {0, 0, 0};
   o.to_host(squares, sums.get(), sizeof(squares));
-  if (optimizer_shards_.replicas() > 1) group_.sum(squares, 3);  // each replica's ranges: every element once
+  if (optimizer_shards_.split())
+    group_.sum_replica_squares(squares);  // each replica's ranges: every element once
   return group_.global_norm(squares);
 }
 

@@ -113,4 +113,12 @@ PackedMicroBatch pack_micro_batch(const mlpt_train_batch& b, const MicroBatch& m
   return p;
 }
 
+PackedMicroBatch padding_micro_batch() {
+  PackedMicroBatch p;
+  p.tokens = {0, 0};
+  p.offsets = {0, 2};
+  p.row = {0, 1};
+  return p;
+}
+
 }  // namespace mlpt::ref

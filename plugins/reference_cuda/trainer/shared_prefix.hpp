@@ -41,5 +41,9 @@ struct PackedMicroBatch {
 };
 // `groups` NULL: every sequence whole, in order.
 PackedMicroBatch pack_micro_batch(const mlpt_train_batch& b, const MicroBatch& mb, const PrefixGroups* groups);
+// One sequence of two tokens (id 0) whose loss weight is zero: the micro-batch a rank runs under
+// MoE parallel folding to take part in its expert-parallel ranks' dispatches (trainer_group.hpp)
+// when its own share has fewer micro-batches. Its backward adds exact zeros.
+PackedMicroBatch padding_micro_batch();
 
 }  // namespace mlpt::ref

@@ -25,7 +25,7 @@ constexpr int64_t kHeadBlock = 64;  // LM-head rows at a time: logits never exis
 
 ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_component_group* group) : group_(group) {
   int64_t tp = 1, ep = 1, etp = 1, pp = 1;
-  bool distributed_optimizer = true;
+  bool distributed_optimizer = true, folding = false;
   const TrainerSettings s = parse_trainer_settings(config_json, "trainer qwen35_cpu", [&](Settings& extra) {
     share_prefixes_ = extra.boolean_or("share_prefixes", true);
     tp = extra.integer_or("tensor_parallel", 1, 1);
@@ -33,9 +33,12 @@ ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_comp
     etp = extra.integer_or("expert_tensor_parallel", 1, 1);
     pp = extra.integer_or("pipeline_parallel", 1, 1);
     distributed_optimizer = extra.boolean_or("distributed_optimizer", true);
+    folding = extra.boolean_or("moe_parallel_folding", false);
     save_piece_bytes_ = static_cast<size_t>(extra.integer_or("save_piece_bytes", static_cast<int64_t>(save_piece_bytes_), 1));
   });
-  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp), static_cast<int>(pp));
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp),
+                              static_cast<int>(pp),
+                              /*vocab_parallel=*/true, folding);
   checkpoint_ = s.checkpoint;
   micro_batch_tokens_ = s.micro_batch_tokens;
   optimizer_ = s.optimizer;
@@ -45,7 +48,7 @@ ReferenceTrainer::ReferenceTrainer(std::string_view config_json, const mlpt_comp
   config_ = weights_.config;
   full_config_ = group_.shard().sharded() ? load_checkpoint_config(checkpoint_) : config_;
   valid_vocab_ = sampling_vocab_size(config_, checkpoint_, s.sampling_vocab_size);
-  if (distributed_optimizer) optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank());
+  optimizer_shards_ = group_.optimizer_shards(weights_.layout, distributed_optimizer);
   m_ = optimizer_shards_.keep_range(zeros_like_layout<float>(weights_.config, weights_.layout));  // the shard's layout
   v_ = optimizer_shards_.keep_range(zeros_like_layout<float>(weights_.config, weights_.layout));
   grads_ = zeros_like_layout<float>(weights_.config, weights_.layout);
@@ -99,8 +102,24 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     std::vector<float> layer_inputs, hidden;
     std::vector<int16_t> experts;
     std::vector<ScoredRow> rows;
+    bool zero_gradient = false;  // kept for a zero-gradient backward (MoE parallel folding)
   };
-  std::vector<Saved> saved(mbs.size());
+  // MoE parallel folding: the expert-parallel ranks train different shares, but every forward's and
+  // backward's expert dispatch needs all of them, so each runs as many of both as the busiest: a
+  // rank with fewer micro-batches runs padding ones (padding_micro_batch), one with fewer backwards
+  // runs zero-gradient ones on forwards it kept (its micro-batches that do not train, then padding).
+  const int64_t trained =
+      std::count_if(mbs.begin(), mbs.end(), [](const MicroBatch& mb) { return mb.trains; });
+  const int64_t forwards = group_.most_over_folded_shares(static_cast<int64_t>(mbs.size()));
+  const int64_t zero_backwards = group_.most_over_folded_shares(trained) - trained;
+  int64_t kept_for_zero = 0;
+  std::vector<Saved> saved(static_cast<size_t>(forwards));
+  // A forward whose backward runs: its layer inputs and experts are kept for pass 2.
+  auto keep_for_backward = [&](Saved& sv) {
+    sv.experts.resize(static_cast<size_t>(sv.fb.num_tokens() * per));
+    sv.fb.routed_experts = sv.experts.data();
+    sv.fb.layer_inputs = &sv.layer_inputs;
+  };
   std::vector<double> prev(static_cast<size_t>(N), 0.0);
   std::vector<float> logits(kHeadBlock * V), block_hidden(kHeadBlock * H);
   std::vector<int32_t> targets(kHeadBlock);
@@ -122,11 +141,9 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     sv.packed = pack_micro_batch(b, mbs[k], shared);
     sv.fb = forward_batch(sv.packed);
     const int64_t n = sv.fb.num_tokens();
-    if (mbs[k].trains) {
-      sv.experts.resize(static_cast<size_t>(n * per));
-      sv.fb.routed_experts = sv.experts.data();
-      sv.fb.layer_inputs = &sv.layer_inputs;
-    }
+    sv.zero_gradient = !mbs[k].trains && kept_for_zero < zero_backwards;
+    kept_for_zero += sv.zero_gradient ? 1 : 0;
+    if (mbs[k].trains || sv.zero_gradient) keep_for_backward(sv);
     sv.hidden = forward_hidden(weights_, sv.fb);  // empty on a pipeline stage before the last
     sv.fb.routed_experts = nullptr;
     sv.fb.layer_inputs = nullptr;
@@ -140,7 +157,19 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     computed_tokens += n;
     shared_tokens += (mbs[k].end_token - mbs[k].first_token) - n;
     head_rows += static_cast<int64_t>(sv.rows.size());
-    if (!mbs[k].trains) sv = Saved{};
+    if (!mbs[k].trains && !sv.zero_gradient) sv = Saved{};
+  }
+  for (size_t k = mbs.size(); k < saved.size(); ++k) {  // padding (above): no scored rows
+    Saved& sv = saved[k];
+    sv.packed = padding_micro_batch();
+    sv.fb = forward_batch(sv.packed);
+    sv.zero_gradient = kept_for_zero < zero_backwards;
+    kept_for_zero += sv.zero_gradient ? 1 : 0;
+    if (sv.zero_gradient) keep_for_backward(sv);
+    (void)forward_hidden(weights_, sv.fb);
+    sv.fb.routed_experts = nullptr;
+    sv.fb.layer_inputs = nullptr;
+    if (!sv.zero_gradient) sv = Saved{};
   }
 
   // Pipeline stages: the last one scored the tokens; every stage makes the same loss plan from them.
@@ -193,11 +222,19 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     }
     // A micro-batch whose every coefficient came out 0 (TIS- or error-masked) has a zero gradient;
     // the last pipeline stage, which ran the head, tells the others.
-    if (group_.flag_from_last_stage(any_gradient)) {
+    // Under folding every training micro-batch runs its backward (a zero one adds zeros), so the
+    // expert-parallel ranks dispatch alike.
+    if (group_.flag_from_last_stage(any_gradient) || group_.moe_parallel_folding()) {
       backward(weights_, sv.fb, sv.layer_inputs, sv.experts.data(), d_hidden.data(), grads_, options);
       backward_tokens += n;
     }
     sv = Saved{};  // free this micro-batch's activations
+  }
+  for (Saved& sv : saved) {  // zero-gradient backwards, for the expert dispatches (above)
+    if (!sv.zero_gradient) continue;
+    std::vector<float> d_hidden(static_cast<size_t>(sv.fb.num_tokens() * H), 0.0f);
+    backward(weights_, sv.fb, sv.layer_inputs, sv.experts.data(), d_hidden.data(), grads_, options);
+    sv = Saved{};
   }
 
   // Data parallel: the group's gradient is the sum of its ranks' (each normalised by the global
@@ -208,11 +245,12 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   total_loss = head_totals[0], head_rows = static_cast<int64_t>(head_totals[1]);
   StepWork work{mbs.size(), computed_tokens, backward_tokens, head_rows, shared_tokens};
   // The distributed optimizer reduce-scatters: each replica gets the sum of its ranges only.
-  if (optimizer_shards_.replicas() > 1)
-    optimizer_shards_.reduce_scatter(group_.data_parallel_group(), grads_, trainable_);
-  else if (group_.data_parallel_size() > 1)
+  optimizer_shards_.reduce_scatter(grads_, trainable_);
+  if (!optimizer_shards_.split()) {  // every replica keeps whole gradients: summed whole
+    const std::vector<bool> routed = routed_expert_tensors(weights_.layout);
     for (size_t i = 0; i < grads_.values.size(); ++i)
-      if (trainable_[i]) group_.sum(grads_.values[i].data(), grads_.values[i].size());
+      if (trainable_[i]) group_.sum_replicas(routed[i], grads_.values[i].data(), grads_.values[i].size());
+  }
   group_.sum_step_totals(total_loss, plan, work);
   // The last point to stop: after it the weights change, and a stopped step must leave them as they
   // were. In a group the ranks could disagree on it, so a group stops at the step's boundary instead.
@@ -222,7 +260,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   double scale = optimizer_.grad_clip > 0 && norm > optimizer_.grad_clip ? optimizer_.grad_clip / (norm + 1e-6) : 1.0;
   ++step_;
   adamw_update(weights_, grads_, m_, v_, step_, optimizer_, scale, trainable_, optimizer_shards_);
-  optimizer_shards_.gather_updated(group_.data_parallel_group(), weights_, trainable_);
+  optimizer_shards_.gather_updated(weights_, trainable_);
   ++version_;
 
   metrics_ = step_metrics(total_loss, norm, scale, plan, work, optimizer_.lr, step_);
@@ -239,8 +277,9 @@ double ReferenceTrainer::global_grad_norm() const {
   double squares[3] = {0, 0, 0};  // by TensorSpread
   for (size_t i = 0; i < grads_.values.size(); ++i)
     if (trainable_[i] && spreads[i] != TensorSpread::kv_copy)  // a copy counts on its first replica
-      optimizer_shards_.add_range_squares(grads_.values[i], squares[static_cast<int>(spreads[i])]);
-  if (optimizer_shards_.replicas() > 1) group_.sum(squares, 3);  // each replica's ranges: every element once
+      optimizer_shards_.add_range_squares(i, grads_.values[i], squares[static_cast<int>(spreads[i])]);
+  if (optimizer_shards_.split())
+    group_.sum_replica_squares(squares);  // each replica's ranges: every element once
   return sharded ? group_.global_norm(squares) : std::sqrt(squares[0] + squares[1] + squares[2]);
 }
 
@@ -274,7 +313,6 @@ void ReferenceTrainer::save_state(std::string_view path) {
   StateRanks ranks = group_.state_ranks(full_config_);
   ranks.piece_bytes = save_piece_bytes_;
   ranks.moments = optimizer_shards_;  // each replica lends its ranges, piece by piece
-  ranks.data_group = group_.data_parallel_group();
   save_trainer_state(std::string(path), checkpoint_, weights_, m_, v_, step_, version_, ranks);
 }
 

@@ -64,11 +64,14 @@ TrainerGroup::~TrainerGroup() {
   model_.reset();
   pipeline_.reset();
   data_.reset();
+  dense_.reset();
+  tensor_rows_.reset();
   tensor_.reset();
   expert_.reset();
   routed_.reset();
 #ifdef MLPT_REFERENCE_MPI
-  for (void* c : {data_comm_, tensor_comm_, expert_comm_, model_comm_, stage_comm_, pipeline_comm_, comm_}) {
+  for (void* c : {data_comm_, tensor_comm_, expert_comm_, model_comm_, stage_comm_, pipeline_comm_,
+                  dense_comm_, comm_}) {
     if (!c) continue;
     MPI_Comm comm = as_comm(c);
     MPI_Comm_free(&comm);
@@ -76,7 +79,8 @@ TrainerGroup::~TrainerGroup() {
 #endif
 }
 
-void TrainerGroup::split_model_parallel(int tp, int ep, int etp, int pp, bool vocab_parallel) {
+void TrainerGroup::split_model_parallel(int tp, int ep, int etp, int pp, bool vocab_parallel,
+                                        bool moe_parallel_folding) {
   if (etp != 1 && etp != tp)
     throw Error(MLPT_INVALID_ARGUMENT, "trainer group '" + name_ + "': expert_tensor_parallel " + std::to_string(etp) +
                                            " is neither 1 (whole experts) nor tensor_parallel " + std::to_string(tp));
@@ -87,6 +91,7 @@ void TrainerGroup::split_model_parallel(int tp, int ep, int etp, int pp, bool vo
                                            (pp != 1 ? " × pipeline_parallel " + std::to_string(pp) : std::string()));
   shard_ = ModelShard::of_model_rank(tp, ep, pp, rank_ % (tp * ep * pp), etp);
   shard_.vocab_parallel = vocab_parallel;
+  folded_ = moe_parallel_folding && ep > 1;  // with one ep rank folding changes nothing
   if (size_ == 1) return;
 #ifdef MLPT_REFERENCE_MPI
   const int dp_rank = rank_ / (tp * ep * pp), stage = dp_rank * pp + shard_.pp_rank;  // stage: of the whole group
@@ -115,6 +120,16 @@ void TrainerGroup::split_model_parallel(int tp, int ep, int etp, int pp, bool vo
   if (pp > 1) pipeline_ = communicator(pipeline_comm_);
   if (size_ > tp * ep * pp) data_ = communicator(data_comm_);
   parallel_ = ModelParallel{tensor_.get(), expert_.get(), routed_.get(), pipeline_.get()};
+  if (folded_) {
+    // The dense tensors' replicas: this tensor-parallel place of this stage in every share.
+    dense_comm_ = split(shard_.pp_rank * tp + shard_.tp_rank, batch_share(), "dense replicas");
+    dense_ = communicator(dense_comm_);
+    // Whole expert rows (etp = 1) are shared by the TP ranks only; with etp = tp each TP rank
+    // dispatches its own copy of its rows over its expert group.
+    if (etp == 1 && tp > 1) tensor_rows_ = communicator(tensor_comm_);
+    parallel_.folded = true;
+    parallel_.tensor_rows = tensor_rows_.get();
+  }
 #endif
 }
 
@@ -131,8 +146,21 @@ bool TrainerGroup::flag_from_last_stage(bool flag) const {
   if (!shard_.first_stage()) pipeline_->send(&word, 1, shard_.pp_rank - 1);
   return word != 0.0f;
 }
-void TrainerGroup::sum(float* values, size_t count) const { sum_in(data_comm_ ? data_comm_ : comm_, values, count); }
-void TrainerGroup::sum(double* values, size_t count) const { sum_in(data_comm_ ? data_comm_ : comm_, values, count); }
+// The batch shares' ranks: one rank per share.
+void TrainerGroup::sum(float* values, size_t count) const {
+  sum_in(folded_ ? dense_comm_ : data_comm_ ? data_comm_ : comm_, values, count);
+}
+void TrainerGroup::sum(double* values, size_t count) const {
+  sum_in(folded_ ? dense_comm_ : data_comm_ ? data_comm_ : comm_, values, count);
+}
+
+OptimizerShards TrainerGroup::optimizer_shards(const ModelLayout& layout, bool distributed) const {
+  if (!distributed) return {};
+  if (!folded_) return OptimizerShards(data_parallel_size(), data_parallel_rank(), data_.get());
+  return OptimizerShards(ReplicaSplit(batch_shares(), batch_share()), dense_.get(),
+                         ReplicaSplit(data_parallel_size(), data_parallel_rank()), data_.get(),
+                         routed_expert_tensors(layout));
+}
 
 double TrainerGroup::global_norm(double squares[3]) const {
   if (shard_.routed_rows_whole_on_tp_ranks()) {  // whole experts over the stage's ranks
@@ -144,6 +172,30 @@ double TrainerGroup::global_norm(double squares[3]) const {
   }
   sum_pipeline(squares, 3);  // each stage's tensors, once
   return std::sqrt(squares[0] + squares[1] + squares[2]);
+}
+
+void TrainerGroup::sum_replicas(bool routed_experts, float* values, size_t count) const {
+  if (routed_experts)
+    sum_in(data_comm_ ? data_comm_ : comm_, values, count);
+  else
+    sum(values, count);
+}
+
+void TrainerGroup::sum_replica_squares(double squares[3]) const {
+  sum(squares, 2);                                          // replicated and tensor-split: the dense replicas
+  sum_in(data_comm_ ? data_comm_ : comm_, &squares[2], 1);  // routed experts: their data-parallel replicas
+}
+
+int64_t TrainerGroup::most_over_folded_shares(int64_t value) const {
+  if (!folded_) return value;
+#ifdef MLPT_REFERENCE_MPI
+  long long most = value;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_LONG_LONG, MPI_MAX, as_comm(expert_comm_)),
+            "MPI_Allreduce (max)");
+  return static_cast<int64_t>(most);
+#else
+  return value;
+#endif
 }
 
 int64_t TrainerGroup::sum(int64_t value) const {
@@ -160,7 +212,7 @@ LossPlan TrainerGroup::plan_loss(const mlpt_train_step_args& args, const std::ve
 }
 
 void TrainerGroup::sum_step_totals(double& loss, LossPlan& plan, StepWork& work) const {
-  if (data_parallel_size() == 1) return;
+  if (batch_shares() == 1) return;
   double totals[] = {loss,
                      static_cast<double>(plan.num_tokens),
                      static_cast<double>(plan.sequences),
@@ -197,18 +249,24 @@ void TrainerGroup::check_same_share(const mlpt_train_batch& b) const {
   const int tp = shard().tp, ep = shard().ep, pp = shard().pp;
   const std::string stage_text = pp > 1 ? " x pipeline_parallel " + std::to_string(pp) : "";
   for (int i = 0; i < 2; ++i)
-    if (tensor[i] != tp * mine[i] || expert[i] != ep * mine[i] || stages[i] != pp * mine[i])
-      throw Error(MLPT_INVALID_ARGUMENT,
-                  "trainer group rank " + std::to_string(rank_) + ": the ranks of its model-parallel group (tensor_parallel " +
-                      std::to_string(tp) + " x expert_parallel " + std::to_string(ep) + stage_text +
-                      ") were given different batch shares; every rank of such a group must train the same share "
-                      "(split the batch by data-parallel rank, group rank / (tensor_parallel * expert_parallel" +
-                      (pp > 1 ? " * pipeline_parallel" : "") + "))");
+    if (tensor[i] != tp * mine[i] || (!folded_ && expert[i] != ep * mine[i]) || stages[i] != pp * mine[i])
+      throw Error(
+          MLPT_INVALID_ARGUMENT,
+          "trainer group rank " + std::to_string(rank_) +
+              ": the ranks of its model-parallel group (tensor_parallel " + std::to_string(tp) +
+              (folded_ ? "" : " x expert_parallel " + std::to_string(ep)) + stage_text +
+              (folded_ ? ", moe_parallel_folding" : "") +
+              ") were given different batch shares; every rank of such a group must train the same share "
+              "(split the batch by the data-parallel rank the trainer reports)");
 }
 
 StateRanks TrainerGroup::state_ranks(const ModelConfig& full) const {
-  return StateRanks{full, shard_, model_group(), data_parallel_rank() == 0, rank_, data_parallel_size(),
-                    [this](bool ok) { return all_ok(ok); }};
+  StateRanks ranks{
+      full, shard_, model_group(), data_parallel_rank() == 0, rank_, batch_shares(), [this](bool ok) {
+        return all_ok(ok);
+      }};
+  ranks.moe_folding = folded_;
+  return ranks;
 }
 
 TrainerState TrainerGroup::load_state(const std::string& path, const Weights<float>& current,

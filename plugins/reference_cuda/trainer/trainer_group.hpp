@@ -12,6 +12,17 @@
 // of one model and train the same batch share. sum() then sums over the dp replicas of this rank's
 // shard only.
 //
+// MoE parallel folding (trainer setting moe_parallel_folding, as Megatron-Core folds expert
+// parallelism over data parallelism): the same placement, but the ep dimension is data-parallel
+// for everything except the routed experts. The tp · pp ranks of one ep rank of a model-parallel
+// group train one batch share; its ep ranks train different shares, so the host sees dp · ep
+// data-parallel replicas (share dp_rank · ep + ep_rank). The routed experts stay split over the
+// stage's ranks (expert_dispatch.hpp sends each rank's own tokens to their owners); the other
+// tensors' gradients are summed over their dp · ep replicas (the ranks of the same tensor-parallel
+// place in the same stage), the routed experts' over their dp replicas, and the distributed
+// optimizer splits each tensor over those replicas (optimizer_shards.hpp). Expert tensor
+// parallelism 1 or tp alike: with tp the expert groups already hold their own tokens.
+//
 // What both trainers (CPU, CUDA) do alike under data parallelism lives here too: the loss plan
 // normalised over the global batch, and the step's loss and counts summed over the replicas.
 #pragma once
@@ -21,13 +32,14 @@
 #include <memory>
 #include <string>
 
+#include "mlpt/mlpt.h"
+#include "mlpt/trainer.h"
 #include "model/parallel/communicator.hpp"
 #include "model/parallel/model_parallel.hpp"
 #include "trainer/grpo_loss.hpp"
+#include "trainer/optimizer_shards.hpp"
 #include "trainer/trainer_common.hpp"
 #include "trainer/trainer_state.hpp"
-#include "mlpt/mlpt.h"
-#include "mlpt/trainer.h"
 
 namespace mlpt::ref {
 
@@ -46,12 +58,27 @@ class TrainerGroup {
   // Throws MLPT_INVALID_ARGUMENT naming the settings when the group's size is not a multiple of
   // tp · ep · pp. vocab_parallel false: the embedding and LM head whole on every rank
   // (ModelShard::vocab_parallel); both trainers split them.
-  void split_model_parallel(int tp, int ep, int etp = 1, int pp = 1, bool vocab_parallel = true);
+  // moe_parallel_folding: the ep ranks train different batch shares (above).
+  void split_model_parallel(int tp, int ep, int etp = 1, int pp = 1, bool vocab_parallel = true,
+                            bool moe_parallel_folding = false);
   const ModelShard& shard() const { return shard_; }
   const ModelParallel& model_parallel() const { return parallel_; }
   int model_parallel_size() const { return shard_.tp * shard_.ep * shard_.pp; }
   int data_parallel_rank() const { return rank_ / model_parallel_size(); }
   int data_parallel_size() const { return size_ / model_parallel_size(); }
+  bool moe_parallel_folding() const { return folded_; }
+  // The batch shares the group trains and this rank's (what the host splits the batch by): the
+  // data-parallel replicas, times the expert-parallel ranks under MoE parallel folding.
+  int batch_shares() const { return folded_ ? data_parallel_size() * shard_.ep : data_parallel_size(); }
+  int batch_share() const {
+    return folded_ ? data_parallel_rank() * shard_.ep + shard_.ep_rank : data_parallel_rank();
+  }
+  // The distributed optimizer's split of each tensor of `layout` (this rank's) over its replicas,
+  // with their groups (optimizer_shards.hpp); one replica keeps everything when not `distributed`.
+  OptimizerShards optimizer_shards(const ModelLayout& layout, bool distributed) const;
+  // The replicas of this rank's dense (not routed-expert) tensors, one rank per batch share (rank =
+  // batch_share()): the data-parallel group, or under folding dp · ep ranks; NULL when one.
+  Communicator* dense_replica_group() const { return folded_ ? dense_.get() : data_.get(); }
   // The tp · ep · pp ranks of this rank's model-parallel group (rank = ModelShard::model_rank());
   // NULL when the trainer is not model-parallel.
   Communicator* model_group() const { return model_.get(); }
@@ -74,11 +101,22 @@ class TrainerGroup {
   // its own tensors); the same bits on every rank. Collective.
   double global_norm(double squares[3]) const;
 
-  // Element-wise sums over the data-parallel replicas of this rank's shard (the whole group when
-  // there is no model parallelism), in place; every rank gets the same bits.
+  // Element-wise sums over the batch shares (one rank each: the data-parallel replicas of this
+  // rank's shard, under MoE parallel folding of its dense tensors; the whole group when there is
+  // no model parallelism), in place; every rank gets the same bits.
   void sum(float* values, size_t count) const;
   void sum(double* values, size_t count) const;
   int64_t sum(int64_t value) const;
+  // A gradient summed over its replicas, in place: a routed expert tensor's (`routed_experts`)
+  // over the data-parallel replicas of this shard, any other over the batch shares (sum()).
+  void sum_replicas(bool routed_experts, float* values, size_t count) const;
+  // The sums of squares of each replica's ranges (global_norm's, by TensorSpread) over the
+  // replicas of each kind of tensor, so every element counts once (collective).
+  void sum_replica_squares(double squares[3]) const;
+  // Under MoE parallel folding, the most `value` is on any of this rank's expert-parallel ranks
+  // (collective over them): how many forwards and backwards each of them runs, so every rank
+  // takes part in the same number of expert dispatches. `value` itself otherwise.
+  int64_t most_over_folded_shares(int64_t value) const;
 
   // The loss plan of this replica's share (grpo_loss.hpp): N_tok from the step's global count of
   // loss tokens (args.global_num_loss_tokens, when the host passed it) less what the logprob error
@@ -99,8 +137,9 @@ class TrainerGroup {
   TrainerState load_state(const std::string& path, const Weights<float>& current, const ModelConfig& full,
                           const OptimizerShards& moments = {}) const;
   // The ranks of a model-parallel group hold parts of one model and must train the same batch
-  // share: throws MLPT_INVALID_ARGUMENT on every rank of a group given different shares (collective
-  // over the tensor- and expert-parallel groups).
+  // share (under MoE parallel folding those of one ep rank): throws MLPT_INVALID_ARGUMENT on every
+  // rank of a group given different shares (collective over the tensor-, pipeline- and unless
+  // folded expert-parallel groups).
   void check_same_share(const mlpt_train_batch& b) const;
   // Whether every rank of the group passed ok = true (collective: a rank that failed still calls
   // it, so none waits for it).
@@ -114,12 +153,16 @@ class TrainerGroup {
   void* comm_ = nullptr;  // the group's MPI communicator, when size_ > 1
   void* data_comm_ = nullptr, *tensor_comm_ = nullptr, *expert_comm_ = nullptr, *model_comm_ = nullptr;  // after a split
   void* stage_comm_ = nullptr, *pipeline_comm_ = nullptr;
+  void* dense_comm_ = nullptr;  // under MoE parallel folding: the dense tensors' dp · ep replicas
+  bool folded_ = false;
   ModelShard shard_;
   std::unique_ptr<Communicator> tensor_, expert_;  // what the model's forward and backward use
   std::unique_ptr<Communicator> model_;            // what a sharded save gathers tensors over
   std::unique_ptr<Communicator> routed_;           // the routed experts' group under etp = 1, tp > 1
   std::unique_ptr<Communicator> pipeline_;         // the stages' activations, point to point
   std::unique_ptr<Communicator> data_;             // the replicas of this shard, when more than one
+  std::unique_ptr<Communicator> dense_;            // under folding: the dense replicas, when more than one
+  std::unique_ptr<Communicator> tensor_rows_;      // under folding: the TP ranks sharing this rank's rows
   ModelParallel parallel_;
 };
 

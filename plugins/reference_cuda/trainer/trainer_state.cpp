@@ -255,12 +255,14 @@ int64_t rows_per_piece(const std::vector<int64_t>& shape, int64_t fp8_block_rows
   return std::min(rows, std::max(unit, fit));
 }
 
-// Rows [first, end) of this rank's local tensor of `numel` elements, rows of `row` elements, made
-// whole from the data-parallel replicas' ranges (`range`: this replica's, ranks.moments).
-// Collective over ranks.data_group.
-std::vector<float> gather_replica_rows(const StateRanks& ranks, const std::vector<float>& range,
+// Rows [first, end) of this rank's local tensor i of `numel` elements, rows of `row` elements, made
+// whole from its replicas' ranges (`range`: this replica's, ranks.moments). Collective over the
+// tensor's replicas (ranks.moments.group_of(i)).
+std::vector<float> gather_replica_rows(const StateRanks& ranks, size_t i, const std::vector<float>& range,
                                        int64_t numel, int64_t row, int64_t first, int64_t end) {
-  const std::vector<size_t> counts = ranks.moments.counts(numel);
+  const ReplicaSplit& split = ranks.moments.of(i);
+  Communicator* replicas = ranks.moments.group_of(i);
+  const std::vector<size_t> counts = split.counts(numel);
   const int64_t lo = first * row, hi = end * row;
   std::vector<size_t> parts;  // each replica's share of [lo, hi)
   int64_t at = 0;
@@ -269,12 +271,32 @@ std::vector<float> gather_replica_rows(const StateRanks& ranks, const std::vecto
     parts.push_back(static_cast<size_t>(std::max<int64_t>(0, to - from)));
     at += static_cast<int64_t>(c);
   }
-  const int64_t mine = ranks.moments.first(numel), skip = std::max<int64_t>(0, lo - mine);
-  const size_t me = static_cast<size_t>(ranks.data_group->rank());
+  const int64_t mine = split.first(numel), skip = std::max<int64_t>(0, lo - mine);
+  const size_t me = static_cast<size_t>(replicas->rank());
   std::vector<float> rows(static_cast<size_t>(hi - lo));
-  ranks.data_group->all_gather_v(range.data() + std::min<int64_t>(skip, static_cast<int64_t>(range.size())),
-                                 parts[me], rows.data(), parts.data());
+  replicas->all_gather_v(range.data() + std::min<int64_t>(skip, static_cast<int64_t>(range.size())),
+                         parts[me], rows.data(), parts.data());
   return rows;
+}
+
+// The local rows of tensor i that this rank's replicas gather for a piece (`cuts`): the ones this
+// rank reads, or under MoE parallel folding for a tensor other than the routed experts' those any
+// rank of its tensor-parallel place in the stage reads (its replicas span the expert-parallel
+// ranks, of which only the first contributes the rows), alike on all of them.
+std::pair<int64_t, int64_t> replica_rows_read(const std::vector<Cut>& cuts, const StateRanks& ranks,
+                                              size_t i) {
+  const ModelShard& s = ranks.shard;
+  if (!ranks.moe_folding || ranks.moments.routed(i)) return local_rows_read(cuts, s.model_rank());
+  int64_t first = 0, end = 0;
+  for (int ep_rank = 0; ep_rank < s.ep; ++ep_rank) {
+    ModelShard other = s;
+    other.ep_rank = ep_rank;
+    const auto [from, to] = local_rows_read(cuts, other.model_rank());
+    if (from == to) continue;
+    if (first == end) first = from, end = to;
+    first = std::min(first, from), end = std::max(end, to);
+  }
+  return {first, end};
 }
 
 bool is_routed_expert(const ModelLayout& layout, size_t i) {
@@ -300,7 +322,6 @@ std::exception_ptr write_rank_files(const fs::path& dir, const std::string& chec
   const SafetensorsCheckpoint source(checkpoint);  // deterministic on every rank: only headers read
   const Dtype fallback = parse_dtype(full.dtype);
   RankFiles model(dir, me, ranks.group_rank), optimizer(dir / kOptimizerFolder, me, ranks.group_rank);
-  const bool split_moments = ranks.moments.replicas() > 1;
   std::exception_ptr failure;
   auto local = [&](auto&& work) {  // this rank's own writing; the first failure stops it
     if (failure || !ranks.writes) return;
@@ -375,10 +396,10 @@ std::exception_ptr write_rank_files(const fs::path& dir, const std::string& chec
         std::vector<int64_t> rows_shape = local_shape;
         int64_t first_row = 0;
         std::vector<float> replica_rows;  // a moment's rows this piece reads, from the replicas' ranges
-        if (q > 0 && split_moments) {
-          const auto [first, end] = local_rows_read(cut_rows(g, plan, i, begin, piece_shape[0]), me);
+        if (q > 0 && ranks.moments.of(i).replicas() > 1) {
+          const auto [first, end] = replica_rows_read(cut_rows(g, plan, i, begin, piece_shape[0]), ranks, i);
           replica_rows =
-              gather_replica_rows(ranks, *values, numel(local_shape),
+              gather_replica_rows(ranks, i, *values, numel(local_shape),
                                   numel(local_shape) / std::max<int64_t>(local_shape[0], 1), first, end);
           values = &replica_rows, first_row = first, rows_shape[0] = end - first;
         }
@@ -501,7 +522,7 @@ SaveFootprint save_trainer_state(const std::string& path, const std::string& che
     fs::create_directories(tmp / kOptimizerFolder);
   });
   step_ok([&] {
-    if (!ranks.writes && ranks.moments.replicas() == 1) return;
+    if (!ranks.writes && !ranks.moments.split()) return;
     const Weights<float>* quantities[3] = {&weights, &m, &v};
     error = write_rank_files(tmp, checkpoint, quantities, ranks, footprint);
   });
@@ -562,10 +583,11 @@ TrainerState load_trainer_state(const std::string& path, const Weights<float>& c
     for (int q = 0; q < 3; ++q) {
       std::function<void(size_t, std::vector<float>&)>
           keep;  // a moment split over the replicas: this one's range
-      if (q > 0 && ranks.moments.replicas() > 1)
-        keep = [&](size_t, std::vector<float>& t) {
-          const int64_t n = static_cast<int64_t>(t.size()), first = ranks.moments.first(n);
-          t = std::vector<float>(t.begin() + first, t.begin() + first + ranks.moments.count(n));
+      if (q > 0 && ranks.moments.split())
+        keep = [&](size_t i, std::vector<float>& t) {
+          const ReplicaSplit& split = ranks.moments.of(i);
+          const int64_t n = static_cast<int64_t>(t.size()), first = split.first(n);
+          t = std::vector<float>(t.begin() + first, t.begin() + first + split.count(n));
         };
       *into[q] = read_shard_weights<float>(cfg, optimizer, ranks.shard, kPrefixes[q], keep);
       into[q]->config = current.config;  // the running config document

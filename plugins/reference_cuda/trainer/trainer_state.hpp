@@ -48,11 +48,12 @@ struct StateRanks {
   // The most fp32 bytes of one tensor a save gathers, encodes and writes at once (whole experts of
   // a routed-expert tensor, blocks of rows of a matrix): what a save holds beyond the state itself.
   size_t piece_bytes = kSavePieceBytes;
-  // How the moments a save is given are split over the data-parallel replicas (one: whole), and
-  // the replicas (rank = data-parallel rank; NULL with one). With several, every replica takes
-  // part in the save.
+  // How the moments a save is given are split over each tensor's data-parallel replicas (one:
+  // whole), with the replicas' groups. With several, every replica takes part in the save.
   OptimizerShards moments;
-  Communicator* data_group = nullptr;
+  // MoE parallel folding (trainer_group.hpp): a tensor other than the routed experts' has its
+  // replicas over the expert-parallel ranks too (the first of them writes it).
+  bool moe_folding = false;
 
   static StateRanks one(const ModelConfig& config) { return StateRanks{config, {}, nullptr, true, 0, 1}; }
 };

@@ -104,6 +104,28 @@ TEST_CASE("model parallel over MPI: TP=2 x EP=2 on four ranks, and TP=2 x data p
   check_model_parallel_step(4, 2, 1, 1e-6, 1e-6);
 }
 
+// MoE parallel folding: the expert-parallel ranks train different shares (two on TP=2 x EP=2, four
+// with a second data-parallel replica), the routed experts dispatched between them, every other
+// gradient summed over the dp · ep shares and the distributed optimizer's ranges split over them.
+// Against one rank the data-parallel bounds above hold: the shares' gradients are summed in
+// another order, and the experts' rows travel whole (as under EP) so nothing else rounds apart.
+// With micro-batches of one sequence the four shares of six sequences hold two or one: the ranks
+// with fewer run padding micro-batches so their expert-parallel ranks' dispatches meet.
+TEST_CASE(
+    "MoE parallel folding over MPI: TP=2 x EP=2 folded on four and eight ranks equals the one-rank trainer") {
+  const json folded = {{"moe_parallel_folding", true}};
+  check_model_parallel_step(4, 2, 2, 1e-6, 1e-6, "qwen35_cpu", {}, splittable_micro_config(), 1, folded);
+  check_model_parallel_step(8, 2, 2, 1e-6, 1e-6, "qwen35_cpu", {}, splittable_micro_config(), 1, folded);
+  check_model_parallel_step(8, 2, 2, 1e-6, 1e-6, "qwen35_cpu", {}, splittable_micro_config(), 1,
+                            {{"moe_parallel_folding", true}, {"micro_batch_tokens", 1}});
+}
+
+TEST_CASE(
+    "MoE parallel folding over MPI: PP=2 x TP=2 x EP=2 folded on eight ranks equals the one-rank trainer") {
+  check_model_parallel_step(8, 2, 2, 1e-6, 1e-6, "qwen35_cpu", {}, splittable_micro_config(), 2,
+                            {{"moe_parallel_folding", true}, {"micro_batch_tokens", 1}});
+}
+
 // The distributed optimizer (on by default): the replicas reduce-scatter each gradient, keep the
 // Adam moments of their range, step it and all-gather the weights. Against one rank the data
 // parallel tolerances above hold (the gradient summed in another order). Against replicas that

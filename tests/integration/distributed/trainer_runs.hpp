@@ -205,13 +205,18 @@ inline std::pair<json, std::map<std::string, std::vector<float>>> one_rank_of(co
 // one-rank step's weights: the loss and gradient norm within metric_tolerance relative, every
 // weight within weight_tolerance absolute (the weights and the step are O(0.1)). `trainer` is the
 // group's trainer component (the one-rank step is always qwen35_cpu's, the reference; `same` adds
-// the trainer's own one-rank step as a second one).
-inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_tolerance, double weight_tolerance,
-                                      const std::string& trainer = "qwen35_cpu", const SameTrainerOnOneRank& same = {},
-                                      const json& model = splittable_micro_config(), int pp = 1) {
+// the trainer's own one-rank step as a second one). `group_settings`: more settings of the group's
+// ranks (moe_parallel_folding: the expert-parallel ranks training shares of their own).
+inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_tolerance,
+                                      double weight_tolerance, const std::string& trainer = "qwen35_cpu",
+                                      const SameTrainerOnOneRank& same = {},
+                                      const json& model = splittable_micro_config(), int pp = 1,
+                                      const json& group_settings = json::object()) {
   TempDir dir("dist_mp");
   json layout = {{"tensor_parallel", tp}, {"expert_parallel", ep}};
   if (pp > 1) layout["pipeline_parallel"] = pp;
+  layout.update(group_settings);
+  const bool folded = group_settings.value("moe_parallel_folding", false);
   const OneRankStep one = one_rank_step(dir, model, layout);
   const int model_ranks = tp * ep * pp;
   json same_metrics;
@@ -224,7 +229,13 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
   std::map<std::string, std::vector<int>> covered;  // how many ranks hold each element
   for (const auto& [name, w] : one.weights) covered[name].assign(w.size(), 0);
   double worst_weight = 0, worst_metric = 0;
-  int sequences = 0;  // over one rank of each model-parallel group: the whole batch
+  int sequences = 0;  // over one rank of each batch share: the whole batch
+  double fewest_micro_batches = 1e9, most_micro_batches = 0;  // the shares' own (padding not counted)
+  // The first rank of `rank`'s share: of its model-parallel group, or folded of its ep rank's ranks.
+  auto share_first = [&](int rank) {
+    const int base = rank - rank % model_ranks;
+    return folded ? base + (rank % model_ranks % (tp * ep)) / tp * tp : base;
+  };
   for (int rank = 0; rank < ranks; ++rank) {
     json r = rank_report(dir, rank);
     INFO("rank " << rank << ": " << r.dump(2));
@@ -232,8 +243,10 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
     CHECK(r["version"] == one.version);
     // The clip norm's sum in a fixed order: every rank of the group gets the very same bits.
     CHECK(r["metrics"]["grad_norm"].get<double>() == rank_report(dir, 0)["metrics"]["grad_norm"].get<double>());
-    if (rank % model_ranks == 0) sequences += r["sequences"].get<int>();
-    CHECK(r["sequences"] == rank_report(dir, rank - rank % model_ranks)["sequences"]);  // one share per group
+    if (share_first(rank) == rank) sequences += r["sequences"].get<int>();
+    fewest_micro_batches = std::min(fewest_micro_batches, r["metrics"]["micro_batches"].get<double>());
+    most_micro_batches = std::max(most_micro_batches, r["metrics"]["micro_batches"].get<double>());
+    CHECK(r["sequences"] == rank_report(dir, share_first(rank))["sequences"]);  // one share per group
     for (const char* key : {"loss", "grad_norm"}) {
       INFO(key);
       const double want = one.metrics.at(key), got = r["metrics"][key].get<double>();
@@ -289,8 +302,11 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
     INFO(name);
     CHECK(*std::min_element(counts.begin(), counts.end()) >= 1);
   }
-  WARN("tp " << tp << " ep " << ep << " pp " << pp << " on " << ranks << " ranks: loss and grad_norm within " << worst_metric
-             << " relative, weights within " << worst_weight << " of the one-rank step (which moved them up to " << one.moved << ")");
+  WARN("tp " << tp << " ep " << ep << " pp " << pp << (folded ? " folded" : "") << " on " << ranks
+             << " ranks (" << fewest_micro_batches << ".." << most_micro_batches
+             << " micro-batches per share): loss and grad_norm within " << worst_metric
+             << " relative, weights within " << worst_weight
+             << " of the one-rank step (which moved them up to " << one.moved << ")");
   CHECK(one.moved > 1e-3);
   CHECK(worst_weight <= weight_tolerance);
   if (same.weight > 0) {
@@ -299,6 +315,5 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
     CHECK(worst_same_weight <= same.weight);
   }
 }
-
 
 }  // namespace dist_test

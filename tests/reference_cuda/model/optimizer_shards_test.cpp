@@ -21,7 +21,7 @@ TEST_CASE(
       INFO(replicas << " replicas, " << n << " elements");
       int64_t next = 0;  // where the next replica's range must begin
       for (int r = 0; r < replicas; ++r) {
-        const OptimizerShards shards(replicas, r);
+        const ReplicaSplit shards(replicas, r);
         CHECK(shards.first(n) == next);
         CHECK(shards.count(n) >= n / replicas);
         CHECK(shards.count(n) <= n / replicas + 1);
@@ -60,7 +60,7 @@ TEST_CASE(
       const Weights<float> kept = shards.keep_range(whole);
       for (size_t t = 0; t < whole.values.size(); ++t)
         joined[t].insert(joined[t].end(), kept.values[t].begin(), kept.values[t].end());
-      shards.add_range_squares(values, squares);
+      shards.add_range_squares(0, values, squares);
     }
     CHECK(joined == whole.values);
     CHECK(squares == all);
@@ -95,8 +95,8 @@ TEST_CASE(
       const OptimizerShards shards(replicas, r);
       Weights<float> mine = weights, m_mine = shards.keep_range(m), v_mine = shards.keep_range(v);
       adamw_update(mine, grads, m_mine, v_mine, 3, settings, 0.5, trainable, shards);
-      const auto first = static_cast<size_t>(shards.first(n)),
-                 end = first + static_cast<size_t>(shards.count(n));
+      const auto first = static_cast<size_t>(shards.of(0).first(n)),
+                 end = first + static_cast<size_t>(shards.of(0).count(n));
       for (size_t j = 0; j < n; ++j) {
         INFO("element " << j);
         CHECK(mine.values[0][j] == (j >= first && j < end ? updated.values[0][j] : weights.values[0][j]));

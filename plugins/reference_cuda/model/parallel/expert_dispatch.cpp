@@ -14,14 +14,24 @@ namespace {
 // The first token of part `r` of `n` tokens split among `parts` as evenly as possible.
 int64_t slice_begin(int64_t n, int parts, int r) { return n * r / parts; }
 
-// The round trip of one layer's (token, slot) pairs: this rank's token slice [begin, end) sends each
-// pair to its expert's owner, the owner answers each row it received, and the slices are gathered.
+// The round trip of one layer's (token, slot) pairs: this rank's token slice [begin, end) of the
+// rows it shares with `sharers` sends each pair to its expert's owner in `group`, the owner answers
+// each row it received, and the sharers gather their slices.
 class ExpertExchange {
  public:
-  ExpertExchange(Communicator& group, int64_t rows, int64_t k, int64_t per_rank, const int16_t* experts)
-      : group_(group), P_(group.size()), rows_(rows), k_(k), per_rank_(per_rank), experts_(experts) {
-    begin_ = slice_begin(rows, P_, group.rank());
-    end_ = slice_begin(rows, P_, group.rank() + 1);
+  ExpertExchange(Communicator& group, Communicator* sharers, int64_t rows, int64_t k, int64_t per_rank,
+                 const int16_t* experts)
+      : group_(group),
+        sharers_(sharers && sharers->size() > 1 ? sharers : nullptr),
+        P_(group.size()),
+        S_(sharers_ ? sharers_->size() : 1),
+        rows_(rows),
+        k_(k),
+        per_rank_(per_rank),
+        experts_(experts) {
+    const int me = sharers_ ? sharers_->rank() : 0;
+    begin_ = slice_begin(rows, S_, me);
+    end_ = slice_begin(rows, S_, me + 1);
     std::vector<std::vector<int64_t>> to(static_cast<size_t>(P_));  // pairs t * k + i per owner
     for (int64_t pair = begin_ * k; pair < end_ * k; ++pair) to[static_cast<size_t>(experts[pair] / per_rank)].push_back(pair);
     sent_.resize(static_cast<size_t>(P_));
@@ -71,12 +81,17 @@ class ExpertExchange {
     return order;
   }
 
-  // full[rows, width] = every rank's slice (rows [begin, end) of `width` floats each).
+  // full[rows, width] = every sharer's slice (rows [begin, end) of `width` floats each).
   void gather(const std::vector<float>& slice, int64_t width, float* full) const {
-    std::vector<size_t> counts(static_cast<size_t>(P_));
-    for (int p = 0; p < P_; ++p)
-      counts[static_cast<size_t>(p)] = static_cast<size_t>((slice_begin(rows_, P_, p + 1) - slice_begin(rows_, P_, p)) * width);
-    group_.all_gather_v(slice.data(), slice.size(), full, counts.data());
+    if (!sharers_) {
+      std::copy(slice.begin(), slice.end(), full);
+      return;
+    }
+    std::vector<size_t> counts(static_cast<size_t>(S_));
+    for (int p = 0; p < S_; ++p)
+      counts[static_cast<size_t>(p)] =
+          static_cast<size_t>((slice_begin(rows_, S_, p + 1) - slice_begin(rows_, S_, p)) * width);
+    sharers_->all_gather_v(slice.data(), slice.size(), full, counts.data());
   }
 
  private:
@@ -87,7 +102,8 @@ class ExpertExchange {
   }
 
   Communicator& group_;
-  int P_;
+  Communicator* sharers_;  // NULL: this rank's rows are its own
+  int P_, S_;
   int64_t rows_, k_, per_rank_, begin_ = 0, end_ = 0, received_rows_ = 0;
   const int16_t* experts_;
   std::vector<size_t> sent_, received_;  // rows per rank
@@ -103,11 +119,12 @@ void check_split(const cpu::MoeShape& shape, const Communicator& group) {
 
 }  // namespace
 
-void dispatch_experts_forward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const float* x,
-                              const int16_t* experts, const float* weights, const LocalExperts& local, float* y) {
+void dispatch_experts_forward(Communicator& group, Communicator* sharers, const cpu::MoeShape& shape,
+                              int64_t rows, const float* x, const int16_t* experts, const float* weights,
+                              const LocalExperts& local, float* y) {
   check_split(shape, group);
   const int64_t H = shape.hidden, per_rank = shape.num_experts / group.size();
-  const ExpertExchange ex(group, rows, shape.top_k, per_rank, experts);
+  const ExpertExchange ex(group, sharers, rows, shape.top_k, per_rank, experts);
   // Each pair travels as [x row, local expert id]; the owner answers E(x) (weight 1: the token's rank weighs).
   const std::vector<float> in = ex.dispatch(H + 1, [&](int64_t pair, float* row) {
     std::copy_n(x + pair / shape.top_k * H, H, row);
@@ -135,12 +152,12 @@ void dispatch_experts_forward(Communicator& group, const cpu::MoeShape& shape, i
   ex.gather(slice, H, y);
 }
 
-void dispatch_experts_backward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const float* x,
-                               const int16_t* experts, const float* weights, const float* dy,
-                               const LocalExperts& local, float* dx, float* dweights) {
+void dispatch_experts_backward(Communicator& group, Communicator* sharers, const cpu::MoeShape& shape,
+                               int64_t rows, const float* x, const int16_t* experts, const float* weights,
+                               const float* dy, const LocalExperts& local, float* dx, float* dweights) {
   check_split(shape, group);
   const int64_t H = shape.hidden, k = shape.top_k, per_rank = shape.num_experts / group.size();
-  const ExpertExchange ex(group, rows, k, per_rank, experts);
+  const ExpertExchange ex(group, sharers, rows, k, per_rank, experts);
   // Each pair travels as [x row, dy row, weight, local expert id]; the owner answers [dx row, dweight]
   // and keeps its experts' weight gradients.
   const int64_t width = 2 * H + 2;
@@ -201,32 +218,37 @@ LocalExperts cpu_local_experts(const cpu::MoeShape& shape, int64_t per_rank, con
 }  // namespace
 
 template <class T>
-void dispatched_experts_forward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const T* x,
-                                const int16_t* experts, const T* weights, const T* gate_up, const T* down, T* y) {
+void dispatched_experts_forward(Communicator& group, Communicator* sharers, const cpu::MoeShape& shape,
+                                int64_t rows, const T* x, const int16_t* experts, const T* weights,
+                                const T* gate_up, const T* down, T* y) {
   if constexpr (std::is_same_v<T, float>)
-    dispatch_experts_forward(group, shape, rows, x, experts, weights,
-                             cpu_local_experts(shape, shape.num_experts / group.size(), gate_up, down, nullptr, nullptr), y);
+    dispatch_experts_forward(
+        group, sharers, shape, rows, x, experts, weights,
+        cpu_local_experts(shape, shape.num_experts / group.size(), gate_up, down, nullptr, nullptr), y);
   else
     throw sdk::Error(MLPT_UNIMPLEMENTED, "expert parallelism computes in float32 only");
 }
 
 template <class T>
-void dispatched_experts_backward(Communicator& group, const cpu::MoeShape& shape, int64_t rows, const T* x,
-                                 const int16_t* experts, const T* weights, const T* gate_up, const T* down, const T* dy,
-                                 T* dx, T* dweights, T* dgate_up, T* ddown) {
+void dispatched_experts_backward(Communicator& group, Communicator* sharers, const cpu::MoeShape& shape,
+                                 int64_t rows, const T* x, const int16_t* experts, const T* weights,
+                                 const T* gate_up, const T* down, const T* dy, T* dx, T* dweights,
+                                 T* dgate_up, T* ddown) {
   if constexpr (std::is_same_v<T, float>)
-    dispatch_experts_backward(group, shape, rows, x, experts, weights, dy,
-                              cpu_local_experts(shape, shape.num_experts / group.size(), gate_up, down, dgate_up, ddown),
-                              dx, dweights);
+    dispatch_experts_backward(
+        group, sharers, shape, rows, x, experts, weights, dy,
+        cpu_local_experts(shape, shape.num_experts / group.size(), gate_up, down, dgate_up, ddown), dx,
+        dweights);
   else
     throw sdk::Error(MLPT_UNIMPLEMENTED, "expert parallelism computes in float32 only");
 }
 
-#define MLPT_INSTANTIATE(T)                                                                                         \
-  template void dispatched_experts_forward<T>(Communicator&, const cpu::MoeShape&, int64_t, const T*,               \
-                                              const int16_t*, const T*, const T*, const T*, T*);                    \
-  template void dispatched_experts_backward<T>(Communicator&, const cpu::MoeShape&, int64_t, const T*,              \
-                                               const int16_t*, const T*, const T*, const T*, const T*, T*, T*, T*, T*);
+#define MLPT_INSTANTIATE(T)                                                                                 \
+  template void dispatched_experts_forward<T>(Communicator&, Communicator*, const cpu::MoeShape&, int64_t,  \
+                                              const T*, const int16_t*, const T*, const T*, const T*, T*);  \
+  template void dispatched_experts_backward<T>(Communicator&, Communicator*, const cpu::MoeShape&, int64_t, \
+                                               const T*, const int16_t*, const T*, const T*, const T*,      \
+                                               const T*, T*, T*, T*, T*);
 MLPT_INSTANTIATE(float)
 MLPT_INSTANTIATE(double)
 #undef MLPT_INSTANTIATE

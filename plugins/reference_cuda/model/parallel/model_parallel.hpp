@@ -82,11 +82,18 @@ struct ModelParallel {
   Communicator* routed = nullptr;
   // The pp stages' ranks with this rank's place in its stage (rank = pp_rank); NULL: one stage.
   Communicator* pipeline = nullptr;
+  // Expert data parallelism (MoE parallel folding): the ep ranks of a stage train different tokens,
+  // so only `tensor_rows` (the tensor-parallel group in the routed group's memory, NULL for one
+  // rank) hold the same rows as this rank; otherwise every rank of the routed group does.
+  bool folded = false;
+  Communicator* tensor_rows = nullptr;
   int tensor_size() const { return tensor ? tensor->size() : 1; }
   int pipeline_size() const { return pipeline ? pipeline->size() : 1; }
   int expert_size() const { return expert ? expert->size() : 1; }
   Communicator* routed_group() const { return routed ? routed : expert; }
   int routed_size() const { return routed_group() ? routed_group()->size() : 1; }
+  // The ranks of the routed group that hold this rank's rows (expert_dispatch.hpp's sharers).
+  Communicator* row_sharers() const { return folded ? tensor_rows : routed_group(); }
 };
 
 // A shard computes only with the groups of its layout, and a group of several ranks only with a
