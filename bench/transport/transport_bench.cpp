@@ -12,19 +12,22 @@
 // A transport time is one whole send(): metadata, every bucket, commit and the receiver's ack.
 //
 // With --sparse-fraction F it also times a sparse refit of the same bytes read as BF16 weights of
-// which a fraction F changed (plugins/transport_sparse/sparse_delta.hpp; bench_refit_steps measures F on the ~100M
-// model): encode, send the updates, apply them, against the dense send and ucx_perftest.
+// which a fraction F changed (plugins/transport_sparse/sparse_delta.hpp; bench_refit_steps measures F on the
+// ~100M model): encode, send the updates, apply them, against the dense send and ucx_perftest.
 //
 //   bench_transport [--mib N] [--reps N] [--buckets 1,4,16,64] [--classes sm,tcp] [--small-pages]
-//                   [--no-perftest] [--sparse-fraction F]
+//                   [--perftest-default-buffers] [--no-perftest] [--sparse-fraction F]
+// ucx_perftest takes its buffers from the same kind of memory as the weights (UCX_ALLOC_PRIO=thp
+// with huge pages, =mmap with --small-pages), printed with its command line;
+// --perftest-default-buffers leaves UCX's default (SysV shared memory on 4 KiB pages here).
 // The receiving process is this executable started with --receiver (internal).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,8 +45,8 @@
 #include <vector>
 
 #include "core/plugin/plugin.hpp"
-#include "sparse_delta.hpp"
 #include "mlpt/transport.h"
+#include "sparse_delta.hpp"
 #include "ucx_perftest.hpp"
 
 extern char** environ;
@@ -54,7 +57,9 @@ using bench_ucx::perftest_gbps;
 using bench_ucx::spawn;
 using bench_ucx::wait_exit;
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 using bench_ucx::Transport;
 
@@ -85,15 +90,16 @@ struct Weights {
   std::vector<uint8_t*> data;
   std::vector<mlpt_named_tensor> views;
   size_t tensor_bytes, total;
-  // `huge_pages`: on transparent huge pages, as ucx_perftest's buffers are (UCX allocates them:
-  // shared memory or huge pages, UCX_ALLOC_PRIO) and the transport's receive buffers are. Between
-  // processes the data moves by CMA, which pins the sender's pages one by one: 4 KiB pages cost it
-  // more than half its rate here.
+  // `huge_pages`: on transparent huge pages, as the transport's receive buffers are; else on 4 KiB
+  // pages. Between processes the data moves by CMA: the kernel walks and copies the sender's pages
+  // one by one, and from 4 KiB pages that copy runs at about half the rate here (for ucx_perftest
+  // as for the transport: its baseline takes its buffers from the same kind of memory, below).
   Weights(size_t count, size_t bytes, bool huge_pages) : tensor_bytes(bytes), total(count * bytes) {
     shape = {static_cast<int64_t>(bytes / 4)};
     for (size_t i = 0; i < count; ++i) {
       names.push_back("model.layers." + std::to_string(i) + ".weight");
-      auto* p = static_cast<uint8_t*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      auto* p = static_cast<uint8_t*>(
+          mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
       if (huge_pages) madvise(p, bytes, MADV_HUGEPAGE);
       for (size_t k = 0; k < bytes; k += 4096) p[k] = static_cast<uint8_t>(i + k);
       data.push_back(p);
@@ -123,12 +129,14 @@ double median_gbps_of(std::vector<double> times, size_t total) {
 
 // memcpy of the weights, the median of `reps` copies after one warm-up (the transport's statistic).
 double memcpy_gbps(const Weights& w, int reps) {
-  auto* dst = static_cast<uint8_t*>(mmap(nullptr, w.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* dst = static_cast<uint8_t*>(
+      mmap(nullptr, w.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   std::memset(dst, 0, w.total);  // pre-fault, as the transport's receive buffers are after warm-up
   std::vector<double> times;
   for (int r = 0; r < reps + 1; ++r) {
     auto t0 = Clock::now();
-    for (size_t i = 0; i < w.data.size(); ++i) std::memcpy(dst + i * w.tensor_bytes, w.data[i], w.tensor_bytes);
+    for (size_t i = 0; i < w.data.size(); ++i)
+      std::memcpy(dst + i * w.tensor_bytes, w.data[i], w.tensor_bytes);
     if (r > 0) times.push_back(seconds_since(t0));
   }
   munmap(dst, w.total);
@@ -171,14 +179,20 @@ TransportResult transport_gbps(Transport& t, const std::string& self,
   std::string sender_config = R"({"address": ")" + addr + R"(", "bucket_bytes": )" + std::to_string(bucket) +
                               R"(, "verify_checksum": )" + (checksum ? "true" : "false") +
                               R"(, "shared_memory": )" + (stream_endpoint ? "true" : "false") + "}";
-  std::string receiver_config = R"({"address": ")" + addr + R"(", "name": "bench-receiver", "verify_checksum": )" +
+  std::string receiver_config = R"({"address": ")" + addr +
+                                R"(", "name": "bench-receiver", "verify_checksum": )" +
                                 (checksum ? "true" : "false") + "}";
   mlpt_transport* tx = t.create(MLPT_TRANSPORT_SENDER, sender_config);
   pid_t child = spawn({self, "--receiver", receiver_config, std::to_string(kWarmup + reps)});
   std::vector<double> times;
   try {
     for (int v = 1; v <= kWarmup + reps; ++v) {
-      mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE, tx, static_cast<uint64_t>(v), views.data(), views.size(), 60000};
+      mlpt_transport_send_args a{MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE,
+                                 tx,
+                                 static_cast<uint64_t>(v),
+                                 views.data(),
+                                 views.size(),
+                                 60000};
       auto t0 = Clock::now();
       mlpt::plugin::check(t.component, t.api->send(&a), "send");
       if (v > kWarmup) times.push_back(seconds_since(t0));
@@ -200,10 +214,12 @@ TransportResult transport_gbps(Transport& t, const std::string& self,
 // A sparse refit of `w` read as BF16 weights of which `fraction` changed (evenly spread): encode
 // per tensor, send the updates through the transport, apply them; the dense send of the same
 // weights and ucx_perftest at the same total are the baselines.
-void sparse_refit(Transport& t, const std::string& self, const Weights& w, double fraction, int reps, bool perftest) {
+void sparse_refit(Transport& t, const std::string& self, const Weights& w, double fraction, int reps,
+                  bool perftest, const char* perftest_alloc) {
   const size_t bucket = 16 << 20;
   const int64_t n = static_cast<int64_t>(w.tensor_bytes / 2);
-  const int64_t stride = fraction > 0 ? std::max<int64_t>(1, static_cast<int64_t>(std::llround(1 / fraction))) : n + 1;
+  const int64_t stride =
+      fraction > 0 ? std::max<int64_t>(1, static_cast<int64_t>(std::llround(1 / fraction))) : n + 1;
   std::vector<std::vector<std::byte>> blobs(w.data.size());
   std::vector<std::vector<uint16_t>> engine(w.data.size());
   size_t wire = 0;
@@ -214,7 +230,9 @@ void sparse_refit(Transport& t, const std::string& self, const Weights& w, doubl
   }
   auto t0 = Clock::now();
   for (size_t i = 0; i < w.data.size(); ++i)
-    wire += mlpt::sparse_refit::encode_bf16_delta(engine[i].data(), reinterpret_cast<const uint16_t*>(w.data[i]), n, blobs[i]).bytes;
+    wire += mlpt::sparse_refit::encode_bf16_delta(engine[i].data(),
+                                                  reinterpret_cast<const uint16_t*>(w.data[i]), n, blobs[i])
+                .bytes;
   const double encode = seconds_since(t0);
   std::vector<int64_t> shapes(blobs.size());
   std::vector<mlpt_named_tensor> views = w.views;
@@ -231,21 +249,26 @@ void sparse_refit(Transport& t, const std::string& self, const Weights& w, doubl
     mlpt::sparse_refit::apply_bf16_delta(blobs[i].data(), blobs[i].size(), engine[i].data(), n, w.names[i]);
   const double apply = seconds_since(ta);
   bool exact = true;
-  for (size_t i = 0; i < blobs.size(); ++i) exact = exact && std::memcmp(engine[i].data(), w.data[i], w.tensor_bytes) == 0;
-  const double pt = perftest ? perftest_gbps(bucket, w.total, false).value_or(0) : 0;
+  for (size_t i = 0; i < blobs.size(); ++i)
+    exact = exact && std::memcmp(engine[i].data(), w.data[i], w.tensor_bytes) == 0;
+  const double pt = perftest ? perftest_gbps(bucket, w.total, false, perftest_alloc).value_or(0) : 0;
   if (!dense.ok || !sparse.ok) {
     std::printf("\nsparse refit: failed: %s\n", (dense.ok ? sparse.error : dense.error).c_str());
     return;
   }
   const double dense_s = w.total / (dense.median_gbps * 1e9), sparse_s = wire / (sparse.median_gbps * 1e9);
-  std::printf("\nsparse refit, %.4g of the BF16 elements changed: %.2f MiB on the wire for %.2f MiB dense (%.4f)\n", fraction,
-              wire / 1048576.0, w.total / 1048576.0, static_cast<double>(wire) / static_cast<double>(w.total));
-  std::printf("  (sends: medians of %d)\n  dense send %.4f s; sparse encode %.4f s + send %.4f s + apply %.4f s = %.4f s (%.3f of dense); engine copy %s\n",
-              reps, dense_s, encode, sparse_s, apply, encode + sparse_s + apply, (encode + sparse_s + apply) / dense_s,
-              exact ? "bit-exact" : "DIFFERS");
+  std::printf(
+      "\nsparse refit, %.4g of the BF16 elements changed: %.2f MiB on the wire for %.2f MiB dense (%.4f)\n",
+      fraction, wire / 1048576.0, w.total / 1048576.0,
+      static_cast<double>(wire) / static_cast<double>(w.total));
+  std::printf(
+      "  (sends: medians of %d)\n  dense send %.4f s; sparse encode %.4f s + send %.4f s + apply %.4f s = "
+      "%.4f s (%.3f of dense); engine copy %s\n",
+      reps, dense_s, encode, sparse_s, apply, encode + sparse_s + apply,
+      (encode + sparse_s + apply) / dense_s, exact ? "bit-exact" : "DIFFERS");
   if (pt > 0)
-    std::printf("  ucx_perftest tag_bw for the dense bytes: %.4f s; sparse refit / that: %.3f\n", w.total / (pt * 1e9),
-                (encode + sparse_s + apply) / (w.total / (pt * 1e9)));
+    std::printf("  ucx_perftest tag_bw for the dense bytes: %.4f s; sparse refit / that: %.3f\n",
+                w.total / (pt * 1e9), (encode + sparse_s + apply) / (w.total / (pt * 1e9)));
 }
 
 }  // namespace
@@ -270,6 +293,7 @@ int main(int argc, char** argv) {
   int reps = 5;
   bool perftest = true;
   bool huge_pages = true;
+  bool default_perftest_buffers = false;
   double sparse_fraction = -1;
   std::vector<size_t> buckets_mib = {1, 4, 16, 64};
   std::vector<std::string> classes = {"sm", "tcp"};
@@ -297,6 +321,8 @@ int main(int argc, char** argv) {
         }
     } else if (a == "--small-pages") {
       huge_pages = false;
+    } else if (a == "--perftest-default-buffers") {
+      default_perftest_buffers = true;
     } else if (a == "--no-perftest") {
       perftest = false;
     } else if (a == "--sparse-fraction" && i + 1 < argc) {
@@ -304,18 +330,22 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--mib N] [--reps N] [--buckets 1,4,16,64] [--classes sm,tcp] [--small-pages] "
-                   "[--no-perftest] [--sparse-fraction F]\n",
+                   "[--perftest-default-buffers] [--no-perftest] [--sparse-fraction F]\n",
                    argv[0]);
       return 64;
     }
   }
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  // ucx_perftest's buffers on the same kind of memory as the weights (its default, SysV shared
+  // memory, is neither: --perftest-default-buffers measures against that instead).
+  const char* perftest_alloc = default_perftest_buffers ? nullptr : huge_pages ? "thp" : "mmap";
   size_t tensor_bytes = std::min<size_t>(16, mib) << 20;
   Weights w(std::max<size_t>(1, (mib << 20) / tensor_bytes), tensor_bytes, huge_pages);
   std::printf(
-      "bench_transport: %zu tensors x %zu MiB = %.2f GB on %s, %d timed sends per row after 3 warm-up sends\n",
+      "bench_transport: %zu tensors x %zu MiB = %.2f GB on %s, %d timed sends per row after 3 warm-up "
+      "sends\n",
       w.data.size(), tensor_bytes >> 20, w.total / 1e9,
-      huge_pages ? "transparent huge pages (as ucx_perftest's buffers; --small-pages: 4 KiB)" : "4 KiB pages", reps);
+      huge_pages ? "transparent huge pages (--small-pages: 4 KiB)" : "4 KiB pages", reps);
   double memcpy_rate = memcpy_gbps(w, reps);
   Transport t;
   // Every figure is a median with its spread (lowest-highest): the transport's of `reps` sends,
@@ -360,7 +390,7 @@ int main(int argc, char** argv) {
         transport_gbps(t, self, w.views, w.total, bucket, row.checksum, reps, row.stream_endpoint);
     // Not measured (median 0): checksum rows, or ucx_perftest failed.
     const auto pt = perftest && !row.checksum
-                        ? bench_ucx::perftest_median(bucket, w.total, !row.stream_endpoint, 3)
+                        ? bench_ucx::perftest_median(bucket, w.total, !row.stream_endpoint, 3, perftest_alloc)
                         : bench_ucx::PerftestRate{};
     const char* endpoint = row.stream_endpoint ? "own (no -e)" : "peer-checked";
     if (!r.ok) {
@@ -384,8 +414,9 @@ int main(int argc, char** argv) {
                 (ratio(r.median_gbps, pt.median, 1.0) + (in_cache ? "c" : "")).c_str(),
                 ratio(r.median_gbps, memcpy_rate, 1.0).c_str());
     if (pt.median > 0)
-      std::printf("%-6s %8s baseline: UCX_TLS=%s %s, server and client on 127.0.0.1, overall GB/s, %d runs\n", "", "",
-                  class_tls(row.cls), bench_ucx::perftest_command(bucket, w.total, !row.stream_endpoint).c_str(),
+      std::printf("%-6s %8s baseline: UCX_TLS=%s %s, server and client on 127.0.0.1, overall GB/s, %d runs\n",
+                  "", "", class_tls(row.cls),
+                  bench_ucx::perftest_command(bucket, w.total, !row.stream_endpoint, perftest_alloc).c_str(),
                   pt.runs);
     if (in_cache)
       std::printf("%-6s %8s copy of one %zu MiB message again and again: %.2f GB/s\n", "", "", row.mib,
@@ -412,10 +443,10 @@ int main(int argc, char** argv) {
         "   has an advantage the transport lacks: the ratio marked c understates the transport\n");
   if (sparse_fraction >= 0) {
     setenv("UCX_TLS", class_tls(classes.front()), 1);
-    sparse_refit(t, self, w, sparse_fraction, reps, perftest);
+    sparse_refit(t, self, w, sparse_fraction, reps, perftest, perftest_alloc);
   }
-  std::printf("\nmemcpy of the same %.2f GB (one thread, pre-faulted destination, median of %d): %.2f GB/s\n", w.total / 1e9, reps,
-              memcpy_rate);
+  std::printf("\nmemcpy of the same %.2f GB (one thread, pre-faulted destination, median of %d): %.2f GB/s\n",
+              w.total / 1e9, reps, memcpy_rate);
   std::printf(
       "goal: the transport within 80%% of ucx_perftest tag_bw at the same message size, class and error "
       "mode\n"

@@ -15,9 +15,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -44,7 +45,8 @@ struct Transport {
     api = component.table<mlpt_transport_api>();
   }
   // `ranks`: the sender group this endpoint is one rank of (NULL: a group of one).
-  mlpt_transport* create(mlpt_transport_role role, const std::string& config, const mlpt_component_group* ranks = nullptr) {
+  mlpt_transport* create(mlpt_transport_role role, const std::string& config,
+                         const mlpt_component_group* ranks = nullptr) {
     mlpt_transport_create_args a{};
     a.struct_size = MLPT_TRANSPORT_CREATE_ARGS_STRUCT_SIZE;
     a.config_json = {config.data(), config.size()};
@@ -87,20 +89,49 @@ inline int wait_exit(pid_t pid) {
 // quarter as many warm-up messages; -e with `error_handling`.
 inline std::vector<std::string> perftest_args(size_t bucket, size_t total, bool error_handling) {
   size_t iters = std::max<size_t>(16, 3 * total / bucket);
-  std::vector<std::string> args = {"-t", "tag_bw", "-s", std::to_string(bucket), "-n", std::to_string(iters), "-w",
-                                   std::to_string(std::max<size_t>(4, iters / 4)), "-f"};
+  std::vector<std::string> args = {"-t", "tag_bw",
+                                   "-s", std::to_string(bucket),
+                                   "-n", std::to_string(iters),
+                                   "-w", std::to_string(std::max<size_t>(4, iters / 4)),
+                                   "-f"};
   if (error_handling) args.push_back("-e");
   return args;
 }
 
+// How ucx_perftest allocates its buffers (UCX_ALLOC_PRIO): nullptr for UCX's default, which on this
+// UCX puts them in SysV shared memory (md:sysv first), on 4 KiB pages unless shmem THP is enabled;
+// "thp" for anonymous memory on transparent huge pages, "mmap" for anonymous memory on 4 KiB pages
+// (what a trainer's weights are unless it asks for huge pages). A baseline is like for like only
+// with the transport's weights on the same kind of memory.
+inline std::string perftest_env(const char* alloc_prio) {
+  return alloc_prio ? std::string("UCX_ALLOC_PRIO=") + alloc_prio + " " : std::string();
+}
+
 // The baseline as a command line, to name it exactly where it is printed.
-inline std::string perftest_command(size_t bucket, size_t total, bool error_handling) {
-  std::string out = "ucx_perftest";
+inline std::string perftest_command(size_t bucket, size_t total, bool error_handling,
+                                    const char* alloc_prio = nullptr) {
+  std::string out = perftest_env(alloc_prio) + "ucx_perftest";
   for (const std::string& a : perftest_args(bucket, total, error_handling)) out += " " + a;
   return out;
 }
 
-inline std::optional<double> perftest_gbps(size_t bucket, size_t total, bool error_handling) {
+inline std::optional<double> perftest_gbps(size_t bucket, size_t total, bool error_handling,
+                                           const char* alloc_prio = nullptr) {
+  // Both perftest processes inherit it; the caller's own UCX_ALLOC_PRIO comes back afterwards.
+  const char* saved = std::getenv("UCX_ALLOC_PRIO");
+  const std::string restore = saved ? saved : "";
+  if (alloc_prio) setenv("UCX_ALLOC_PRIO", alloc_prio, 1);
+  struct Restore {
+    bool set, had;
+    std::string value;
+    ~Restore() {
+      if (!set) return;
+      if (had)
+        setenv("UCX_ALLOC_PRIO", value.c_str(), 1);
+      else
+        unsetenv("UCX_ALLOC_PRIO");
+    }
+  } restore_env{alloc_prio != nullptr, saved != nullptr, restore};
   int port = free_port();
   std::vector<std::string> args = perftest_args(bucket, total, error_handling);
   args.insert(args.end(), {"-p", std::to_string(port)});
@@ -139,10 +170,11 @@ struct PerftestRate {
   double median = 0, low = 0, high = 0;
   int runs = 0;
 };
-inline PerftestRate perftest_median(size_t bucket, size_t total, bool error_handling, int runs) {
+inline PerftestRate perftest_median(size_t bucket, size_t total, bool error_handling, int runs,
+                                    const char* alloc_prio = nullptr) {
   std::vector<double> rates;
   for (int r = 0; r < runs; ++r)
-    if (auto g = perftest_gbps(bucket, total, error_handling)) rates.push_back(*g);
+    if (auto g = perftest_gbps(bucket, total, error_handling, alloc_prio)) rates.push_back(*g);
   PerftestRate out;
   if (rates.empty()) return out;
   std::sort(rates.begin(), rates.end());
