@@ -17,6 +17,8 @@
 //   d logits: |c| p (exp(δ + Δlse + 2u(|l − lse| + 1)) − 1) + b (|d1| + |d2|);
 //   d hidden: Σ_v |Δd_v| |W_vi| + b (Σ_r |part_r| + |h1| + |h2|) + (V + tp) u Σ_v (|d1| + |d2|) |W_vi|;
 //   d W (LM head rows): Σ_rows |Δd| |h| + 2 rows u Σ_rows (|d1| + |d2|) |h|.
+// Sampling: the rows gathered whole (what the engine group draws from) hold each rank's logits in
+// its range's columns, bit for bit; the draws from them against one rank's are reported.
 // The report gives each quantity's largest error and its largest ratio to the bound.
 #include <mpi.h>
 
@@ -100,6 +102,8 @@ ModelRun run_model(Ops& ops, const Weights<float>& w, const std::vector<int32_t>
 // The LM head's outputs the trainer uses, on the host.
 struct HeadRun {
   std::vector<float> logits, logprob, lse, dlogits, d_hidden, d_hidden_part, d_head;
+  std::vector<float> whole;      // the rows gathered whole for sampling, [rows, vocab_size]
+  std::vector<int32_t> sampled;  // a draw from each whole row (top-p 0.9, the engine's sampler)
 };
 
 // One rank's head (the whole vocabulary, the one-rank ops) or a rank's range through VocabHead.
@@ -132,6 +136,14 @@ HeadRun run_head(Ops& ops, const ModelConfig& c, const std::vector<float>& head,
   r.dlogits = widen(host_copy<uint16_t>(ops, dl.get(), size_t(rows * V)));
   r.d_hidden = widen(host_copy<uint16_t>(ops, dh.get(), size_t(rows * H)));
   r.d_head = host_copy<float>(ops, grad.get(), size_t(V * H));
+  const float* whole = vh.whole_rows(ops, rows, logits.as<float>());
+  r.whole = host_copy<float>(ops, whole, size_t(rows * c.vocab_size));
+  std::vector<SamplingRow> params(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) params[size_t(i)] = {1.f, 0.9f, 7, uint64_t(i)};
+  Buffer dp, tok(ops, size_t(rows) * 4), slp(ops, size_t(rows) * 4);
+  ops.sample_tokens(rows, c.vocab_size, valid, whole, upload(ops, dp, params), tok.as<int32_t>(),
+                    slp.as<float>());
+  r.sampled = host_copy<int32_t>(ops, tok.get(), size_t(rows));
   return r;
 }
 
@@ -281,9 +293,16 @@ int check(int argc, char** argv) {
       dw_gap.add(std::fabs(many.d_head[size_t(v * H + i)] - one.d_head[size_t((range.begin + v) * H + i)]),
                  diff + 2 * double(N) * kU * mass);
     }
+  // Sampling's whole rows: this rank's columns are its logits, bit for bit, in every row.
+  bool whole_rows = many.whole.size() == size_t(N * vocab);
+  for (int64_t r = 0; whole_rows && r < N; ++r)
+    whole_rows = std::equal(many.logits.begin() + r * Vl, many.logits.begin() + (r + 1) * Vl,
+                            many.whole.begin() + r * vocab + range.begin);
+  int64_t same_draws = 0;
+  for (int64_t r = 0; r < N; ++r) same_draws += many.sampled[size_t(r)] == one.sampled[size_t(r)];
   for (Gap* g : {&lse_gap, &lp_gap, &dl_gap, &dh_gap, &dw_gap, &logit_gap}) g->reduce_max();
-  int equal[2] = {model_equal ? 1 : 0, embed_rows_equal ? 1 : 0};
-  MPI_Allreduce(MPI_IN_PLACE, equal, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int equal[3] = {model_equal ? 1 : 0, embed_rows_equal ? 1 : 0, whole_rows ? 1 : 0};
+  MPI_Allreduce(MPI_IN_PLACE, equal, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   const bool within =
       lse_gap.ratio <= 1 && lp_gap.ratio <= 1 && dl_gap.ratio <= 1 && dh_gap.ratio <= 1 && dw_gap.ratio <= 1;
   const nlohmann::json report{{"tp", tp},
@@ -292,6 +311,9 @@ int check(int argc, char** argv) {
                               {"range_begin_last_rank", vocab_range(vocab, tp, tp - 1).begin},
                               {"model_bitwise_equal", equal[0] == 1},
                               {"embedding_rows_equal", equal[1] == 1},
+                              {"whole_rows_placed", equal[2] == 1},
+                              {"draws_equal_one_rank", same_draws},
+                              {"rows", N},
                               {"logits_gap", logit_gap.worst},
                               {"lse", lse_gap.json()},
                               {"logprob", lp_gap.json()},
@@ -299,7 +321,7 @@ int check(int argc, char** argv) {
                               {"d_hidden", dh_gap.json()},
                               {"d_lm_head", dw_gap.json()}};
   if (layout.world_rank() == 0) std::cout << report.dump() << std::endl;
-  return equal[0] == 1 && equal[1] == 1 && within ? 0 : 1;
+  return equal[0] == 1 && equal[1] == 1 && equal[2] == 1 && within ? 0 : 1;
 }
 
 }  // namespace
