@@ -16,16 +16,22 @@ namespace {
 constexpr int kRowThreads = 256;
 constexpr int kSampleThreads = 1024;
 
+// The max of a row's first `valid` logits and Σ exp(l − max) over them, in every thread of the block.
+__device__ void row_max_sum(const float* l, int64_t valid, float* scratch, float& m, float& z) {
+  m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) m = fmaxf(m, l[i]);
+  m = block_max(m, scratch);
+  z = 0.f;
+  for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) z += expf(l[i] - m);
+  z = block_sum(z, scratch);
+}
+
 __global__ void logprob_kernel(int64_t V, int64_t valid, const float* logits, const int32_t* targets, float* logprob,
                                float* lse) {
   __shared__ float scratch[32];
   const float* l = logits + blockIdx.x * V;
-  float m = -INFINITY;
-  for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) m = fmaxf(m, l[i]);
-  m = block_max(m, scratch);
-  float z = 0.f;
-  for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) z += expf(l[i] - m);
-  z = block_sum(z, scratch);
+  float m, z;
+  row_max_sum(l, valid, scratch, m, z);
   if (threadIdx.x == 0) {
     const float row_lse = m + logf(z);
     lse[blockIdx.x] = row_lse;
@@ -38,12 +44,8 @@ __global__ void vocab_stats_kernel(int64_t V, int64_t valid, const float* logits
                                    float* stats) {
   __shared__ float scratch[32];
   const float* l = logits + blockIdx.x * V;
-  float m = -INFINITY;
-  for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) m = fmaxf(m, l[i]);
-  m = block_max(m, scratch);
-  float z = 0.f;
-  for (int64_t i = threadIdx.x; i < valid; i += blockDim.x) z += expf(l[i] - m);
-  z = block_sum(z, scratch);
+  float m, z;
+  row_max_sum(l, valid, scratch, m, z);
   if (threadIdx.x == 0) {
     const int32_t t = targets[blockIdx.x];
     const bool holds = t >= 0 && t < V;

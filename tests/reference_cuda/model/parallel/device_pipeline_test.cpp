@@ -6,23 +6,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "mpirun_command.hpp"
-#include "tests/support/test_util.hpp"
+#include "mpi_check_report.hpp"
 
 namespace {
 
 // The check's report, run on tp · ep · pp ranks; fails the test when the check fails.
 nlohmann::json check_layout(int tp, int ep, int pp) {
-  int status = 0;
-  const std::string cmd = "timeout -k 5 300 " + mlpt_test::mpirun_command(tp * ep * pp) +
-                          DEVICE_PIPELINE_CHECK + " --tp " + std::to_string(tp) + " --ep " +
-                          std::to_string(ep) + " --pp " + std::to_string(pp) + " 2>&1";
-  const std::string out = mlpt_test::run_command(cmd, &status);
-  INFO(cmd << "\n" << out);
-  CHECK(status == 0);
-  const size_t line = out.find("{\"");
-  REQUIRE(line != std::string::npos);
-  return nlohmann::json::parse(out.substr(line, out.find('\n', line) - line));
+  return mlpt_test::mpi_check_report(tp * ep * pp, std::string(DEVICE_PIPELINE_CHECK) + " --tp " + std::to_string(tp) +
+                                                       " --ep " + std::to_string(ep) + " --pp " + std::to_string(pp));
 }
 
 }  // namespace

@@ -257,6 +257,11 @@ int check(int argc, char** argv) {
       dl_gap.add(std::fabs(d1 - d2), bound);
     }
   }
+  // A product's terms of the d hidden and d W bounds, row r's column v by w: |Δd| w, (|d1| + |d2|) w.
+  auto add_terms = [&](int64_t r, int64_t v, double w, double& diff, double& mass) {
+    const double d1 = one.dlogits[size_t(r * vocab + range.begin + v)], d2 = many.dlogits[size_t(r * Vl + v)];
+    diff += std::fabs(d1 - d2) * w, mass += (std::fabs(d1) + std::fabs(d2)) * w;
+  };
   // d hidden: this rank's columns' terms of the bound, summed over the ranks.
   const std::vector<float>& Wl = split_w.values[size_t(lm_head)];
   std::vector<double> terms(size_t(N * H * 2), 0.0);  // Σ_v |Δd||W|, Σ_v (|d1| + |d2|)|W|
@@ -264,12 +269,7 @@ int check(int argc, char** argv) {
   for (int64_t r = 0; r < N; ++r)
     for (int64_t i = 0; i < H; ++i) {
       double diff = 0, mass = 0;
-      for (int64_t v = 0; v < Vl; ++v) {
-        const double d1 = one.dlogits[size_t(r * vocab + range.begin + v)],
-                     d2 = many.dlogits[size_t(r * Vl + v)];
-        const double wv = std::fabs(Wl[size_t(v * H + i)]);
-        diff += std::fabs(d1 - d2) * wv, mass += (std::fabs(d1) + std::fabs(d2)) * wv;
-      }
+      for (int64_t v = 0; v < Vl; ++v) add_terms(r, v, std::fabs(Wl[size_t(v * H + i)]), diff, mass);
       terms[size_t((r * H + i) * 2)] = diff, terms[size_t((r * H + i) * 2 + 1)] = mass;
       parts[size_t(r * H + i)] = std::fabs(many.d_hidden_part[size_t(r * H + i)]);
     }
@@ -284,12 +284,8 @@ int check(int argc, char** argv) {
   for (int64_t v = 0; v < Vl; ++v)
     for (int64_t i = 0; i < H; ++i) {
       double diff = 0, mass = 0;
-      for (int64_t r = 0; r < N; ++r) {
-        const double d1 = one.dlogits[size_t(r * vocab + range.begin + v)],
-                     d2 = many.dlogits[size_t(r * Vl + v)];
-        const double x = std::fabs(widen(a.hidden[size_t(r * H + i)]));
-        diff += std::fabs(d1 - d2) * x, mass += (std::fabs(d1) + std::fabs(d2)) * x;
-      }
+      for (int64_t r = 0; r < N; ++r)
+        add_terms(r, v, std::fabs(widen(a.hidden[size_t(r * H + i)])), diff, mass);
       dw_gap.add(std::fabs(many.d_head[size_t(v * H + i)] - one.d_head[size_t((range.begin + v) * H + i)]),
                  diff + 2 * double(N) * kU * mass);
     }

@@ -8,21 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "mpirun_command.hpp"
-#include "tests/support/test_util.hpp"
+#include "mpi_check_report.hpp"
 
 namespace {
 
 nlohmann::json check_vocab(int tp, int64_t vocab, int64_t valid) {
-  int status = 0;
-  const std::string cmd = "timeout -k 5 300 " + mlpt_test::mpirun_command(tp) + DEVICE_VOCAB_CHECK +
-                          " --vocab " + std::to_string(vocab) + " --valid " + std::to_string(valid) + " 2>&1";
-  const std::string out = mlpt_test::run_command(cmd, &status);
-  INFO(cmd << "\n" << out);
-  CHECK(status == 0);
-  const size_t line = out.find("{\"");
-  REQUIRE(line != std::string::npos);
-  return nlohmann::json::parse(out.substr(line, out.find('\n', line) - line));
+  return mlpt_test::mpi_check_report(tp, std::string(DEVICE_VOCAB_CHECK) + " --vocab " +
+                                             std::to_string(vocab) + " --valid " + std::to_string(valid));
 }
 
 }  // namespace
