@@ -3,7 +3,8 @@
 // tp = ranks / E, the routed experts dispatched through host memory over MPI) on the tiny
 // config: each rank holds its shard (shard_weights) on the device and runs the packed forward,
 // the next-token logprobs, the backward of a fixed function of the hidden states, and generation
-// (prefill, then decode steps with device state and paged KV), the group's sums going through
+// (prefill, then decode steps with device state and paged KV), the embedding and LM head split by
+// token ids over the TP ranks (device_model/vocab_head.hpp), the group's sums going through
 // `--communicator staged` (MPI, device buffers staged through the host: several ranks may share
 // one GPU) or `nccl` (one GPU per rank). Every rank also runs the one-rank CUDA model on the whole
 // weights and the CPU model (float32, the oracle). Both sides replay the one-rank CUDA model's
@@ -29,6 +30,7 @@
 #include "backends/cuda/head.hpp"
 #include "backends/cuda/cuda_ops.hpp"
 #include "device_model/model.hpp"
+#include "device_model/vocab_head.hpp"
 #include "backends/cuda/parallel/host_staging.hpp"
 #include "model/model.hpp"
 #include "model/parallel/mpi_communicator.hpp"
@@ -92,14 +94,18 @@ struct Result {
   Weights<float> grads;
 };
 
+// Through the vocabulary-parallel head (device_model/vocab_head.hpp): a shard's range of the
+// logits, the rows' log-softmax combined over the TP group `tensor` (NULL for one rank).
 std::vector<float> logprobs_of(gpu::CudaOps& ops, const dev::DeviceWeights& w, const gpu::bf16* hidden,
-                               const std::vector<int32_t>& targets) {
+                               const std::vector<int32_t>& targets, Communicator* tensor) {
   const gpu::Context& ctx = ops.context();
-  const int64_t n = static_cast<int64_t>(targets.size()), V = w.config.vocab_size, H = w.config.hidden_size;
+  dev::VocabHead head(w.config, tensor, w.config.vocab_size);
+  const int64_t n = static_cast<int64_t>(targets.size()), V = head.width(), H = w.config.hidden_size;
+  const std::vector<int32_t> local = dev::vocab_local_ids(head.range(), targets);
   gpu::DeviceBuffer logits(size_t(n * V) * 4), lp(size_t(n) * 4), lse(size_t(n) * 4), t(size_t(n) * 4);
-  gpu::check(cudaMemcpyAsync(t.get(), targets.data(), size_t(n) * 4, cudaMemcpyHostToDevice, ctx.stream), "targets");
+  gpu::check(cudaMemcpyAsync(t.get(), local.data(), size_t(n) * 4, cudaMemcpyHostToDevice, ctx.stream), "targets");
   gpu::logits_forward(ctx, n, V, H, hidden, gpu::as_cuda(w.bf(w.layout.lm_head)), logits.as<float>());
-  gpu::token_logprobs(ctx, n, V, V, logits.as<float>(), t.as<int32_t>(), lp.as<float>(), lse.as<float>());
+  head.logprobs(ops, n, logits.as<float>(), t.as<int32_t>(), lp.as<float>(), lse.as<float>());
   std::vector<float> out(static_cast<size_t>(n));
   gpu::check(cudaMemcpyAsync(out.data(), lp.get(), size_t(n) * 4, cudaMemcpyDeviceToHost, ctx.stream), "logprobs");
   gpu::check(cudaStreamSynchronize(ctx.stream), "logprobs");
@@ -125,7 +131,8 @@ std::vector<float> generate(gpu::CudaOps& ops, const dev::DeviceWeights& w, cons
     db.parallel = parallel;
     Buffer hidden;
     dev::forward_hidden(ops, w, db, ws, hidden, nullptr);
-    const std::vector<float> lp = logprobs_of(ops, w, gpu::as_cuda(hidden.as<bf16>()), next);
+    const std::vector<float> lp =
+        logprobs_of(ops, w, gpu::as_cuda(hidden.as<bf16>()), next, parallel ? parallel->tensor : nullptr);
     out.insert(out.end(), lp.begin(), lp.end());
   };
   const int64_t o = b.offsets[1];
@@ -156,7 +163,7 @@ Result run_cuda(gpu::CudaOps& ops, const Weights<float>& w, const Batch& b, cons
   db.parallel = parallel;
   Buffer hidden, inputs;
   dev::forward_hidden(ops, dw, db, *ws, hidden, &inputs);
-  r.logprobs = logprobs_of(ops, dw, gpu::as_cuda(hidden.as<bf16>()), b.targets);
+  r.logprobs = logprobs_of(ops, dw, gpu::as_cuda(hidden.as<bf16>()), b.targets, parallel ? parallel->tensor : nullptr);
   for (int64_t t = 0; t < N; ++t)
     if (!b.scored(t)) r.logprobs[size_t(t)] = 0;
 
@@ -306,8 +313,7 @@ int check(int argc, char** argv) {
   }
   const ModelParallel groups{tensor.get(), layout.groups().expert, layout.groups().routed};  // expert groups: MPI, host memory
 
-  ModelShard shard = layout.shard();
-  shard.vocab_parallel = false;  // the device model keeps the embedding and LM head whole
+  const ModelShard shard = layout.shard();  // the vocabulary split over the TP ranks too
   const ModelConfig config = load_model_config(config_path);
   const Weights<float> full = bf16_exact(init_weights<float>(config, 1234));
   const Batch batch(config.vocab_size);

@@ -109,7 +109,7 @@ int check(int argc, char** argv) {
   }
   MpiModelLayout layout(tp, ep, /*etp=*/1, pp);
   ModelShard shard = layout.shard();
-  shard.vocab_parallel = false;  // the device model keeps the embedding and LM head whole
+  shard.vocab_parallel = false;  // device_logprobs takes the whole LM head (the split: device_vocab_check)
   // The same tp x ep layout without stages: this stage's own groups are one.
   ModelShard flat = shard;
   flat.pp = 1, flat.pp_rank = 0;
