@@ -13,7 +13,10 @@
 // columns split; shard_weights) and the batch's ModelParallel::tensor group, whose buffers are the
 // backend's memory; the mixer and MoE outputs, and in the backward the input gradients and the
 // per-head norms' gradients, are partial sums summed over the group where model/model.cpp sums
-// them, widened to fp32 for the sum and rounded back to bf16.
+// them, widened to fp32 for the sum and rounded back to bf16. The embedding and LM head are split
+// by token ids (ModelShard::vocab_parallel): a rank looks up its range's ids, zero rows for the
+// others', and the TP sum completes the rows exactly; the LM head and its log-softmax over the
+// ranges are device_model/vocab_head.hpp's.
 //
 // Expert parallelism (ModelParallel::expert, a host-memory communicator such as MPI's): each MoE
 // layer's routed experts go through a host-staged dispatch (device_model/staged_experts.hpp).
