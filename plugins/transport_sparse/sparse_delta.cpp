@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "mlpt/sdk/error.hpp"
 
@@ -28,117 +29,135 @@ size_t leb128_size(uint64_t v) {
   return n;
 }
 
-// The positions where base and next differ, in order, into `at`; with `update`, base takes next's
-// value there (so that afterwards it equals next, having written only what changed). Compares 64
-// bytes at a time (one vector compare): at a training step's changed fractions most blocks are
-// equal and are skipped whole.
-template <class T>
-void collect_changes(T* base, const T* next, int64_t numel, bool update, std::vector<int64_t>& at) {
-  constexpr int64_t per_block = 64 / sizeof(T), per_word = 8 / sizeof(T);
-  int64_t i = 0;
-  for (; i + per_block <= numel; i += per_block) {
-    uint64_t diff = 0;
-    for (int64_t w = 0; w < per_block; w += per_word) {
-      uint64_t a, b;
-      std::memcpy(&a, base + i + w, 8);
-      std::memcpy(&b, next + i + w, 8);
-      diff |= a ^ b;
-    }
-    if (diff == 0) continue;
-    // A changed block: its words again, and in a changed word the lanes whose bits differ.
-    for (int64_t w = 0; w < per_block; w += per_word) {
-      uint64_t a, b;
-      std::memcpy(&a, base + i + w, 8);
-      std::memcpy(&b, next + i + w, 8);
-      for (uint64_t x = a ^ b; x != 0;) {
-        const int64_t lane = __builtin_ctzll(x) / (8 * static_cast<int>(sizeof(T)));
-        const int64_t j = i + w + lane;
-        at.push_back(j);
-        if (update) base[j] = next[j];
-        x &= lane + 1 < per_word ? ~0ull << (8 * sizeof(T) * static_cast<size_t>(lane + 1)) : 0;
-      }
-    }
-  }
-  for (; i < numel; ++i)
-    if (base[i] != next[i]) {
-      at.push_back(i);
-      if (update) base[i] = next[i];
-    }
+std::byte* put_leb128(std::byte* at, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) *at++ = static_cast<std::byte>(0x80 | (v & 0x7f));
+  *at++ = static_cast<std::byte>(v);
+  return at;
 }
 
-// Values travel in the host's byte order (little-endian on every platform mlpt supports).
+// Calls f(i) for each set bit of `mask`, in order.
+template <class F>
+void for_each_set(const uint64_t* mask, int64_t words, F&& f) {
+  for (int64_t w = 0; w < words; ++w)
+    for (uint64_t m = mask[w]; m != 0; m &= m - 1) f(w * 64 + __builtin_ctzll(m));
+}
+
+// Scratch lent to encodes and applies (change masks, gathered values), kept for the process's life:
+// the tensors' threads come and go with each version, and scratch allocated per version would fault
+// its pages in every time (the costliest part of a refit on a virtual machine).
 template <class T>
-DeltaStats encode(T* base, const T* next, int64_t numel, bool update, std::vector<std::byte>& out) {
-  constexpr size_t width = sizeof(T);
-  thread_local std::vector<int64_t> at;
-  at.clear();
-  collect_changes(base, next, numel, update, at);
+class ScratchLease {
+ public:
+  ScratchLease() {
+    std::lock_guard lock(mutex());
+    if (!pool().empty()) items_ = std::move(pool().back()), pool().pop_back();
+  }
+  ~ScratchLease() {
+    std::lock_guard lock(mutex());
+    pool().push_back(std::move(items_));
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  // At least `count` items (their old contents kept).
+  T* reserve(size_t count) {
+    if (items_.size() < count) items_.resize(std::max(count, items_.size() + items_.size() / 2));
+    return items_.data();
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::vector<T>>& pool() {
+    static std::vector<std::vector<T>> p;
+    return p;
+  }
+  std::vector<T> items_;
+};
+
+// Elements compared and gathered per chunk: 64 KiB of each version, so that the gather and the
+// update of the sender's copy find the chunk still in cache (one pass over memory, not two).
+int64_t chunk_elements(int width) {
+  return std::max<int64_t>(64, (int64_t{1} << 16) / width / 64 * 64);
+}
+
+// One pass, chunk by chunk: compare base and next into a change mask (vectorised), gather the
+// changed values and, with `update`, write them into base. Then the smallest form is chosen from
+// the count and written: its prefix from the mask (LEB128 gaps or the bitmap itself), then the
+// values, which are the same in both sparse forms. Values travel in the host's byte order
+// (little-endian on every platform mlpt supports).
+DeltaStats encode(SimdPath path, void* base, const void* next, int64_t numel, int width, bool update,
+                  std::vector<std::byte>& out) {
+  const int64_t words = (numel + 63) / 64;
+  ScratchLease<uint64_t> mask_lease;
+  ScratchLease<std::byte> values_lease;
+  uint64_t* mask = mask_lease.reserve(static_cast<size_t>(words));
+  const size_t n = static_cast<size_t>(numel), w = static_cast<size_t>(width);
+  const size_t dense = w * n;
+  // Past this many changes the dense form is the smallest: gathering stops.
+  const size_t dense_from = n - std::min(n, (n + 7) / 8 / w);
+  const int64_t chunk = chunk_elements(width);
+  size_t k = 0;
+  bool gathering = true;
+  for (int64_t first = 0; first < numel; first += chunk) {
+    const int64_t count = std::min(chunk, numel - first);
+    const auto* b = static_cast<const std::byte*>(base) + first * width;
+    const auto* x = static_cast<const std::byte*>(next) + first * width;
+    const auto changed = static_cast<size_t>(diff_mask(path, b, x, count, width, mask + first / 64));
+    gathering = gathering && k + changed < dense_from;
+    if (gathering && changed > 0) {
+      std::byte* values = values_lease.reserve((k + changed) * w) + k * w;
+      gather_changed(path, mask + first / 64, count, width, x, values,
+                     update ? static_cast<std::byte*>(base) + first * width : nullptr);
+    }
+    k += changed;
+  }
   DeltaStats s;
   s.numel = numel;
-  s.changed = static_cast<int64_t>(at.size());
+  s.changed = static_cast<int64_t>(k);
+  const size_t bitmap = (n + 7) / 8 + w * k;
+  // Indices cost at least a byte and a value per change: past n / 8 changes the bitmap is smaller.
   size_t index_bytes = 0;
-  int64_t last = -1;
-  for (int64_t i : at) index_bytes += leb128_size(static_cast<uint64_t>(i - last - 1)), last = i;
-  const size_t n = static_cast<size_t>(numel), k = at.size();
-  const size_t dense = width * n, indices = index_bytes + width * k, bitmap = (n + 7) / 8 + width * k;
-  s.form = indices <= bitmap && indices < dense ? DeltaForm::indices
-           : bitmap < dense                     ? DeltaForm::bitmap
-                                                : DeltaForm::dense;
+  if (k <= n / 8) {
+    int64_t last = -1;
+    for_each_set(mask, words, [&](int64_t i) {
+      index_bytes += leb128_size(static_cast<uint64_t>(i - last - 1)), last = i;
+    });
+  }
+  const size_t indices = k <= n / 8 ? index_bytes + w * k : SIZE_MAX;
+  s.form = gathering && indices <= bitmap && indices < dense ? DeltaForm::indices
+           : gathering && bitmap < dense                     ? DeltaForm::bitmap
+                                                             : DeltaForm::dense;
   const size_t payload = s.form == DeltaForm::dense ? dense : s.form == DeltaForm::indices ? indices : bitmap;
   const size_t start = out.size();
-  // Header and payload are written in place into their exact size (zeroed: the bitmap starts empty).
   out.resize(start + kHeader + payload);
   std::byte* h = out.data() + start;
   std::memcpy(h, kMagic, 4);
   h[4] = static_cast<std::byte>(s.form);
   h[5] = static_cast<std::byte>(width);
+  h[6] = h[7] = std::byte{0};
   put_u64(h + 8, static_cast<uint64_t>(numel));
   put_u64(h + 16, static_cast<uint64_t>(s.changed));
   put_u64(h + 24, payload);
   std::byte* p = h + kHeader;
   if (s.form == DeltaForm::dense) {
     if (n) std::memcpy(p, next, dense);
-  } else if (s.form == DeltaForm::indices) {
-    std::byte* gaps = p;
-    std::byte* vals = p + index_bytes;
-    last = -1;
-    for (int64_t i : at) {
-      uint64_t gap = static_cast<uint64_t>(i - last - 1);
-      while (gap >= 0x80) {
-        *gaps++ = static_cast<std::byte>(0x80 | (gap & 0x7f));
-        gap >>= 7;
-      }
-      *gaps++ = static_cast<std::byte>(gap);
-      std::memcpy(vals, next + i, width);
-      vals += width;
-      last = i;
-    }
+    if (update && n && k) std::memcpy(base, next, dense);  // gathering (and updating) may have stopped
   } else {
-    std::byte* vals = p + (n + 7) / 8;
-    for (int64_t i : at) {
-      p[i / 8] |= static_cast<std::byte>(1u << (i % 8));
-      std::memcpy(vals, next + i, width);
-      vals += width;
+    if (s.form == DeltaForm::indices) {
+      int64_t last = -1;
+      for_each_set(mask, words,
+                   [&](int64_t i) { p = put_leb128(p, static_cast<uint64_t>(i - last - 1)), last = i; });
+    } else {
+      // The mask's bytes are the bitmap (little-endian words; bits past numel are 0).
+      std::memcpy(p, mask, (n + 7) / 8);
+      p += (n + 7) / 8;
     }
+    if (k) std::memcpy(p, values_lease.reserve(0), k * w);
   }
   s.bytes = out.size() - start;
   return s;
-}
-
-template <class F>
-DeltaStats by_width(int element_bytes, F&& f) {
-  switch (element_bytes) {
-    case 1:
-      return f(uint8_t{});
-    case 2:
-      return f(uint16_t{});
-    case 4:
-      return f(uint32_t{});
-    case 8:
-      return f(uint64_t{});
-  }
-  throw sdk::Error(MLPT_INVALID_ARGUMENT, "sparse refit: elements of " + std::to_string(element_bytes) +
-                                              " bytes (1, 2, 4 or 8 supported)");
 }
 
 }  // namespace
@@ -156,25 +175,18 @@ const char* form_name(DeltaForm f) {
 }
 
 DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes,
-                        std::vector<std::byte>& out) {
-  return by_width(element_bytes, [&](auto zero) {
-    using T = decltype(zero);
-    // Not updated: prev is only read.
-    return encode(const_cast<T*>(static_cast<const T*>(prev)), static_cast<const T*>(next), numel, false,
-                  out);
-  });
+                        std::vector<std::byte>& out, SimdPath path) {
+  // Not updated: prev is only read.
+  return encode(path, const_cast<void*>(prev), next, numel, element_bytes, false, out);
 }
 
 DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes,
-                                   std::vector<std::byte>& out) {
-  return by_width(element_bytes, [&](auto zero) {
-    using T = decltype(zero);
-    return encode(static_cast<T*>(base), static_cast<const T*>(next), numel, true, out);
-  });
+                                   std::vector<std::byte>& out, SimdPath path) {
+  return encode(path, base, next, numel, element_bytes, true, out);
 }
 
 void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes,
-                 const std::string& tensor) {
+                 const std::string& tensor, SimdPath path) {
   auto bad = [&](const std::string& why) {
     return sdk::Error(MLPT_DATA_LOSS, "sparse refit of '" + tensor + "': " + why);
   };
@@ -200,16 +212,17 @@ void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel
     if (n) std::memcpy(out, p, payload);
     return;
   }
-  // Decode the positions first, so a malformed message changes nothing.
-  std::vector<uint64_t> at;
-  at.reserve(k);
+  // Decode the positions into a change mask first, so a malformed message changes nothing.
+  const int64_t words = static_cast<int64_t>((n + 63) / 64);
+  ScratchLease<uint64_t> lease;
+  uint64_t* mask = lease.reserve(static_cast<size_t>(words));
   const std::byte* vals = nullptr;
   if (form == DeltaForm::indices) {
     if (payload < width * k) throw bad("index payload too short for its values");
+    std::fill(mask, mask + words, 0);
     const std::byte* end = p + payload - width * k;
     uint64_t pos = 0;
-    bool first = true;
-    while (at.size() < k) {
+    for (uint64_t j = 0; j < k; ++j) {
       uint64_t gap = 0;
       int shift = 0;
       for (;;) {
@@ -219,34 +232,32 @@ void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel
         shift += 7;
         if (!(b & 0x80)) break;
       }
-      pos = first ? gap : pos + 1 + gap;
-      first = false;
-      if (pos >= n) throw bad("index " + std::to_string(pos) + " outside " + std::to_string(n) + " elements");
-      at.push_back(pos);
+      // Positions strictly increase: the first is its gap, each next one past the last.
+      const uint64_t next_pos = j == 0 ? gap : pos + 1 + gap;
+      if (next_pos >= n || (j > 0 && next_pos <= pos))
+        throw bad("index " + std::to_string(next_pos) + " outside " + std::to_string(n) + " elements");
+      pos = next_pos;
+      mask[pos / 64] |= uint64_t{1} << (pos % 64);
     }
     if (p != end) throw bad("bytes left over after " + std::to_string(k) + " indices");
     vals = p;
   } else if (form == DeltaForm::bitmap) {
     if (payload != (n + 7) / 8 + width * k)
       throw bad("bitmap payload size does not match " + std::to_string(k) + " changes");
-    // Eight bytes of the bitmap at a time: words without a change are skipped whole.
-    for (uint64_t byte = 0; byte < (n + 7) / 8; byte += 8) {
-      uint64_t word = 0;
-      std::memcpy(&word, p + byte, std::min<uint64_t>(8, (n + 7) / 8 - byte));
-      for (; word != 0; word &= word - 1) {
-        const uint64_t i = byte * 8 + static_cast<uint64_t>(__builtin_ctzll(word));
-        if (i >= n) break;  // padding bits of the last byte
-        at.push_back(i);
-      }
+    if (words > 0) {
+      mask[words - 1] = 0;
+      std::memcpy(mask, p, (n + 7) / 8);
+      if (n % 64 != 0) mask[words - 1] &= (uint64_t{1} << (n % 64)) - 1;  // padding bits of the last byte
     }
-    if (at.size() != k)
-      throw bad("bitmap marks " + std::to_string(at.size()) + " changes, the header says " +
-                std::to_string(k));
+    uint64_t marked = 0;
+    for (int64_t w = 0; w < words; ++w) marked += static_cast<uint64_t>(__builtin_popcountll(mask[w]));
+    if (marked != k)
+      throw bad("bitmap marks " + std::to_string(marked) + " changes, the header says " + std::to_string(k));
     vals = p + (n + 7) / 8;
   } else {
     throw bad("unknown form " + std::to_string(static_cast<int>(form)));
   }
-  for (size_t j = 0; j < at.size(); ++j) std::memcpy(out + at[j] * width, vals + width * j, width);
+  scatter_changed(path, mask, static_cast<int64_t>(n), element_bytes, vals, out);
 }
 
 }  // namespace mlpt::sparse_refit

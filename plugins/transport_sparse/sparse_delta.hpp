@@ -4,6 +4,8 @@
 //   dense    every value (element_bytes per element);
 //   indices  the positions of the changed elements as LEB128 gaps, then their values;
 //   bitmap   one bit per element, then the changed values in order.
+// Encoding compares the versions into a change mask with the widest vector instructions the CPU has
+// (delta_kernels.hpp) and then touches only the 64-element words that changed.
 // Elements are compared as bit patterns of 1, 2, 4 or 8 bytes (BF16, FP32, ...): a NaN payload or
 // the sign of zero counts, so applying the update to the receiver's previous copy reproduces the
 // sender's new tensor bit for bit.
@@ -17,6 +19,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "delta_kernels.hpp"
 
 namespace mlpt::sparse_refit {
 
@@ -32,17 +36,18 @@ struct DeltaStats {
 // Appends to `out` the update that turns `prev` into `next` (numel elements of element_bytes each:
 // 1, 2, 4 or 8; anything else is MLPT_INVALID_ARGUMENT).
 DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes,
-                        std::vector<std::byte>& out);
+                        std::vector<std::byte>& out, SimdPath path = best_simd_path());
 // The same, and `base` (the previous values) becomes `next`: only the changed elements are written,
 // so the sender's copy follows without a second pass over the tensor.
 DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes,
-                                   std::vector<std::byte>& out);
+                                   std::vector<std::byte>& out, SimdPath path = best_simd_path());
 
 // Applies one encoding (exactly `size` bytes) to `values` (numel elements of element_bytes) in
 // place. Throws MLPT_DATA_LOSS naming `tensor` when the encoding is malformed or for another size
 // or element width; `values` is left untouched then.
+// `path`: the instruction set of the inner loops (delta_kernels.hpp); every path gives the same bytes.
 void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes,
-                 const std::string& tensor);
+                 const std::string& tensor, SimdPath path = best_simd_path());
 
 // The BF16 (2-byte) case.
 inline DeltaStats encode_bf16_delta(const uint16_t* prev, const uint16_t* next, int64_t numel,
