@@ -38,26 +38,20 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
                              const std::function<std::unique_ptr<DevicePlatform>()>& make_platform)
     : group_(group) {
   int64_t tp = 1, ep = 1, etp = 1, pp = 1;
-  bool distributed_optimizer = true;
+  bool distributed_optimizer = true, folding = false;
   settings_ = parse_trainer_settings(config_json, component, [&](Settings& s) {
     tp = s.integer_or("tensor_parallel", 1, 1);
     ep = s.integer_or("expert_parallel", 1, 1);
     etp = s.integer_or("expert_tensor_parallel", 1, 1);
     pp = s.integer_or("pipeline_parallel", 1, 1);
     distributed_optimizer = s.boolean_or("distributed_optimizer", true);
-    if (s.boolean_or("moe_parallel_folding", false))
-      throw Error(MLPT_UNIMPLEMENTED,
-                  component +
-                      ": moe_parallel_folding is not implemented in the device trainer yet "
-                      "(qwen35_cpu folds expert parallelism over data parallelism)");
+    folding = s.boolean_or("moe_parallel_folding", false);
     if (platform_keys) platform_keys(s);
   });
   // The embedding and LM head split by token ids over the TP ranks (device_model/vocab_head.hpp).
-  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp), static_cast<int>(pp),
-                              /*vocab_parallel=*/true);
-  if (distributed_optimizer)
-    optimizer_shards_ = OptimizerShards(group_.data_parallel_size(), group_.data_parallel_rank(),
-                                        group_.data_parallel_group());
+  group_.split_model_parallel(static_cast<int>(tp), static_cast<int>(ep), static_cast<int>(etp),
+                              static_cast<int>(pp),
+                              /*vocab_parallel=*/true, folding);
   platform_ = make_platform();
   ws_ = dev::make_workspace();
   const ModelParallel& groups = group_.model_parallel();
@@ -66,8 +60,13 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
   if (groups.expert) expert_ = platform_->device_group(*groups.expert, kind);
   if (groups.pipeline) pipeline_ = platform_->device_group(*groups.pipeline, kind);
   // The model exchanges routed rows over the host's expert group (host-staged dispatch).
-  if (sharded()) parallel_ = ModelParallel{tensor_.get(), groups.expert, groups.routed, pipeline_.get()};
+  if (sharded()) {
+    parallel_ = ModelParallel{tensor_.get(), groups.expert, groups.routed, pipeline_.get()};
+    parallel_.folded = groups.folded, parallel_.tensor_rows = groups.tensor_rows;  // host memory, as `routed`
+  }
   if (group_.data_parallel_group()) data_ = platform_->device_group(*group_.data_parallel_group(), kind);
+  if (group_.moe_parallel_folding() && group_.dense_replica_group())
+    dense_ = platform_->device_group(*group_.dense_replica_group(), kind);
   Weights<float> w = sharded() ? load_shard_weights<float>(settings_.checkpoint, group_.shard())
                                : load_weights<float>(settings_.checkpoint);
   config_ = w.config;
@@ -76,6 +75,8 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
   spreads_ = tensor_spreads(w.config, w.layout, full_layout);
   valid_vocab_ = sampling_vocab_size(config_, settings_.checkpoint, settings_.sampling_vocab_size);
   trainable_ = trainable_tensors(w.layout, settings_.freeze_router);
+  routed_ = routed_expert_tensors(w.layout);
+  optimizer_shards_ = group_.optimizer_shards(w.layout, distributed_optimizer);
   const Weights<float> zeros = zeros_like_layout<float>(config_, w.layout);
   upload_all(w, zeros, zeros);
 }
@@ -85,6 +86,7 @@ DeviceTrainer::~DeviceTrainer() {
   expert_.reset();
   pipeline_.reset();
   data_.reset();
+  dense_.reset();
 }
 
 void DeviceTrainer::upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v) {
@@ -115,6 +117,15 @@ Weights<float> DeviceTrainer::download(const std::vector<Buffer>& tensors) const
   for (size_t i = 0; i < w.values.size(); ++i)
     ops().to_host(w.values[i].data(), tensors[i].get(), w.values[i].size() * 4);
   return w;
+}
+
+dev::DeviceBatch DeviceTrainer::padding_batch() const {
+  const PackedMicroBatch padding = padding_micro_batch();
+  dev::DeviceBatch db;
+  db.tokens = padding.tokens;
+  db.offsets = padding.offsets;
+  if (sharded()) db.parallel = &parallel_;
+  return db;
 }
 
 dev::DeviceBatch DeviceTrainer::device_batch(const mlpt_train_batch& b, const MicroBatch& mb) const {
@@ -164,6 +175,13 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   StepWork work{mbs.size()};
   const bool last_stage = group_.shard().last_stage();  // the pipeline stage with the LM head
 
+  // MoE parallel folding: the expert-parallel ranks train different shares, but every forward's and
+  // backward's expert dispatch needs all of them, so each runs as many of both as the busiest, the
+  // missing ones on a padding micro-batch (padding_micro_batch) whose gradient is zero. Agreed
+  // before the forwards, which the others' dispatches wait for.
+  const int64_t padding_forwards =
+      group_.most_over_folded_shares(static_cast<int64_t>(mbs.size())) - static_cast<int64_t>(mbs.size());
+
   // Pass 1: logp_prev under the current weights (the routing each micro-batch used is recorded).
   std::vector<double> prev(static_cast<size_t>(N), 0.0);
   std::vector<std::vector<int16_t>> experts(mbs.size());
@@ -177,6 +195,11 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     if (!last_stage) continue;
     logprobs_of(db, hidden.as<bf16>(), mbs[k].first_token, prev.data());
     work.head_rows += db.num_tokens();  // the head runs on every row here
+  }
+  for (int64_t p = 0; p < padding_forwards; ++p) {  // (above)
+    dev::DeviceBatch db = padding_batch();
+    Buffer hidden;
+    dev::forward_hidden(o, weights_, db, *ws_, hidden, nullptr);
   }
   // Pipeline stages: the last one scored the tokens; every stage makes the same loss plan from them.
   group_.sum_pipeline(prev.data(), prev.size());
@@ -197,6 +220,14 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
       running.push_back(k);
       message_floats.push_back(size_t((mbs[k].end_token - mbs[k].first_token) * H));
     }
+  constexpr size_t kPadding = ~size_t{0};  // a padding micro-batch in `running` (above)
+  const size_t real = running.size();
+  const size_t padded = static_cast<size_t>(group_.most_over_folded_shares(static_cast<int64_t>(real)));
+  std::vector<std::vector<int16_t>> padding_experts(padded - real);
+  for (size_t j = real; j < padded; ++j) {
+    running.push_back(kPadding);
+    message_floats.push_back(size_t(padding_batch().num_tokens() * H));
+  }
   struct InFlight {  // a micro-batch between its forward and its backward
     dev::DeviceBatch db;
     Buffer hidden, inputs;  // the last stage's output; the stage's layer inputs (recomputation)
@@ -205,8 +236,14 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   auto forward = [&](size_t j, const dev::StageBoundary& boundary) {
     const size_t k = running[j];
     InFlight& f = in_flight[j];
-    f.db = device_batch(b, mbs[k]);
-    f.db.replay_experts = experts[k].data();  // the routing logp_prev was computed with
+    if (k == kPadding) {  // its routing recorded for its backward
+      f.db = padding_batch();
+      padding_experts[j - real].resize(size_t(f.db.num_tokens() * per));
+      f.db.routed_experts = padding_experts[j - real].data();
+    } else {
+      f.db = device_batch(b, mbs[k]);
+      f.db.replay_experts = experts[k].data();  // the routing logp_prev was computed with
+    }
     f.db.boundary = &boundary;
     dev::forward_hidden(o, weights_, f.db, *ws_, f.hidden, &f.inputs);
   };
@@ -216,6 +253,14 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     dev::DeviceBatch& db = done.mapped().db;
     const Buffer &hidden = done.mapped().hidden, &inputs = done.mapped().inputs;
     db.boundary = &boundary;
+    if (k == kPadding) {  // a zero gradient, for the expert dispatches
+      db.routed_experts = nullptr;
+      Buffer dh(o, size_t(db.num_tokens() * H) * 2);
+      o.zero(dh.get(), dh.bytes());
+      dev::backward(o, weights_, db, inputs, padding_experts[j - real].data(),
+                    last_stage ? dh.as<bf16>() : nullptr, grads_, router_grad, *ws_);
+      return;
+    }
     const int64_t n = db.num_tokens(), first = mbs[k].first_token;
     std::vector<int32_t> targets(size_t(n), 0);
     std::vector<float> pw(size_t(n), 0.f), lp_prev(size_t(n), 0.f);
@@ -280,21 +325,22 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   // Data parallel: each replica's gradient is normalised by the global N_tok, so their sum is the
   // whole batch's; summed on the device, the same bits on every replica. The distributed optimizer
   // reduce-scatters instead: each replica receives the sum of its ranges only.
+  // Under MoE parallel folding the dense tensors' replicas are dp · ep ranks (replicas_of).
   Buffer summed;  // a replica's summed range (the reduce-scatter's receive buffer may not alias)
-  if (data_)
-    for (size_t i = 0; i < grads_.size(); ++i) {
-      if (!updated(i)) continue;
-      const int64_t n = weights_.layout.tensors[i].numel();
-      const ReplicaSplit& split = optimizer_shards_.of(i);
-      if (split.replicas() == 1) {
-        data_->all_reduce_sum(grads_[i].as<float>(), size_t(n));
-        continue;
-      }
-      const int64_t first = split.first(n), count = split.count(n);
-      float* sum = take<float>(o, summed, std::max<int64_t>(count, 1));
-      data_->reduce_scatter_v(grads_[i].as<float>(), sum, split.counts(n).data());
-      o.copy(grads_[i].as<float>() + first, sum, size_t(count) * 4);
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    Communicator* replicas = replicas_of(i);
+    if (!updated(i) || !replicas) continue;
+    const int64_t n = weights_.layout.tensors[i].numel();
+    const ReplicaSplit& split = optimizer_shards_.of(i);
+    if (split.replicas() == 1) {
+      replicas->all_reduce_sum(grads_[i].as<float>(), size_t(n));
+      continue;
     }
+    const int64_t first = split.first(n), count = split.count(n);
+    float* sum = take<float>(o, summed, std::max<int64_t>(count, 1));
+    replicas->reduce_scatter_v(grads_[i].as<float>(), sum, split.counts(n).data());
+    o.copy(grads_[i].as<float>() + first, sum, size_t(count) * 4);
+  }
   group_.sum_step_totals(total_loss, plan, work);
   const double norm = global_grad_norm();
   if (!std::isfinite(norm)) throw Error(MLPT_INTERNAL, "gradient norm is not finite; weights left unchanged");
@@ -313,7 +359,7 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     if (split.replicas() > 1) {  // the other replicas' ranges, on the device
       float* mine = take<float>(o, range, std::max<int64_t>(count, 1));
       o.copy(mine, master + first, size_t(count) * 4);
-      data_->all_gather_v(mine, size_t(count), master, split.counts(n).data());
+      replicas_of(i)->all_gather_v(mine, size_t(count), master, split.counts(n).data());
     }
     dev::assign_tensor(o, weights_, static_cast<int>(i), master);
   }
@@ -335,7 +381,10 @@ void DeviceTrainer::agree_on_replicated_gradients() {
   for (size_t i = 0; i < grads_.size(); ++i) {
     if (!updated(i)) continue;
     if (spreads_[i] == TensorSpread::replicated) agree(i, tensor_.get(), group_.shard().tp_rank == 0);
-    if (spreads_[i] != TensorSpread::routed_experts) agree(i, expert_.get(), group_.shard().ep_rank == 0);
+    // Under MoE parallel folding the expert-parallel ranks' gradients differ (their own tokens):
+    // summed over the dense replicas instead.
+    if (spreads_[i] != TensorSpread::routed_experts && !group_.moe_parallel_folding())
+      agree(i, expert_.get(), group_.shard().ep_rank == 0);
   }
 }
 

@@ -34,6 +34,11 @@
 // masters stay whole on every replica: the exports and the bf16 working copies are made from
 // them). Every replica exports its weights; save_state and load_state are collective, the first
 // replica writes (trainer_state.hpp).
+//
+// moe_parallel_folding (false), as qwen35_cpu (trainer.hpp): the expert-parallel ranks train
+// different shares (the host-staged dispatch sends each rank's own rows), the dense gradients are
+// summed over their dp · ep replicas on the device instead of agreed on EP rank 0's, and padding
+// micro-batches keep every rank in its expert-parallel ranks' dispatches.
 #pragma once
 
 #include <functional>
@@ -68,12 +73,12 @@ class DeviceTrainer : public sdk::Trainer {
   void export_weights(mlpt_export_weights_args& args) override;
   void save_state(std::string_view path) override;
   void load_state(std::string_view path) override;
-  DataParallel data_parallel() const override {
-    return {group_.data_parallel_rank(), group_.data_parallel_size()};
-  }
+  DataParallel data_parallel() const override { return {group_.batch_share(), group_.batch_shares()}; }
 
  private:
   dev::DeviceBatch device_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
+  // A padding micro-batch (padding_micro_batch) under MoE parallel folding.
+  dev::DeviceBatch padding_batch() const;
   // Next-token logprobs of a forward's hidden states into out[first_token + t + 1] (host).
   void logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, int64_t first_token, double* out);
   void upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v);
@@ -85,6 +90,9 @@ class DeviceTrainer : public sdk::Trainer {
   // tensors are empty in this rank's layout).
   bool updated(size_t i) const { return trainable_[i] && weights_.layout.tensors[i].numel() > 0; }
   void agree_on_replicated_gradients();
+  // The device group of tensor i's data-parallel replicas (NULL: one): the routed experts' data
+  // group, the other tensors' dp · ep ranks under MoE parallel folding.
+  Communicator* replicas_of(size_t i) const { return routed_[i] || !dense_ ? data_.get() : dense_.get(); }
   double global_grad_norm();
   Ops& ops() const { return platform_->ops(); }
 
@@ -94,6 +102,8 @@ class DeviceTrainer : public sdk::Trainer {
   ModelConfig full_config_;                   // the whole model's (config_ is the shard's)
   // Device groups over the TP, EP, PP and DP groups.
   std::unique_ptr<Communicator> tensor_, expert_, pipeline_, data_;
+  std::unique_ptr<Communicator> dense_;  // under MoE parallel folding: the dense tensors' replicas
+  std::vector<bool> routed_;             // per tensor: a routed expert tensor
   ModelParallel parallel_;                                // the model's groups, when sharded
   std::vector<TensorSpread> spreads_;  // per tensor: how it is split over the model-parallel group
   ModelConfig config_;

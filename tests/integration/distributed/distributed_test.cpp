@@ -180,6 +180,20 @@ TEST_CASE("model parallel over MPI: qwen35_bf16 (the GPU trainer's code) as EP=2
   dist_test::check_model_parallel_step(4, 2, 2, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2});
 }
 
+// MoE parallel folding in qwen35_bf16 (the device trainer's code): the host-staged dispatch with
+// each expert-parallel rank's own rows, the dense gradients summed over the dp · ep replicas on the
+// device, padding micro-batches (one sequence each: shares of one or two) and 1F1B pipeline stages.
+// The bf16 tolerances above.
+TEST_CASE(
+    "MoE parallel folding over MPI: qwen35_bf16 folded TP=2 x EP=2 on four and eight ranks and PP=2 x TP=2 x "
+    "EP=2 step as one rank does") {
+  const json folded = {{"moe_parallel_folding", true}, {"micro_batch_tokens", 1}};
+  const json model = splittable_micro_config();
+  dist_test::check_model_parallel_step(4, 2, 2, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2}, model, 1, folded);
+  dist_test::check_model_parallel_step(8, 2, 2, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2}, model, 1, folded);
+  dist_test::check_model_parallel_step(8, 2, 2, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2}, model, 2, folded);
+}
+
 // KV heads replicated (TP4 over two KV heads, as the reference trains the 397B model): each
 // replica's K and V gradients are its query heads' share, summed over the replicas, and the
 // gradient norm counts each replicated element once. Same tolerances as TP=2.
