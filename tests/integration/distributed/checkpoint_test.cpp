@@ -446,6 +446,51 @@ TEST_CASE(
        << worst << " of one rank's");
 }
 
+// MoE parallel folding: the dense tensors' moments are split over their dp · ep replicas (the
+// expert-parallel ranks of the writing replica among them), the experts' over dp. A folded group
+// that loads the one-rank state and saves it again writes it bit for bit (no arithmetic between);
+// a folded step's save is the one-rank step's within the data-parallel bound (1e-6: the shares'
+// gradients summed in another order), and it resumes on one rank within that bound of one rank's
+// uninterrupted second step.
+TEST_CASE(
+    "MoE parallel folding: folded TP=2 x EP=2 groups (two and four shares) save split moments as one rank "
+    "does, and the save resumes on one rank") {
+  TempDir dir("dist_ckpt_folded");
+  const std::string one1 = dir / "one1", one2 = dir / "one2";
+  OneRankOptions options{nullptr, kOptimizer, {one1, one2}};
+  const OneRankStep one = one_rank_step(dir, splittable_micro_config(), json::object(), options);
+  json folded = one.settings;
+  folded["tensor_parallel"] = 2, folded["expert_parallel"] = 2, folded["moe_parallel_folding"] = true;
+  double worst = 0;
+  for (int ranks : {4, 8}) {
+    INFO(ranks << " ranks");
+    const std::string again = dir / ("again" + std::to_string(ranks)),
+                      stepped = dir / ("step" + std::to_string(ranks));
+    require_group_ok(dir, run_group(dir, ranks, folded, "load=" + one1 + ",save=" + again), ranks);
+    require_group_ok(dir, run_group(dir, ranks, folded, "step,save=" + stepped), ranks);
+    for (const std::string& folder : {std::string(), std::string("/optimizer")}) {
+      INFO("folder " << folder);
+      const FolderDiff same = compare_folders(again + folder, one1 + folder);
+      CHECK(same.tensors > 0);
+      CHECK(same.differing_tensors == 0);
+      const FolderDiff step = compare_folders(stepped + folder, one1 + folder);
+      CHECK(step.tensors > 0);
+      CHECK(step.worst < 1e-6);
+      worst = std::max(worst, step.worst);
+    }
+    CHECK(json::parse(mlpt_test::read_bytes(stepped + "/trainer_state.json"))["layout"]["data_parallel"] ==
+          ranks / 2);
+    // The folded save resumed on one rank: its second step as one rank's uninterrupted one.
+    json alone = one.settings;
+    const std::string resumed = dir / ("resumed" + std::to_string(ranks));
+    require_group_ok(dir, run_group(dir, 1, alone, "load=" + stepped + ",step,save=" + resumed), 1);
+    const FolderDiff second = compare_folders(resumed + "/optimizer", one2 + "/optimizer");
+    CHECK(second.worst < 1e-6);
+    worst = std::max(worst, second.worst);
+  }
+  WARN("folded TP=2 x EP=2 saves: within " << worst << " of one rank's (steps 1 and 2)");
+}
+
 // Vocabulary parallelism: a TP=2 group holds the embedding and LM head split by token ids (the
 // micro model's 37 ids: 19 and 18 rows); loading the one-rank state and saving it again, with no
 // step between, writes the one-rank save bit for bit (model directory and optimizer), as does TP=2
