@@ -27,9 +27,15 @@ struct RankMemory {
 // The busiest rank of a layout of tp × ep × pp ranks (expert tensor parallelism etp, 1 or tp; pp
 // pipeline stages, each holding its layers' tensors as pipeline_stages.hpp cuts them) whose trainer
 // has `data_parallel` replicas; the embedding and LM head split over the TP ranks by token ids
-// (vocab_parallel.hpp), or whole on every rank with vocab_parallel false. Throws
+// (vocab_parallel.hpp), or whole on every rank with vocab_parallel false. Under MoE parallel
+// folding (trainer/trainer_group.hpp) the moments of every tensor but the routed experts' are
+// split over data_parallel · ep replicas, the experts' over data_parallel. Throws
 // MLPT_INVALID_ARGUMENT as shard_config does.
 RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel, int pp = 1,
-                       bool vocab_parallel = true);
+                       bool vocab_parallel = true, bool moe_parallel_folding = false);
+// One rank's: `shard` of model `full` with `data_parallel` replicas (times its ep ranks for the
+// dense tensors under MoE parallel folding).
+RankMemory rank_memory_of(const ModelConfig& full, const ModelShard& shard, int data_parallel,
+                          bool moe_parallel_folding = false);
 
 }  // namespace mlpt::ref::dev

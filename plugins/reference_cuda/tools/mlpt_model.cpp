@@ -269,19 +269,22 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
       const int pp = trainer ? static_cast<int>(l.pp) : 1;
       if (!trainer && l.pp > 1) throw Error(MLPT_INVALID_ARGUMENT, "the engine runs no pipeline stages (pp " + std::to_string(l.pp) + ")");
       const int dp = trainer ? static_cast<int>(std::max<int64_t>(1, world / (l.tp * ep * pp))) : 1;
-      const dev::RankMemory m = dev::rank_memory(config, tp, ep, 1, dp, pp);
+      // The trainer folds expert parallelism over data parallelism (MoE parallel folding, as the
+      // reference runs it): the dense tensors' optimizer state split over dp · ep replicas.
+      const dev::RankMemory m = dev::rank_memory(config, tp, ep, 1, dp, pp, true, /*moe_parallel_folding=*/trainer);
       o << "  " << who << " tensor_parallel " << tp << " x expert_parallel " << ep;
       if (pp > 1) {
         const StageLayers first = stage_layers(config.num_layers, pp, 0), last = stage_layers(config.num_layers, pp, pp - 1);
         o << " x pipeline_parallel " << pp << " (stages of " << first.count() << ".." << last.count() << " layers)";
       }
       o << " (experts whole over " << tp * ep << " ranks"
-        << (trainer ? ", " + std::to_string(dp) + " data-parallel replicas" : std::string()) << "): " << m.parameters
+        << (trainer ? ", " + std::to_string(dp) + " data-parallel replicas, MoE parallel folding" : std::string()) << "): " << m.parameters
         << " parameters on the busiest rank, weights " << gib(m.weights);
       if (trainer) o << ", master " << gib(m.master) << ", gradients " << gib(m.gradients) << ", moments " << gib(m.moments)
                      << ", total " << gib(m.trainer());
       // Every component splits the vocabulary over the TP ranks; what keeping it whole would add.
-      const double whole_vocab = dev::rank_memory(config, tp, ep, 1, dp, pp, false).trainer() - m.trainer();
+      const double whole_vocab =
+          dev::rank_memory(config, tp, ep, 1, dp, pp, false, /*moe_parallel_folding=*/trainer).trainer() - m.trainer();
       if (tp > 1 && trainer)
         o << " [embedding and LM head split over tp; whole they would add " << gib(whole_vocab) << "]";
       else if (tp > 1)

@@ -1,14 +1,17 @@
 // The distributed optimizer's split of each tensor over the data-parallel replicas
 // (trainer/optimizer_shards.hpp): the ranges tile every tensor once, balanced; the replicas'
 // squares add up to the whole's; each replica's AdamW update of its range is the whole update's
-// on that range, bit for bit, and leaves the rest alone. The collectives themselves run under
-// mpirun (tests/integration/distributed: test_distributed, test_distributed_checkpoint).
+// on that range, bit for bit, and leaves the rest alone; under MoE parallel folding the moments the
+// ranks keep are what the plan (device_model/rank_memory.hpp) counts. The collectives themselves run
+// under mpirun (tests/integration/distributed: test_distributed, test_distributed_checkpoint).
 #include "trainer/optimizer_shards.hpp"
 
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
+#include "device_model/rank_memory.hpp"
+#include "model/parallel/shard_weights.hpp"
 #include "trainer/adamw.hpp"
 
 using namespace mlpt::ref;
@@ -107,5 +110,39 @@ TEST_CASE(
             std::vector<float>(v_all.values[0].begin() + first, v_all.values[0].begin() + end));
       CHECK(mine.values[1] == weights.values[1]);
     }
+  }
+}
+
+// MoE parallel folding at a small scale of the reference placement: every rank of TP=2 x EP=2 x
+// PP=2 (one or two data-parallel replicas) keeps, tensor by tensor, the ranges the trainer's split
+// gives it (dense tensors over dp · ep replicas, routed experts over dp); the plan counts the
+// largest of them per tensor, and with folding the dense moments shrink by the ep ranks.
+TEST_CASE("optimizer shards under MoE parallel folding: the plan's moments are the ranges the ranks keep") {
+  const ModelConfig full = load_model_config(std::string(MLPT_SOURCE_DIR) + "/configs/models/tiny.json");
+  const int tp = 2, ep = 2, pp = 2;
+  for (int dp : {1, 2}) {
+    INFO("dp " << dp);
+    double busiest_kept = 0;
+    for (int r = 0; r < tp * ep * pp; ++r) {
+      const ModelShard s = ModelShard::of_model_rank(tp, ep, pp, r);
+      const ModelLayout layout = shard_layout(full, s);
+      const Weights<float> zeros = zeros_like_layout<float>(shard_config(full, s), layout);
+      std::vector<size_t> largest(layout.tensors.size(), 0);  // per tensor, over the replicas
+      for (int d = 0; d < dp; ++d) {
+        const OptimizerShards shards(ReplicaSplit(dp * ep, d * ep + s.ep_rank), nullptr, ReplicaSplit(dp, d),
+                                     nullptr, routed_expert_tensors(layout));
+        const Weights<float> kept = shards.keep_range(zeros);
+        for (size_t i = 0; i < kept.values.size(); ++i)
+          largest[i] = std::max(largest[i], kept.values[i].size());
+      }
+      double kept_bytes = 0;
+      for (size_t n : largest) kept_bytes += 2.0 * 4.0 * static_cast<double>(std::max<size_t>(n, 1));
+      const dev::RankMemory plan = dev::rank_memory_of(full, s, dp, /*moe_parallel_folding=*/true);
+      CHECK(plan.moments == kept_bytes);
+      busiest_kept = std::max(busiest_kept, kept_bytes);
+      // Folding splits the dense tensors' moments over ep times as many replicas.
+      CHECK(plan.moments < dev::rank_memory_of(full, s, dp).moments);
+    }
+    CHECK(dev::rank_memory(full, tp, ep, 1, dp, pp, true, true).moments == busiest_kept);
   }
 }
