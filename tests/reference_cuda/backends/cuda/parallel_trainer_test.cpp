@@ -77,3 +77,15 @@ TEST_CASE("cuda trainer: PP=2 and PP=2 x TP=2 x EP=2 on one GPU over five micro-
     dist_test::check_one_forward_one_backward(trace.str(), 2, dist_test::kPipelineMicroBatches, tp * ep);
   }
 }
+
+// MoE parallel folding (docs/distributed.md): the expert-parallel ranks train shares of their own,
+// the routed experts dispatched between them (host-staged), the dense gradients summed over the
+// dp · ep replicas through the device groups; one sequence a micro-batch, so on eight ranks the four
+// shares differ in micro-batches and the shorter ones run padding. Tolerances as above.
+TEST_CASE("cuda trainer: TP=2 x EP=2 folded on four and eight ranks and PP=2 x TP=2 x EP=2 folded on one GPU step as the one-rank CUDA and CPU trainers") {
+  const nlohmann::json folded = {{"moe_parallel_folding", true}, {"micro_batch_tokens", 1}};
+  const nlohmann::json model = dist_test::splittable_micro_config();
+  dist_test::check_model_parallel_step(4, 2, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2}, model, 1, folded);
+  dist_test::check_model_parallel_step(8, 2, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2}, model, 1, folded);
+  dist_test::check_model_parallel_step(8, 2, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2}, model, 2, folded);
+}
