@@ -23,6 +23,10 @@
 
 namespace mlpt::ref::dev {
 
+// The LM head's rows at a time in training and scoring (trainer/device_trainer.cpp): the logits
+// never exist for a whole micro-batch, only for this many rows (device_model/step_memory.hpp).
+constexpr int64_t kHeadBlockRows = 1024;
+
 // Ids as a rank of `range` indexes its embedding and LM-head rows: id − begin inside the range, −1
 // outside (a zero embedding row, no onehot in the head's gradient). Host in, host out.
 std::vector<int32_t> vocab_local_ids(const VocabRange& range, const std::vector<int32_t>& ids);

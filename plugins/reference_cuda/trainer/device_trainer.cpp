@@ -15,7 +15,7 @@ namespace mlpt::ref {
 using sdk::Error;
 
 namespace {
-constexpr int64_t kHeadBlock = 1024;  // LM-head rows at a time: logits never exist for a whole batch
+constexpr int64_t kHeadBlock = dev::kHeadBlockRows;  // LM-head rows at a time (the memory plan counts them)
 
 // Whether a micro-batch has a token with a loss weight: without one its gradient is zero.
 bool weighs_in_loss(const mlpt_train_batch& b, const MicroBatch& mb, const LossPlan& plan) {

@@ -71,6 +71,7 @@ void* Bf16Ops::allocate(size_t bytes) {
   std::lock_guard lock(allocations_mutex_);
   allocations_[p] = bytes;
   live_bytes_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
   return p;
 }
 void Bf16Ops::release(void* p) noexcept {
@@ -85,6 +86,14 @@ void Bf16Ops::release(void* p) noexcept {
 size_t Bf16Ops::live_bytes() const {
   std::lock_guard lock(allocations_mutex_);
   return live_bytes_;
+}
+size_t Bf16Ops::peak_bytes() const {
+  std::lock_guard lock(allocations_mutex_);
+  return peak_bytes_;
+}
+void Bf16Ops::reset_peak() {
+  std::lock_guard lock(allocations_mutex_);
+  peak_bytes_ = live_bytes_;
 }
 void Bf16Ops::to_device(void* dst, const void* host, size_t bytes) {
   if (bytes) std::memcpy(dst, host, bytes);

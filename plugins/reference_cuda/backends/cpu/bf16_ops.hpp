@@ -24,6 +24,10 @@ class Bf16Ops final : public Ops {
   void release(void* p) noexcept override;
   // The bytes asked of allocate and not yet released: what a memory plan is checked against.
   size_t live_bytes() const;
+  // The most live_bytes has been since the last reset_peak (or since construction): what a step's
+  // activations and scratch add to the weights, measured against the memory plan.
+  size_t peak_bytes() const;
+  void reset_peak();
   void to_device(void* dst, const void* host, size_t bytes) override;
   void to_host(void* host, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
@@ -143,6 +147,7 @@ class Bf16Ops final : public Ops {
   mutable std::mutex allocations_mutex_;
   std::unordered_map<void*, size_t> allocations_;  // pointer -> bytes asked
   size_t live_bytes_ = 0;
+  size_t peak_bytes_ = 0;
 };
 
 }  // namespace mlpt::ref::cpu
