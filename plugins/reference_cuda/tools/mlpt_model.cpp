@@ -3,7 +3,7 @@
 //   mlpt model score --checkpoint DIR [--top N] [--threads N] [--tp T --ep E [--etp 1|T]] [--pp P]
 //                    (mpirun -np T·E·P)
 //   mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB
-//                   [--trainer-nodes N] [--gpus-per-node 4] [--context 65536]
+//                   [--trainer-nodes N] [--gpus-per-node 4] [--context 65536] [--micro-batch-tokens 8192]
 //   mlpt model refit-time --config FILE --trainer L --engine L --nodes N --changed-fraction F
 //                   [--trainer-nodes N] [--gpus-per-node 4] [--network-gbit 800] [--nvlink-gbyte 900]
 //                   [--hbm-gbyte 8000]
@@ -24,6 +24,7 @@
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/threads.hpp"
 #include "device_model/rank_memory.hpp"
+#include "device_model/step_memory.hpp"
 #include "model/memory_plan.hpp"
 #include "model/parallel/pipeline_stages.hpp"
 #include "model/parallel/shard_weights.hpp"
@@ -52,6 +53,7 @@ const char* kUsage =
     "                  the T, the layers in P pipeline stages; the same output)\n"
     "  mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB\n"
     "                  [--trainer-nodes N (default N/4)] [--gpus-per-node 4] [--context 65536]\n"
+    "                  [--micro-batch-tokens 8192 (the trainer's: sizes its step)]\n"
     "                  (per-GPU memory; exit status 0 when the plan fits, 3 when it does not)\n"
     "  mlpt model refit-time --config FILE --trainer L --engine L --nodes N --changed-fraction F\n"
     "                  [--trainer-nodes N] [--gpus-per-node 4] [--network-gbit 800 (per GPU)]\n"
@@ -253,14 +255,17 @@ PlanRequest placement(const std::map<std::string, std::string>& o) {
 // each pipeline stage; the stages' layers cut as the trainer cuts them (pipeline_stages.hpp), so
 // the trainer's replicas are world / (tp · ep · pp); the embedding and LM head split over the TP
 // ranks (model/parallel/vocab_parallel.hpp). A layout the code refuses says why instead.
-std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
+// The trainer's step adds what device_model/step_memory.hpp counts at `micro_batch_tokens` tokens a
+// micro-batch (the 1F1B window saturates at pp micro-batches, which any real step has).
+std::string code_plan(const ModelConfig& config, const PlanRequest& r, int64_t micro_batch_tokens) {
   auto gib = [](double bytes) {
     char text[32];
     std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(1ull << 30));
     return std::string(text);
   };
   std::ostringstream o;
-  o << "as the reference code runs it (weights and optimizer state, without activations):\n";
+  o << "as the reference code runs it (weights, optimizer state, and the trainer's step at " << micro_batch_tokens
+    << " tokens a micro-batch):\n";
   auto one = [&](const char* who, const ParallelLayout& l, int64_t world, bool trainer) {
     try {
       if (l.ep % l.tp != 0 && l.ep != 1)
@@ -282,6 +287,12 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
         << " parameters on the busiest rank, weights " << gib(m.weights);
       if (trainer) o << ", master " << gib(m.master) << ", gradients " << gib(m.gradients) << ", moments " << gib(m.moments)
                      << ", total " << gib(m.trainer());
+      // The step's activations and scratch on the rank whose state and step together are largest.
+      ModelShard busiest;
+      const dev::StepMemory step = trainer ? dev::busiest_step_memory(config, tp, ep, 1, pp, dp, micro_batch_tokens,
+                                                                      pp, /*moe_parallel_folding=*/true, &busiest)
+                                           : dev::StepMemory{};
+      const double step_rank = trainer ? dev::rank_memory_of(config, busiest, dp, /*moe_parallel_folding=*/true).trainer() : 0;
       // Every component splits the vocabulary over the TP ranks; what keeping it whole would add.
       const double whole_vocab =
           dev::rank_memory(config, tp, ep, 1, dp, pp, false, /*moe_parallel_folding=*/trainer).trainer() - m.trainer();
@@ -290,6 +301,16 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
       else if (tp > 1)
         o << " [embedding and LM head split over tp]";
       o << "\n";
+      if (!trainer) return;
+      o << "    step, busiest rank (stage " << busiest.pp_rank << "): kept layer inputs of " << step.in_flight
+        << " micro-batches in flight " << gib(step.kept_inputs) << " (whole [N, H] rows on every TP rank), LM head "
+        << gib(step.head) << ", stage messages " << gib(step.messages) << ", workspace and expert-dispatch scratch "
+        << gib(step.scratch_bound) << " (an upper bound)\n"
+        << "    trainer total on that rank " << gib(step_rank + step.total()) << " (state " << gib(step_rank)
+        << " + step " << gib(step.total()) << "), "
+        << (step_rank + step.total() <= r.gpu_bytes ? "fits" : "DOES NOT FIT") << " in " << gib(r.gpu_bytes)
+        << "; estimates: the scratch assumes balanced routing, and the allocator's fragmentation and the "
+           "collectives' buffers come on top\n";
     } catch (const Error& e) {
       o << "  " << who << " " << to_string(l) << ": the code refuses it: " << e.what() << "\n";
     }
@@ -302,13 +323,16 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r) {
 
 int plan(int argc, char** argv) {
   auto o = parse_options(argc, argv, 2,
-                         {"config", "trainer", "engine", "nodes", "trainer-nodes", "gpus-per-node", "gpu-mem", "context"});
+                         {"config", "trainer", "engine", "nodes", "trainer-nodes", "gpus-per-node", "gpu-mem", "context",
+                          "micro-batch-tokens"});
   ModelConfig config = load_model_config(required(o, "config"));
   PlanRequest r = placement(o);
   r.gpu_bytes = parse_bytes(required(o, "gpu-mem"));
   MemoryPlan p = plan_memory(config, r);
   std::cout << format_plan(config, r, p);
-  std::cout << code_plan(config, r);
+  const int64_t micro_batch_tokens = integer(o, "micro-batch-tokens", 8192);  // the trainer's default
+  if (micro_batch_tokens < 1) throw Error(MLPT_INVALID_ARGUMENT, "--micro-batch-tokens must be positive");
+  std::cout << code_plan(config, r, micro_batch_tokens);
   return p.trainer_fits && p.engine_fits ? 0 : 3;
 }
 
