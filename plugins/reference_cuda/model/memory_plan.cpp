@@ -179,7 +179,9 @@ std::string format_plan(const ModelConfig& c, const PlanRequest& r, const Memory
     << "  weights (bf16)            " << gib(t.weights) << "\n"
     << "  gradients (fp32 main)     " << gib(t.gradients) << "\n"
     << "  optimizer (fp32 master + Adam m, v; sharded over dp) " << gib(t.optimizer) << "\n"
-    << "  activations (1 x " << r.context << " tokens, full recompute, 1F1B) " << gib(t.activations) << "\n"
+    << "  activations (1 x " << r.context << " tokens, full recompute, 1F1B, sequence parallel: a Megatron-style "
+       "model, not the reference code, whose step is below) "
+    << gib(t.activations) << "\n"
     << "  total                     " << gib(t.total()) << " -> " << (p.trainer_fits ? "fits" : "DOES NOT FIT") << "\n";
   const auto& e = p.engine;
   o << "engine " << to_string(r.engine) << ": " << e.replicas << " replicas of " << e.gpus_per_replica << " GPUs, per GPU:\n"
