@@ -20,20 +20,24 @@ int64_t in_flight_micro_batches(int pp, int stage, int64_t micro_batches) {
 
 double step_scratch_bytes(const ModelConfig& c, int64_t tokens) {
   const double H = double(c.hidden_size), q = double(c.num_heads * c.head_dim),
-               kv = double(c.num_kv_heads * c.head_dim), k = double(c.experts_per_token);
-  const double routed = k * double(c.moe_intermediate), shared = double(c.shared_intermediate);
-  const double widest =
-      std::max({H, 2 * q, double(c.conv_dim()), routed, shared, k * H, double(c.num_experts)});
-  // Per token, every buffer counted at 4 bytes (fp32, the wider of the two the model keeps):
-  const double width = 8 * H                                                   // residual tape, dx, dxn, dtmp
-                       + 3 * double(c.conv_dim()) + 4 * double(c.value_dim())  // GDN tape
-                       + 2 * double(c.gdn_value_heads) * 2                     // its gates a, b, g, beta
-                       + 6 * q + 4 * kv + double(c.num_heads)                  // attention tape
-                       + double(c.num_experts) + 3 * k      // router logits, weights, choices
-                       + 3 * (routed + shared) + 2 * k * H  // expert slots and outputs
-                       + 10 * widest                        // backward buffers b0..b5, f0..f3
-                       + 6 * H;                             // dispatch staging and TP sums
-  return 4.0 * width * double(tokens);
+               kv = double(c.num_kv_heads * c.head_dim), k = double(c.experts_per_token),
+               E = double(c.num_experts);
+  const double C = double(c.conv_dim()), vd = double(c.value_dim()), kd = double(c.key_dim()),
+               Hv = double(c.gdn_value_heads), Is = double(c.shared_intermediate);
+  const double routed = k * double(c.moe_intermediate);
+  // The backward's reused buffers, each as wide as its widest use (model.cpp's GDN, attention and
+  // MoE backward): b0..b5 bf16, f0..f3 fp32.
+  const double backward = 2 * (std::max({vd, C, q}) + std::max({vd, C, kv, H}) + std::max({vd, 2 * q, Is}) +
+                               std::max({vd, q, Is}) + std::max({Hv, kv, Is}) + std::max({Hv, kv, E})) +
+                          4 * (std::max(kd, k) + std::max(kd, E) + 2 * Hv);
+  // Everything else per token at 4 bytes (fp32, the wider of the two the model keeps):
+  const double width = 8 * H                                   // residual tape, dx, dxn, dtmp
+                       + 3 * C + 4 * vd + 4 * Hv               // GDN tape and its gates
+                       + 6 * q + 4 * kv + double(c.num_heads)  // attention tape
+                       + E + 3 * k                             // router logits, weights, choices
+                       + 3 * (routed + Is) + 2 * k * H         // expert slots and outputs
+                       + 6 * H;                                // dispatch staging and TP sums
+  return (4.0 * width + backward) * double(tokens);
 }
 
 StepMemory step_memory(const ModelConfig& full, const ModelShard& shard, const std::vector<int64_t>& tokens) {

@@ -255,8 +255,10 @@ PlanRequest placement(const std::map<std::string, std::string>& o) {
 // each pipeline stage; the stages' layers cut as the trainer cuts them (pipeline_stages.hpp), so
 // the trainer's replicas are world / (tp · ep · pp); the embedding and LM head split over the TP
 // ranks (model/parallel/vocab_parallel.hpp). A layout the code refuses says why instead.
-// The trainer's step adds what device_model/step_memory.hpp counts at `micro_batch_tokens` tokens a
-// micro-batch (the 1F1B window saturates at pp micro-batches, which any real step has).
+// The trainer's step adds what device_model/step_memory.hpp counts for micro-batches of the larger
+// of `micro_batch_tokens` and the context: a sequence longer than micro_batch_tokens is a
+// micro-batch by itself (split_micro_batches). The 1F1B window saturates at pp micro-batches,
+// which any real step has.
 std::string code_plan(const ModelConfig& config, const PlanRequest& r, int64_t micro_batch_tokens) {
   auto gib = [](double bytes) {
     char text[32];
@@ -264,8 +266,10 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r, int64_t m
     return std::string(text);
   };
   std::ostringstream o;
-  o << "as the reference code runs it (weights, optimizer state, and the trainer's step at " << micro_batch_tokens
-    << " tokens a micro-batch):\n";
+  const int64_t tokens = std::max(micro_batch_tokens, r.context);
+  o << "as the reference code runs it (weights, optimizer state, and the trainer's step at " << tokens
+    << " tokens a micro-batch: micro_batch_tokens " << micro_batch_tokens << ", and a sequence of " << r.context
+    << " tokens is a micro-batch by itself):\n";
   auto one = [&](const char* who, const ParallelLayout& l, int64_t world, bool trainer) {
     try {
       if (l.ep % l.tp != 0 && l.ep != 1)
@@ -289,7 +293,7 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r, int64_t m
                      << ", total " << gib(m.trainer());
       // The step's activations and scratch on the rank whose state and step together are largest.
       ModelShard busiest;
-      const dev::StepMemory step = trainer ? dev::busiest_step_memory(config, tp, ep, 1, pp, dp, micro_batch_tokens,
+      const dev::StepMemory step = trainer ? dev::busiest_step_memory(config, tp, ep, 1, pp, dp, tokens,
                                                                       pp, /*moe_parallel_folding=*/true, &busiest)
                                            : dev::StepMemory{};
       const double step_rank = trainer ? dev::rank_memory_of(config, busiest, dp, /*moe_parallel_folding=*/true).trainer() : 0;
