@@ -143,3 +143,50 @@ TEST_CASE("mlpt model plan states the trainer's pipeline stages as the code runs
   CHECK(WEXITSTATUS(status) == 1);  // refused, not planned
   CHECK_THAT(refused, Catch::Contains("num_hidden_layers: 4"));
 }
+
+// The trainer's step as the code keeps it (device_model/step_memory.hpp): the first stage of the
+// 397B placement holds two micro-batches' layer inputs, 31 rows of [N, 4096] bf16 each (its 30
+// layers' inputs and its output, whole on every TP rank), N the longer of micro_batch_tokens and
+// the context; the printed total is the state plus the step.
+TEST_CASE(
+    "mlpt model plan adds the trainer's step: the 1F1B window's kept inputs at the context's micro-batches") {
+  int status = 0;
+  auto plan = [&](const std::string& extra) {
+    const std::string out =
+        mlpt_test::run_command(tool() + " plan --config " + MLPT_SOURCE_DIR +
+                                   "/configs/qwen35-397b/config.json --trainer tp4,pp2,ep32 --engine tp8,ep8 "
+                                   "--nodes 64 --trainer-nodes 16"
+                                   " --gpu-mem 288GiB " +
+                                   extra + " 2>&1",
+                               &status);
+    INFO(out);
+    REQUIRE(status == 0);
+    return out;
+  };
+  auto gib_after = [](const std::string& out, const std::string& label) {
+    const size_t at = out.find(label);
+    REQUIRE(at != std::string::npos);
+    return std::stod(out.substr(at + label.size()));
+  };
+  for (const int64_t context : {8192, 65536}) {
+    INFO("context " << context);
+    const std::string out = plan("--context " + std::to_string(context));
+    const double kept = 2.0 * 31 * double(context) * 4096 * 2 / double(1ull << 30);
+    CHECK(gib_after(out, "kept layer inputs of 2 micro-batches in flight ") == Approx(kept).margin(0.05));
+    const double total = gib_after(out, "trainer total on that rank "), state = gib_after(out, "(state "),
+                 step = gib_after(out, " + step ");
+    CHECK(total == Approx(state + step).margin(0.1));  // each printed to 0.1 GiB
+    CHECK(step > kept);
+  }
+  // micro_batch_tokens above the context sets the micro-batch: 16384 tokens, twice 8192's inputs.
+  CHECK(gib_after(plan("--context 8192 --micro-batch-tokens 16384"), "in flight ") ==
+        Approx(2.0 * 31 * 16384 * 4096 * 2 / double(1ull << 30)).margin(0.05));
+  const std::string bad =
+      mlpt_test::run_command(tool() + " plan --config " + MLPT_SOURCE_DIR +
+                                 "/configs/qwen35-397b/config.json --trainer tp4,pp2,ep32 --engine tp8,ep8 "
+                                 "--nodes 64 --gpu-mem 288GiB"
+                                 " --micro-batch-tokens 0 2>&1",
+                             &status);
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(bad, Catch::Contains("--micro-batch-tokens must be positive"));
+}
