@@ -39,9 +39,6 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     stats_.dense_bytes += sdk::nbytes(t);
     stats_.numel += static_cast<int64_t>(sdk::nbytes(t)) / compare_width(t);  // elements as compared
   }
-  for_each_tensor(count, [&](size_t i) {
-    m.hashes[i] = sdk::xxhash64(bytes_of(weights[i].tensor), sdk::nbytes(weights[i].tensor));
-  });
   const auto started = std::chrono::steady_clock::now();
   bool full = force_full || !base_.valid() || (full_every_ > 0 && since_full_ >= full_every_) ||
               !base_.same_layout(weights, count);
@@ -52,6 +49,9 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
   blob_sizes_.resize(1 + count);
   if (full) {
     m.kind = RefitManifest::Kind::full;
+    for_each_tensor(count, [&](size_t i) {
+      m.hashes[i] = sdk::xxhash64(bytes_of(weights[i].tensor), sdk::nbytes(weights[i].tensor));
+    });
     for (size_t i = 0; i < count; ++i) message_[1 + i] = weights[i];
     base_.assign(version, weights, count);
     since_full_ = 1;
@@ -63,13 +63,16 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     blobs_.resize(count);
     auto& base = base_.tensors();
     std::vector<int64_t> changed(count, 0);
-    // Each tensor's delta, and the copy brought up to date in the same pass (only changed elements written).
+    // Each tensor's delta, its checksum and the copy brought up to date in the same pass (only
+    // changed elements written).
     for_each_tensor(count, [&](size_t i) {
       const DLTensor& t = weights[i].tensor;
       const int width = compare_width(t);
       const int64_t n = static_cast<int64_t>(sdk::nbytes(t)) / width;
       blobs_[i].clear();
-      changed[i] = encode_delta_and_update(base[i].bytes.data(), bytes_of(t), n, width, blobs_[i]).changed;
+      changed[i] = encode_delta_and_update(base[i].bytes.data(), bytes_of(t), n, width, blobs_[i],
+                                           best_simd_path(), &m.hashes[i])
+                       .changed;
     });
     for (size_t i = 0; i < count; ++i) {
       stats_.changed += changed[i];

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "mlpt/sdk/error.hpp"
+#include "streaming_xxhash64.hpp"
 
 namespace mlpt::sparse_refit {
 
@@ -83,12 +84,13 @@ int64_t chunk_elements(int width) {
 }
 
 // One pass, chunk by chunk: compare base and next into a change mask (vectorised), gather the
-// changed values and, with `update`, write them into base. Then the smallest form is chosen from
-// the count and written: its prefix from the mask (LEB128 gaps or the bitmap itself), then the
-// values, which are the same in both sparse forms. Values travel in the host's byte order
+// changed values and, with `update`, write them into base; with `checksum`, hash next's chunk while
+// it is in cache (the manifest's checksum without a second read of the tensor). Then the smallest
+// form is chosen from the count and written: its prefix from the mask (LEB128 gaps or the bitmap
+// itself), then the values, which are the same in both sparse forms. Values travel in the host's byte order
 // (little-endian on every platform mlpt supports).
 DeltaStats encode(SimdPath path, void* base, const void* next, int64_t numel, int width, bool update,
-                  std::vector<std::byte>& out) {
+                  std::vector<std::byte>& out, uint64_t* checksum) {
   const int64_t words = (numel + 63) / 64;
   ScratchLease<uint64_t> mask_lease;
   ScratchLease<std::byte> values_lease;
@@ -100,11 +102,13 @@ DeltaStats encode(SimdPath path, void* base, const void* next, int64_t numel, in
   const int64_t chunk = chunk_elements(width);
   size_t k = 0;
   bool gathering = true;
+  StreamingXxhash64 hash;
   for (int64_t first = 0; first < numel; first += chunk) {
     const int64_t count = std::min(chunk, numel - first);
     const auto* b = static_cast<const std::byte*>(base) + first * width;
     const auto* x = static_cast<const std::byte*>(next) + first * width;
     const auto changed = static_cast<size_t>(diff_mask(path, b, x, count, width, mask + first / 64));
+    if (checksum) hash.update(x, static_cast<size_t>(count) * w);
     gathering = gathering && k + changed < dense_from;
     if (gathering && changed > 0) {
       std::byte* values = values_lease.reserve((k + changed) * w) + k * w;
@@ -116,6 +120,7 @@ DeltaStats encode(SimdPath path, void* base, const void* next, int64_t numel, in
   DeltaStats s;
   s.numel = numel;
   s.changed = static_cast<int64_t>(k);
+  if (checksum) *checksum = hash.digest();
   const size_t bitmap = (n + 7) / 8 + w * k;
   // Indices cost at least a byte and a value per change: past n / 8 changes the bitmap is smaller.
   size_t index_bytes = 0;
@@ -175,14 +180,14 @@ const char* form_name(DeltaForm f) {
 }
 
 DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes,
-                        std::vector<std::byte>& out, SimdPath path) {
+                        std::vector<std::byte>& out, SimdPath path, uint64_t* next_checksum) {
   // Not updated: prev is only read.
-  return encode(path, const_cast<void*>(prev), next, numel, element_bytes, false, out);
+  return encode(path, const_cast<void*>(prev), next, numel, element_bytes, false, out, next_checksum);
 }
 
 DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes,
-                                   std::vector<std::byte>& out, SimdPath path) {
-  return encode(path, base, next, numel, element_bytes, true, out);
+                                   std::vector<std::byte>& out, SimdPath path, uint64_t* next_checksum) {
+  return encode(path, base, next, numel, element_bytes, true, out, next_checksum);
 }
 
 void apply_delta(const std::byte* data, size_t size, void* values, int64_t numel, int element_bytes,

@@ -35,12 +35,15 @@ struct DeltaStats {
 
 // Appends to `out` the update that turns `prev` into `next` (numel elements of element_bytes each:
 // 1, 2, 4 or 8; anything else is MLPT_INVALID_ARGUMENT).
+// With `next_checksum`, also its sdk::xxhash64 of next's bytes, computed in the same pass.
 DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int element_bytes,
-                        std::vector<std::byte>& out, SimdPath path = best_simd_path());
+                        std::vector<std::byte>& out, SimdPath path = best_simd_path(),
+                        uint64_t* next_checksum = nullptr);
 // The same, and `base` (the previous values) becomes `next`: only the changed elements are written,
 // so the sender's copy follows without a second pass over the tensor.
 DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes,
-                                   std::vector<std::byte>& out, SimdPath path = best_simd_path());
+                                   std::vector<std::byte>& out, SimdPath path = best_simd_path(),
+                                   uint64_t* next_checksum = nullptr);
 
 // Applies one encoding (exactly `size` bytes) to `values` (numel elements of element_bytes) in
 // place. Throws MLPT_DATA_LOSS naming `tensor` when the encoding is malformed or for another size

@@ -21,6 +21,22 @@ inline uint32_t read32(const unsigned char* p) { uint32_t v; std::memcpy(&v, p, 
 inline uint64_t round(uint64_t acc, uint64_t input) { return rotl(acc + input * P2, 31) * P1; }
 inline uint64_t merge(uint64_t acc, uint64_t v) { return (acc ^ round(0, v)) * P1 + P4; }
 
+// The last (fewer than 32) bytes [p, end) folded into h, then the final mix.
+inline uint64_t finish(uint64_t h, const unsigned char* p, const unsigned char* end) {
+  for (; p + 8 <= end; p += 8) h = rotl(h ^ round(0, read64(p)), 27) * P1 + P4;
+  if (p + 4 <= end) {
+    h = rotl(h ^ (static_cast<uint64_t>(read32(p)) * P1), 23) * P2 + P3;
+    p += 4;
+  }
+  for (; p < end; ++p) h = rotl(h ^ (*p * P5), 11) * P1;
+  h ^= h >> 33;
+  h *= P2;
+  h ^= h >> 29;
+  h *= P3;
+  h ^= h >> 32;
+  return h;
+}
+
 }  // namespace xxhash64_detail
 
 inline uint64_t xxhash64(const void* data, size_t size, uint64_t seed = 0) {
@@ -46,19 +62,7 @@ inline uint64_t xxhash64(const void* data, size_t size, uint64_t seed = 0) {
   } else {
     h = seed + P5;
   }
-  h += static_cast<uint64_t>(size);
-  for (; p + 8 <= end; p += 8) h = rotl(h ^ round(0, read64(p)), 27) * P1 + P4;
-  if (p + 4 <= end) {
-    h = rotl(h ^ (static_cast<uint64_t>(read32(p)) * P1), 23) * P2 + P3;
-    p += 4;
-  }
-  for (; p < end; ++p) h = rotl(h ^ (*p * P5), 11) * P1;
-  h ^= h >> 33;
-  h *= P2;
-  h ^= h >> 29;
-  h *= P3;
-  h ^= h >> 32;
-  return h;
+  return finish(h + static_cast<uint64_t>(size), p, end);
 }
 
 }  // namespace mlpt::sdk
