@@ -1,7 +1,8 @@
 // The tensor checksum computed piece by piece (StreamingXxhash64) against the one-shot sdk::xxhash64
 // over every split of the same bytes, and the sender's checksum fused into the encode pass against a
 // separate pass over the new weights: on every instruction-set path, at change densities from none
-// to all, lengths that are not multiples of 64 or of the 64 KiB chunk, and unaligned starts.
+// to all, lengths that are not multiples of 64 or of the 64 KiB chunk, and unaligned starts; each
+// such encoding applies bit for bit on every path.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -80,6 +81,13 @@ TEST_CASE("the checksum fused into the encode equals a separate pass, on every p
           CHECK(checksum == mlpt::sdk::xxhash64(next, bytes));
           CHECK(fused == plain);  // hashing changes nothing of the encoding
           CHECK(std::memcmp(base.data(), next, bytes) == 0);
+          // And the encoding applies bit for bit on every path, whatever its form at this density.
+          for (SimdPath applier : {SimdPath::scalar, SimdPath::avx2, SimdPath::avx512}) {
+            if (!simd_path_supported(applier)) continue;
+            std::vector<unsigned char> engine(prev_store.begin() + 1, prev_store.end());
+            apply_delta(fused.data(), fused.size(), engine.data(), numel, width, "w", applier);
+            CHECK(std::memcmp(engine.data(), next, bytes) == 0);
+          }
         }
   }
 }
