@@ -166,6 +166,22 @@ TEST_CASE("Vocabulary-parallel log-softmax, gradient, top ids and gathered rows 
   }
 }
 
+// MoE parallel folding: the two TP pairs of a TP=2 x EP=2 layout hold different rows (7 and 3
+// tokens); every rank's dispatch result equals one rank's experts on its own rows within float32
+// rounding (expert_dispatch_check derives the bounds).
+TEST_CASE(
+    "Expert dispatch with different rows per expert-parallel rank equals one rank's experts on those rows") {
+  const std::string cmd =
+      "timeout -k 5 120 " + mlpt_test::mpirun_command(4) + EXPERT_DISPATCH_CHECK + " 2>&1";
+  const nlohmann::json r = run_check(cmd, "outputs_within_bound");
+  INFO(cmd << "\n" << r.dump());
+  WARN("folded dispatch: outputs within "
+       << r["max_output_diff"].get<double>() << ", weight gradients within "
+       << r["max_weight_grad_diff"].get<double>() << " (scale " << r["weight_grad_scale"].get<double>()
+       << ")");
+  CHECK(r["outputs_within_bound"].get<bool>());
+}
+
 TEST_CASE("Tiny config: tensor parallel (TP=2) forward and gradients equal one rank") {
   auto r = check(2, 1, config("tiny"), false);
   CHECK(r["max_grad_relative_diff"].get<double>() > 0);  // the partial sums really were added in another order
