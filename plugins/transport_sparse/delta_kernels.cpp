@@ -152,11 +152,14 @@ MLPT_AVX512 __m512i avx512_load(const void* at, uint64_t m) {
 
 // Compress into a register and store its first lanes (a compressing store to memory is slow on
 // some CPUs that have it).
-template <int W>
+// kSkip: registers without changes are skipped by a branch (cheapest when nearly all are unchanged);
+// else every register takes the same masked steps, a no-op for an empty mask, so there is no branch
+// to mispredict (at around 1% changed about half the registers have a change, at random).
+template <int W, bool kSkip>
 MLPT_AVX512 void avx512_gather_word(uint64_t m, const uint8_t* next, std::byte*& values, uint8_t* update) {
   for (int r = 0; r < W; ++r) {
     const uint64_t lanes = lanes_of<W>(m, r);
-    if (lanes == 0) continue;
+    if (kSkip && lanes == 0) continue;
     const __m512i x = _mm512_loadu_si512(next + 64 * r);
     const int count = __builtin_popcountll(lanes);
     avx512_store<W>(values, first_lanes(count), avx512_compress<W>(lanes, x));
@@ -175,6 +178,15 @@ MLPT_AVX512 void avx512_scatter_word(uint64_t m, const std::byte*& values, uint8
     avx512_store<W>(target + 64 * r, lanes, avx512_expand<W>(lanes, x));
     values += count * W;
   }
+}
+
+// Under one change in 256 elements, most registers have none and skipping them by a branch is
+// cheapest; above, the branch would be mispredicted often (measured: at 1% changed on a 100 MB
+// tensor the branch-free gather takes 5 ms, the branching one 8).
+MLPT_AVX512 inline bool mostly_unchanged(const uint64_t* mask, int64_t words) {
+  int64_t changed = 0;
+  for (int64_t w = 0; w < words; ++w) changed += __builtin_popcountll(mask[w]);
+  return changed * 256 < words * 64;
 }
 
 #endif  // MLPT_SPARSE_X86
@@ -245,14 +257,23 @@ struct Kernels<W, SimdPath::avx512> {
   MLPT_AVX512 static void gather(const uint64_t* mask, int64_t numel, const uint8_t* next, std::byte* values,
                                  uint8_t* update) {
     const int64_t full = numel / 64;
-    for (int64_t w = 0; w < full; ++w)
-      if (mask[w] != 0)
-        avx512_gather_word<W>(mask[w], next + w * 64 * W, values, update ? update + w * 64 * W : nullptr);
+    if (mostly_unchanged(mask, full)) {
+      for (int64_t w = 0; w < full; ++w)
+        if (mask[w] != 0)
+          avx512_gather_word<W, true>(mask[w], next + w * 64 * W, values,
+                                      update ? update + w * 64 * W : nullptr);
+    } else {
+      for (int64_t w = 0; w < full; ++w)
+        avx512_gather_word<W, false>(mask[w], next + w * 64 * W, values,
+                                     update ? update + w * 64 * W : nullptr);
+    }
     if (numel % 64 != 0) scalar_gather_word<W>(mask[full], full * 64, next, values, update);
   }
   MLPT_AVX512 static void scatter(const uint64_t* mask, int64_t numel, const std::byte* values,
                                   uint8_t* target) {
     const int64_t full = numel / 64;
+    // Always by a branch: a masked store with an empty mask measured slower here than the skip (the
+    // target is not in cache).
     for (int64_t w = 0; w < full; ++w)
       if (mask[w] != 0) avx512_scatter_word<W>(mask[w], values, target + w * 64 * W);
     if (numel % 64 != 0) scalar_scatter_word<W>(mask[full], full * 64, values, target);
