@@ -9,6 +9,7 @@
 #include "mlpt/sdk/types.hpp"
 #include "model/named_tensors.hpp"
 #include "model/vocabulary.hpp"
+#include "trainer/batch_part.hpp"
 
 namespace mlpt::ref {
 
@@ -165,9 +166,10 @@ void DeviceTrainer::logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, 
 void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   platform_->bind_thread();  // the calling thread may be new
   Ops& o = ops();
+  check_train_batch(*args.batch, config_, true);
+  if (sharded()) group_.check_same_share(*args.batch);
+  const BatchPartOf part(args, group_.batch_part(), group_.batch_parts());  // MoE parallel folding: this ep rank's
   const mlpt_train_batch& b = *args.batch;
-  check_train_batch(b, config_, true);
-  if (sharded()) group_.check_same_share(b);
   dev::VocabHead vocab_head(config_, tensor_.get(), valid_vocab_);  // this rank's LM-head rows
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = vocab_head.width();
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;

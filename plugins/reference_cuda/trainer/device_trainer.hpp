@@ -36,7 +36,7 @@
 // replica writes (trainer_state.hpp).
 //
 // moe_parallel_folding (false), as qwen35_cpu (trainer.hpp): the expert-parallel ranks train
-// different shares (the host-staged dispatch sends each rank's own rows), the dense gradients are
+// different parts of their replica's share (the host-staged dispatch sends each rank's own rows), the dense gradients are
 // summed over their dp · ep replicas on the device instead of agreed on EP rank 0's, and padding
 // micro-batches keep every rank in its expert-parallel ranks' dispatches.
 #pragma once
@@ -73,7 +73,9 @@ class DeviceTrainer : public sdk::Trainer {
   void export_weights(mlpt_export_weights_args& args) override;
   void save_state(std::string_view path) override;
   void load_state(std::string_view path) override;
-  DataParallel data_parallel() const override { return {group_.batch_share(), group_.batch_shares()}; }
+  DataParallel data_parallel() const override {
+    return {group_.data_parallel_rank(), group_.data_parallel_size()};
+  }
 
  private:
   dev::DeviceBatch device_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;

@@ -8,6 +8,7 @@
 #include "model/named_tensors.hpp"
 #include "model/parallel/shard_boxes.hpp"
 #include "model/parallel/shard_weights.hpp"
+#include "trainer/batch_part.hpp"
 #include "model/parallel/vocab_parallel.hpp"
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
@@ -78,10 +79,11 @@ std::vector<ReferenceTrainer::ScoredRow> ReferenceTrainer::scored_rows(const mlp
 }
 
 void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
+  check_train_batch(*args.batch, config_, true);
+  if (group_.shard().sharded()) group_.check_same_share(*args.batch);
+  const BatchPartOf part(args, group_.batch_part(), group_.batch_parts());  // MoE parallel folding: this ep rank's
   const mlpt_train_batch& b = *args.batch;
   const cpu::CoreLease cores(cpu::Phase::train, threads_);  // the process's core budget, for this step
-  check_train_batch(b, config_, true);
-  if (group_.shard().sharded()) group_.check_same_share(b);
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size;
   const int64_t per = config_.num_moe_layers() * config_.experts_per_token;
   // The LM head's rows here: the vocabulary, or this TP rank's range of it (vocab_parallel.hpp).

@@ -34,7 +34,8 @@
 // the log-softmax is assembled over the TP group, never the whole logits. The gradient-norm clip counts every
 // element once (sharded tensors' squares summed over their groups, replicated ones taken once).
 //
-// moe_parallel_folding (false): the expert-parallel ranks train different batch shares, the routed
+// moe_parallel_folding (false): the expert-parallel ranks train different parts of their replica's
+// batch share (batch_part.hpp; the host gives the whole model-parallel group one share), the routed
 // experts dispatched between them and every other tensor data-parallel over dp · ep ranks
 // (trainer_group.hpp); a rank whose share has fewer micro-batches than its expert-parallel ranks'
 // runs zero-gradient padding ones, and every training micro-batch runs its backward, so all of them
@@ -73,7 +74,9 @@ class ReferenceTrainer final : public sdk::Trainer {
   void save_state(std::string_view path) override;
   void load_state(std::string_view path) override;
   // The ranks of one model-parallel group are one replica (trainer_group.hpp).
-  DataParallel data_parallel() const override { return {group_.batch_share(), group_.batch_shares()}; }
+  DataParallel data_parallel() const override {
+    return {group_.data_parallel_rank(), group_.data_parallel_size()};
+  }
 
  private:
   // A row whose next token is scored: t is the token's index in the micro-batch (predicting t + 1),

@@ -249,12 +249,12 @@ void TrainerGroup::check_same_share(const mlpt_train_batch& b) const {
   const int tp = shard().tp, ep = shard().ep, pp = shard().pp;
   const std::string stage_text = pp > 1 ? " x pipeline_parallel " + std::to_string(pp) : "";
   for (int i = 0; i < 2; ++i)
-    if (tensor[i] != tp * mine[i] || (!folded_ && expert[i] != ep * mine[i]) || stages[i] != pp * mine[i])
+    if (tensor[i] != tp * mine[i] || expert[i] != ep * mine[i] || stages[i] != pp * mine[i])
       throw Error(
           MLPT_INVALID_ARGUMENT,
           "trainer group rank " + std::to_string(rank_) +
               ": the ranks of its model-parallel group (tensor_parallel " + std::to_string(tp) +
-              (folded_ ? "" : " x expert_parallel " + std::to_string(ep)) + stage_text +
+              " x expert_parallel " + std::to_string(ep) + stage_text +
               (folded_ ? ", moe_parallel_folding" : "") +
               ") were given different batch shares; every rank of such a group must train the same share "
               "(split the batch by the data-parallel rank the trainer reports)");

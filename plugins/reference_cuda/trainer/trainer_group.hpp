@@ -15,8 +15,11 @@
 // MoE parallel folding (trainer setting moe_parallel_folding, as Megatron-Core folds expert
 // parallelism over data parallelism): the same placement, but the ep dimension is data-parallel
 // for everything except the routed experts. The tp · pp ranks of one ep rank of a model-parallel
-// group train one batch share; its ep ranks train different shares, so the host sees dp · ep
-// data-parallel replicas (share dp_rank · ep + ep_rank). The routed experts stay split over the
+// group train one batch share; its ep ranks train different shares. The host still sees dp
+// replicas of tp · ep · pp ranks (the ABI's replica is a group whose ranks together hold every
+// tensor: the first one publishes the weights) and gives each rank of a replica its share; the ep
+// ranks cut it into ep parts (batch_part.hpp) and each trains its own (share dp_rank · ep +
+// ep_rank of the dp · ep the group trains). The routed experts stay split over the
 // stage's ranks (expert_dispatch.hpp sends each rank's own tokens to their owners); the other
 // tensors' gradients are summed over their dp · ep replicas (the ranks of the same tensor-parallel
 // place in the same stage), the routed experts' over their dp replicas, and the distributed
@@ -67,12 +70,15 @@ class TrainerGroup {
   int data_parallel_rank() const { return rank_ / model_parallel_size(); }
   int data_parallel_size() const { return size_ / model_parallel_size(); }
   bool moe_parallel_folding() const { return folded_; }
-  // The batch shares the group trains and this rank's (what the host splits the batch by): the
-  // data-parallel replicas, times the expert-parallel ranks under MoE parallel folding.
+  // The batch shares the group trains and this rank's: the data-parallel replicas (what the host
+  // splits the batch by), times the expert-parallel ranks under MoE parallel folding, each ep rank
+  // training part batch_part() of batch_parts() of its replica's share (batch_part.hpp).
   int batch_shares() const { return folded_ ? data_parallel_size() * shard_.ep : data_parallel_size(); }
   int batch_share() const {
     return folded_ ? data_parallel_rank() * shard_.ep + shard_.ep_rank : data_parallel_rank();
   }
+  int batch_parts() const { return folded_ ? shard_.ep : 1; }
+  int batch_part() const { return folded_ ? shard_.ep_rank : 0; }
   // The distributed optimizer's split of each tensor of `layout` (this rank's) over its replicas,
   // with their groups (optimizer_shards.hpp); one replica keeps everything when not `distributed`.
   OptimizerShards optimizer_shards(const ModelLayout& layout, bool distributed) const;
@@ -136,10 +142,10 @@ class TrainerGroup {
   // With `moments` split, m and v come back as this replica's ranges (trainer_state.hpp).
   TrainerState load_state(const std::string& path, const Weights<float>& current, const ModelConfig& full,
                           const OptimizerShards& moments = {}) const;
-  // The ranks of a model-parallel group hold parts of one model and must train the same batch
-  // share (under MoE parallel folding those of one ep rank): throws MLPT_INVALID_ARGUMENT on every
-  // rank of a group given different shares (collective over the tensor-, pipeline- and unless
-  // folded expert-parallel groups).
+  // The ranks of a model-parallel group hold parts of one model and must be given the same batch
+  // share (under MoE parallel folding too: the ep ranks cut it afterwards): throws
+  // MLPT_INVALID_ARGUMENT on every rank of a group given different shares (collective over the
+  // tensor-, expert- and pipeline-parallel groups).
   void check_same_share(const mlpt_train_batch& b) const;
   // Whether every rank of the group passed ok = true (collective: a rank that failed still calls
   // it, so none waits for it).

@@ -135,13 +135,13 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
   mlpt::components::Trainer trainer(plugin->component(MLPT_COMPONENT_TRAINER, component), json::parse(settings), &group);
   const dist_test::BatchFile batch(batch_file);
   const mlpt_train_batch& whole = batch.abi;
-  // The share the trainer reports (as the host splits the batch; under MoE parallel folding the
-  // expert-parallel ranks train shares of their own). MLPT_TEST_SHARE_PER_RANK: a share per group
-  // rank even under model parallelism (the mistake the trainer must refuse).
+  // The share of the replica the trainer reports, as the host splits the batch (under MoE parallel
+  // folding the expert-parallel ranks cut it themselves). MLPT_TEST_SHARE_PER_RANK: a share per
+  // group rank even under model parallelism (the mistake the trainer must refuse).
   const bool per_rank = std::getenv("MLPT_TEST_SHARE_PER_RANK") != nullptr;
   const auto replica = trainer.data_parallel();
   mlpt::rl::BatchShare share(whole, per_rank ? rank : replica.rank, per_rank ? ranks : replica.size);
-  json out = {{"rank", rank}, {"sequences", share.abi()->num_sequences}};
+  json out = {{"rank", rank}, {"replica", replica.rank}, {"sequences", share.abi()->num_sequences}};
   std::stringstream list(actions);
   for (std::string action; std::getline(list, action, ',');) {
     out["done"].push_back(action);

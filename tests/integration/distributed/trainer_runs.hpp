@@ -227,15 +227,14 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
   INFO(run.output);
   REQUIRE(run.status == 0);
   std::map<std::string, std::vector<int>> covered;  // how many ranks hold each element
-  for (const auto& [name, w] : one.weights) covered[name].assign(w.size(), 0);
+  std::map<std::string, std::vector<int>> published;  // how many ranks of replica 0 hold each element
+  for (const auto& [name, w] : one.weights) covered[name].assign(w.size(), 0), published[name].assign(w.size(), 0);
   double worst_weight = 0, worst_metric = 0;
   int sequences = 0;  // over one rank of each batch share: the whole batch
   double fewest_micro_batches = 1e9, most_micro_batches = 0;  // the shares' own (padding not counted)
-  // The first rank of `rank`'s share: of its model-parallel group, or folded of its ep rank's ranks.
-  auto share_first = [&](int rank) {
-    const int base = rank - rank % model_ranks;
-    return folded ? base + (rank % model_ranks % (tp * ep)) / tp * tp : base;
-  };
+  // The first rank of `rank`'s share: of its model-parallel group (folded or not, the host gives the
+  // group one share: its ep ranks cut it themselves).
+  auto share_first = [&](int rank) { return rank - rank % model_ranks; };
   for (int rank = 0; rank < ranks; ++rank) {
     json r = rank_report(dir, rank);
     INFO("rank " << rank << ": " << r.dump(2));
@@ -291,6 +290,7 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
         if (same.weight > 0)
           worst_same_weight = std::max(worst_same_weight, std::fabs(double(data[at + e]) - same_weights.at(name).at(index)));
         ++covered[name][index];
+        if (r["replica"] == 0) ++published[name][index];
       }
       at += static_cast<size_t>(n);
     }
@@ -300,6 +300,12 @@ inline void check_model_parallel_step(int ranks, int tp, int ep, double metric_t
   // Together the ranks hold every element of every tensor (replicas more than once).
   for (const auto& [name, counts] : covered) {
     INFO(name);
+    CHECK(*std::min_element(counts.begin(), counts.end()) >= 1);
+  }
+  // The host publishes the weights from the ranks of data-parallel replica 0 (trainer.h): they
+  // alone must hold every element, folded or not.
+  for (const auto& [name, counts] : published) {
+    INFO("published by replica 0: " << name);
     CHECK(*std::min_element(counts.begin(), counts.end()) >= 1);
   }
   WARN("tp " << tp << " ep " << ep << " pp " << pp << (folded ? " folded" : "") << " on " << ranks
