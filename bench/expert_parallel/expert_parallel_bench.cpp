@@ -134,14 +134,14 @@ void measure(const std::string& name, int64_t tokens, double min_seconds, MpiMod
   TimedCommunicator timed(group);
   timed.recording = true;  // the first step's traffic, replayed alone below
   std::fill(y.begin(), y.end(), 0.0f);
-  dispatched_experts_forward(timed, shape, tokens, x.data(), experts.data(), weights.data(), my_gate_up.data(),
+  dispatched_experts_forward(timed, &timed, shape, tokens, x.data(), experts.data(), weights.data(), my_gate_up.data(),
                              my_down.data(), y.data());
   timed.recording = false;
   timed.seconds = 0;
   MPI_Barrier(MPI_COMM_WORLD);
   auto [ep, ep_reps] = repeat([&] {
     std::fill(y.begin(), y.end(), 0.0f);
-    dispatched_experts_forward(timed, shape, tokens, x.data(), experts.data(), weights.data(), my_gate_up.data(),
+    dispatched_experts_forward(timed, &timed, shape, tokens, x.data(), experts.data(), weights.data(), my_gate_up.data(),
                                my_down.data(), y.data());
   });
   // The same collectives with nothing between them: the transfer itself, without waiting for a
