@@ -54,7 +54,7 @@ const char* kUsage =
     "  mlpt model plan --config FILE --trainer tp4,pp2,ep32 --engine tp8,ep8 --nodes N --gpu-mem 288GiB\n"
     "                  [--trainer-nodes N (default N/4)] [--gpus-per-node 4] [--context 65536]\n"
     "                  [--micro-batch-tokens 8192 (the trainer's: sizes its step)]\n"
-    "                  (per-GPU memory; exit status 0 when the plan fits, 3 when it does not)\n"
+    "                  (per-GPU memory; exit status 0 when both plans fit, 3 when either does not)\n"
     "  mlpt model refit-time --config FILE --trainer L --engine L --nodes N --changed-fraction F\n"
     "                  [--trainer-nodes N] [--gpus-per-node 4] [--network-gbit 800 (per GPU)]\n"
     "                  [--nvlink-gbyte 900 (per GPU, one way)] [--hbm-gbyte 8000]   (a model of the refit time)\n";
@@ -259,7 +259,8 @@ PlanRequest placement(const std::map<std::string, std::string>& o) {
 // of `micro_batch_tokens` and the context: a sequence longer than micro_batch_tokens is a
 // micro-batch by itself (split_micro_batches). The 1F1B window saturates at pp micro-batches,
 // which any real step has.
-std::string code_plan(const ModelConfig& config, const PlanRequest& r, int64_t micro_batch_tokens) {
+// `fits` becomes false where the busiest trainer rank's state and step exceed the GPU's memory.
+std::string code_plan(const ModelConfig& config, const PlanRequest& r, int64_t micro_batch_tokens, bool& fits) {
   auto gib = [](double bytes) {
     char text[32];
     std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(1ull << 30));
@@ -306,6 +307,7 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r, int64_t m
         o << " [embedding and LM head split over tp]";
       o << "\n";
       if (!trainer) return;
+      if (step_rank + step.total() > r.gpu_bytes) fits = false;
       o << "    step, busiest rank (stage " << busiest.pp_rank << "): kept layer inputs of " << step.in_flight
         << " micro-batches in flight " << gib(step.kept_inputs) << " (whole [N, H] rows on every TP rank), LM head "
         << gib(step.head) << ", stage messages " << gib(step.messages) << ", workspace and expert-dispatch scratch "
@@ -336,8 +338,9 @@ int plan(int argc, char** argv) {
   std::cout << format_plan(config, r, p);
   const int64_t micro_batch_tokens = integer(o, "micro-batch-tokens", 8192);  // the trainer's default
   if (micro_batch_tokens < 1) throw Error(MLPT_INVALID_ARGUMENT, "--micro-batch-tokens must be positive");
-  std::cout << code_plan(config, r, micro_batch_tokens);
-  return p.trainer_fits && p.engine_fits ? 0 : 3;
+  bool code_fits = true;
+  std::cout << code_plan(config, r, micro_batch_tokens, code_fits);
+  return p.trainer_fits && p.engine_fits && code_fits ? 0 : 3;
 }
 
 int refit_time_model(int argc, char** argv) {
