@@ -213,24 +213,24 @@ struct Call {
 
 // The residual stream or its gradient ([N, H] bf16) to or from a neighbouring pipeline stage. The
 // communicators carry floats: widened to fp32 and rounded back, which gives the same bf16 bits.
-void send_to_stage(const Call& c, const bf16* values, int64_t n, int stage) {
 // With a StageBoundary the caller passes the message: the widened values are left in / read from it.
-  float* wide = take<float>(c.ops, c.ws.stage_values, n);
+void send_to_stage(const Call& c, const bf16* values, int64_t n, int stage) {
   if (const StageBoundary* to_caller = c.batch.boundary) {
     if (!to_caller->output) throw sdk::Error(MLPT_INTERNAL, "pipeline stage boundary without an output buffer");
     c.ops.to_float(n, values, to_caller->output);
     return;
   }
+  float* wide = take<float>(c.ops, c.ws.stage_values, n);
   c.ops.to_float(n, values, wide);
   c.pipeline->send(wide, size_t(n), stage);
 }
 void receive_from_stage(const Call& c, bf16* values, int64_t n, int stage) {
-  float* wide = take<float>(c.ops, c.ws.stage_values, n);
   if (const StageBoundary* from_caller = c.batch.boundary) {
     if (!from_caller->input) throw sdk::Error(MLPT_INTERNAL, "pipeline stage boundary without an input");
     c.ops.to_bf16(n, from_caller->input, values);
     return;
   }
+  float* wide = take<float>(c.ops, c.ws.stage_values, n);
   c.pipeline->recv(wide, size_t(n), stage);
   c.ops.to_bf16(n, wide, values);
 }
