@@ -34,6 +34,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/parallel/stage_boundary.hpp"
 #include "model/weights.hpp"
 #include "ops/ops.hpp"
 
@@ -82,17 +83,9 @@ struct KvCache {
   size_t bytes_per_block(const ModelConfig& c) const { return bytes_per_block(c, block_size); }
 };
 
-// A pipeline stage's boundary messages left to the caller (the trainer's 1F1B schedule sends and
-// receives them, pairing sends with receives): instead of receiving from or sending to the
-// neighbouring stage, the model reads `input` and writes `output`, fp32 [N, H] in the backend's
-// memory (the bf16 values widened exactly, as the model's own messages carry them). Forward: input
-// the residual stream entering this stage (a stage after the first), output the one leaving it (a
-// stage before the last). Backward: input d(this stage's output) (a stage before the last), output
-// d(its input) (a stage after the first).
-struct StageBoundary {
-  const float* input = nullptr;
-  float* output = nullptr;
-};
+// A pipeline stage's boundary messages left to the caller (model/parallel/stage_boundary.hpp), in
+// the backend's memory: the bf16 values widened exactly, as the model's own messages carry them.
+using StageBoundary = ref::StageBoundary;
 
 struct DeviceBatch {
   std::vector<int32_t> tokens;               // host, [N]

@@ -80,24 +80,27 @@ void check_parallel(const ModelConfig& c, const ForwardBatch<T>& b) {
 }
 
 // A pipeline stage's neighbours (model_parallel.hpp): the residual stream (or its gradient) of all
-// the batch's tokens, passed point to point over the pipeline group.
+// the batch's tokens, passed point to point over the pipeline group, or through the caller's
+// StageBoundary when it passes the messages itself.
 template <class T>
-Communicator* pipeline_of(const ForwardBatch<T>& b) {
-  return b.parallel && b.parallel->pipeline_size() > 1 ? b.parallel->pipeline : nullptr;
+void send_stage(const ForwardBatch<T>& b, const std::vector<T>& values, int peer) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!b.boundary) return b.parallel->pipeline->send(values.data(), values.size(), peer);
+    if (!b.boundary->output) throw sdk::Error(MLPT_INTERNAL, "pipeline stage boundary without an output buffer");
+    std::copy(values.begin(), values.end(), b.boundary->output);
+  } else {
+    throw sdk::Error(MLPT_UNIMPLEMENTED, "pipeline parallelism computes in float32 only");
+  }
 }
 template <class T>
-void send_stage(Communicator* pipeline, std::vector<T>& values, int peer) {
-  if constexpr (std::is_same_v<T, float>)
-    pipeline->send(values.data(), values.size(), peer);
-  else
+void recv_stage(const ForwardBatch<T>& b, std::vector<T>& values, int peer) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!b.boundary) return b.parallel->pipeline->recv(values.data(), values.size(), peer);
+    if (!b.boundary->input) throw sdk::Error(MLPT_INTERNAL, "pipeline stage boundary without an input");
+    std::copy_n(b.boundary->input, values.size(), values.begin());
+  } else {
     throw sdk::Error(MLPT_UNIMPLEMENTED, "pipeline parallelism computes in float32 only");
-}
-template <class T>
-void recv_stage(Communicator* pipeline, std::vector<T>& values, int peer) {
-  if constexpr (std::is_same_v<T, float>)
-    pipeline->recv(values.data(), values.size(), peer);
-  else
-    throw sdk::Error(MLPT_UNIMPLEMENTED, "pipeline parallelism computes in float32 only");
+  }
 }
 
 // Copies layer l's [tokens, k] slice out of / into a [tokens, layers, k] routing record.
@@ -194,7 +197,6 @@ std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
   check_parallel(c, b);
   const int64_t N = b.num_tokens(), H = c.hidden_size, Lc = c.num_layers, k = c.experts_per_token;
   const StageLayers stage = stage_layers(Lc, c.shard);
-  Communicator* pipeline = pipeline_of(b);
   std::vector<int64_t> positions = positions_of(b);
   std::vector<T> x(N * H);
   if (c.shard.first_stage()) {
@@ -206,7 +208,7 @@ std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
         std::copy_n(w[w.layout.embed] + (b.tokens[t] - vocab.begin) * H, H, x.begin() + t * H);
     if (vocab.count() < c.vocab_size) sum_over(b.parallel ? b.parallel->tensor : nullptr, x.data(), x.size());
   } else {
-    recv_stage(pipeline, x, c.shard.pp_rank - 1);
+    recv_stage(b, x, c.shard.pp_rank - 1);
   }
   if (b.layer_inputs) {
     b.layer_inputs->resize(static_cast<size_t>((stage.count() + 1) * N * H));
@@ -225,7 +227,7 @@ std::vector<T> forward_hidden(const Weights<T>& w, ForwardBatch<T>& b) {
   for (size_t s = 0; s < b.num_segments(); ++s)
     if (!b.caches.empty() && b.caches[s]) b.caches[s]->length += b.offsets[s + 1] - b.offsets[s];
   if (!c.shard.last_stage()) {
-    send_stage(pipeline, x, c.shard.pp_rank + 1);
+    send_stage(b, x, c.shard.pp_rank + 1);
     return {};
   }
   std::vector<T> out(N * H);
@@ -258,7 +260,6 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
   check_parallel(c, b);
   const int64_t N = b.num_tokens(), H = c.hidden_size, Lc = c.num_layers, k = c.experts_per_token;
   const StageLayers stage = stage_layers(Lc, c.shard);
-  Communicator* pipeline = pipeline_of(b);
   if (layer_inputs.size() != static_cast<size_t>((stage.count() + 1) * N * H))
     throw sdk::Error(MLPT_INTERNAL, "backward: layer_inputs do not match the batch");
   std::vector<int64_t> positions = positions_of(b);
@@ -269,7 +270,7 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
     cpu::rmsnorm_backward(N, H, layer_inputs.data() + stage.count() * N * H, w[w.layout.final_norm], c.rms_norm_eps,
                           d_hidden, dx.data(), grads[w.layout.final_norm]);
   else
-    recv_stage(pipeline, dx, c.shard.pp_rank + 1);  // d(this stage's output), from the next stage
+    recv_stage(b, dx, c.shard.pp_rank + 1);  // d(this stage's output), from the next stage
   std::vector<int16_t> layer_experts(N * k);
   Communicator* tensor_group = b.parallel ? b.parallel->tensor : nullptr;
   for (int64_t l = stage.end - 1; l >= stage.first; --l) {
@@ -300,7 +301,7 @@ void backward(const Weights<T>& w, const ForwardBatch<T>& b, const std::vector<T
                           dtmp.data(), grads[L.input_norm]);
     for (int64_t i = 0; i < N * H; ++i) dx[i] += dtmp[i];  // dx_in
   }
-  if (!c.shard.first_stage()) return send_stage(pipeline, dx, c.shard.pp_rank - 1);
+  if (!c.shard.first_stage()) return send_stage(b, dx, c.shard.pp_rank - 1);
   T* de = grads[w.layout.embed];  // this rank's vocabulary range's rows (dx is whole on every TP rank)
   const VocabRange vocab = vocab_range(c.vocab_size, c.shard);
   for (int64_t t = 0; t < N; ++t)

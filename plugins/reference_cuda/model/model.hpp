@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/parallel/stage_boundary.hpp"
 #include "model/weights.hpp"
 
 namespace mlpt::ref {
@@ -50,6 +51,9 @@ struct ForwardBatch {
   bool (*cancelled)() = nullptr;
   // The groups a sharded model computes with (weights from shard_weights); NULL for one rank.
   const ModelParallel* parallel = nullptr;
+  // A pipeline stage's messages passed by the caller (float only): NULL, the stage exchanges them
+  // with its neighbours itself. Read by forward_hidden and backward alike, each with its own.
+  const StageBoundary* boundary = nullptr;
 
   int64_t num_tokens() const { return offsets.back(); }
   size_t num_segments() const { return offsets.size() - 1; }
@@ -61,7 +65,8 @@ struct ForwardBatch {
 // with the same batch and gets the same hidden states (the full rows). A pipeline stage runs its
 // layers only: a later stage first receives the residual stream from the previous one, a stage
 // before the last sends its output to the next and returns an empty vector (blocking messages:
-// every stage makes its calls in the same order).
+// every stage makes its calls in the same order); with batch.boundary it reads the residual stream
+// from boundary->input and leaves its output in boundary->output instead.
 template <class T>
 std::vector<T> forward_hidden(const Weights<T>& weights, ForwardBatch<T>& batch);
 
@@ -89,7 +94,8 @@ struct BackwardOptions {
 // shard's shapes) receives this rank's slices, replicated tensors' gradients whole on every rank.
 // A pipeline stage before the last receives d(its output) from the next stage instead of reading
 // d_hidden (which may be NULL there), and a stage after the first sends d(its input) to the
-// previous one; forward's order of calls, stage by stage.
+// previous one; forward's order of calls, stage by stage. With batch.boundary: d(its output) read
+// from boundary->input, d(its input) left in boundary->output.
 template <class T>
 void backward(const Weights<T>& weights, const ForwardBatch<T>& batch, const std::vector<T>& layer_inputs,
               const int16_t* experts, const T* d_hidden, Weights<T>& grads, const BackwardOptions& options);

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 
 #include "backends/cpu/threads.hpp"
 #include "model/named_tensors.hpp"
 #include "model/parallel/shard_boxes.hpp"
 #include "model/parallel/shard_weights.hpp"
 #include "trainer/batch_part.hpp"
+#include "trainer/pipeline_run.hpp"
 #include "model/parallel/vocab_parallel.hpp"
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
@@ -96,12 +98,11 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   std::vector<MicroBatch> mbs = split_micro_batches(b, micro_batch_tokens_, true, shared);
 
   // Pass 1: forward every micro-batch once under the current weights for logp_prev of the scored
-  // tokens. Micro-batches that train also keep their layer inputs, the experts used (recorded, or
-  // replayed from the engine) and the final hidden states for pass 2.
+  // tokens (the last pipeline stage runs the head). No activations are kept: of the micro-batches
+  // whose backward may run, only the experts used (recorded, or replayed from the engine), which
+  // pass 2 replays.
   struct Saved {
     PackedMicroBatch packed;
-    ForwardBatch<float> fb;
-    std::vector<float> layer_inputs, hidden;
     std::vector<int16_t> experts;
     std::vector<ScoredRow> rows;
     bool zero_gradient = false;  // kept for a zero-gradient backward (MoE parallel folding)
@@ -116,11 +117,10 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   const int64_t zero_backwards = group_.most_over_folded_shares(trained) - trained;
   int64_t kept_for_zero = 0;
   std::vector<Saved> saved(static_cast<size_t>(forwards));
-  // A forward whose backward runs: its layer inputs and experts are kept for pass 2.
-  auto keep_for_backward = [&](Saved& sv) {
-    sv.experts.resize(static_cast<size_t>(sv.fb.num_tokens() * per));
-    sv.fb.routed_experts = sv.experts.data();
-    sv.fb.layer_inputs = &sv.layer_inputs;
+  // A forward whose backward may run records its experts for pass 2.
+  auto record_experts = [&](Saved& sv, ForwardBatch<float>& fb) {
+    sv.experts.resize(static_cast<size_t>(fb.num_tokens() * per));
+    fb.routed_experts = sv.experts.data();
   };
   std::vector<double> prev(static_cast<size_t>(N), 0.0);
   std::vector<float> logits(kHeadBlock * V), block_hidden(kHeadBlock * H);
@@ -128,10 +128,11 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   std::vector<double> lse(kHeadBlock), logprob(kHeadBlock);
   // Gathers rows[r0, r0 + n) of `hidden` into block_hidden, runs the head on them and takes the
   // log-softmax of each row's next token (over the TP group when the vocabulary is split).
-  auto head_block = [&](const Saved& sv, const int32_t* tokens, size_t r0, int64_t n) {
+  auto head_block = [&](const std::vector<float>& hidden, const std::vector<ScoredRow>& rows,
+                        const int32_t* tokens, size_t r0, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
-      std::copy_n(sv.hidden.data() + sv.rows[r0 + i].row * H, H, block_hidden.data() + i * H);
-      targets[i] = tokens[sv.rows[r0 + i].t + 1];
+      std::copy_n(hidden.data() + rows[r0 + i].row * H, H, block_hidden.data() + i * H);
+      targets[i] = tokens[rows[r0 + i].t + 1];
     }
     lm_head_forward(weights_, n, block_hidden.data(), logits.data());
     vocab_log_softmax(vocab_group, vocab, valid_vocab_, n, logits.data(), targets.data(), lse.data(),
@@ -141,36 +142,32 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   for (size_t k = 0; k < mbs.size(); ++k) {
     Saved& sv = saved[k];
     sv.packed = pack_micro_batch(b, mbs[k], shared);
-    sv.fb = forward_batch(sv.packed);
-    const int64_t n = sv.fb.num_tokens();
+    ForwardBatch<float> fb = forward_batch(sv.packed);
+    const int64_t n = fb.num_tokens();
     sv.zero_gradient = !mbs[k].trains && kept_for_zero < zero_backwards;
     kept_for_zero += sv.zero_gradient ? 1 : 0;
-    if (mbs[k].trains || sv.zero_gradient) keep_for_backward(sv);
-    sv.hidden = forward_hidden(weights_, sv.fb);  // empty on a pipeline stage before the last
-    sv.fb.routed_experts = nullptr;
-    sv.fb.layer_inputs = nullptr;
-    if (last_stage) sv.rows = scored_rows(b, mbs[k], sv.packed);
+    if (mbs[k].trains || sv.zero_gradient) record_experts(sv, fb);
+    const std::vector<float> hidden = forward_hidden(weights_, fb);  // empty on a stage before the last
+    sv.rows = scored_rows(b, mbs[k], sv.packed);  // on every stage: pass 2 decides with them
     const int32_t* tokens = b.tokens + mbs[k].first_token;  // the micro-batch's tokens as sequences
-    for (size_t r0 = 0; r0 < sv.rows.size(); r0 += kHeadBlock) {
+    for (size_t r0 = 0; last_stage && r0 < sv.rows.size(); r0 += kHeadBlock) {
       const int64_t rows = std::min<int64_t>(kHeadBlock, static_cast<int64_t>(sv.rows.size() - r0));
-      head_block(sv, tokens, r0, rows);
+      head_block(hidden, sv.rows, tokens, r0, rows);
       for (int64_t i = 0; i < rows; ++i) prev[mbs[k].first_token + sv.rows[r0 + i].t + 1] = logprob[i];
     }
     computed_tokens += n;
     shared_tokens += (mbs[k].end_token - mbs[k].first_token) - n;
-    head_rows += static_cast<int64_t>(sv.rows.size());
+    head_rows += last_stage ? static_cast<int64_t>(sv.rows.size()) : 0;
     if (!mbs[k].trains && !sv.zero_gradient) sv = Saved{};
   }
   for (size_t k = mbs.size(); k < saved.size(); ++k) {  // padding (above): no scored rows
     Saved& sv = saved[k];
     sv.packed = padding_micro_batch();
-    sv.fb = forward_batch(sv.packed);
+    ForwardBatch<float> fb = forward_batch(sv.packed);
     sv.zero_gradient = kept_for_zero < zero_backwards;
     kept_for_zero += sv.zero_gradient ? 1 : 0;
-    if (sv.zero_gradient) keep_for_backward(sv);
-    (void)forward_hidden(weights_, sv.fb);
-    sv.fb.routed_experts = nullptr;
-    sv.fb.layer_inputs = nullptr;
+    if (sv.zero_gradient) record_experts(sv, fb);
+    (void)forward_hidden(weights_, fb);
     if (!sv.zero_gradient) sv = Saved{};
   }
 
@@ -178,22 +175,60 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
   group_.sum_pipeline(prev.data(), prev.size());
   LossPlan plan = group_.plan_loss(args, prev, loss_);
 
-  // Pass 2, for the micro-batches that train: the loss gradient at the output head over the scored
-  // rows, scattered into d(hidden), then the model backward.
+  // Pass 2, for the micro-batches whose backward runs, in the 1F1B order (pipeline_schedule.hpp):
+  // each one's forward again, replaying pass 1's experts under the same weights (so the same bits),
+  // its layer inputs kept; at its backward the loss gradient at the output head over the scored rows
+  // (the last stage), scattered into d(hidden), then the model backward (recomputing each layer from
+  // its input). Stage s of P holds at most P − s micro-batches' layer inputs at once; backwards run in
+  // micro-batch order, so the gradients sum in the order of one micro-batch at a time.
   for (auto& g : grads_.values) std::fill(g.begin(), g.end(), 0.0f);
   double total_loss = 0;
   int64_t backward_tokens = 0;
   std::vector<float> dlogits(kHeadBlock * V), d_block(kHeadBlock * H);
   std::vector<double> coef(kHeadBlock);
   const BackwardOptions options{trainable_[weights_.layout.layers.empty() ? 0 : weights_.layout.layers[0].moe.router]};
-  for (size_t k = 0; k < mbs.size(); ++k) {
-    if (!mbs[k].trains) continue;
+  // A micro-batch that trains runs its backward when a scored token's loss has a gradient, which
+  // every stage knows from the plan: pass 2's logprobs are pass 1's, so the ratio in token_loss is 1
+  // and a micro-batch whose every coefficient is 0 (TIS- or error-masked) has a zero gradient.
+  // Under folding every training micro-batch runs its backward (a zero one adds zeros), so the
+  // expert-parallel ranks dispatch alike, and then the zero-gradient ones (above).
+  auto has_gradient = [&](size_t k) {
+    for (const ScoredRow& r : saved[k].rows) {
+      const int64_t gt = mbs[k].first_token + r.t + 1;  // the predicted token, global index
+      if (token_loss(plan.weight[gt], prev[gt], prev[gt], loss_).grad != 0.0) return true;
+    }
+    return false;
+  };
+  std::vector<size_t> running, message_floats;  // indices into `saved`; each one's stage messages
+  for (size_t k = 0; k < mbs.size(); ++k)
+    if (mbs[k].trains && (group_.moe_parallel_folding() || has_gradient(k))) running.push_back(k);
+  for (size_t k = 0; k < saved.size(); ++k)
+    if (saved[k].zero_gradient) running.push_back(k);
+  for (size_t k : running) message_floats.push_back(static_cast<size_t>(saved[k].packed.rows() * H));
+  struct InFlight {  // a micro-batch between its forward and its backward
+    ForwardBatch<float> fb;
+    std::vector<float> layer_inputs, hidden;  // the stage's layer inputs; the last stage's output
+  };
+  std::map<size_t, InFlight> in_flight;
+  auto stage_forward = [&](size_t j, const StageBoundary& boundary) {
+    Saved& sv = saved[running[j]];
+    InFlight& f = in_flight[j];
+    f.fb = forward_batch(sv.packed);
+    f.fb.replay_experts = sv.experts.data();  // the routing logp_prev was computed with
+    f.fb.layer_inputs = &f.layer_inputs;
+    f.fb.boundary = &boundary;
+    f.hidden = forward_hidden(weights_, f.fb);
+    f.fb.layer_inputs = nullptr;
+  };
+  auto stage_backward = [&](size_t j, const StageBoundary& boundary) {
+    const size_t k = running[j];
+    auto done = in_flight.extract(j);  // its activations go when the backward ends
+    InFlight& f = done.mapped();
     Saved& sv = saved[k];
-    const int64_t n = sv.fb.num_tokens();
-    const int32_t* tokens = b.tokens + mbs[k].first_token;
-    std::vector<float> d_hidden(static_cast<size_t>(n * H), 0.0f);
-    bool any_gradient = false;
-    for (size_t r0 = 0; r0 < sv.rows.size(); r0 += kHeadBlock) {
+    const int64_t n = f.fb.num_tokens();
+    std::vector<float> d_hidden(static_cast<size_t>(last_stage ? n * H : 0), 0.0f);
+    const int32_t* tokens = sv.zero_gradient ? nullptr : b.tokens + mbs[k].first_token;
+    for (size_t r0 = 0; last_stage && !sv.zero_gradient && r0 < sv.rows.size(); r0 += kHeadBlock) {
       const int64_t rows = std::min<int64_t>(kHeadBlock, static_cast<int64_t>(sv.rows.size() - r0));
       bool any = false, computed = false;
       std::fill(coef.begin(), coef.end(), 0.0);
@@ -201,7 +236,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
         const int64_t gt = mbs[k].first_token + sv.rows[r0 + i].t + 1;  // the predicted token, global index
         if (plan.weight[gt] == 0.0) continue;
         if (!computed) {
-          head_block(sv, tokens, r0, rows);
+          head_block(f.hidden, sv.rows, tokens, r0, rows);
           computed = true;
         }
         TokenLoss tl = token_loss(plan.weight[gt], logprob[i], prev[gt], loss_);
@@ -211,33 +246,27 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
         coef[i] = tl.grad;
       }
       if (!any) continue;
-      any_gradient = true;
       // d loss / d logits = grad · (onehot − softmax) over the real vocabulary, each rank its range.
       vocab_log_softmax_backward(vocab, valid_vocab_, rows, logits.data(), targets.data(), lse.data(),
                                  coef.data(), dlogits.data());
-      lm_head_backward(weights_, sv.fb.parallel, rows, dlogits.data(), block_hidden.data(), d_block.data(),
+      lm_head_backward(weights_, f.fb.parallel, rows, dlogits.data(), block_hidden.data(), d_block.data(),
                        grads_);
       for (int64_t i = 0; i < rows; ++i) {
         float* to = d_hidden.data() + sv.rows[r0 + i].row * H;
         for (int64_t j = 0; j < H; ++j) to[j] += d_block[i * H + j];
       }
     }
-    // A micro-batch whose every coefficient came out 0 (TIS- or error-masked) has a zero gradient;
-    // the last pipeline stage, which ran the head, tells the others.
-    // Under folding every training micro-batch runs its backward (a zero one adds zeros), so the
-    // expert-parallel ranks dispatch alike.
-    if (group_.flag_from_last_stage(any_gradient) || group_.moe_parallel_folding()) {
-      backward(weights_, sv.fb, sv.layer_inputs, sv.experts.data(), d_hidden.data(), grads_, options);
-      backward_tokens += n;
-    }
-    sv = Saved{};  // free this micro-batch's activations
-  }
-  for (Saved& sv : saved) {  // zero-gradient backwards, for the expert dispatches (above)
-    if (!sv.zero_gradient) continue;
-    std::vector<float> d_hidden(static_cast<size_t>(sv.fb.num_tokens() * H), 0.0f);
-    backward(weights_, sv.fb, sv.layer_inputs, sv.experts.data(), d_hidden.data(), grads_, options);
-    sv = Saved{};
-  }
+    f.fb.boundary = &boundary;
+    backward(weights_, f.fb, f.layer_inputs, sv.experts.data(), last_stage ? d_hidden.data() : nullptr, grads_,
+             options);
+    backward_tokens += sv.zero_gradient ? 0 : n;
+    sv = Saved{};  // its experts and rows are done with
+  };
+  const ModelShard& shard = group_.shard();
+  Communicator* pipeline = shard.pp > 1 ? group_.model_parallel().pipeline : nullptr;
+  const std::vector<PipelineStep> steps = run_one_forward_one_backward(
+      pipeline, shard.pp, shard.pp_rank, message_floats, host_message_memory(), stage_forward, stage_backward);
+  trace_pipeline_steps(group_.rank(), shard.pp, shard.pp_rank, steps);
 
   // Data parallel: the group's gradient is the sum of its ranks' (each normalised by the global
   // N_tok), and so are the loss and the counts the metrics report.

@@ -4,11 +4,13 @@
 // A step: the batch is cut into micro-batches of at most micro_batch_tokens computed tokens (whole
 // sequences; sequences that cannot change the weights — zero advantage, truncated — form their own
 // micro-batches; a prefix that consecutive sequences share is computed once per micro-batch and
-// forked to them, trainer/shared_prefix.hpp); each is run forward once to get logp_prev, the output head only on the rows whose
-// next token is scored; the loss plan (masks, N_tok over the global batch) is made; then each
-// micro-batch that trains runs the head's loss gradient and the backward (recomputing each layer
-// from its saved input); gradients accumulate; global-norm clipping; one AdamW update, which still
-// moves the weights through the AdamW moments when the gradient is zero.
+// forked to them, trainer/shared_prefix.hpp); each is run forward once to get logp_prev, the output
+// head only on the rows whose next token is scored, keeping only the experts it used; the loss plan
+// (masks, N_tok over the global batch) is made; then each micro-batch whose loss has a gradient
+// runs forward again (replaying those experts: the same bits) keeping its layer inputs, the head's
+// loss gradient and the backward (recomputing each layer from its saved input), in the 1F1B order
+// (below); gradients accumulate in micro-batch order; global-norm clipping; one AdamW update, which
+// still moves the weights through the AdamW moments when the gradient is zero.
 //
 // Settings (JSON, unknown keys are errors): checkpoint (required), threads (1), micro_batch_tokens
 // (8192), share_prefixes (true; false computes every sequence whole), sampling_vocab_size (as the engine: from tokenizer.json), optimizer {lr 1e-6, betas
@@ -24,9 +26,12 @@
 // them and every replica updates everything), so every rank holds the same weights.
 //
 // Model parallel (settings tensor_parallel, expert_parallel, pipeline_parallel; default 1,
-// trainer_group.hpp places the ranks; pipeline stages run a GPipe schedule: every micro-batch's
-// forward through the stages, the last one's head scoring the tokens for the loss plan, then every
-// micro-batch's backward, activation gradients sent back; each stage updates its own tensors): each rank holds its shard of the weights (model/parallel/) and the AdamW moments of
+// trainer_group.hpp places the ranks; pipeline stages run the training pass in the device
+// trainer's 1F1B order, trainer/pipeline_schedule.hpp executed by trainer/pipeline_run.hpp: stage s
+// of P runs up to P − s − 1 forwards ahead of its backwards, so it holds at most min(P − s, m)
+// micro-batches' layer inputs; the stage messages pass through the model's StageBoundary, each
+// forward's output sent while a backward's gradient is received; the last stage's head scores the
+// tokens in the logprob pass before; each stage updates its own tensors): each rank holds its shard of the weights (model/parallel/) and the AdamW moments of
 // that shard (AdamW is elementwise, so the shards' updates are the whole model's); the ranks of a
 // model-parallel group must be given the same batch share (the trainer tells the host its
 // data-parallel replica, trainer.h out_data_parallel_rank). Under TP the embedding and LM head are
