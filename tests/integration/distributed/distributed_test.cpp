@@ -203,8 +203,8 @@ TEST_CASE("model parallel over MPI: TP=4 over two KV heads (replicated) steps as
   dist_test::check_model_parallel_step(4, 4, 1, 5e-2, 2e-2, "qwen35_bf16", {2e-2, 1e-2}, model);
 }
 
-// Pipeline parallelism (GPipe: every micro-batch's forward through the stages, then their
-// backwards, activation gradients sent back): PP alone passes the residual stream and its gradient
+// Pipeline parallelism (the training pass in the 1F1B order, activation gradients sent back;
+// test_distributed_pipeline checks the order): PP alone passes the residual stream and its gradient
 // as they are, so it is one rank's step bit for bit (the norm's squares summed in another order:
 // within 1e-15, measured 2.3e-15); with data parallelism, TP and EP it rounds as they do (their
 // tolerances: measured 1e-8 relative on the metrics and 3e-8 on the weights for PP=2 x DP=2 and
