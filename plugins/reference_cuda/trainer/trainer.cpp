@@ -219,6 +219,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     f.fb.boundary = &boundary;
     f.hidden = forward_hidden(weights_, f.fb);
     f.fb.layer_inputs = nullptr;
+    f.fb.boundary = nullptr;  // the boundary's buffers are this call's only
   };
   auto stage_backward = [&](size_t j, const StageBoundary& boundary) {
     const size_t k = running[j];

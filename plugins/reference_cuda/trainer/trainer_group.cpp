@@ -139,13 +139,6 @@ void TrainerGroup::sum_pipeline(double* values, size_t count) const {
   if (shard_.pp > 1) sum_in(pipeline_comm_, values, count);
 }
 
-bool TrainerGroup::flag_from_last_stage(bool flag) const {
-  if (shard_.pp == 1) return flag;
-  float word = flag ? 1.0f : 0.0f;
-  if (!shard_.last_stage()) pipeline_->recv(&word, 1, shard_.pp_rank + 1);
-  if (!shard_.first_stage()) pipeline_->send(&word, 1, shard_.pp_rank - 1);
-  return word != 0.0f;
-}
 // The batch shares' ranks: one rank per share.
 void TrainerGroup::sum(float* values, size_t count) const {
   sum_in(folded_ ? dense_comm_ : data_comm_ ? data_comm_ : comm_, values, count);

@@ -98,9 +98,6 @@ class TrainerGroup {
   // The same over this rank's pipeline group (its place in every stage): what one stage computed
   // (the others adding zeros) reaches every stage.
   void sum_pipeline(double* values, size_t count) const;
-  // A pipeline stage's word on a micro-batch passed from the last stage back to the first, in the
-  // backward's order: the last stage's `flag` on every stage. One stage: `flag`.
-  bool flag_from_last_stage(bool flag) const;
   // The L2 norm of the whole model's gradient from this rank's sums of squares by TensorSpread
   // (shard_weights.hpp: replicated, tensor_split, routed_experts; kv_copy counts nowhere), each summed over the groups its
   // tensors are split over so every element counts once, then over the pipeline stages (each holds
