@@ -10,35 +10,39 @@
 
 namespace mlpt::ref::dev {
 
-namespace {
+std::vector<int> optimizer_replicas(const ModelLayout& layout, const ModelShard& s, int data_parallel,
+                                    bool moe_parallel_folding) {
+  std::vector<int> replicas(layout.tensors.size(), data_parallel);
+  if (!moe_parallel_folding) return replicas;
+  std::vector<bool> routed(layout.tensors.size(), false);  // the routed experts' tensors
+  for (const LayerTensors& l : layout.layers)
+    for (int i : {l.moe.gate_up, l.moe.down})
+      if (i >= 0 && static_cast<size_t>(i) < routed.size()) routed[static_cast<size_t>(i)] = true;
+  for (size_t i = 0; i < replicas.size(); ++i)
+    if (!routed[i]) replicas[i] = data_parallel * s.ep;
+  return replicas;
+}
 
-// What the largest of `replicas` contiguous ranges of n elements holds (trainer/optimizer_shards.hpp).
 int64_t largest_range(int64_t n, int replicas) {
   int64_t most = 0;
   for (int r = 0; r < replicas; ++r) most = std::max(most, n * (r + 1) / replicas - n * r / replicas);
   return most;
 }
 
-}  // namespace
-
 RankMemory rank_memory_of(const ModelConfig& full, const ModelShard& s, int data_parallel,
                           bool moe_parallel_folding) {
   RankMemory m;
   m.shard = shard_config(full, s).shard;
   const ModelLayout layout = shard_layout(full, s);
-  std::vector<bool> routed(layout.tensors.size(), false);  // the routed experts' tensors
-  for (const LayerTensors& l : layout.layers)
-    for (int i : {l.moe.gate_up, l.moe.down})
-      if (i >= 0 && static_cast<size_t>(i) < routed.size()) routed[static_cast<size_t>(i)] = true;
+  const std::vector<int> replicas = optimizer_replicas(layout, s, data_parallel, moe_parallel_folding);
   for (size_t i = 0; i < layout.tensors.size(); ++i) {
-    // The replicas this tensor's moments are split over (TrainerGroup::optimizer_shards).
-    const int replicas = moe_parallel_folding && !routed[i] ? data_parallel * s.ep : data_parallel;
     const int64_t n = layout.tensors[i].numel(), held = std::max<int64_t>(n, 1);  // as Buffer asks
+    const double kept = static_cast<double>(std::max<int64_t>(largest_range(n, replicas[i]), 1));
     m.parameters += n;
     m.weights += static_cast<double>(held) * (is_fp32_tensor(layout, static_cast<int>(i)) ? 4 : 2);
-    m.master += static_cast<double>(held) * 4;
+    m.master += kept * 4;
     m.gradients += static_cast<double>(held) * 4;
-    m.moments += 2.0 * static_cast<double>(std::max<int64_t>(largest_range(n, replicas), 1)) * 4;
+    m.moments += 2.0 * kept * 4;
   }
   return m;
 }

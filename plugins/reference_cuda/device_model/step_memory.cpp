@@ -40,7 +40,8 @@ double step_scratch_bytes(const ModelConfig& c, int64_t tokens) {
   return (4.0 * width + backward) * double(tokens);
 }
 
-StepMemory step_memory(const ModelConfig& full, const ModelShard& shard, const std::vector<int64_t>& tokens) {
+StepMemory step_memory(const ModelConfig& full, const ModelShard& shard, const std::vector<int64_t>& tokens,
+                       int data_parallel, bool moe_parallel_folding) {
   for (int64_t n : tokens)
     if (n < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "a micro-batch of " + std::to_string(n) + " tokens");
   const ModelConfig c = shard_config(full, shard);
@@ -65,6 +66,16 @@ StepMemory step_memory(const ModelConfig& full, const ModelShard& shard, const s
   }
   out.messages = ((first ? 0 : 2) + (last ? 0 : 2)) * row * 4;
   out.scratch_bound = step_scratch_bytes(c, most);
+  const ModelLayout layout = shard_layout(full, shard);
+  const std::vector<int> replicas = optimizer_replicas(layout, shard, data_parallel, moe_parallel_folding);
+  int64_t range = 0, whole = 0;  // the largest of each over the split tensors
+  for (size_t i = 0; i < layout.tensors.size(); ++i) {
+    const int64_t n = layout.tensors[i].numel();
+    if (replicas[i] < 2 || n == 0) continue;
+    range = std::max({range, largest_range(n, replicas[i]), int64_t(1)});
+    whole = std::max(whole, n);
+  }
+  out.optimizer = double(range + whole) * 4;
   return out;
 }
 
@@ -75,7 +86,8 @@ StepMemory busiest_step_memory(const ModelConfig& full, int tp, int ep, int etp,
   double most_bytes = -1;
   for (int r = 0; r < tp * ep * pp; ++r) {
     const ModelShard shard = ModelShard::of_model_rank(tp, ep, pp, r, etp);
-    const StepMemory m = step_memory(full, shard, std::vector<int64_t>(size_t(micro_batches), tokens));
+    const StepMemory m = step_memory(full, shard, std::vector<int64_t>(size_t(micro_batches), tokens),
+                                     data_parallel, moe_parallel_folding);
     const double bytes =
         rank_memory_of(full, shard, data_parallel, moe_parallel_folding).trainer() + m.total();
     if (bytes > most_bytes) {

@@ -13,6 +13,10 @@
 //   logprobs, logprobs, log-sum-exp, loss, coefficients);
 // - the stage-boundary messages, [N, H] fp32 each: input and input gradient after the first stage,
 //   output and output gradient before the last (trainer/pipeline_run.hpp).
+// - the distributed optimizer's two buffers, when it splits a tensor over replicas: a replica's
+//   summed gradient range (the reduce-scatter's receive buffer) and a whole tensor's masters
+//   gathered for its working copy, each as large as its largest use. They are asked for after the
+//   backward, so the step's peak lies below counted() + scratch_bound + optimizer, not at it.
 // Estimated (an upper bound, not the allocator's figure): the workspace the model computes a layer
 // in and the expert dispatch's staging, as per-token widths of the shard's layer
 // (step_scratch_bytes below); a GPU allocator's fragmentation and the collectives' own buffers
@@ -32,8 +36,9 @@ struct StepMemory {
   double head = 0;           // the LM head's block, input gradient and per-token vectors
   double messages = 0;       // the stage-boundary buffers
   double scratch_bound = 0;  // the workspace and expert-dispatch staging, bounded from above
-  double counted() const { return kept_inputs + head + messages; }  // what the code allocates exactly
-  double total() const { return counted() + scratch_bound; }
+  double optimizer = 0;      // the distributed optimizer's range and gather buffers
+  double counted() const { return kept_inputs + head + messages; }  // live at once in the backward
+  double total() const { return counted() + scratch_bound + optimizer; }
 };
 
 // The micro-batches a 1F1B stage holds between forward and backward at once: min(pp − stage, m).
@@ -46,8 +51,10 @@ double step_scratch_bytes(const ModelConfig& c, int64_t tokens);
 
 // Rank `shard` (of model `full`) training micro-batches of tokens[j] tokens, in order: the kept
 // inputs of the heaviest min(pp − stage, m) consecutive ones (the 1F1B window), the rest sized by
-// the largest. Throws as shard_config does for a layout the code refuses.
-StepMemory step_memory(const ModelConfig& full, const ModelShard& shard, const std::vector<int64_t>& tokens);
+// the largest; the optimizer's buffers for `data_parallel` replicas (rank_memory.hpp's
+// optimizer_replicas). Throws as shard_config does for a layout the code refuses.
+StepMemory step_memory(const ModelConfig& full, const ModelShard& shard, const std::vector<int64_t>& tokens,
+                       int data_parallel = 1, bool moe_parallel_folding = false);
 
 // The busiest rank of a tp × ep × pp layout (experts whole, etp 1 or tp), by rank_memory_of's
 // trainer total (with `moe_parallel_folding` as the trainer runs) plus this step's total; its shard

@@ -311,7 +311,7 @@ std::string code_plan(const ModelConfig& config, const PlanRequest& r, int64_t m
       o << "    step, busiest rank (stage " << busiest.pp_rank << "): kept layer inputs of " << step.in_flight
         << " micro-batches in flight " << gib(step.kept_inputs) << " (whole [N, H] rows on every TP rank), LM head "
         << gib(step.head) << ", stage messages " << gib(step.messages) << ", workspace and expert-dispatch scratch "
-        << gib(step.scratch_bound) << " (an upper bound)\n"
+        << gib(step.scratch_bound) << " (an upper bound), optimizer gather " << gib(step.optimizer) << "\n"
         << "    trainer total on that rank " << gib(step_rank + step.total()) << " (state " << gib(step_rank)
         << " + step " << gib(step.total()) << "), "
         << (step_rank + step.total() <= r.gpu_bytes ? "fits" : "DOES NOT FIT") << " in " << gib(r.gpu_bytes)

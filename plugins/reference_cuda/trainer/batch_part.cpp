@@ -16,6 +16,7 @@ BatchPart::BatchPart(const mlpt_train_batch& whole, int part, int parts) : batch
   };
   const int64_t first = first_of(part), end = std::max(first, first_of(part + 1));
   const int64_t begin = whole.offsets[first];
+  first_token_ = begin;
   for (int64_t s = first; s <= end; ++s) offsets_.push_back(whole.offsets[s] - begin);
   batch_.num_sequences = static_cast<size_t>(end - first);
   batch_.offsets = offsets_.data();

@@ -22,9 +22,11 @@ class BatchPart {
   BatchPart& operator=(const BatchPart&) = delete;
 
   const mlpt_train_batch* batch() const { return &batch_; }
+  int64_t first_token() const { return first_token_; }  // where the part starts in `whole`
 
  private:
   std::vector<int64_t> offsets_;  // the part's, from 0
+  int64_t first_token_ = 0;
   mlpt_train_batch batch_{};
 };
 
@@ -38,6 +40,7 @@ class BatchPartOf {
     args_.batch = part_.batch();
   }
   ~BatchPartOf() { args_.batch = replica_; }
+  int64_t first_token() const { return part_.first_token(); }  // where the part starts in the share
   BatchPartOf(const BatchPartOf&) = delete;
   BatchPartOf& operator=(const BatchPartOf&) = delete;
 

@@ -93,30 +93,34 @@ DeviceTrainer::~DeviceTrainer() {
 void DeviceTrainer::upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v) {
   Ops& o = ops();
   weights_ = dev::upload_weights(o, w);
-  master_ = fp32_tensors(o, w.layout), grads_ = fp32_tensors(o, w.layout);
-  m_.clear(), v_.clear();
-  const Weights<float> m_kept = optimizer_shards_.keep_range(m), v_kept = optimizer_shards_.keep_range(v);
-  for (size_t i = 0; i < w.values.size(); ++i) {
-    o.to_device(master_[i].get(), w.values[i].data(), w.values[i].size() * 4);
-    const size_t kept = m_kept.values[i].size() * 4;  // this replica's range (distributed optimizer)
-    m_.emplace_back(o, std::max<size_t>(kept, 4)), v_.emplace_back(o, std::max<size_t>(kept, 4));
-    o.to_device(m_[i].get(), m_kept.values[i].data(), kept);
-    o.to_device(v_[i].get(), v_kept.values[i].data(), kept);
-  }
+  grads_ = fp32_tensors(o, w.layout);
+  master_ = upload_ranges(optimizer_shards_.keep_range(w));
+  m_ = upload_ranges(optimizer_shards_.keep_range(m));
+  v_ = upload_ranges(optimizer_shards_.keep_range(v));
 }
 
-Weights<float> DeviceTrainer::download_moments(const std::vector<Buffer>& ranges) const {
+std::vector<Buffer> DeviceTrainer::upload_ranges(const Weights<float>& kept) const {
+  std::vector<Buffer> out;
+  for (const std::vector<float>& range : kept.values) {
+    const size_t bytes = range.size() * 4;
+    out.emplace_back(ops(), std::max<size_t>(bytes, 4));  // an empty range still a valid pointer
+    ops().to_device(out.back().get(), range.data(), bytes);
+  }
+  return out;
+}
+
+Weights<float> DeviceTrainer::download_ranges(const std::vector<Buffer>& ranges) const {
   Weights<float> kept = optimizer_shards_.keep_range(zeros_like_layout<float>(config_, weights_.layout));
   for (size_t i = 0; i < kept.values.size(); ++i)
     ops().to_host(kept.values[i].data(), ranges[i].get(), kept.values[i].size() * 4);
   return optimizer_shards_.gather_whole(kept);
 }
 
-Weights<float> DeviceTrainer::download(const std::vector<Buffer>& tensors) const {
+Weights<float> DeviceTrainer::download_working_weights() const {
   // In this rank's layout: a shard's expert tensors hold E/ep experts where config_ counts all E.
   Weights<float> w = zeros_like_layout<float>(config_, weights_.layout);
   for (size_t i = 0; i < w.values.size(); ++i)
-    ops().to_host(w.values[i].data(), tensors[i].get(), w.values[i].size() * 4);
+    w.values[i] = dev::download_tensor(ops(), weights_, static_cast<int>(i));
   return w;
 }
 
@@ -350,18 +354,18 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   const double scale = opt.grad_clip > 0 && norm > opt.grad_clip ? opt.grad_clip / (norm + 1e-6) : 1.0;
   ++step_;
   const AdamWStep st{opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step_, scale};
-  Buffer range;  // a replica's updated range, the send buffer of the gather (it may not alias)
+  Buffer whole;  // a tensor's updated masters gathered from its replicas' ranges
   for (size_t i = 0; i < grads_.size(); ++i) {
     if (!updated(i)) continue;
     const ReplicaSplit& split = optimizer_shards_.of(i);
     const int64_t n = weights_.layout.tensors[i].numel(), first = split.first(n), count = split.count(n);
-    float* master = master_[i].as<float>();
-    o.adamw_update(count, st, grads_[i].as<float>() + first, master + first, m_[i].as<float>(), v_[i].as<float>(),
+    float* master = master_[i].as<float>();  // this replica's range
+    o.adamw_update(count, st, grads_[i].as<float>() + first, master, m_[i].as<float>(), v_[i].as<float>(),
                    nullptr);
-    if (split.replicas() > 1) {  // the other replicas' ranges, on the device
-      float* mine = take<float>(o, range, std::max<int64_t>(count, 1));
-      o.copy(mine, master + first, size_t(count) * 4);
-      replicas_of(i)->all_gather_v(mine, size_t(count), master, split.counts(n).data());
+    if (split.replicas() > 1) {  // the other replicas' ranges, on the device, for the working copy
+      float* gathered = take<float>(o, whole, n);
+      replicas_of(i)->all_gather_v(master, size_t(count), gathered, split.counts(n).data());
+      master = gathered;
     }
     dev::assign_tensor(o, weights_, static_cast<int>(i), master);
   }
@@ -410,27 +414,52 @@ double DeviceTrainer::global_grad_norm() {
 
 void DeviceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
   platform_->bind_thread();  // the calling thread may be new
-  const mlpt_train_batch& b = *args.batch;
-  check_train_batch(b, config_, false);
+  check_train_batch(*args.batch, config_, false);
   if (!args.out_logprobs) throw Error(MLPT_INVALID_ARGUMENT, "out_logprobs is NULL");
-  const int64_t N = b.offsets[b.num_sequences];
-  std::vector<double> lp(static_cast<size_t>(N), 0.0);  // first token of each sequence: 0
-  for (const MicroBatch& mb : split_micro_batches(b, settings_.micro_batch_tokens, false)) {
-    dev::DeviceBatch db = device_batch(b, mb);
-    Buffer hidden;
-    dev::forward_hidden(ops(), weights_, db, *ws_, hidden, nullptr);
-    if (group_.shard().last_stage()) logprobs_of(db, hidden.as<bf16>(), mb.first_token, lp.data());
+  const int64_t N = args.batch->offsets[args.batch->num_sequences];  // the replica's share
+  std::vector<double> lp(static_cast<size_t>(N), 0.0);               // first token of each sequence: 0
+  {
+    // MoE parallel folding: each expert-parallel rank scores its part of the share, as it trains
+    // it (padding forwards keep it in the others' dispatches), and the parts, disjoint, are summed
+    // over the expert-parallel ranks (a value plus zeros: exact).
+    const BatchPartOf part(args, group_.batch_part(), group_.batch_parts());
+    const mlpt_train_batch& b = *args.batch;
+    const std::vector<MicroBatch> mbs = split_micro_batches(b, settings_.micro_batch_tokens, false);
+    // Agreed before the forwards, which the others' dispatches wait for.
+    const int64_t padding = group_.most_over_folded_shares(static_cast<int64_t>(mbs.size())) -
+                            static_cast<int64_t>(mbs.size());
+    for (const MicroBatch& mb : mbs) {
+      dev::DeviceBatch db = device_batch(b, mb);
+      Buffer hidden;
+      dev::forward_hidden(ops(), weights_, db, *ws_, hidden, nullptr);
+      if (group_.shard().last_stage())
+        logprobs_of(db, hidden.as<bf16>(), part.first_token() + mb.first_token, lp.data());
+    }
+    for (int64_t p = 0; p < padding; ++p) {
+      Buffer hidden;
+      dev::forward_hidden(ops(), weights_, padding_batch(), *ws_, hidden, nullptr);
+    }
   }
   group_.sum_pipeline(lp.data(), lp.size());  // the last pipeline stage's on every stage
+  if (group_.moe_parallel_folding()) group_.sum_expert_parallel(lp.data(), lp.size());
   for (int64_t t = 0; t < N; ++t) args.out_logprobs[t] = static_cast<float>(lp[t]);
 }
 
 void DeviceTrainer::export_weights(mlpt_export_weights_args& args) {
   platform_->bind_thread();
-  if (sharded()) {  // host copies: a box of a fused tensor is not contiguous in the rank's tensor
-    exported_masters_ = download(master_);
-    exported_masters_.config = config_;
-    shard_export_.build(exported_masters_, full_config_, group_.shard(), args);
+  // Host copies: a box of a fused tensor is not contiguous in the rank's tensor, and with the
+  // masters split over the replicas no rank holds them whole (the working weights, the policy the
+  // model runs, are whole on every replica).
+  if (sharded() || optimizer_shards_.split()) {
+    exported_host_ = optimizer_shards_.split() ? download_working_weights() : download_ranges(master_);
+    exported_host_.config = config_;
+    if (sharded()) {
+      shard_export_.build(exported_host_, full_config_, group_.shard(), args);
+    } else {
+      exported_ = export_named_tensors(exported_host_, exported_shapes_);
+      args.out_tensors = exported_.data();
+      args.out_num_tensors = exported_.size();
+    }
     args.out_weight_version = version_;
     return;
   }
@@ -449,9 +478,9 @@ void DeviceTrainer::export_weights(mlpt_export_weights_args& args) {
 
 void DeviceTrainer::save_state(std::string_view path) {
   platform_->bind_thread();  // the calling thread may be new
-  Weights<float> w = download(master_);
+  Weights<float> w = download_ranges(master_);
   w.config = config_;
-  save_trainer_state(std::string(path), settings_.checkpoint, w, download_moments(m_), download_moments(v_), step_,
+  save_trainer_state(std::string(path), settings_.checkpoint, w, download_ranges(m_), download_ranges(v_), step_,
                      version_, group_.state_ranks(full_config_));
 }
 

@@ -4,8 +4,9 @@
 // with fp32 moments) with bf16 working weights. The "qwen35_cuda" trainer is this class on a GPU
 // (backends/cuda/components/trainer.hpp); on the host platform (device_model/platform.hpp) the
 // same code runs in CI with bf16 emulated. Settings: qwen35_cpu's, plus the platform's own keys.
-// Exported weights are the fp32 masters in the platform's memory (valid until the next step);
-// states are interchangeable with qwen35_cpu's.
+// Exported weights are the fp32 masters in the platform's memory (valid until the next step), or
+// host copies under model parallelism or the distributed optimizer (below); states are
+// interchangeable with qwen35_cpu's.
 //
 // Model parallel (settings tensor_parallel, expert_parallel, pipeline_parallel, 1; ABI 1.2 component
 // group of dp · tp · ep · pp ranks, trainer/trainer_group.hpp places them): each rank holds its
@@ -23,17 +24,19 @@
 // share (the group checks it); a replicated tensor's gradient is TP rank 0's (and EP rank 0's) on
 // every rank (the device backward's atomics add in another order on each rank; the copies must
 // stay equal); the clip norm counts every element once. export_weights returns this rank's shards as ABI 1.2
-// sharded tensors, host copies (kDLCPU) of the master weights.
+// sharded tensors, host copies (kDLCPU).
 //
 // Data parallel, as qwen35_cpu: each of the dp replicas trains its share of the global batch, the
 // loss normalised by the global token count (TrainerGroup::plan_loss); the gradients are summed
 // over the replicas of each shard on the device, the loss and counts on the host, so clipping and
 // AdamW are the same on every replica; the distributed optimizer (optimizer_shards.hpp)
 // reduce-scatters the gradients (each replica receives the sum of its ranges), keeps each
-// replica's range of the Adam moments and gathers the updated master weights on the device (the
-// masters stay whole on every replica: the exports and the bf16 working copies are made from
-// them). Every replica exports its weights; save_state and load_state are collective, the first
-// replica writes (trainer_state.hpp).
+// replica's range of the fp32 master weights and Adam moments, steps that range, and gathers each
+// updated tensor's ranges on the device, one tensor at a time, into the whole bf16 working copy
+// every replica computes with. Every replica exports its weights: with the masters split, the
+// working weights widened to fp32 (the policy the model runs; a bf16 engine rounding the masters
+// loads the same bits), else the masters themselves. save_state and load_state are collective
+// (the masters and moments gathered from the replicas), the first replica writes (trainer_state.hpp).
 //
 // moe_parallel_folding (false), as qwen35_cpu (trainer.hpp): the expert-parallel ranks train
 // different parts of their replica's share (the host-staged dispatch sends each rank's own rows), the dense gradients are
@@ -84,9 +87,12 @@ class DeviceTrainer : public sdk::Trainer {
   // Next-token logprobs of a forward's hidden states into out[first_token + t + 1] (host).
   void logprobs_of(const dev::DeviceBatch& db, const bf16* hidden, int64_t first_token, double* out);
   void upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v);
-  Weights<float> download(const std::vector<Buffer>& tensors) const;  // host copies, this rank's layout
-  // The Adam moments whole on the host, every replica's range gathered (collective over the replicas).
-  Weights<float> download_moments(const std::vector<Buffer>& ranges) const;
+  // This replica's ranges of `kept` (OptimizerShards::keep_range) in device buffers.
+  std::vector<Buffer> upload_ranges(const Weights<float>& kept) const;
+  // Masters or moments whole on the host, every replica's range gathered (collective over the replicas).
+  Weights<float> download_ranges(const std::vector<Buffer>& ranges) const;
+  // The working weights as fp32 host copies, this rank's layout.
+  Weights<float> download_working_weights() const;
   bool sharded() const { return group_.shard().sharded(); }
   // Whether tensor i is trained here: trainable, and held by this pipeline stage (another stage's
   // tensors are empty in this rank's layout).
@@ -110,7 +116,8 @@ class DeviceTrainer : public sdk::Trainer {
   std::vector<TensorSpread> spreads_;  // per tensor: how it is split over the model-parallel group
   ModelConfig config_;
   dev::DeviceWeights weights_;                  // bf16 / fp32 working copies
-  std::vector<Buffer> master_, m_, v_, grads_;  // fp32, one per layout tensor (m_, v_: this replica's range)
+  std::vector<Buffer> master_, m_, v_;  // fp32, this replica's range of each layout tensor
+  std::vector<Buffer> grads_;            // fp32, whole
   OptimizerShards optimizer_shards_;            // the distributed optimizer's split over the replicas
   std::vector<bool> trainable_;
   dev::WorkspacePtr ws_;
@@ -119,7 +126,7 @@ class DeviceTrainer : public sdk::Trainer {
   std::vector<mlpt_metric> metrics_;
   std::vector<mlpt_named_tensor> exported_;
   std::vector<std::vector<int64_t>> exported_shapes_;
-  Weights<float> exported_masters_;  // under TP: the host copy the shards are views of
+  Weights<float> exported_host_;  // sharded or split: the host copy the exports are views of
   ShardExport shard_export_;
   std::vector<PipelineStep> pipeline_steps_;  // the last step's pass 2, as this stage ran it
 };

@@ -154,10 +154,14 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
       auto metrics = trainer.train_step(*share.abi(), &version, mlpt::rl::global_loss_tokens(whole));
       out["version"] = version;
       for (const auto& m : metrics) out["metrics"][m.name] = m.value;
+    } else if (action == "score") {  // the share's logprobs, as the step's logp_prev pass scores them
+      const std::vector<float> logprobs = trainer.compute_logprobs(*share.abi());
+      std::ofstream(out_dir + "/rank" + std::to_string(rank) + ".logprobs", std::ios::binary)
+          .write(reinterpret_cast<const char*>(logprobs.data()), std::streamsize(logprobs.size() * 4));
     } else if (action == "export") {
       export_weights(trainer, out_dir + "/rank" + std::to_string(rank) + ".weights", out);
     } else {
-      throw mlpt::Error("unknown action '" + action + "' (step, save=DIR, load=DIR, export)");
+      throw mlpt::Error("unknown action '" + action + "' (step, save=DIR, load=DIR, score, export)");
     }
   }
   return out;

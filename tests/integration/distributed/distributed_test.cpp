@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device_engine_groups.hpp"
+#include "ops/bf16.hpp"
 #include "engine_runs.hpp"
 #include "trainer_runs.hpp"
 
@@ -163,6 +164,85 @@ TEST_CASE(
       INFO("rank " << rank);
       CHECK(sharded[rank].second == whole[rank].second);
       CHECK(std::fabs(sharded[rank].first - whole[rank].first) <= bound * whole[rank].first);
+    }
+  }
+}
+
+// compute_logprobs under MoE parallel folding: each expert-parallel rank scores its own part of the
+// share (not the whole share ep times over) and the parts are summed over the expert-parallel
+// ranks. A token's logprob does not depend on which other rows share its micro-batch (every GEMM,
+// dispatch and sum works row by row, attention and GDN within the sequence), so the folded
+// group's logprobs are the unfolded group's bit for bit on every rank; a part placed at the wrong
+// offset, or a sum that counted a part twice, would not be. Micro-batches of one token make the
+// parts' micro-batch counts differ, so the padding forwards run.
+TEST_CASE("MoE parallel folding over MPI: qwen35_bf16 ranks score their own parts of the share, the group's logprobs bit for bit") {
+  for (const int ranks : {4, 8})
+    for (const int64_t micro_batch_tokens : {int64_t(16384), int64_t(1)}) {
+      INFO(ranks << " ranks, micro_batch_tokens " << micro_batch_tokens);
+      TempDir dir("dist_folded_score");
+      const OneRankStep one = one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", 2}, {"expert_parallel", 2}});
+      auto score = [&](bool folded) {
+        json settings = one.settings;
+        settings["moe_parallel_folding"] = folded;
+        settings["micro_batch_tokens"] = micro_batch_tokens;
+        const Launch run = dist_test::mpirun(ranks, "env MLPT_TEST_TRAINER=qwen35_bf16 " + std::string(DIST_PEER_EXE) +
+                                                        " trainer " + MLPT_PLUGIN_DIR + "/libmlpt_reference.so " +
+                                                        dir / "batch.json" + " '" + settings.dump() + "' score " + dir.str(), 120);
+        INFO((folded ? "folded: " : "unfolded: ") << run.output);
+        REQUIRE(run.status == 0);
+        std::vector<std::vector<float>> out;
+        for (int rank = 0; rank < ranks; ++rank) out.push_back(read_floats(dir / ("rank" + std::to_string(rank) + ".logprobs")));
+        return out;
+      };
+      const auto folded = score(true), whole = score(false);
+      for (int rank = 0; rank < ranks; ++rank) {
+        INFO("rank " << rank);
+        CHECK(!whole[rank].empty());
+        CHECK(folded[rank] == whole[rank]);
+      }
+      size_t scored = 0;  // tokens with a logprob (not a sequence's first): the check compares values
+      for (float v : whole[0]) scored += v != 0.0f;
+      CHECK(scored > whole[0].size() / 2);
+    }
+}
+
+// The device trainer's distributed optimizer splits the fp32 master weights too: each replica steps
+// its range of the masters and the replicas gather each tensor into the bf16 working copy, which
+// it exports (widened to fp32) when split. Against replicas that keep every master and moment
+// (distributed_optimizer false: each exports its whole masters) the same arithmetic as above makes
+// every exported element the bf16 rounding of the whole-master replica's (or the same fp32 value,
+// for the tensors the model keeps in fp32); a range stepped twice, missed or gathered into the
+// wrong place would differ by a step's update, not by a rounding.
+TEST_CASE(
+    "the distributed optimizer over MPI: qwen35_bf16 as DP=2 and DP=2 x TP=2 splits its masters and exports "
+    "the bf16 rounding of replicas keeping them whole") {
+  for (const int tp : {1, 2}) {
+    const int ranks = 2 * tp;
+    INFO("DP=2 x TP=" << tp);
+    TempDir dir("dist_zero_masters");
+    const OneRankStep one = one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", tp}});
+    auto run_with = [&](bool distributed) {
+      json settings = one.settings;
+      settings["distributed_optimizer"] = distributed;
+      auto run = train_group(dir, ranks, settings, "qwen35_bf16");
+      INFO(run.output);
+      REQUIRE(run.status == 0);
+      std::vector<std::vector<float>> out;
+      for (int rank = 0; rank < ranks; ++rank) out.push_back(read_floats(dir / ("rank" + std::to_string(rank) + ".weights")));
+      return out;
+    };
+    const auto split = run_with(true), whole = run_with(false);
+    for (int rank = 0; rank < ranks; ++rank) {
+      INFO("rank " << rank);
+      REQUIRE(split[rank].size() == whole[rank].size());
+      size_t rounded = 0, differing = 0;
+      for (size_t k = 0; k < whole[rank].size(); ++k) {
+        const float w = whole[rank][k], got = split[rank][k];
+        if (got != w && got == mlpt::ref::round_bf16(w)) ++rounded;
+        if (got != w && got != mlpt::ref::round_bf16(w)) ++differing;
+      }
+      CHECK(differing == 0);
+      CHECK(rounded > whole[rank].size() / 2);  // the export is the working copy, not the masters
     }
   }
 }

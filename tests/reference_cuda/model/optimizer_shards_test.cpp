@@ -139,6 +139,7 @@ TEST_CASE("optimizer shards under MoE parallel folding: the plan's moments are t
       for (size_t n : largest) kept_bytes += 2.0 * 4.0 * static_cast<double>(std::max<size_t>(n, 1));
       const dev::RankMemory plan = dev::rank_memory_of(full, s, dp, /*moe_parallel_folding=*/true);
       CHECK(plan.moments == kept_bytes);
+      CHECK(plan.master == kept_bytes / 2);  // the masters split as the moments
       busiest_kept = std::max(busiest_kept, kept_bytes);
       // Folding splits the dense tensors' moments over ep times as many replicas.
       CHECK(plan.moments < dev::rank_memory_of(full, s, dp).moments);

@@ -79,9 +79,14 @@ TEST_CASE("the plan's bytes per rank are what every rank of a layout allocates f
     }
     CHECK(plan.master ==
           Approx(4.0 * static_cast<double>(most_elements)).epsilon(1e-3));  // empty tensors ask 4 bytes
-    // The distributed optimizer: two replicas keep half the moments each (within a value a tensor).
+    // The distributed optimizer: two replicas keep half the masters and moments each (within a
+    // value a tensor); the working weights and gradients stay whole.
     const dev::RankMemory halves = dev::rank_memory(full, l.tp, l.ep, l.etp, 2, l.pp);
     CHECK(halves.moments < 0.51 * plan.moments);
+    CHECK(halves.master < 0.51 * plan.master);
+    CHECK(halves.master * 2 == halves.moments);
+    CHECK(halves.weights == plan.weights);
+    CHECK(halves.gradients == plan.gradients);
   }
 }
 
