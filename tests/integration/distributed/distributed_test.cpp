@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include "device_engine_groups.hpp"
-#include "ops/bf16.hpp"
 #include "engine_runs.hpp"
 #include "trainer_runs.hpp"
 
@@ -216,35 +215,8 @@ TEST_CASE("MoE parallel folding over MPI: qwen35_bf16 ranks score their own part
 TEST_CASE(
     "the distributed optimizer over MPI: qwen35_bf16 as DP=2 and DP=2 x TP=2 splits its masters and exports "
     "the bf16 rounding of replicas keeping them whole") {
-  for (const int tp : {1, 2}) {
-    const int ranks = 2 * tp;
-    INFO("DP=2 x TP=" << tp);
-    TempDir dir("dist_zero_masters");
-    const OneRankStep one = one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", tp}});
-    auto run_with = [&](bool distributed) {
-      json settings = one.settings;
-      settings["distributed_optimizer"] = distributed;
-      auto run = train_group(dir, ranks, settings, "qwen35_bf16");
-      INFO(run.output);
-      REQUIRE(run.status == 0);
-      std::vector<std::vector<float>> out;
-      for (int rank = 0; rank < ranks; ++rank) out.push_back(read_floats(dir / ("rank" + std::to_string(rank) + ".weights")));
-      return out;
-    };
-    const auto split = run_with(true), whole = run_with(false);
-    for (int rank = 0; rank < ranks; ++rank) {
-      INFO("rank " << rank);
-      REQUIRE(split[rank].size() == whole[rank].size());
-      size_t rounded = 0, differing = 0;
-      for (size_t k = 0; k < whole[rank].size(); ++k) {
-        const float w = whole[rank][k], got = split[rank][k];
-        if (got != w && got == mlpt::ref::round_bf16(w)) ++rounded;
-        if (got != w && got != mlpt::ref::round_bf16(w)) ++differing;
-      }
-      CHECK(differing == 0);
-      CHECK(rounded > whole[rank].size() / 2);  // the export is the working copy, not the masters
-    }
-  }
+  check_split_masters(1, "qwen35_bf16");
+  check_split_masters(2, "qwen35_bf16");
 }
 
 // qwen35_bf16 is qwen35_cuda's trainer code on the CPU, bf16 emulated: its groups run the device

@@ -89,3 +89,11 @@ TEST_CASE("cuda trainer: TP=2 x EP=2 folded on four and eight ranks and PP=2 x T
   dist_test::check_model_parallel_step(8, 2, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2}, model, 1, folded);
   dist_test::check_model_parallel_step(8, 2, 2, 5e-2, 2e-2, "qwen35_cuda", {2e-2, 1e-2}, model, 2, folded);
 }
+
+// The distributed optimizer splits the fp32 masters over the data-parallel replicas and gathers
+// them into the bf16 working copy on the device (NCCL or MPI-staged): the exports are the bf16
+// rounding of replicas keeping whole masters, element by element (test_distributed derives why).
+TEST_CASE("cuda trainer: DP=2 and DP=2 x TP=2 split the fp32 masters and export the rounding of whole ones") {
+  dist_test::check_split_masters(1, "qwen35_cuda");
+  dist_test::check_split_masters(2, "qwen35_cuda");
+}
