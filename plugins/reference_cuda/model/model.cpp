@@ -86,7 +86,8 @@ template <class T>
 void send_stage(const ForwardBatch<T>& b, const std::vector<T>& values, int peer) {
   if constexpr (std::is_same_v<T, float>) {
     if (!b.boundary) return b.parallel->pipeline->send(values.data(), values.size(), peer);
-    if (!b.boundary->output) throw sdk::Error(MLPT_INTERNAL, "pipeline stage boundary without an output buffer");
+    if (!b.boundary->output)
+      throw sdk::Error(MLPT_INTERNAL, "pipeline stage boundary without an output buffer");
     std::copy(values.begin(), values.end(), b.boundary->output);
   } else {
     throw sdk::Error(MLPT_UNIMPLEMENTED, "pipeline parallelism computes in float32 only");

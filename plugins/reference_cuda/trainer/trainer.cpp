@@ -6,15 +6,15 @@
 #include <map>
 
 #include "backends/cpu/threads.hpp"
+#include "mlpt/sdk/plugin.hpp"
 #include "model/named_tensors.hpp"
 #include "model/parallel/shard_boxes.hpp"
 #include "model/parallel/shard_weights.hpp"
-#include "trainer/batch_part.hpp"
-#include "trainer/pipeline_run.hpp"
 #include "model/parallel/vocab_parallel.hpp"
 #include "model/scoring.hpp"
 #include "model/vocabulary.hpp"
-#include "mlpt/sdk/plugin.hpp"
+#include "trainer/batch_part.hpp"
+#include "trainer/pipeline_run.hpp"
 
 namespace mlpt::ref {
 
@@ -148,7 +148,7 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
     kept_for_zero += sv.zero_gradient ? 1 : 0;
     if (mbs[k].trains || sv.zero_gradient) record_experts(sv, fb);
     const std::vector<float> hidden = forward_hidden(weights_, fb);  // empty on a stage before the last
-    sv.rows = scored_rows(b, mbs[k], sv.packed);  // on every stage: pass 2 decides with them
+    sv.rows = scored_rows(b, mbs[k], sv.packed);            // on every stage: pass 2 decides with them
     const int32_t* tokens = b.tokens + mbs[k].first_token;  // the micro-batch's tokens as sequences
     for (size_t r0 = 0; last_stage && r0 < sv.rows.size(); r0 += kHeadBlock) {
       const int64_t rows = std::min<int64_t>(kHeadBlock, static_cast<int64_t>(sv.rows.size() - r0));
@@ -258,15 +258,16 @@ void ReferenceTrainer::train_step(mlpt_train_step_args& args) {
       }
     }
     f.fb.boundary = &boundary;
-    backward(weights_, f.fb, f.layer_inputs, sv.experts.data(), last_stage ? d_hidden.data() : nullptr, grads_,
-             options);
+    backward(weights_, f.fb, f.layer_inputs, sv.experts.data(), last_stage ? d_hidden.data() : nullptr,
+             grads_, options);
     backward_tokens += sv.zero_gradient ? 0 : n;
     sv = Saved{};  // its experts and rows are done with
   };
   const ModelShard& shard = group_.shard();
   Communicator* pipeline = shard.pp > 1 ? group_.model_parallel().pipeline : nullptr;
-  const std::vector<PipelineStep> steps = run_one_forward_one_backward(
-      pipeline, shard.pp, shard.pp_rank, message_floats, host_message_memory(), stage_forward, stage_backward);
+  const std::vector<PipelineStep> steps =
+      run_one_forward_one_backward(pipeline, shard.pp, shard.pp_rank, message_floats, host_message_memory(),
+                                   stage_forward, stage_backward);
   trace_pipeline_steps(group_.rank(), shard.pp, shard.pp_rank, steps);
 
   // Data parallel: the group's gradient is the sum of its ranks' (each normalised by the global

@@ -13,10 +13,10 @@
 // still moves the weights through the AdamW moments when the gradient is zero.
 //
 // Settings (JSON, unknown keys are errors): checkpoint (required), threads (1), micro_batch_tokens
-// (8192), share_prefixes (true; false computes every sequence whole), sampling_vocab_size (as the engine: from tokenizer.json), optimizer {lr 1e-6, betas
-// [0.9, 0.999], eps 1e-8, weight_decay 0, grad_clip 0.125, freeze_router true}, loss {tis_min
-// 0.999, tis_max 1.002, logprob_error_max 2.0, ppo_clip false, clip_low 0.2, clip_high 0.28,
-// kl_coef 0 (only 0: no reference policy is kept)}.
+// (8192), share_prefixes (true; false computes every sequence whole), sampling_vocab_size (as the engine:
+// from tokenizer.json), optimizer {lr 1e-6, betas [0.9, 0.999], eps 1e-8, weight_decay 0, grad_clip 0.125,
+// freeze_router true}, loss {tis_min 0.999, tis_max 1.002, logprob_error_max 2.0, ppo_clip false, clip_low
+// 0.2, clip_high 0.28, kl_coef 0 (only 0: no reference policy is kept)}.
 //
 // Data parallel (ABI 1.2 component group, trainer/trainer_group.hpp): each rank steps on its share
 // of the global batch; the ranks sum the logprob-error-masked token count (for N_tok), then the
@@ -31,11 +31,11 @@
 // of P runs up to P − s − 1 forwards ahead of its backwards, so it holds at most min(P − s, m)
 // micro-batches' layer inputs; the stage messages pass through the model's StageBoundary, each
 // forward's output sent while a backward's gradient is received; the last stage's head scores the
-// tokens in the logprob pass before; each stage updates its own tensors): each rank holds its shard of the weights (model/parallel/) and the AdamW moments of
-// that shard (AdamW is elementwise, so the shards' updates are the whole model's); the ranks of a
-// model-parallel group must be given the same batch share (the trainer tells the host its
-// data-parallel replica, trainer.h out_data_parallel_rank). Under TP the embedding and LM head are
-// split by token ids (model/parallel/vocab_parallel.hpp): each rank scores its vocabulary range and
+// tokens in the logprob pass before; each stage updates its own tensors): each rank holds its shard of the
+// weights (model/parallel/) and the AdamW moments of that shard (AdamW is elementwise, so the shards' updates
+// are the whole model's); the ranks of a model-parallel group must be given the same batch share (the trainer
+// tells the host its data-parallel replica, trainer.h out_data_parallel_rank). Under TP the embedding and LM
+// head are split by token ids (model/parallel/vocab_parallel.hpp): each rank scores its vocabulary range and
 // the log-softmax is assembled over the TP group, never the whole logits. The gradient-norm clip counts every
 // element once (sharded tensors' squares summed over their groups, replicated ones taken once).
 //
