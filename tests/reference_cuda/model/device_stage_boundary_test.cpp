@@ -13,33 +13,15 @@
 #include "model/parallel/shard_weights.hpp"
 #include "model/weights.hpp"
 #include "model_fixtures.hpp"
+#include "stage_place.hpp"
 
 namespace dev = mlpt::ref::dev;
 using mlpt::ref::bf16;
 using mlpt::ref::Buffer;
 using mlpt::ref::Ops;
+using mlpt_test::StagePlace;
 
 namespace {
-
-// A pipeline group's place (rank, size) without a transport: a double, since with a StageBoundary
-// the model must send nothing; any message it tries fails the test.
-class StagePlace : public mlpt::ref::Communicator {
- public:
-  StagePlace(int rank, int size) : rank_(rank), size_(size) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  void all_reduce_sum(float*, size_t) override { fail("all_reduce_sum"); }
-  void all_to_all_v(const float*, const size_t*, float*, const size_t*) override { fail("all_to_all_v"); }
-  void all_gather_v(const float*, size_t, float*, const size_t*) override { fail("all_gather_v"); }
-  void exchange_counts(const size_t*, size_t*) override { fail("exchange_counts"); }
-  void send(const float*, size_t, int) override { fail("send"); }
-  void recv(float*, size_t, int) override { fail("recv"); }
-  void send_recv(const float*, size_t, int, float*, size_t, int) override { fail("send_recv"); }
-
- private:
-  static void fail(const std::string& call) { FAIL("the model called " << call << " on the pipeline group"); }
-  int rank_, size_;
-};
 
 dev::DeviceBatch batch_of(const std::vector<int32_t>& tokens) {
   dev::DeviceBatch b;
