@@ -176,33 +176,8 @@ TEST_CASE(
 // parts' micro-batch counts differ, so the padding forwards run.
 TEST_CASE("MoE parallel folding over MPI: qwen35_bf16 ranks score their own parts of the share, the group's logprobs bit for bit") {
   for (const int ranks : {4, 8})
-    for (const int64_t micro_batch_tokens : {int64_t(16384), int64_t(1)}) {
-      INFO(ranks << " ranks, micro_batch_tokens " << micro_batch_tokens);
-      TempDir dir("dist_folded_score");
-      const OneRankStep one = one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", 2}, {"expert_parallel", 2}});
-      auto score = [&](bool folded) {
-        json settings = one.settings;
-        settings["moe_parallel_folding"] = folded;
-        settings["micro_batch_tokens"] = micro_batch_tokens;
-        const Launch run = dist_test::mpirun(ranks, "env MLPT_TEST_TRAINER=qwen35_bf16 " + std::string(DIST_PEER_EXE) +
-                                                        " trainer " + MLPT_PLUGIN_DIR + "/libmlpt_reference.so " +
-                                                        dir / "batch.json" + " '" + settings.dump() + "' score " + dir.str(), 120);
-        INFO((folded ? "folded: " : "unfolded: ") << run.output);
-        REQUIRE(run.status == 0);
-        std::vector<std::vector<float>> out;
-        for (int rank = 0; rank < ranks; ++rank) out.push_back(read_floats(dir / ("rank" + std::to_string(rank) + ".logprobs")));
-        return out;
-      };
-      const auto folded = score(true), whole = score(false);
-      for (int rank = 0; rank < ranks; ++rank) {
-        INFO("rank " << rank);
-        CHECK(!whole[rank].empty());
-        CHECK(folded[rank] == whole[rank]);
-      }
-      size_t scored = 0;  // tokens with a logprob (not a sequence's first): the check compares values
-      for (float v : whole[0]) scored += v != 0.0f;
-      CHECK(scored > whole[0].size() / 2);
-    }
+    for (const int64_t micro_batch_tokens : {int64_t(16384), int64_t(1)})
+      check_folded_scores(ranks, micro_batch_tokens, "qwen35_bf16");
 }
 
 // The device trainer's distributed optimizer splits the fp32 master weights too: each replica steps

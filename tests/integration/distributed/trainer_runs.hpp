@@ -357,4 +357,41 @@ inline void check_split_masters(int tp, const std::string& trainer) {
   }
 }
 
+// compute_logprobs of `trainer` on TP=2 x EP=2 groups of `ranks` (4 or 8) with MoE parallel
+// folding (each expert-parallel rank scoring its part of the share) against the same groups
+// without it (each scoring the whole share): every rank's logprobs within `tolerance` (0: bit for
+// bit, as distributed_test.cpp derives for the host platform).
+inline void check_folded_scores(int ranks, int64_t micro_batch_tokens, const std::string& trainer,
+                                double tolerance = 0.0) {
+  INFO(ranks << " ranks, micro_batch_tokens " << micro_batch_tokens << ", " << trainer);
+  TempDir dir("dist_folded_score");
+  const OneRankStep one = one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", 2}, {"expert_parallel", 2}});
+  auto score = [&](bool folded) {
+    json settings = one.settings;
+    settings["moe_parallel_folding"] = folded;
+    settings["micro_batch_tokens"] = micro_batch_tokens;
+    const Launch run = mpirun(ranks, "env MLPT_TEST_TRAINER=" + trainer + " " + std::string(DIST_PEER_EXE) + " trainer " +
+                                         MLPT_PLUGIN_DIR + "/libmlpt_reference.so " + dir / "batch.json" + " '" +
+                                         settings.dump() + "' score " + dir.str(), 120);
+    INFO((folded ? "folded: " : "unfolded: ") << run.output);
+    REQUIRE(run.status == 0);
+    std::vector<std::vector<float>> out;
+    for (int rank = 0; rank < ranks; ++rank) out.push_back(read_floats(dir / ("rank" + std::to_string(rank) + ".logprobs")));
+    return out;
+  };
+  const auto folded = score(true), whole = score(false);
+  for (int rank = 0; rank < ranks; ++rank) {
+    INFO("rank " << rank);
+    CHECK(!whole[rank].empty());
+    REQUIRE(folded[rank].size() == whole[rank].size());
+    double worst = 0;
+    for (size_t t = 0; t < whole[rank].size(); ++t)
+      worst = std::max(worst, std::fabs(double(folded[rank][t]) - double(whole[rank][t])));
+    CHECK(worst <= tolerance);
+  }
+  size_t scored = 0;  // tokens with a logprob (not a sequence's first): the check compares values
+  for (float v : whole[0]) scored += v != 0.0f;
+  CHECK(scored > whole[0].size() / 2);
+}
+
 }  // namespace dist_test

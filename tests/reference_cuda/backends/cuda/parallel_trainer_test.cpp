@@ -97,3 +97,13 @@ TEST_CASE("cuda trainer: DP=2 and DP=2 x TP=2 split the fp32 masters and export 
   dist_test::check_split_masters(1, "qwen35_cuda");
   dist_test::check_split_masters(2, "qwen35_cuda");
 }
+
+// compute_logprobs under MoE parallel folding: each expert-parallel rank scores its own part of the
+// share, padding forwards keeping the dispatches met (one token a micro-batch). cuBLAS may choose
+// another algorithm for another row count, so the group's logprobs equal the unfolded group's
+// within the bound the GPU parallel check allows a layout's logprobs (0.05), not bit for bit; a part
+// at the wrong offset or counted twice would be off by a whole logprob.
+TEST_CASE("cuda trainer: folded TP=2 x EP=2 groups score their own parts, the group's logprobs as unfolded") {
+  dist_test::check_folded_scores(4, 1, "qwen35_cuda", 0.05);
+  dist_test::check_folded_scores(8, 1, "qwen35_cuda", 0.05);
+}
