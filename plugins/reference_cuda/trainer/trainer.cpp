@@ -317,18 +317,37 @@ double ReferenceTrainer::global_grad_norm() const {
 }
 
 void ReferenceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
-  const mlpt_train_batch& b = *args.batch;
   const cpu::CoreLease cores(cpu::Phase::train, threads_);
-  check_train_batch(b, config_, false);
+  check_train_batch(*args.batch, config_, false);
   if (!args.out_logprobs) throw Error(MLPT_INVALID_ARGUMENT, "out_logprobs is NULL");
-  for (const MicroBatch& mb : split_micro_batches(b, micro_batch_tokens_, false)) {
-    PackedMicroBatch packed = pack_micro_batch(b, mb, nullptr);  // every sequence whole: all rows are read
-    ForwardBatch<float> fb = forward_batch(packed);
-    ScoreResult<float> r = score_sequences(weights_, fb, valid_vocab_);
-    r.logprobs.resize(static_cast<size_t>(fb.num_tokens()), 0.0);  // zeros before the last pipeline stage
-    group_.sum_pipeline(r.logprobs.data(), r.logprobs.size());      // the last stage's on every stage
-    for (int64_t t = 0; t < fb.num_tokens(); ++t) args.out_logprobs[mb.first_token + t] = static_cast<float>(r.logprobs[t]);
+  const int64_t N = args.batch->offsets[args.batch->num_sequences];  // the replica's share
+  std::vector<double> lp(static_cast<size_t>(N), 0.0);               // first token of each sequence: 0
+  {
+    // MoE parallel folding: each expert-parallel rank scores its part of the share, as it trains
+    // it (padding forwards, agreed before the forwards the others' dispatches wait for, keep it in
+    // their dispatches), and the parts, disjoint, are summed over the expert-parallel ranks (a
+    // value plus zeros: exact).
+    const BatchPartOf part(args, group_.batch_part(), group_.batch_parts());
+    const mlpt_train_batch& b = *args.batch;
+    const std::vector<MicroBatch> mbs = split_micro_batches(b, micro_batch_tokens_, false);
+    const int64_t padding = group_.most_over_folded_shares(static_cast<int64_t>(mbs.size())) -
+                            static_cast<int64_t>(mbs.size());
+    for (const MicroBatch& mb : mbs) {
+      PackedMicroBatch packed = pack_micro_batch(b, mb, nullptr);  // every sequence whole: all rows are read
+      ForwardBatch<float> fb = forward_batch(packed);
+      ScoreResult<float> r = score_sequences(weights_, fb, valid_vocab_);
+      r.logprobs.resize(static_cast<size_t>(fb.num_tokens()), 0.0);  // zeros before the last pipeline stage
+      group_.sum_pipeline(r.logprobs.data(), r.logprobs.size());      // the last stage's on every stage
+      std::copy(r.logprobs.begin(), r.logprobs.end(), lp.begin() + part.first_token() + mb.first_token);
+    }
+    for (int64_t p = 0; p < padding; ++p) {
+      PackedMicroBatch packed = padding_micro_batch();
+      ForwardBatch<float> fb = forward_batch(packed);
+      (void)forward_hidden(weights_, fb);
+    }
   }
+  if (group_.moe_parallel_folding()) group_.sum_expert_parallel(lp.data(), lp.size());
+  for (int64_t t = 0; t < N; ++t) args.out_logprobs[t] = static_cast<float>(lp[t]);
 }
 
 void ReferenceTrainer::export_weights(mlpt_export_weights_args& args) {

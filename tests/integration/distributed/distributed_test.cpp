@@ -169,15 +169,24 @@ TEST_CASE(
 
 // compute_logprobs under MoE parallel folding: each expert-parallel rank scores its own part of the
 // share (not the whole share ep times over) and the parts are summed over the expert-parallel
-// ranks. A token's logprob does not depend on which other rows share its micro-batch (every GEMM,
-// dispatch and sum works row by row, attention and GDN within the sequence), so the folded
-// group's logprobs are the unfolded group's bit for bit on every rank; a part placed at the wrong
-// offset, or a sum that counted a part twice, would not be. Micro-batches of one token make the
-// parts' micro-batch counts differ, so the padding forwards run.
-TEST_CASE("MoE parallel folding over MPI: qwen35_bf16 ranks score their own parts of the share, the group's logprobs bit for bit") {
+// ranks. On qwen35_bf16 a token's logprob does not depend on which other rows share its
+// micro-batch (the host platform's GEMMs, dispatch and sums work row by row, attention and GDN
+// within the sequence), so the folded group's logprobs are the unfolded group's bit for bit on
+// every rank; a part placed at the wrong offset, or a sum that counted a part twice, would be off
+// by a whole logprob. micro_batch_tokens 1 (a sequence a micro-batch) makes the parts'
+// micro-batch counts differ, so the padding forwards run.
+TEST_CASE("MoE parallel folding over MPI: qwen35_bf16 and qwen35_cpu ranks score their own parts of the share, as the unfolded group") {
   for (const int ranks : {4, 8})
-    for (const int64_t micro_batch_tokens : {int64_t(16384), int64_t(1)})
+    for (const int64_t micro_batch_tokens : {int64_t(16384), int64_t(1)}) {
       check_folded_scores(ranks, micro_batch_tokens, "qwen35_bf16");
+      // The fp32 model's CPU GEMMs block their sums by the row count, so another part of the share
+      // rounds apart in the last bits (measured: 2.4e-7, one float ulp of a logprob near -3): the
+      // model-parallel score tolerance (test_model_parallel's 1e-5).
+      check_folded_scores(ranks, micro_batch_tokens, "qwen35_cpu", 1e-5);
+    }
+  // Two pipeline stages, the last one's logprobs reaching the first, padding forwards through both.
+  check_folded_scores(8, 1, "qwen35_bf16", 0.0, 2);
+  check_folded_scores(8, 1, "qwen35_cpu", 1e-5, 2);
 }
 
 // The device trainer's distributed optimizer splits the fp32 master weights too: each replica steps

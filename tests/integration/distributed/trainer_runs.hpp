@@ -357,15 +357,16 @@ inline void check_split_masters(int tp, const std::string& trainer) {
   }
 }
 
-// compute_logprobs of `trainer` on TP=2 x EP=2 groups of `ranks` (4 or 8) with MoE parallel
+// compute_logprobs of `trainer` on (PP=pp x) TP=2 x EP=2 groups of `ranks` (4 · pp or 8) with MoE parallel
 // folding (each expert-parallel rank scoring its part of the share) against the same groups
 // without it (each scoring the whole share): every rank's logprobs within `tolerance` (0: bit for
 // bit, as distributed_test.cpp derives for the host platform).
 inline void check_folded_scores(int ranks, int64_t micro_batch_tokens, const std::string& trainer,
-                                double tolerance = 0.0) {
-  INFO(ranks << " ranks, micro_batch_tokens " << micro_batch_tokens << ", " << trainer);
+                                double tolerance = 0.0, int pp = 1) {
+  INFO(ranks << " ranks, pp " << pp << ", micro_batch_tokens " << micro_batch_tokens << ", " << trainer);
   TempDir dir("dist_folded_score");
-  const OneRankStep one = one_rank_step(dir, splittable_micro_config(), {{"tensor_parallel", 2}, {"expert_parallel", 2}});
+  const OneRankStep one = one_rank_step(
+      dir, splittable_micro_config(), {{"tensor_parallel", 2}, {"expert_parallel", 2}, {"pipeline_parallel", pp}});
   auto score = [&](bool folded) {
     json settings = one.settings;
     settings["moe_parallel_folding"] = folded;
