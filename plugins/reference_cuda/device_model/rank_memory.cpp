@@ -49,7 +49,8 @@ RankMemory rank_memory_of(const ModelConfig& full, const ModelShard& s, int data
 
 RankMemory rank_memory(const ModelConfig& full, int tp, int ep, int etp, int data_parallel, int pp,
                        bool vocab_parallel, bool moe_parallel_folding) {
-  if (data_parallel < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "data parallel " + std::to_string(data_parallel));
+  if (data_parallel < 1)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT, "data parallel " + std::to_string(data_parallel));
   if (pp < 1) throw sdk::Error(MLPT_INVALID_ARGUMENT, "pipeline_parallel " + std::to_string(pp));
   RankMemory busiest;
   for (int r = 0; r < tp * ep * pp; ++r) {

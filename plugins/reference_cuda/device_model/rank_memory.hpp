@@ -17,7 +17,7 @@
 namespace mlpt::ref::dev {
 
 struct RankMemory {
-  ModelShard shard;       // the rank of the layout that holds the most bytes
+  ModelShard shard;        // the rank of the layout that holds the most bytes
   int64_t parameters = 0;  // the elements of its shard
   double weights = 0;      // working copies: bf16, fp32 where the model keeps a tensor so
   double master = 0;       // the trainer's fp32 master weights of this replica's range

@@ -172,7 +172,8 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
   Ops& o = ops();
   check_train_batch(*args.batch, config_, true);
   if (sharded()) group_.check_same_share(*args.batch);
-  const BatchPartOf part(args, group_.batch_part(), group_.batch_parts());  // MoE parallel folding: this ep rank's
+  // MoE parallel folding: this ep rank's part of the share (batch_part.hpp).
+  const BatchPartOf part(args, group_.batch_part(), group_.batch_parts());
   const mlpt_train_batch& b = *args.batch;
   dev::VocabHead vocab_head(config_, tensor_.get(), valid_vocab_);  // this rank's LM-head rows
   const int64_t N = b.offsets[b.num_sequences], H = config_.hidden_size, V = vocab_head.width();
@@ -304,7 +305,7 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
       o.grpo_token_loss(rows, d_pw + r0, d_lp + r0, d_prev + r0, settings_.loss.ppo_clip,
                         settings_.loss.clip_low, settings_.loss.clip_high, d_loss + r0, d_coef + r0);
       vocab_head.logprobs_backward(o, rows, logits.as<float>(), d_lse + r0, d_targets + r0, d_coef + r0,
-                             dlogits.as<bf16>());
+                                   dlogits.as<bf16>());
       o.linear_backward_input(rows, V, H, dlogits.as<bf16>(), head, dh.as<bf16>() + r0 * H, false);
       o.linear_backward_weight(rows, V, H, dlogits.as<bf16>(), hb,
                                grads_[weights_.layout.lm_head].as<float>());
@@ -319,8 +320,8 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
     work.backward_tokens += n;
   };
   const ModelShard& shard = group_.shard();
-  pipeline_steps_ =
-      run_one_forward_one_backward(o, pipeline_.get(), shard.pp, shard.pp_rank, message_floats, forward, backward);
+  pipeline_steps_ = run_one_forward_one_backward(o, pipeline_.get(), shard.pp, shard.pp_rank, message_floats,
+                                                 forward, backward);
   trace_pipeline_steps(group_.rank(), shard.pp, shard.pp_rank, pipeline_steps_);
 
   // The loss and the head's rows are the last pipeline stage's.
@@ -426,8 +427,8 @@ void DeviceTrainer::compute_logprobs(mlpt_compute_logprobs_args& args) {
     const mlpt_train_batch& b = *args.batch;
     const std::vector<MicroBatch> mbs = split_micro_batches(b, settings_.micro_batch_tokens, false);
     // Agreed before the forwards, which the others' dispatches wait for.
-    const int64_t padding = group_.most_over_folded_shares(static_cast<int64_t>(mbs.size())) -
-                            static_cast<int64_t>(mbs.size());
+    const int64_t padding =
+        group_.most_over_folded_shares(static_cast<int64_t>(mbs.size())) - static_cast<int64_t>(mbs.size());
     for (const MicroBatch& mb : mbs) {
       dev::DeviceBatch db = device_batch(b, mb);
       Buffer hidden;
@@ -480,13 +481,14 @@ void DeviceTrainer::save_state(std::string_view path) {
   platform_->bind_thread();  // the calling thread may be new
   Weights<float> w = download_ranges(master_);
   w.config = config_;
-  save_trainer_state(std::string(path), settings_.checkpoint, w, download_ranges(m_), download_ranges(v_), step_,
-                     version_, group_.state_ranks(full_config_));
+  save_trainer_state(std::string(path), settings_.checkpoint, w, download_ranges(m_), download_ranges(v_),
+                     step_, version_, group_.state_ranks(full_config_));
 }
 
 void DeviceTrainer::load_state(std::string_view path) {
   platform_->bind_thread();  // the calling thread may be new
-  TrainerState st = group_.load_state(std::string(path), zeros_like_layout<float>(config_, weights_.layout), full_config_);
+  TrainerState st =
+      group_.load_state(std::string(path), zeros_like_layout<float>(config_, weights_.layout), full_config_);
   upload_all(st.weights, st.m, st.v);
   step_ = st.step;
   version_ = st.version;

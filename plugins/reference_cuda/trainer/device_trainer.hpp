@@ -39,9 +39,9 @@
 // (the masters and moments gathered from the replicas), the first replica writes (trainer_state.hpp).
 //
 // moe_parallel_folding (false), as qwen35_cpu (trainer.hpp): the expert-parallel ranks train
-// different parts of their replica's share (the host-staged dispatch sends each rank's own rows), the dense gradients are
-// summed over their dp · ep replicas on the device instead of agreed on EP rank 0's, and padding
-// micro-batches keep every rank in its expert-parallel ranks' dispatches.
+// different parts of their replica's share (the host-staged dispatch sends each rank's own rows), the dense
+// gradients are summed over their dp · ep replicas on the device instead of agreed on EP rank 0's, and
+// padding micro-batches keep every rank in its expert-parallel ranks' dispatches.
 #pragma once
 
 #include <functional>
@@ -112,13 +112,13 @@ class DeviceTrainer : public sdk::Trainer {
   std::unique_ptr<Communicator> tensor_, expert_, pipeline_, data_;
   std::unique_ptr<Communicator> dense_;  // under MoE parallel folding: the dense tensors' replicas
   std::vector<bool> routed_;             // per tensor: a routed expert tensor
-  ModelParallel parallel_;                                // the model's groups, when sharded
-  std::vector<TensorSpread> spreads_;  // per tensor: how it is split over the model-parallel group
+  ModelParallel parallel_;               // the model's groups, when sharded
+  std::vector<TensorSpread> spreads_;    // per tensor: how it is split over the model-parallel group
   ModelConfig config_;
-  dev::DeviceWeights weights_;                  // bf16 / fp32 working copies
+  dev::DeviceWeights weights_;          // bf16 / fp32 working copies
   std::vector<Buffer> master_, m_, v_;  // fp32, this replica's range of each layout tensor
-  std::vector<Buffer> grads_;            // fp32, whole
-  OptimizerShards optimizer_shards_;            // the distributed optimizer's split over the replicas
+  std::vector<Buffer> grads_;           // fp32, whole
+  OptimizerShards optimizer_shards_;    // the distributed optimizer's split over the replicas
   std::vector<bool> trainable_;
   dev::WorkspacePtr ws_;
   int64_t valid_vocab_ = 0, step_ = 0;
