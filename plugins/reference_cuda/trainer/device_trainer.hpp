@@ -41,7 +41,8 @@
 // moe_parallel_folding (false), as qwen35_cpu (trainer.hpp): the expert-parallel ranks train
 // different parts of their replica's share (the host-staged dispatch sends each rank's own rows), the dense
 // gradients are summed over their dp · ep replicas on the device instead of agreed on EP rank 0's, and
-// padding micro-batches keep every rank in its expert-parallel ranks' dispatches.
+// padding micro-batches keep every rank in its expert-parallel ranks' dispatches. compute_logprobs
+// scores each rank's part likewise, the disjoint parts summed over the expert-parallel ranks.
 #pragma once
 
 #include <functional>

@@ -44,7 +44,8 @@
 // experts dispatched between them and every other tensor data-parallel over dp · ep ranks
 // (trainer_group.hpp); a rank whose share has fewer micro-batches than its expert-parallel ranks'
 // runs zero-gradient padding ones, and every training micro-batch runs its backward, so all of them
-// take part in the same expert dispatches.
+// take part in the same expert dispatches. compute_logprobs scores each rank's part the same way,
+// the disjoint parts summed over the expert-parallel ranks.
 // export_weights returns this rank's shards as ABI 1.2 sharded tensors (shard_boxes.hpp; boxes
 // that continue each other joined, so a fused tensor a rank holds whole is one box).
 //
