@@ -109,11 +109,15 @@ std::vector<Buffer> DeviceTrainer::upload_ranges(const Weights<float>& kept) con
   return out;
 }
 
-Weights<float> DeviceTrainer::download_ranges(const std::vector<Buffer>& ranges) const {
+Weights<float> DeviceTrainer::host_ranges(const std::vector<Buffer>& ranges) const {
   Weights<float> kept = optimizer_shards_.keep_range(zeros_like_layout<float>(config_, weights_.layout));
   for (size_t i = 0; i < kept.values.size(); ++i)
     ops().to_host(kept.values[i].data(), ranges[i].get(), kept.values[i].size() * 4);
-  return optimizer_shards_.gather_whole(kept);
+  return kept;
+}
+
+Weights<float> DeviceTrainer::download_ranges(const std::vector<Buffer>& ranges) const {
+  return optimizer_shards_.gather_whole(host_ranges(ranges));
 }
 
 Weights<float> DeviceTrainer::download_working_weights() const {
@@ -478,11 +482,13 @@ void DeviceTrainer::export_weights(mlpt_export_weights_args& args) {
 }
 
 void DeviceTrainer::save_state(std::string_view path) {
-  platform_->bind_thread();  // the calling thread may be new
-  Weights<float> w = download_ranges(master_);
+  platform_->bind_thread();                     // the calling thread may be new
+  Weights<float> w = download_ranges(master_);  // whole: the model's files are written from them
   w.config = config_;
-  save_trainer_state(std::string(path), settings_.checkpoint, w, download_ranges(m_), download_ranges(v_),
-                     step_, version_, group_.state_ranks(full_config_));
+  StateRanks ranks = group_.state_ranks(full_config_);
+  ranks.moments = optimizer_shards_;  // each replica lends its ranges of the moments, piece by piece
+  save_trainer_state(std::string(path), settings_.checkpoint, w, host_ranges(m_), host_ranges(v_), step_,
+                     version_, ranks);
 }
 
 void DeviceTrainer::load_state(std::string_view path) {

@@ -35,8 +35,9 @@
 // updated tensor's ranges on the device, one tensor at a time, into the whole bf16 working copy
 // every replica computes with. Every replica exports its weights: with the masters split, the
 // working weights widened to fp32 (the policy the model runs; a bf16 engine rounding the masters
-// loads the same bits), else the masters themselves. save_state and load_state are collective
-// (the masters and moments gathered from the replicas), the first replica writes (trainer_state.hpp).
+// loads the same bits), else the masters themselves. save_state and load_state are collective, the
+// first replica writes (trainer_state.hpp): the masters gathered whole on each replica's host (the
+// model's files are written from them), the moments lent range by range as each piece is written.
 //
 // moe_parallel_folding (false), as qwen35_cpu (trainer.hpp): the expert-parallel ranks train
 // different parts of their replica's share (the host-staged dispatch sends each rank's own rows), the dense
@@ -90,6 +91,8 @@ class DeviceTrainer : public sdk::Trainer {
   void upload_all(const Weights<float>& w, const Weights<float>& m, const Weights<float>& v);
   // This replica's ranges of `kept` (OptimizerShards::keep_range) in device buffers.
   std::vector<Buffer> upload_ranges(const Weights<float>& kept) const;
+  // This replica's ranges of masters or moments on the host (OptimizerShards::keep_range's form).
+  Weights<float> host_ranges(const std::vector<Buffer>& ranges) const;
   // Masters or moments whole on the host, every replica's range gathered (collective over the replicas).
   Weights<float> download_ranges(const std::vector<Buffer>& ranges) const;
   // The working weights as fp32 host copies, this rank's layout.

@@ -539,7 +539,7 @@ TEST_CASE("vocab parallel: a qwen35_bf16 TP=2 group loads its one-rank state and
 // save gathers both from the replicas' ranges, a load keeps each replica's range of both. So two
 // replicas' save is bit for bit the save of replicas keeping everything (the update is elementwise
 // on the same gradient sum: distributed_test.cpp derives it), and a one-rank state loaded into the
-// two replicas' halves and saved again is that state, bit for bit.
+// two replicas' halves (or a folded TP=2 x EP=2 group's) and saved again is that state, bit for bit.
 TEST_CASE("the distributed optimizer: qwen35_bf16 replicas save their split masters as whole ones, and load a state into halves") {
   TempDir dir("dist_ckpt_zero_bf16");
   const OneRankStep one = one_rank_step(dir, splittable_micro_config(), json::object(), {nullptr, kOptimizer, {}});
@@ -549,9 +549,14 @@ TEST_CASE("the distributed optimizer: qwen35_bf16 replicas save their split mast
   require_group_ok(dir, run_group(dir, 2, settings, "step,save=" + split, "qwen35_bf16"), 2);
   require_group_ok(dir, run_group(dir, 1, one.settings, "step,save=" + b1, "qwen35_bf16"), 1);
   require_group_ok(dir, run_group(dir, 2, settings, "load=" + b1 + ",save=" + again, "qwen35_bf16"), 2);
+  // Folded TP=2 x EP=2: the dense tensors' moments split over the two EP ranks, lent as written.
+  json folded = one.settings;
+  folded["tensor_parallel"] = 2, folded["expert_parallel"] = 2, folded["moe_parallel_folding"] = true;
+  const std::string folded_again = dir / "folded.again";
+  require_group_ok(dir, run_group(dir, 4, folded, "load=" + b1 + ",save=" + folded_again, "qwen35_bf16"), 4);
   settings["distributed_optimizer"] = false;
   require_group_ok(dir, run_group(dir, 2, settings, "step,save=" + whole, "qwen35_bf16"), 2);
-  for (const auto& [mine, theirs] : {std::pair{split, whole}, std::pair{again, b1}})
+  for (const auto& [mine, theirs] : {std::pair{split, whole}, std::pair{again, b1}, std::pair{folded_again, b1}})
     for (const std::string& folder : {std::string(), std::string("/optimizer")}) {
       INFO(mine << folder << " against " << theirs << folder);
       const FolderDiff d = compare_folders(mine + folder, theirs + folder);
