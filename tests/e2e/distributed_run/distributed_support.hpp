@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -76,11 +77,15 @@ inline void write_tensor_parallel_config(const fs::path& file, const fs::path& o
                "${MLPT_CACHE_DIR}/runs/tiny-tensor-parallel", edits);
 }
 
-// `mlpt run ` under mpirun with four ranks, bounded by `timeout_s`; MLPT_TEST_TAG=`tag` marks the
-// job's processes for process_of_rank.
+// The mark a job tagged `tag` carries: the tag and this test process's pid, so that a signal meant
+// for this job's rank never reaches a job another copy of the test started with the same tag.
+inline std::string job_mark(const std::string& tag) { return tag + "-" + std::to_string(::getpid()); }
+
+// `mlpt run ` under mpirun with four ranks, bounded by `timeout_s`; MLPT_TEST_TAG marks the job's
+// processes for process_of_rank.
 inline std::string launch(const std::string& tag, int timeout_s, bool recovery) {
   mlpt_test::MpirunOptions options{recovery, {"MLPT_TEST_TAG"}};
-  return "MLPT_TEST_TAG=" + tag + " MLPT_CACHE_DIR=" + MLPT_CACHE_DIR +
+  return "MLPT_TEST_TAG=" + job_mark(tag) + " MLPT_CACHE_DIR=" + MLPT_CACHE_DIR +
          " MLPT_PLUGIN_PATH=" + MLPT_PLUGIN_DIR + " timeout -k 10 " + std::to_string(timeout_s) + " " +
          mlpt_test::mpirun_command(4, options) + MLPT_BUILD_DIR + "/bin/mlpt run ";
 }
@@ -91,7 +96,7 @@ inline int process_of_rank(const std::string& tag, int rank) {
     const std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     const std::string env = read(e.path() / "environ"), cmd = read(e.path() / "cmdline");
-    if (env.find("MLPT_TEST_TAG=" + tag + '\0') != std::string::npos &&
+    if (env.find("MLPT_TEST_TAG=" + job_mark(tag) + '\0') != std::string::npos &&
         cmd.find("bin/mlpt") != std::string::npos &&
         env.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos)
       return std::stoi(name);
