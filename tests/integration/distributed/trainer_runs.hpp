@@ -43,6 +43,14 @@ inline std::vector<float> read_floats(const std::string& path) {
   return v;
 }
 
+// Each rank's rank<r>.<extension> in `dir` (dist_peer's per-rank outputs: weights, logprobs).
+inline std::vector<std::vector<float>> rank_floats(const TempDir& dir, int ranks, const std::string& extension) {
+  std::vector<std::vector<float>> out;
+  for (int rank = 0; rank < ranks; ++rank)
+    out.push_back(read_floats(dir / ("rank" + std::to_string(rank) + "." + extension)));
+  return out;
+}
+
 // One step of the one-rank trainer on a fixed batch of six sequences, and what the group runs need
 // to repeat it: the checkpoint, the batch as JSON (dir/batch.json), the settings.
 struct OneRankStep {
@@ -143,10 +151,12 @@ inline OneRankStep one_rank_step(const TempDir& dir, const json& model_config, j
   return r;
 }
 
-inline Launch train_group(const TempDir& dir, int ranks, const json& settings, const std::string& trainer = "qwen35_cpu") {
+// `actions`: dist_peer's (empty: its default, step then export).
+inline Launch train_group(const TempDir& dir, int ranks, const json& settings, const std::string& trainer = "qwen35_cpu",
+                          const std::string& actions = "") {
   return dist_test::mpirun(ranks, "env MLPT_TEST_TRAINER=" + trainer + " " + std::string(DIST_PEER_EXE) + " trainer " +
                                       MLPT_PLUGIN_DIR + "/libmlpt_reference.so " + dir / "batch.json" + " '" +
-                                      settings.dump() + "' " + dir.str());
+                                      settings.dump() + "' " + (actions.empty() ? "" : actions + " ") + dir.str());
 }
 
 // The micro model with heads that split over two tensor-parallel ranks (two KV heads, two GDN key
@@ -339,9 +349,7 @@ inline void check_split_masters(int tp, const std::string& trainer) {
     auto run = train_group(dir, ranks, settings, trainer);
     INFO(run.output);
     REQUIRE(run.status == 0);
-    std::vector<std::vector<float>> out;
-    for (int rank = 0; rank < ranks; ++rank) out.push_back(read_floats(dir / ("rank" + std::to_string(rank) + ".weights")));
-    return out;
+    return rank_floats(dir, ranks, "weights");
   };
   const auto split = run_with(true), whole = run_with(false);
   for (int rank = 0; rank < ranks; ++rank) {
@@ -371,14 +379,10 @@ inline void check_folded_scores(int ranks, int64_t micro_batch_tokens, const std
     json settings = one.settings;
     settings["moe_parallel_folding"] = folded;
     settings["micro_batch_tokens"] = micro_batch_tokens;
-    const Launch run = mpirun(ranks, "env MLPT_TEST_TRAINER=" + trainer + " " + std::string(DIST_PEER_EXE) + " trainer " +
-                                         MLPT_PLUGIN_DIR + "/libmlpt_reference.so " + dir / "batch.json" + " '" +
-                                         settings.dump() + "' score " + dir.str(), 120);
+    const Launch run = train_group(dir, ranks, settings, trainer, "score");
     INFO((folded ? "folded: " : "unfolded: ") << run.output);
     REQUIRE(run.status == 0);
-    std::vector<std::vector<float>> out;
-    for (int rank = 0; rank < ranks; ++rank) out.push_back(read_floats(dir / ("rank" + std::to_string(rank) + ".logprobs")));
-    return out;
+    return rank_floats(dir, ranks, "logprobs");
   };
   const auto folded = score(true), whole = score(false);
   for (int rank = 0; rank < ranks; ++rank) {
