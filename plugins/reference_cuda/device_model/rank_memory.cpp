@@ -14,10 +14,7 @@ std::vector<int> optimizer_replicas(const ModelLayout& layout, const ModelShard&
                                     bool moe_parallel_folding) {
   std::vector<int> replicas(layout.tensors.size(), data_parallel);
   if (!moe_parallel_folding) return replicas;
-  std::vector<bool> routed(layout.tensors.size(), false);  // the routed experts' tensors
-  for (const LayerTensors& l : layout.layers)
-    for (int i : {l.moe.gate_up, l.moe.down})
-      if (i >= 0 && static_cast<size_t>(i) < routed.size()) routed[static_cast<size_t>(i)] = true;
+  const std::vector<bool> routed = routed_expert_tensors(layout);
   for (size_t i = 0; i < replicas.size(); ++i)
     if (!routed[i]) replicas[i] = data_parallel * s.ep;
   return replicas;

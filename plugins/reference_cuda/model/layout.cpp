@@ -65,4 +65,12 @@ ModelLayout make_layout(const ModelConfig& c) {
   return m;
 }
 
+std::vector<bool> routed_expert_tensors(const ModelLayout& layout) {
+  std::vector<bool> routed(layout.tensors.size(), false);
+  for (const LayerTensors& l : layout.layers)
+    for (int i : {l.moe.gate_up, l.moe.down})
+      if (i >= 0 && static_cast<size_t>(i) < routed.size()) routed[static_cast<size_t>(i)] = true;
+  return routed;
+}
+
 }  // namespace mlpt::ref

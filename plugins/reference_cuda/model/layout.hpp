@@ -47,4 +47,7 @@ struct ModelLayout {
 
 ModelLayout make_layout(const ModelConfig& config);
 
+// Which tensors of `layout` are the routed experts' (gate_up and down of each MoE layer).
+std::vector<bool> routed_expert_tensors(const ModelLayout& layout);
+
 }  // namespace mlpt::ref

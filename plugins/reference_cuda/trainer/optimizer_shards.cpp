@@ -19,14 +19,6 @@ std::vector<size_t> ReplicaSplit::counts(int64_t numel) const {
   return out;
 }
 
-std::vector<bool> routed_expert_tensors(const ModelLayout& layout) {
-  std::vector<bool> routed(layout.tensors.size(), false);
-  for (const LayerTensors& l : layout.layers)
-    for (int i : {l.moe.gate_up, l.moe.down})
-      if (i >= 0 && static_cast<size_t>(i) < routed.size()) routed[static_cast<size_t>(i)] = true;
-  return routed;
-}
-
 OptimizerShards::OptimizerShards(int replicas, int rank, Communicator* group)
     : dense_(replicas, rank), experts_(dense_), dense_group_(group), expert_group_(group) {}
 

@@ -41,8 +41,6 @@ class ReplicaSplit {
   int replicas_ = 1, rank_ = 0;
 };
 
-// Which tensors of `layout` are routed experts' (split over the expert-parallel ranks).
-std::vector<bool> routed_expert_tensors(const ModelLayout& layout);
 
 class OptimizerShards {
  public:
