@@ -4,7 +4,10 @@
 // instead; the group is NULL when the host passes none (a group of one).
 //
 // publish_weights (ABI 1.2) is the adapter's: it sends what export_weights hands out (the rank's
-// shards with their descriptors) through the bound sender, so a trainer implements export only.
+// shards with their descriptors) through the bound sender, so a trainer implements export only. A
+// trainer that knows which exported elements changed since its last publish says so through
+// changed_since_published (mlpt/sdk/changed_elements.hpp); the adapter attaches it to the send and
+// calls published() once the send succeeded.
 //
 // A trainer whose ranks hold parts of one model overrides data_parallel() with its replica; the
 // adapter writes it into create's out_data_parallel_rank / _size, or refuses a host whose args lack
@@ -15,6 +18,7 @@
 #include <string>
 #include <type_traits>
 
+#include "mlpt/sdk/changed_elements.hpp"
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/transport.hpp"
 #include "mlpt/trainer.h"
@@ -36,6 +40,14 @@ class Trainer {
     int32_t rank = 0, size = 0;
   };
   virtual DataParallel data_parallel() const { return {}; }
+
+  // Optional, called by publish_weights right after export_weights: which of the exported elements
+  // may differ from the version this rank published last (the entry's promise,
+  // mlpt/sdk/changed_elements.hpp), or nullptr when the trainer cannot say. The entry and its
+  // masks stay valid until published() or the next export.
+  virtual const ChangedElementsExtension* changed_since_published() { return nullptr; }
+  // The export of `version` reached the transport: the next masks count from it.
+  virtual void published(uint64_t version) { (void)version; }
 };
 
 namespace detail {
@@ -89,7 +101,10 @@ inline void publish_exported(mlpt_publish_weights_args& a) {
   s.timeout_ms = a.timeout_ms;
   s.shards = e.out_shards;
   s.ready = &e.out_ready;
+  const ChangedElementsExtension* changes = as_trainer(a.trainer)->changed_since_published();
+  s.extension_start = changes ? &changes->header : nullptr;
   sender.send(s);
+  as_trainer(a.trainer)->published(e.out_weight_version);
   uint64_t bytes = 0;
   for (size_t i = 0; i < e.out_num_tensors; ++i) bytes += nbytes(e.out_tensors[i].tensor);
   a.out_weight_version = e.out_weight_version;
