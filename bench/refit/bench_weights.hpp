@@ -58,11 +58,21 @@ inline Model make_model(const std::string& label, const mlpt::ref::ModelConfig& 
 
 // An optimizer step as the refit sees it: `fraction` of each tensor's elements, at random
 // positions, get their lowest bit flipped (a one-ulp update, as a step at a small learning rate).
-inline void step(Model& m, double fraction, std::mt19937_64& rng) {
+// With `marks`, it also marks each element it writes in a change mask per tensor, as a trainer's
+// optimizer step would (mlpt/sdk/changed_elements.hpp): bit i % 64 of word i / 64, cleared first.
+inline void step(Model& m, double fraction, std::mt19937_64& rng,
+                 std::vector<std::vector<uint64_t>>* marks = nullptr) {
   const size_t width = m.dtype.bits / 8;
-  for (auto& d : m.data) {
+  if (marks) marks->resize(m.data.size());
+  for (size_t t = 0; t < m.data.size(); ++t) {
+    auto& d = m.data[t];
     const size_t n = d.size() / width, k = static_cast<size_t>(static_cast<double>(n) * fraction);
-    for (size_t j = 0; j < k; ++j) d[rng() % n * width] ^= std::byte{0x01};
+    if (marks) (*marks)[t].assign((n + 63) / 64, 0);
+    for (size_t j = 0; j < k; ++j) {
+      const size_t i = rng() % n;
+      d[i * width] ^= std::byte{0x01};
+      if (marks) (*marks)[t][i / 64] |= uint64_t{1} << (i % 64);
+    }
   }
 }
 

@@ -48,6 +48,7 @@ SentVersion SparseRefitSender::send(components::Trainer& trainer, int64_t timeou
   sent.stats.numel = report_->elements;
   sent.stats.changed = report_->changed;
   sent.stats.whole_by_rates = report_->whole_by_rates != 0;
+  sent.stats.from_change_list = report_->from_change_list != 0;
   return sent;
 }
 

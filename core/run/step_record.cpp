@@ -86,6 +86,7 @@ nlohmann::json refit_stats_json(const refit::RefitStats& s) {
                       {"changed_elements", s.changed}};
   if (!s.fallback.empty()) j["fallback"] = s.fallback;
   if (s.whole_by_rates) j["whole_by_rates"] = true;  // full although a delta was due: the measured rates said so
+  if (s.from_change_list) j["from_change_list"] = true;  // the trainer's marks, not a comparison
   return j;
 }
 
@@ -93,6 +94,7 @@ refit::RefitStats refit_stats_from_json(const nlohmann::json& j) {
   refit::RefitStats s{j.at("mode"), j.at("bytes"), j.at("dense_bytes"), j.at("elements"), j.at("changed_elements")};
   s.fallback = j.value("fallback", std::string());
   s.whole_by_rates = j.value("whole_by_rates", false);
+  s.from_change_list = j.value("from_change_list", false);
   return s;
 }
 

@@ -42,7 +42,7 @@ RefitManifest decode_manifest(const std::byte* data, size_t size) {
     throw bad("not a refit manifest (bad magic or shorter than its header)");
   RefitManifest m;
   const auto kind = static_cast<uint8_t>(data[4]);
-  if (kind != 1 && kind != 2) throw bad("unknown kind " + std::to_string(kind));
+  if (kind < 1 || kind > 3) throw bad("unknown kind " + std::to_string(kind));
   m.kind = static_cast<RefitManifest::Kind>(kind);
   m.base_version = get_u64(data + 8);
   m.version = get_u64(data + 16);

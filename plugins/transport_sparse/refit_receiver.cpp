@@ -74,6 +74,21 @@ void RefitReceiver::rebuild(uint64_t version, const mlpt_named_tensor* message, 
                                              "', the tensor there is '" + held[i].name + "'");
       byte_message(message[1 + i], where + ": the delta of '" + name + "'", size);
     }
+    if (m.kind == RefitManifest::Kind::marked) {  // each delta checked as sent, before any is applied
+      std::vector<uint64_t> sums(held.size());
+      for_each_tensor(held.size(), [&](size_t i) {
+        size_t bytes = 0;
+        const std::byte* delta =
+            byte_message(message[1 + i], where + ": the delta of '" + held[i].name + "'", bytes);
+        sums[i] = sdk::xxhash64(delta, bytes);
+      });
+      for (size_t i = 0; i < held.size(); ++i)
+        if (sums[i] != m.hashes[i])
+          throw sdk::Error(MLPT_DATA_LOSS, where + ": the delta of '" + held[i].name +
+                                               "' differs from the one sent (checksum " +
+                                               std::to_string(sums[i]) + ", expected " +
+                                               std::to_string(m.hashes[i]) + ")");
+    }
     for_each_tensor(held.size(), [&](size_t i) {
       const std::string name = held[i].name;
       size_t bytes = 0;
@@ -83,6 +98,7 @@ void RefitReceiver::rebuild(uint64_t version, const mlpt_named_tensor* message, 
                   width, name);
     });
     copy_.set_version(version);
+    if (m.kind == RefitManifest::Kind::marked) return;
   }
   auto& held = copy_.tensors();
   std::vector<uint64_t> hashes(held.size());

@@ -1,9 +1,11 @@
 // The engine's side of the sparse refit: rebuilds each version of the weights from the message the
 // transport delivered (refit_manifest.hpp) into a copy it keeps, and checks every rebuilt tensor
-// against the sender's checksum. A delta against another version than the one held is
+// against the sender's checksum (a delta from the trainer's change list: every delta as sent, before
+// it is applied). A delta against another version than the one held is
 // MLPT_FAILED_PRECONDITION, a malformed message or a rebuilt tensor that differs from the
 // sender's is MLPT_DATA_LOSS; after either the copy is dropped, so only a full message is
-// accepted next: the engine never runs on weights that silently diverged.
+// accepted next: the engine never runs on weights that silently diverged (from a change list: as
+// long as the trainer keeps its promise to mark every change).
 #pragma once
 
 #include <cstdint>

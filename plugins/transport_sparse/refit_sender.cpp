@@ -27,8 +27,21 @@ mlpt_named_tensor byte_tensor(mlpt_string name, std::vector<std::byte>& bytes, i
 
 }  // namespace
 
+bool RefitSender::list_fits(const sdk::ChangedElementsExtension* changes, const mlpt_named_tensor* weights,
+                            size_t count) const {
+  if (!changes || prepared_ == 0 || changes->since_version != prepared_ || changes->num_tensors != count ||
+      !changes->masks)
+    return false;
+  for (size_t i = 0; i < count; ++i) {
+    const size_t width = sdk::element_bytes(weights[i].tensor.dtype);
+    if (!changes->masks[i] || (width != 1 && width != 2 && width != 4 && width != 8)) return false;
+  }
+  return true;
+}
+
 const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, const mlpt_named_tensor* weights,
-                                                           size_t count, bool force_full) {
+                                                           size_t count, bool force_full,
+                                                           const sdk::ChangedElementsExtension* changes) {
   RefitManifest m;
   m.version = version;
   m.hashes.resize(count);
@@ -40,29 +53,50 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     stats_.numel += static_cast<int64_t>(sdk::nbytes(t)) / compare_width(t);  // elements as compared
   }
   const auto started = std::chrono::steady_clock::now();
-  bool full = force_full || !base_.valid() || (full_every_ > 0 && since_full_ >= full_every_) ||
+  trainer_lists_ = trainer_lists_ || changes != nullptr;
+  bool full = force_full || prepared_ == 0 || (full_every_ > 0 && since_full_ >= full_every_) ||
               !base_.same_layout(weights, count);
+  const bool marked = !full && list_fits(changes, weights, count);
+  full = full || (!marked && !base_.valid());  // nothing to compare against: the last version went marked
   const auto [delta_s, whole_s] = predicted_seconds(stats_.dense_bytes);
-  const bool quicker_whole = !full && whole_s > 0 && whole_s < delta_s;
+  const bool quicker_whole = !full && !marked && whole_s > 0 && whole_s < delta_s;
   full = full || quicker_whole;
   message_.assign(1 + count, mlpt_named_tensor{});
   blob_sizes_.resize(1 + count);
+  std::vector<int64_t> changed(count, 0);
   if (full) {
     m.kind = RefitManifest::Kind::full;
     for_each_tensor(count, [&](size_t i) {
       m.hashes[i] = sdk::xxhash64(bytes_of(weights[i].tensor), sdk::nbytes(weights[i].tensor));
     });
     for (size_t i = 0; i < count; ++i) message_[1 + i] = weights[i];
-    base_.assign(version, weights, count);
+    // A trainer that gives change lists needs no copy to compare against (only its layout is kept).
+    base_.assign(version, weights, count, /*values=*/!trainer_lists_);
     since_full_ = 1;
     stats_.full = true;
     stats_.whole_by_rates = quicker_whole;
+  } else if (marked) {
+    m.kind = RefitManifest::Kind::marked;
+    m.base_version = prepared_;
+    blobs_.resize(count);
+    for_each_tensor(count, [&](size_t i) {
+      const DLTensor& t = weights[i].tensor;
+      const int width = compare_width(t);
+      blobs_[i].clear();
+      changed[i] = encode_marked(changes->masks[i], bytes_of(t), static_cast<int64_t>(sdk::nbytes(t)) / width,
+                                 width, blobs_[i], best_simd_path())
+                       .changed;
+      m.hashes[i] = sdk::xxhash64(blobs_[i].data(), blobs_[i].size());
+    });
+    base_.drop_values();  // not brought up to date: a version without a list goes whole
+    ++since_full_;
+    stats_.full = false;
+    stats_.marked = true;
   } else {
     m.kind = RefitManifest::Kind::delta;
     m.base_version = base_.version();
     blobs_.resize(count);
     auto& base = base_.tensors();
-    std::vector<int64_t> changed(count, 0);
     // Each tensor's delta, its checksum and the copy brought up to date in the same pass (only
     // changed elements written).
     for_each_tensor(count, [&](size_t i) {
@@ -74,19 +108,21 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
                                            best_simd_path(), &m.hashes[i])
                        .changed;
     });
-    for (size_t i = 0; i < count; ++i) {
-      stats_.changed += changed[i];
-      message_[1 + i] = byte_tensor(weights[i].name, blobs_[i], blob_sizes_[1 + i]);
-    }
     base_.set_version(version);
     ++since_full_;
     stats_.full = false;
   }
+  if (!full)
+    for (size_t i = 0; i < count; ++i) {
+      stats_.changed += changed[i];
+      message_[1 + i] = byte_tensor(weights[i].name, blobs_[i], blob_sizes_[1 + i]);
+    }
+  prepared_ = version;
   manifest_ = encode_manifest(m);
   message_[0] =
       byte_tensor(mlpt_string{kManifestName.data(), kManifestName.size()}, manifest_, blob_sizes_[0]);
   for (const auto& t : message_) stats_.bytes += sdk::nbytes(t.tensor);
-  if (!full && stats_.dense_bytes > 0) {
+  if (!full && !marked && stats_.dense_bytes > 0) {  // the rates of a comparing delta
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (took > 0) encode_bytes_per_s_ = static_cast<double>(stats_.dense_bytes) / took;
     delta_fraction_ = static_cast<double>(stats_.bytes) / static_cast<double>(stats_.dense_bytes);

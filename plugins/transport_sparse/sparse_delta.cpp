@@ -83,12 +83,68 @@ int64_t chunk_elements(int width) {
   return std::max<int64_t>(64, (int64_t{1} << 16) / width / 64 * 64);
 }
 
+// Writes the smallest form of an update of `numel` elements of `width` bytes to `out`: its `k`
+// changes are the set bits of `mask` (bits past numel 0), their values gathered in order in `values`
+// (nullptr: not gathered, only the dense form can be written). The prefix comes from the mask (LEB128
+// gaps or the bitmap itself), then the values, which are the same in both sparse forms; the dense
+// form is `next` whole. Values travel in the host's byte order (little-endian on every platform mlpt
+// supports).
+DeltaStats write_delta(const uint64_t* mask, int64_t numel, int width, size_t k, const std::byte* values,
+                       const void* next, std::vector<std::byte>& out) {
+  const int64_t words = (numel + 63) / 64;
+  const size_t n = static_cast<size_t>(numel), w = static_cast<size_t>(width);
+  const size_t dense = w * n;
+  DeltaStats s;
+  s.numel = numel;
+  s.changed = static_cast<int64_t>(k);
+  const bool gathered = values != nullptr || k == 0;
+  const size_t bitmap = (n + 7) / 8 + w * k;
+  // Indices cost at least a byte and a value per change: past n / 8 changes the bitmap is smaller.
+  size_t index_bytes = 0;
+  if (gathered && k <= n / 8) {
+    int64_t last = -1;
+    for_each_set(mask, words, [&](int64_t i) {
+      index_bytes += leb128_size(static_cast<uint64_t>(i - last - 1)), last = i;
+    });
+  }
+  const size_t indices = k <= n / 8 ? index_bytes + w * k : SIZE_MAX;
+  s.form = gathered && indices <= bitmap && indices < dense ? DeltaForm::indices
+           : gathered && bitmap < dense                     ? DeltaForm::bitmap
+                                                            : DeltaForm::dense;
+  const size_t payload = s.form == DeltaForm::dense ? dense : s.form == DeltaForm::indices ? indices : bitmap;
+  const size_t start = out.size();
+  out.resize(start + kHeader + payload);
+  std::byte* h = out.data() + start;
+  std::memcpy(h, kMagic, 4);
+  h[4] = static_cast<std::byte>(s.form);
+  h[5] = static_cast<std::byte>(width);
+  h[6] = h[7] = std::byte{0};
+  put_u64(h + 8, static_cast<uint64_t>(numel));
+  put_u64(h + 16, static_cast<uint64_t>(s.changed));
+  put_u64(h + 24, payload);
+  std::byte* p = h + kHeader;
+  if (s.form == DeltaForm::dense) {
+    if (n) std::memcpy(p, next, dense);
+  } else {
+    if (s.form == DeltaForm::indices) {
+      int64_t last = -1;
+      for_each_set(mask, words,
+                   [&](int64_t i) { p = put_leb128(p, static_cast<uint64_t>(i - last - 1)), last = i; });
+    } else {
+      // The mask's bytes are the bitmap (little-endian words; bits past numel are 0).
+      std::memcpy(p, mask, (n + 7) / 8);
+      p += (n + 7) / 8;
+    }
+    if (k) std::memcpy(p, values, k * w);
+  }
+  s.bytes = out.size() - start;
+  return s;
+}
+
 // One pass, chunk by chunk: compare base and next into a change mask (vectorised), gather the
 // changed values and, with `update`, write them into base; with `checksum`, hash next's chunk while
 // it is in cache (the manifest's checksum without a second read of the tensor). Then the smallest
-// form is chosen from the count and written: its prefix from the mask (LEB128 gaps or the bitmap
-// itself), then the values, which are the same in both sparse forms. Values travel in the host's byte order
-// (little-endian on every platform mlpt supports).
+// form is written.
 DeltaStats encode(SimdPath path, void* base, const void* next, int64_t numel, int width, bool update,
                   std::vector<std::byte>& out, uint64_t* checksum) {
   const int64_t words = (numel + 63) / 64;
@@ -96,7 +152,6 @@ DeltaStats encode(SimdPath path, void* base, const void* next, int64_t numel, in
   ScratchLease<std::byte> values_lease;
   uint64_t* mask = mask_lease.reserve(static_cast<size_t>(words));
   const size_t n = static_cast<size_t>(numel), w = static_cast<size_t>(width);
-  const size_t dense = w * n;
   // Past this many changes the dense form is the smallest: gathering stops.
   const size_t dense_from = n - std::min(n, (n + 7) / 8 / w);
   const int64_t chunk = chunk_elements(width);
@@ -117,51 +172,11 @@ DeltaStats encode(SimdPath path, void* base, const void* next, int64_t numel, in
     }
     k += changed;
   }
-  DeltaStats s;
-  s.numel = numel;
-  s.changed = static_cast<int64_t>(k);
   if (checksum) *checksum = hash.digest();
-  const size_t bitmap = (n + 7) / 8 + w * k;
-  // Indices cost at least a byte and a value per change: past n / 8 changes the bitmap is smaller.
-  size_t index_bytes = 0;
-  if (k <= n / 8) {
-    int64_t last = -1;
-    for_each_set(mask, words, [&](int64_t i) {
-      index_bytes += leb128_size(static_cast<uint64_t>(i - last - 1)), last = i;
-    });
-  }
-  const size_t indices = k <= n / 8 ? index_bytes + w * k : SIZE_MAX;
-  s.form = gathering && indices <= bitmap && indices < dense ? DeltaForm::indices
-           : gathering && bitmap < dense                     ? DeltaForm::bitmap
-                                                             : DeltaForm::dense;
-  const size_t payload = s.form == DeltaForm::dense ? dense : s.form == DeltaForm::indices ? indices : bitmap;
-  const size_t start = out.size();
-  out.resize(start + kHeader + payload);
-  std::byte* h = out.data() + start;
-  std::memcpy(h, kMagic, 4);
-  h[4] = static_cast<std::byte>(s.form);
-  h[5] = static_cast<std::byte>(width);
-  h[6] = h[7] = std::byte{0};
-  put_u64(h + 8, static_cast<uint64_t>(numel));
-  put_u64(h + 16, static_cast<uint64_t>(s.changed));
-  put_u64(h + 24, payload);
-  std::byte* p = h + kHeader;
-  if (s.form == DeltaForm::dense) {
-    if (n) std::memcpy(p, next, dense);
-    if (update && n && k) std::memcpy(base, next, dense);  // gathering (and updating) may have stopped
-  } else {
-    if (s.form == DeltaForm::indices) {
-      int64_t last = -1;
-      for_each_set(mask, words,
-                   [&](int64_t i) { p = put_leb128(p, static_cast<uint64_t>(i - last - 1)), last = i; });
-    } else {
-      // The mask's bytes are the bitmap (little-endian words; bits past numel are 0).
-      std::memcpy(p, mask, (n + 7) / 8);
-      p += (n + 7) / 8;
-    }
-    if (k) std::memcpy(p, values_lease.reserve(0), k * w);
-  }
-  s.bytes = out.size() - start;
+  const DeltaStats s =
+      write_delta(mask, numel, width, k, gathering ? values_lease.reserve(0) : nullptr, next, out);
+  if (s.form == DeltaForm::dense && update && n && k)
+    std::memcpy(base, next, w * n);  // gathering (and updating) may have stopped
   return s;
 }
 
@@ -183,6 +198,36 @@ DeltaStats encode_delta(const void* prev, const void* next, int64_t numel, int e
                         std::vector<std::byte>& out, SimdPath path, uint64_t* next_checksum) {
   // Not updated: prev is only read.
   return encode(path, const_cast<void*>(prev), next, numel, element_bytes, false, out, next_checksum);
+}
+
+DeltaStats encode_marked(const uint64_t* changes, const void* next, int64_t numel, int element_bytes,
+                         std::vector<std::byte>& out, SimdPath path) {
+  if (element_bytes != 1 && element_bytes != 2 && element_bytes != 4 && element_bytes != 8)
+    throw sdk::Error(MLPT_INVALID_ARGUMENT,
+                     "sparse delta: elements of " + std::to_string(element_bytes) + " bytes (1, 2, 4 or 8)");
+  const int64_t words = (numel + 63) / 64, whole = numel / 64;
+  // The writer's mask is read as it is, but for its last word, whose bits past numel are cleared here
+  // (they would name elements outside the tensor).
+  uint64_t tail = 0;
+  if (numel % 64 != 0) tail = changes[whole] & ((uint64_t{1} << (numel % 64)) - 1);
+  size_t k = 0;
+  for (int64_t w = 0; w < whole; ++w) k += static_cast<size_t>(__builtin_popcountll(changes[w]));
+  const size_t head = k;
+  k += static_cast<size_t>(__builtin_popcountll(tail));
+  const size_t w = static_cast<size_t>(element_bytes);
+  ScratchLease<std::byte> values_lease;
+  ScratchLease<uint64_t> mask_lease;
+  std::byte* values = values_lease.reserve(std::max<size_t>(k * w, 1));
+  gather_changed(path, changes, whole * 64, element_bytes, next, values, nullptr);
+  if (tail)
+    gather_changed(path, &tail, numel % 64, element_bytes,
+                   static_cast<const std::byte*>(next) + whole * 64 * w, values + head * w, nullptr);
+  if (numel % 64 == 0) return write_delta(changes, numel, element_bytes, k, values, next, out);
+  // The bitmap form copies the mask's bytes: with the last word cleared past numel.
+  uint64_t* mask = mask_lease.reserve(static_cast<size_t>(words));
+  std::memcpy(mask, changes, static_cast<size_t>(whole) * 8);
+  mask[whole] = tail;
+  return write_delta(mask, numel, element_bytes, k, values, next, out);
 }
 
 DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, int element_bytes,

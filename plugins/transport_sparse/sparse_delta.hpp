@@ -45,6 +45,14 @@ DeltaStats encode_delta_and_update(void* base, const void* next, int64_t numel, 
                                    std::vector<std::byte>& out, SimdPath path = best_simd_path(),
                                    uint64_t* next_checksum = nullptr);
 
+// The update from a writer's change list (mlpt/sdk/changed_elements.hpp): the elements of `next`
+// whose bit is set in `changes` (words (numel + 63) / 64; bits past numel are ignored), each sent
+// as it is now: a marked element that did not change is sent all the same. Nothing is compared, so
+// only the mask and the marked elements are read; applied to the version the list counts from, it
+// gives `next` bit for bit as long as every element left unmarked is unchanged.
+DeltaStats encode_marked(const uint64_t* changes, const void* next, int64_t numel, int element_bytes,
+                         std::vector<std::byte>& out, SimdPath path = best_simd_path());
+
 // Applies one encoding (exactly `size` bytes) to `values` (numel elements of element_bytes) in
 // place. Throws MLPT_DATA_LOSS naming `tensor` when the encoding is malformed or for another size
 // or element width; `values` is left untouched then.

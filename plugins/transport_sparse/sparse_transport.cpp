@@ -5,6 +5,7 @@
 // The copies each end compares against or rebuilds into are this plugin's: the host holds none.
 #include <chrono>
 #include <mlpt/sdk.hpp>
+#include <mlpt/sdk/changed_elements.hpp>
 #include <mlpt/sdk/settings.hpp>
 #include <mlpt/sdk/wrapped_transport.hpp>
 #include <optional>
@@ -61,7 +62,10 @@ class SparseTransport final : public mlpt::sdk::Transport {
       throw Error(
           MLPT_UNIMPLEMENTED,
           "sparse: the weights are ready only after a device event; the sparse refit reads host memory");
-    const auto& message = encoder_.prepare(a.version, a.tensors, a.num_tensors, resend_full_);
+    const bool has_chain =
+        mlpt::sdk::has_field(a, MLPT_STRUCT_SIZE(mlpt_transport_send_args, extension_start));
+    const auto* changes = mlpt::sdk::find_changed_elements(has_chain ? a.extension_start : nullptr);
+    const auto& message = encoder_.prepare(a.version, a.tensors, a.num_tensors, resend_full_, changes);
     mlpt_transport_send_args out{};
     out.struct_size = MLPT_TRANSPORT_SEND_ARGS_STRUCT_SIZE;
     out.transport = inner_.endpoint();
@@ -81,8 +85,9 @@ class SparseTransport final : public mlpt::sdk::Transport {
     resend_full_ = false;
     last_sent_ = a.version;
     if (report_) {
-      const mlpt::sdk::WrappedTransportReport r{
-          a.version, s.full ? 1 : 0, s.whole_by_rates ? 1 : 0, s.bytes, s.dense_bytes, s.numel, s.changed};
+      const mlpt::sdk::WrappedTransportReport r{a.version, s.full ? 1 : 0,  s.whole_by_rates ? 1 : 0,
+                                                s.bytes,   s.dense_bytes,   s.numel,
+                                                s.changed, s.marked ? 1 : 0};
       report_(report_ctx_, &r);
     }
   }

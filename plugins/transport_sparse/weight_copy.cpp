@@ -7,7 +7,7 @@
 
 namespace mlpt::sparse_refit {
 
-void WeightCopy::assign(uint64_t version, const mlpt_named_tensor* tensors, size_t count) {
+void WeightCopy::assign(uint64_t version, const mlpt_named_tensor* tensors, size_t count, bool values) {
   valid_ = false;
   if (!same_layout(tensors, count)) {
     tensors_.assign(count, {});
@@ -20,11 +20,19 @@ void WeightCopy::assign(uint64_t version, const mlpt_named_tensor* tensors, size
     require_host_compact(t.tensor, "weight '" + c.name + "'");
     c.dtype = t.tensor.dtype;
     c.shape.assign(t.tensor.shape, t.tensor.shape + t.tensor.ndim);
+    if (!values) continue;
     c.bytes.resize(sdk::nbytes(t.tensor));
     if (!c.bytes.empty()) std::memcpy(c.bytes.data(), bytes_of(t.tensor), c.bytes.size());
   }
   version_ = version;
-  valid_ = true;
+  if (!values) drop_values();
+  valid_ = values;
+}
+
+void WeightCopy::drop_values() {
+  for (Tensor& c : tensors_) std::vector<std::byte>().swap(c.bytes);
+  views_.clear();
+  valid_ = false;
 }
 
 bool WeightCopy::same_layout(const mlpt_named_tensor* tensors, size_t count) const {

@@ -20,11 +20,15 @@ class WeightCopy {
     std::vector<std::byte> bytes;
   };
 
-  // Replaces the copy with `tensors` (compact host memory, else MLPT_INVALID_ARGUMENT).
-  void assign(uint64_t version, const mlpt_named_tensor* tensors, size_t count);
+  // Replaces the copy with `tensors` (compact host memory, else MLPT_INVALID_ARGUMENT). Without
+  // `values`, only their layout: as drop_values() leaves it.
+  void assign(uint64_t version, const mlpt_named_tensor* tensors, size_t count, bool values = true);
   // True when `tensors` have exactly this copy's names, order, dtypes and shapes.
   bool same_layout(const mlpt_named_tensor* tensors, size_t count) const;
   void clear() { tensors_.clear(), version_ = 0, valid_ = false; }
+  // Frees the values and keeps the layout (names, dtypes, shapes): same_layout still answers, the
+  // copy is no longer valid.
+  void drop_values();
 
   bool valid() const { return valid_; }
   uint64_t version() const { return version_; }

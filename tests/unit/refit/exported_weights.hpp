@@ -2,6 +2,7 @@
 // bits in owned vectors, named views over them, and an optimizer-like step that changes a few.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -41,12 +42,25 @@ struct ExportedWeights {
       views.push_back(t);
     }
   }
-  // An optimizer-like step: `k` random elements per tensor get new bits.
+  // Change masks (mlpt/sdk/changed_elements.hpp), one per tensor: each step marks the elements it
+  // writes, as a trainer's optimizer step does; clear_marks() starts a new list.
+  std::vector<std::vector<uint64_t>> marks;
+
+  // An optimizer-like step: `k` random elements per tensor get new bits, and are marked.
   void step(int k) {
+    marks.resize(data.size());
     for (size_t i = 0; i < data.size(); ++i) {
       const size_t width = dtypes[i].bits / 8, n = data[i].size() / width;
-      for (int j = 0; j < k; ++j) data[i][rng() % n * width] ^= std::byte{0x5a};
+      marks[i].resize((n + 63) / 64);
+      for (int j = 0; j < k; ++j) {
+        const size_t e = rng() % n;
+        data[i][e * width] ^= std::byte{0x5a};
+        marks[i][e / 64] |= uint64_t{1} << (e % 64);
+      }
     }
+  }
+  void clear_marks() {
+    for (auto& m : marks) std::fill(m.begin(), m.end(), 0);
   }
   uint64_t bytes() const {
     uint64_t b = 0;

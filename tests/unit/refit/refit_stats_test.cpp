@@ -29,3 +29,13 @@ TEST_CASE("a sparse refit sent whole because the measured rates said so says it 
   CHECK_FALSE(run::refit_stats_json(refit::RefitStats{"full"}).contains("whole_by_rates"));
   CHECK_FALSE(run::refit_stats_from_json(run::refit_stats_json(refit::RefitStats{"full"})).whole_by_rates);
 }
+
+TEST_CASE("a sparse delta made from the trainer's change list says so in its row") {
+  refit::RefitStats listed{"delta"};
+  listed.from_change_list = true;
+  const auto row = run::refit_stats_json(listed);
+  CHECK(row.at("from_change_list") == true);
+  CHECK(run::refit_stats_from_json(row).from_change_list);
+  CHECK_FALSE(run::refit_stats_json(refit::RefitStats{"delta"}).contains("from_change_list"));
+  CHECK_FALSE(run::refit_stats_from_json(run::refit_stats_json(refit::RefitStats{"delta"})).from_change_list);
+}

@@ -25,12 +25,14 @@ inline constexpr mlpt_extension_type kWrappedTransportExtension =
 
 struct WrappedTransportReport {
   uint64_t version;
-  int32_t full;            // nonzero: the weights themselves went; zero: only what changed
-  int32_t whole_by_rates;  // nonzero: full because the measured rates said it was quicker
-  uint64_t bytes;          // handed to the inner endpoint, everything included
-  uint64_t dense_bytes;    // the weights' own size: what sending them whole moves
-  int64_t elements;        // as compared
-  int64_t changed;         // elements that differ from the previous version (0 when full)
+  int32_t full;              // nonzero: the weights themselves went; zero: only what changed
+  int32_t whole_by_rates;    // nonzero: full because the measured rates said it was quicker
+  uint64_t bytes;            // handed to the inner endpoint, everything included
+  uint64_t dense_bytes;      // the weights' own size: what sending them whole moves
+  int64_t elements;          // as compared
+  int64_t changed;           // elements that differ from the previous version (0 when full)
+  int32_t from_change_list;  // nonzero: a delta of the elements the trainer marked
+                             // (mlpt/sdk/changed_elements.hpp)
 };
 
 struct WrappedTransportExtension {
