@@ -20,10 +20,10 @@ std::unique_ptr<components::Transport> wrap_sparse(const plugin::ComponentSet& s
 }
 
 SparseRefitSender::SparseRefitSender(const plugin::ComponentSet& set, components::Transport& inner,
-                                     const std::string& group, int64_t full_every) {
+                                     const std::string& group, int64_t full_every, bool check_change_lists) {
   extension_.report_ctx = this;
   extension_.report = &on_report;
-  endpoint_ = wrap_sparse(set, inner, MLPT_TRANSPORT_SENDER, group, {{"full_every", full_every}}, extension_);
+  endpoint_ = wrap_sparse(set, inner, MLPT_TRANSPORT_SENDER, group, {{"full_every", full_every}, {"check_change_lists", check_change_lists}}, extension_);
 }
 
 void SparseRefitSender::on_report(void* ctx, const sdk::WrappedTransportReport* report) {

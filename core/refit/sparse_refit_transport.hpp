@@ -33,8 +33,9 @@ std::unique_ptr<components::Transport> wrap_sparse(const plugin::ComponentSet& s
 class SparseRefitSender final : public WeightSender {
  public:
   // `full_every`: a full version every that many (0: only the first and when the layout changes).
+  // `check_change_lists`: the plugin's setting of that name (its README).
   SparseRefitSender(const plugin::ComponentSet& set, components::Transport& inner, const std::string& group,
-                    int64_t full_every);
+                    int64_t full_every, bool check_change_lists = false);
   SentVersion send(components::Trainer& trainer, int64_t timeout_ms) override;
 
  private:

@@ -49,11 +49,16 @@ const std::vector<ConfigKey>& config_keys() {
          "\"dense\": every weight every step, plugin to plugin (the trainer publishes through the transport, the engine "
          "fetches its own layout; the host holds no weight); \"sparse\": a transport wrapping the run's sends only the "
          "weights that changed (the sparse transport plugin, libmlpt_transport_sparse.so: its endpoints keep the copies "
-         "they compare against and rebuild into, the host none; every rebuilt tensor checked by checksum; a version "
+         "they compare against and rebuild into, the host none; every rebuilt tensor checked by checksum; a trainer that "
+         "marks what its step changed (the reference device trainer with its masters split) sends only the marked "
+         "elements, nothing compared, each delta checked as sent; a version "
          "goes whole when its measured rates say that is quicker; needs whole weights in host memory, else dense "
          "with the reason in every metrics row)"},
         {"run", "full_refit_every_steps", "integer", text(r.full_refit_every_steps),
          "sparse refit: also move the whole weights every N refits, as a safety (0: only the first)"},
+        {"run", "check_change_lists", "boolean", text(r.check_change_lists),
+         "sparse refit from a trainer's change list: also compare the versions and fail the refit whose list "
+         "leaves a changed element unmarked (checks the trainer's promise; costs what a comparing refit costs)"},
         {"run", "metrics_port", "integer", text(r.metrics_port),
          "serve the run's live metrics for Prometheus at http://HOST:PORT/metrics on every interface (0: no endpoint)"},
         {"run", "trace_max_mb", "integer", text(r.trace_max_mb),

@@ -16,7 +16,7 @@ const std::vector<std::string>& places_work_keys() {
       // flight and on how many host threads (a choice per cluster, docs/distributed.md); when state
       // is saved; how the weights travel (dense and sparse refits deliver the same weights, checked).
       "run.output_dir", "run.rollout_workers", "run.rollout_threads", "run.grading_threads",
-      "run.checkpoint_every_steps", "run.refit", "run.full_refit_every_steps",
+      "run.checkpoint_every_steps", "run.refit", "run.full_refit_every_steps", "run.check_change_lists",
       // What the run shows while it goes: the metrics endpoint and the timeline's cap.
       "run.metrics_port", "run.trace_max_mb", "run.hang_dump_after_s",
       // The trainer's layout and resources: its state reshards on load (trainer_state.hpp), the

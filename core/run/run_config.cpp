@@ -86,6 +86,7 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   if (c.run.refit != "sparse" && c.run.refit != "dense") run.fail("refit", "must be \"sparse\" or \"dense\"");
   c.run.full_refit_every_steps = run.get_or<int64_t>("full_refit_every_steps", c.run.full_refit_every_steps);
   if (c.run.full_refit_every_steps < 0) run.fail("full_refit_every_steps", "must be >= 0");
+  c.run.check_change_lists = run.get_or<bool>("check_change_lists", c.run.check_change_lists);
   c.run.metrics_port = run.get_or<int64_t>("metrics_port", c.run.metrics_port);
   if (c.run.metrics_port < 0 || c.run.metrics_port > 65535) run.fail("metrics_port", "must be a TCP port in 1..65535, or 0 for none");
   c.run.trace_max_mb = run.get_or<int64_t>("trace_max_mb", c.run.trace_max_mb);

@@ -73,6 +73,9 @@ struct RunSettings {
   // of the weights on each side. Sparse needs whole weights in host memory; else it is dense.
   std::string refit = "dense";
   int64_t full_refit_every_steps = 20;
+  // Sparse refit from a trainer's change list: compare anyway and fail the refit whose list leaves a
+  // change unmarked (a check of the trainer's promise; costs what a comparing refit costs).
+  bool check_change_lists = false;
   // Watching the run (core/observe/): the Prometheus endpoint's port (0: none) and the cap of the
   // timeline trace.json in MiB (0: no timeline); a plugin call running longer than
   // hang_dump_after_s seconds is reported with a flight-recorder dump (0: never).

@@ -22,7 +22,8 @@ std::unique_ptr<refit::WeightSender> weight_sender(const RunSettings& settings,
                                                    const std::string& refused) {
   if (settings.refit != "sparse" || !refused.empty())
     return std::make_unique<refit::DirectSender>(endpoint, refused);
-  return std::make_unique<refit::SparseRefitSender>(set, endpoint, group, settings.full_refit_every_steps);
+  return std::make_unique<refit::SparseRefitSender>(set, endpoint, group, settings.full_refit_every_steps,
+                                                    settings.check_change_lists);
 }
 
 std::unique_ptr<refit::WeightReceiver> weight_receiver(const RunSettings& settings,

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "delta_kernels.hpp"
 #include "host_tensor.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
 #include "parallel_tensors.hpp"
@@ -39,6 +40,30 @@ bool RefitSender::list_fits(const sdk::ChangedElementsExtension* changes, const 
   return true;
 }
 
+void RefitSender::check_list(const sdk::ChangedElementsExtension& changes, const mlpt_named_tensor* weights,
+                             size_t count, uint64_t version) {
+  auto& base = base_.tensors();
+  std::vector<int64_t> missed(count, -1);  // the first changed element left unmarked, per tensor
+  for_each_tensor(count, [&](size_t i) {
+    const DLTensor& t = weights[i].tensor;
+    const int width = compare_width(t);
+    const int64_t n = static_cast<int64_t>(sdk::nbytes(t)) / width;
+    std::vector<uint64_t> exact(sdk::changed_mask_words(n));
+    diff_mask(best_simd_path(), base[i].bytes.data(), bytes_of(t), n, width, exact.data());
+    for (size_t w = 0; w < exact.size() && missed[i] < 0; ++w)
+      if (const uint64_t left = exact[w] & ~changes.masks[i][w])
+        missed[i] = static_cast<int64_t>(w * 64) + __builtin_ctzll(left);
+  });
+  for (size_t i = 0; i < count; ++i)
+    if (missed[i] >= 0)
+      throw sdk::Error(
+          MLPT_FAILED_PRECONDITION,
+          "sparse: the trainer's change list for version " + std::to_string(version) + " leaves element " +
+              std::to_string(missed[i]) + " of '" + std::string(weights[i].name.data, weights[i].name.size) +
+              "' unmarked, but it changed since version " + std::to_string(changes.since_version) +
+              " (check_change_lists; a list must mark every change: mlpt/sdk/changed_elements.hpp)");
+}
+
 const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, const mlpt_named_tensor* weights,
                                                            size_t count, bool force_full,
                                                            const sdk::ChangedElementsExtension* changes) {
@@ -56,8 +81,9 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
   trainer_lists_ = trainer_lists_ || changes != nullptr;
   bool full = force_full || prepared_ == 0 || (full_every_ > 0 && since_full_ >= full_every_) ||
               !base_.same_layout(weights, count);
-  const bool marked = !full && list_fits(changes, weights, count);
+  const bool marked = !full && list_fits(changes, weights, count) && (!check_lists_ || base_.valid());
   full = full || (!marked && !base_.valid());  // nothing to compare against: the last version went marked
+  if (marked && check_lists_) check_list(*changes, weights, count, version);
   const auto [delta_s, whole_s] = predicted_seconds(stats_.dense_bytes);
   const bool quicker_whole = !full && !marked && whole_s > 0 && whole_s < delta_s;
   full = full || quicker_whole;
@@ -71,7 +97,7 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
     });
     for (size_t i = 0; i < count; ++i) message_[1 + i] = weights[i];
     // A trainer that gives change lists needs no copy to compare against (only its layout is kept).
-    base_.assign(version, weights, count, /*values=*/!trainer_lists_);
+    base_.assign(version, weights, count, /*values=*/check_lists_ || !trainer_lists_);
     since_full_ = 1;
     stats_.full = true;
     stats_.whole_by_rates = quicker_whole;
@@ -88,7 +114,10 @@ const std::vector<mlpt_named_tensor>& RefitSender::prepare(uint64_t version, con
                        .changed;
       m.hashes[i] = sdk::xxhash64(blobs_[i].data(), blobs_[i].size());
     });
-    base_.drop_values();  // not brought up to date: a version without a list goes whole
+    if (check_lists_)
+      base_.assign(version, weights, count);  // what the next list is checked against
+    else
+      base_.drop_values();  // not brought up to date: a version without a list goes whole
     ++since_full_;
     stats_.full = false;
     stats_.marked = true;

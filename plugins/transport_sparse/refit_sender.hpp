@@ -28,7 +28,11 @@ struct VersionStats {
 
 class RefitSender {
  public:
-  explicit RefitSender(int64_t full_every = 0) : full_every_(full_every) {}  // 0: only the first and forced
+  // full_every 0: only the first and forced. check_lists: keep the copy and compare even when the
+  // trainer gives change lists, and refuse a list that leaves a changed element unmarked (a
+  // trainer's conformance check; it costs what a comparing refit costs).
+  explicit RefitSender(int64_t full_every = 0, bool check_lists = false)
+      : full_every_(full_every), check_lists_(check_lists) {}
 
   // The message for `version` of `weights` (compact host memory). Its views stay valid until the
   // next prepare; a full message points into `weights`, which must stay unchanged as long.
@@ -52,8 +56,13 @@ class RefitSender {
  private:
   bool list_fits(const sdk::ChangedElementsExtension* changes, const mlpt_named_tensor* weights,
                  size_t count) const;
+  // check_lists: throws MLPT_FAILED_PRECONDITION naming the first changed element a list left
+  // unmarked; the copy is left as it was.
+  void check_list(const sdk::ChangedElementsExtension& changes, const mlpt_named_tensor* weights,
+                  size_t count, uint64_t version);
 
   int64_t full_every_, since_full_ = 0;
+  bool check_lists_;
   uint64_t prepared_ = 0;          // the version of the last message (0: none yet)
   bool trainer_lists_ = false;     // the trainer gave change lists: a full version keeps no copy
   double wire_bytes_per_s_ = 0;    // measured by the host, the latest send

@@ -22,12 +22,14 @@ using Clock = std::chrono::steady_clock;
 
 struct Config {
   int64_t full_every = 0;  // a full version every that many (0: the first, and when the layout changes)
+  bool check_change_lists = false;  // compare anyway, and fail a trainer whose list misses a change
 };
 
 Config parse_config(std::string_view text) {
   mlpt::sdk::Settings s(text, "transport sparse");
   Config c;
   c.full_every = s.integer_or("full_every", 0, 0);
+  c.check_change_lists = s.boolean_or("check_change_lists", false);
   s.reject_unknown();
   return c;
 }
@@ -158,7 +160,7 @@ class SparseTransport final : public mlpt::sdk::Transport {
         inner_(&wrap.inner, "inner transport"),
         report_ctx_(wrap.report_ctx),
         report_(wrap.report),
-        encoder_(config_.full_every) {
+        encoder_(config_.full_every, config_.check_change_lists) {
     const bool has_group =
         mlpt::sdk::has_field(a, MLPT_STRUCT_SIZE(mlpt_transport_create_args, component_group));
     const mlpt_component_group* group = has_group ? a.component_group : nullptr;

@@ -172,3 +172,31 @@ TEST_CASE(
     require_equal(receiver.apply(version, heal.data(), heal.size()), m);
   }
 }
+
+TEST_CASE("check_change_lists refuses a list that leaves a change unmarked, naming it, and sends nothing") {
+  refit_test::ExportedWeights m;
+  RefitSender sender(0, /*check_lists=*/true);
+  RefitReceiver receiver;
+  auto full = sender.prepare(1, m.views.data(), m.views.size());
+  receiver.apply(1, full.data(), full.size());
+  m.clear_marks();
+  m.step(3);
+  // Element 5 of the BF16 tensor changes, and the list does not say so.
+  m.data[2][5 * 2] ^= std::byte{0x40};
+  m.marks[2][0] &= ~(uint64_t{1} << 5);
+  List short_list(m, 1);
+  try {
+    sender.prepare(2, m.views.data(), m.views.size(), false, &short_list.entry);
+    FAIL("a list missing a change was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == MLPT_FAILED_PRECONDITION);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("element 5 of 'layers.0.mlp.bf16' unmarked") &&
+                                          Catch::Contains("since version 1"));
+  }
+  // The sender is where it was: the list with the change marked (and more) still counts from 1.
+  m.marks[2][0] |= uint64_t{1} << 5 | uint64_t{1} << 6;
+  List list(m, 1);
+  const auto& msg = sender.prepare(2, m.views.data(), m.views.size(), false, &list.entry);
+  CHECK(sender.stats().marked);
+  require_equal(receiver.apply(2, msg.data(), msg.size()), m);
+}
