@@ -379,10 +379,14 @@ Trainer::Weights Trainer::export_weights() {
 bool Trainer::publishes() const { return MLPT_HAS_FIELD(api_, mlpt_trainer_api, publish_weights) && api_->publish_weights; }
 
 Trainer::Published Trainer::publish_weights(const Transport& sender, int64_t timeout_ms) {
+  return publish_weights(*sender.binding(), timeout_ms);
+}
+
+Trainer::Published Trainer::publish_weights(const mlpt_transport_binding& sender, int64_t timeout_ms) {
   mlpt_publish_weights_args a{};
   a.struct_size = MLPT_PUBLISH_WEIGHTS_ARGS_STRUCT_SIZE;
   a.trainer = trainer_;
-  a.sender = sender.binding();
+  a.sender = &sender;
   a.timeout_ms = timeout_ms;
   plugin::CallScope scope(component_, "publish_weights");
   plugin::check(component_, api_->publish_weights(&a), "publish_weights");

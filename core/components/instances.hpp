@@ -152,6 +152,8 @@ class Trainer {
     uint64_t version = 0, bytes = 0;
   };
   Published publish_weights(const class Transport& sender, int64_t timeout_ms);
+  // The same through a binding the host made itself (a sender endpoint of its own).
+  Published publish_weights(const mlpt_transport_binding& sender, int64_t timeout_ms);
   bool can_save_state() const;
   void save_state(const std::string& dir);
   void load_state(const std::string& dir);

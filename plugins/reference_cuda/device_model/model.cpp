@@ -121,9 +121,14 @@ DeviceWeights upload_weights(Ops& ops, const Weights<float>& w) {
   return d;
 }
 
-void assign_tensor(Ops& ops, DeviceWeights& w, int i, const float* src) {
+void assign_tensor(Ops& ops, DeviceWeights& w, int i, const float* src, uint32_t* changed) {
   const int64_t n = w.layout.tensors[i].numel();
-  if (is_fp32_tensor(w.layout, i))
+  const bool fp32 = is_fp32_tensor(w.layout, i);
+  if (changed && fp32)
+    ops.copy_marking(n, src, w.tensors[i].as<float>(), changed);
+  else if (changed)
+    ops.to_bf16_marking(n, src, w.tensors[i].as<bf16>(), changed);
+  else if (fp32)
     ops.copy(w.tensors[i].get(), src, size_t(n) * 4);
   else
     ops.to_bf16(n, src, w.tensors[i].as<bf16>());

@@ -57,8 +57,10 @@ DeviceWeights allocate_weights(Ops& ops, const ModelConfig& c, const ModelLayout
 // Every tensor i of `w` into tensors[i] (converted to bf16 where kept so), in w's own layout.
 // Synchronous.
 DeviceWeights upload_weights(Ops& ops, const Weights<float>& w);
-// Overwrites tensor i from its numel fp32 values in the backend's memory (master weights).
-void assign_tensor(Ops& ops, DeviceWeights& w, int i, const float* device_fp32);
+// Overwrites tensor i from its numel fp32 values in the backend's memory (master weights). With
+// `changed` (device words, ceil(numel / 32) of them) also ORs in a bit per element whose stored bits
+// changed (Ops::to_bf16_marking): what a refit of the working weights must send.
+void assign_tensor(Ops& ops, DeviceWeights& w, int i, const float* device_fp32, uint32_t* changed = nullptr);
 // Tensor i as fp32 on the host. Synchronous.
 std::vector<float> download_tensor(Ops& ops, const DeviceWeights& w, int i);
 

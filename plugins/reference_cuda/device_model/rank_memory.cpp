@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "device_model/model.hpp"
+#include "mlpt/sdk/changed_elements.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "model/layout.hpp"
 #include "model/parallel/shard_weights.hpp"
@@ -26,6 +27,17 @@ int64_t largest_range(int64_t n, int replicas) {
   return most;
 }
 
+bool keeps_change_masks(const ModelShard& shard, const std::vector<int>& optimizer_replicas) {
+  return !shard.sharded() && std::any_of(optimizer_replicas.begin(), optimizer_replicas.end(),
+                                         [](int replicas) { return replicas > 1; });
+}
+
+size_t change_mask_bytes(const ModelLayout& layout) {
+  size_t words = 0;
+  for (const auto& t : layout.tensors) words += sdk::changed_mask_words(t.numel());
+  return std::max<size_t>(words, 1) * 8;
+}
+
 RankMemory rank_memory_of(const ModelConfig& full, const ModelShard& s, int data_parallel,
                           bool moe_parallel_folding) {
   RankMemory m;
@@ -41,6 +53,7 @@ RankMemory rank_memory_of(const ModelConfig& full, const ModelShard& s, int data
     m.gradients += static_cast<double>(held) * 4;
     m.moments += 2.0 * kept * 4;
   }
+  if (keeps_change_masks(s, replicas)) m.change_masks = static_cast<double>(change_mask_bytes(layout));
   return m;
 }
 

@@ -8,6 +8,7 @@
 // next to its model of a Megatron-style placement.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -17,14 +18,22 @@
 namespace mlpt::ref::dev {
 
 struct RankMemory {
-  ModelShard shard;        // the rank of the layout that holds the most bytes
-  int64_t parameters = 0;  // the elements of its shard
-  double weights = 0;      // working copies: bf16, fp32 where the model keeps a tensor so
-  double master = 0;       // the trainer's fp32 master weights of this replica's range
-  double gradients = 0;    // the trainer's fp32 gradients
-  double moments = 0;      // AdamW m and v of this data-parallel replica's range (distributed optimizer)
-  double trainer() const { return weights + master + gradients + moments; }
+  ModelShard shard;         // the rank of the layout that holds the most bytes
+  int64_t parameters = 0;   // the elements of its shard
+  double weights = 0;       // working copies: bf16, fp32 where the model keeps a tensor so
+  double master = 0;        // the trainer's fp32 master weights of this replica's range
+  double gradients = 0;     // the trainer's fp32 gradients
+  double moments = 0;       // AdamW m and v of this data-parallel replica's range (distributed optimizer)
+  double change_masks = 0;  // a bit per element of the working weights, when the trainer keeps them (below)
+  double trainer() const { return weights + master + gradients + moments + change_masks; }
 };
+
+// The device trainer marks which working weights its steps changed (a bit per element, for the
+// sparse refit) only where it exports them whole: the masters split over replicas, no model
+// parallelism (trainer/device_trainer.hpp). Allocated only then, so the other layouts pay nothing.
+bool keeps_change_masks(const ModelShard& shard, const std::vector<int>& optimizer_replicas);
+// The bytes of those masks: each tensor's ceil(numel / 64) uint64 words, one buffer (8 bytes at least).
+size_t change_mask_bytes(const ModelLayout& layout);
 
 // The busiest rank of a layout of tp × ep × pp ranks (expert tensor parallelism etp, 1 or tp; pp
 // pipeline stages, each holding its layers' tensors as pipeline_stages.hpp cuts them) whose trainer

@@ -52,6 +52,13 @@ class Ops {
   virtual void to_float(int64_t n, const bf16* x, float* y) = 0;
   virtual void add_inplace(int64_t n, const bf16* x, bf16* y) = 0;  // y += x, in fp32, rounded once
   virtual void add_inplace(int64_t n, const float* x, float* y) = 0;
+  // y = x as to_bf16 / a copy does, also marking what changed: bit i % 32 of changed[i / 32] is
+  // ORed in where y[i]'s new bits differ from its old ones (a NaN's payload and −0.0 count), the
+  // other bits kept. `changed` holds ceil(n / 32) words, element 0 at bit 0 of word 0; on a
+  // little-endian machine they are the uint64 words of a refit's change mask
+  // (mlpt/sdk/changed_elements.hpp), which the device trainer keeps this way.
+  virtual void to_bf16_marking(int64_t n, const float* x, bf16* y, uint32_t* changed) = 0;
+  virtual void copy_marking(int64_t n, const float* x, float* y, uint32_t* changed) = 0;
 
   // ---- Dense products (row-major; W is [N, K]) -------------------------------------------
   // y[M, N] (+)= x[M, K] · Wᵀ.

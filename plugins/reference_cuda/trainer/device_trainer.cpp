@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "device_model/rank_memory.hpp"
 #include "device_model/vocab_head.hpp"
 #include "mlpt/sdk/error.hpp"
 #include "mlpt/sdk/types.hpp"
@@ -80,6 +81,48 @@ DeviceTrainer::DeviceTrainer(std::string_view config_json, const mlpt_component_
   optimizer_shards_ = group_.optimizer_shards(w.layout, distributed_optimizer);
   const Weights<float> zeros = zeros_like_layout<float>(config_, w.layout);
   upload_all(w, zeros, zeros);
+  // The rule rank_memory.hpp's keeps_change_masks states for the memory plan.
+  keeps_change_masks_ = optimizer_shards_.split() && !sharded();
+  if (keeps_change_masks_) {
+    size_t words = 0;
+    for (const auto& t : weights_.layout.tensors) {
+      mask_words_at_.push_back(words);
+      words += sdk::changed_mask_words(t.numel());
+    }
+    change_masks_.reserve(ops(), dev::change_mask_bytes(weights_.layout));
+    ops().zero(change_masks_.get(), change_masks_.bytes());
+  }
+}
+
+uint32_t* DeviceTrainer::change_mask(size_t i) const {
+  // Two 32-bit words per uint64 word, the low one first on this little-endian machine.
+  return keeps_change_masks_ ? change_masks_.as<uint32_t>() + 2 * mask_words_at_[i] : nullptr;
+}
+
+const sdk::ChangedElementsExtension* DeviceTrainer::changed_since_published() {
+  if (!keeps_change_masks_ || !published_version_) return nullptr;
+  // The masks are the layout's tensors in order: so must the export be (export_named_tensors).
+  const auto& tensors = weights_.layout.tensors;
+  if (exported_.size() != tensors.size()) return nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (sdk::view(exported_[i].name) != tensors[i].name) return nullptr;
+  platform_->bind_thread();  // the calling thread may be new
+  host_masks_.resize(change_masks_.bytes() / 8);
+  ops().to_host(host_masks_.data(), change_masks_.get(), change_masks_.bytes());
+  mask_views_.clear();
+  for (size_t i = 0; i < tensors.size(); ++i) mask_views_.push_back(host_masks_.data() + mask_words_at_[i]);
+  changes_.header = mlpt_extension{sizeof(changes_), sdk::kChangedElementsExtension, nullptr};
+  changes_.since_version = *published_version_;
+  changes_.masks = mask_views_.data();
+  changes_.num_tensors = mask_views_.size();
+  return &changes_;
+}
+
+void DeviceTrainer::published(uint64_t version) {
+  if (!keeps_change_masks_) return;
+  platform_->bind_thread();
+  ops().zero(change_masks_.get(), change_masks_.bytes());
+  published_version_ = version;
 }
 
 DeviceTrainer::~DeviceTrainer() {
@@ -372,7 +415,7 @@ void DeviceTrainer::train_step(mlpt_train_step_args& args) {
       replicas_of(i)->all_gather_v(master, size_t(count), gathered, split.counts(n).data());
       master = gathered;
     }
-    dev::assign_tensor(o, weights_, static_cast<int>(i), master);
+    dev::assign_tensor(o, weights_, static_cast<int>(i), master, change_mask(i));
   }
   o.synchronize();
   ++version_;
@@ -498,6 +541,7 @@ void DeviceTrainer::load_state(std::string_view path) {
   upload_all(st.weights, st.m, st.v);
   step_ = st.step;
   version_ = st.version;
+  published_version_.reset();  // the working weights replaced: no change list until the next publish
 }
 
 }  // namespace mlpt::ref

@@ -38,6 +38,10 @@
 // loads the same bits), else the masters themselves. save_state and load_state are collective, the
 // first replica writes (trainer_state.hpp): the masters gathered whole on each replica's host (the
 // model's files are written from them), the moments lent range by range as each piece is written.
+// With the masters split and no model parallelism the trainer also says which exported elements
+// changed since its last publish (changed_since_published, for the sparse refit): each step's
+// working-copy write ORs a bit per element whose bits changed into device masks (numel / 8 bytes
+// per tensor, counted in the memory plan), downloaded once per publish and cleared after it.
 //
 // moe_parallel_folding (false), as qwen35_cpu (trainer.hpp): the expert-parallel ranks train
 // different parts of their replica's share (the host-staged dispatch sends each rank's own rows), the dense
@@ -48,6 +52,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +86,9 @@ class DeviceTrainer : public sdk::Trainer {
   DataParallel data_parallel() const override {
     return {group_.data_parallel_rank(), group_.data_parallel_size()};
   }
+  // Which exported elements changed since the last publish (change masks, below), or nullptr.
+  const sdk::ChangedElementsExtension* changed_since_published() override;
+  void published(uint64_t version) override;
 
  private:
   dev::DeviceBatch device_batch(const mlpt_train_batch& b, const MicroBatch& mb) const;
@@ -107,6 +115,8 @@ class DeviceTrainer : public sdk::Trainer {
   Communicator* replicas_of(size_t i) const { return routed_[i] || !dense_ ? data_.get() : dense_.get(); }
   double global_grad_norm();
   Ops& ops() const { return platform_->ops(); }
+  // Tensor i's words of the change masks, or NULL when this trainer keeps none.
+  uint32_t* change_mask(size_t i) const;
 
   TrainerSettings settings_;
   TrainerGroup group_;
@@ -133,6 +143,17 @@ class DeviceTrainer : public sdk::Trainer {
   Weights<float> exported_host_;  // sharded or split: the host copy the exports are views of
   ShardExport shard_export_;
   std::vector<PipelineStep> pipeline_steps_;  // the last step's pass 2, as this stage ran it
+  // Change masks, kept only where the export is the working weights whole (masters split, no model
+  // parallelism: device_model/rank_memory.hpp's keeps_change_masks): a bit per element each step
+  // since the last publish rewrote with other bits (the working copy's, so the widened export's),
+  // as uint64 words (mlpt/sdk/changed_elements.hpp), tensor after tensor from mask_words_at_.
+  bool keeps_change_masks_ = false;
+  Buffer change_masks_;
+  std::vector<size_t> mask_words_at_;
+  std::optional<uint64_t> published_version_;  // none before a first publish and after load_state
+  std::vector<uint64_t> host_masks_;           // the masks downloaded for a publish
+  std::vector<const uint64_t*> mask_views_;    // into host_masks_, parallel to the exported tensors
+  sdk::ChangedElementsExtension changes_{};
 };
 
 }  // namespace mlpt::ref

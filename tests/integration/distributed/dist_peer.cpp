@@ -6,7 +6,11 @@
 //                                           default "step,export"): step (one train step),
 //                                           save=DIR / load=DIR (save_state / load_state), export
 //                                           (weights to OUT_DIR/rank<r>.weights, the tensors' names,
-//                                           shapes and shard boxes in the report); the ranks of a
+//                                           shapes and shard boxes in the report), export=NAME
+//                                           (weights to OUT_DIR/rank<r>.NAME.weights), publish=NAME
+//                                           (publish_weights into a recording sender: the weights
+//                                           sent to rank<r>.NAME.weights, the change list's masks
+//                                           to rank<r>.NAME.masks); the ranks of a
 //                                           model-parallel group (SETTINGS tensor_parallel ×
 //                                           expert_parallel) share one share, as the trainer requires
 //   dist_peer engine PLUGIN SETTINGS SCRIPT OUT_DIR
@@ -23,17 +27,16 @@
 //                                           then all load the first checkpoint as whole tensors
 //                                           and rank 0 generates a third time
 // Each rank writes OUT_DIR/rank<r>.json with what it saw; errors go there too, never lost.
-#include <cstdlib>
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
-#include <iostream>
 #include <future>
+#include <iostream>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "batch_file.hpp"
 #include "core/components/instances.hpp"
@@ -43,6 +46,7 @@
 #include "core/plugin/host_services.hpp"
 #include "core/plugin/plugin.hpp"
 #include "core/rl/batch_share.hpp"
+#include "mlpt/sdk/changed_elements.hpp"
 #ifdef DIST_PEER_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -92,28 +96,95 @@ json rendezvous(mlpt::plugin::Rendezvous& r) {
   return out;
 }
 
+int64_t numel(const DLTensor& t) {
+  int64_t n = 1;
+  for (int k = 0; k < t.ndim; ++k) n *= t.shape[k];
+  return n;
+}
+
+// An exported tensor's bytes written to `file`.
+void write_tensor(const DLTensor& t, std::ofstream& file) {
+  const size_t bytes = static_cast<size_t>(numel(t)) * (t.dtype.bits / 8);
+  std::vector<char> host;
+  const char* data = static_cast<const char*>(t.data) + t.byte_offset;
+  if (t.device.device_type == kDLCUDA) {  // qwen35_cuda's export of a whole model: device memory
+#ifdef DIST_PEER_CUDA
+    host.resize(bytes);
+    if (cudaMemcpy(host.data(), data, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+      throw mlpt::Error("export: copying a CUDA tensor to the host failed");
+    data = host.data();
+#else
+    throw mlpt::Error("export: a CUDA tensor, and dist_peer was built without CUDA");
+#endif
+  }
+  file.write(data, static_cast<std::streamsize>(bytes));
+}
+
+// The sender a publish=NAME action binds (transport.h, Binding): this process's own endpoint, so
+// that the test sees what the trainer's publish_weights hands a transport, the change list
+// included (a private extension, mlpt/sdk/changed_elements.hpp, that a real transport reads and
+// keeps to itself). It writes the tensors' bytes to `weights`, each tensor's mask words to `masks`
+// and the send's version and change list's since_version to `out`.
+struct RecordingSender {
+  std::string weights, masks;
+  json out;
+  std::string error;
+
+  static mlpt_error* send(mlpt_transport_send_args* a) {
+    auto* self = reinterpret_cast<RecordingSender*>(a->transport);
+    try {
+      std::ofstream weights(self->weights, std::ios::binary), masks(self->masks, std::ios::binary);
+      const bool has_chain = MLPT_HAS_FIELD(a, mlpt_transport_send_args, extension_start);
+      const auto* changes = mlpt::sdk::find_changed_elements(has_chain ? a->extension_start : nullptr);
+      self->out = {{"version", a->version}, {"tensors", a->num_tensors}, {"changes", changes != nullptr}};
+      if (changes) {
+        self->out["since_version"] = changes->since_version;
+        self->out["mask_tensors"] = changes->num_tensors;
+      }
+      for (size_t i = 0; i < a->num_tensors; ++i) {
+        write_tensor(a->tensors[i].tensor, weights);
+        if (!changes || i >= changes->num_tensors) continue;
+        if (!changes->masks[i]) throw mlpt::Error("tensor " + std::to_string(i) + ": no mask");
+        const size_t words = mlpt::sdk::changed_mask_words(numel(a->tensors[i].tensor));
+        masks.write(reinterpret_cast<const char*>(changes->masks[i]), std::streamsize(words * 8));
+      }
+    } catch (const std::exception& e) {
+      self->error = e.what();  // reported by the action (this send cannot make an mlpt_error)
+    }
+    return nullptr;
+  }
+  static mlpt_error* release(mlpt_transport_release_args*) { return nullptr; }
+  // Never called: send returns no error.
+  static void error_destroy(mlpt_error*) {}
+  static mlpt_error_code error_code(const mlpt_error*) { return MLPT_INTERNAL; }
+  static mlpt_string error_message(const mlpt_error*) { return mlpt_string{}; }
+
+  json publish(mlpt::components::Trainer& trainer) {
+    static const mlpt_transport_api api = [] {
+      mlpt_transport_api t{};
+      t.struct_size = MLPT_TRANSPORT_API_STRUCT_SIZE;
+      t.send = &RecordingSender::send;
+      t.release_received = &RecordingSender::release;
+      return t;
+    }();
+    static const mlpt_error_api errors{MLPT_ERROR_API_STRUCT_SIZE, &error_destroy, &error_code,
+                                       &error_message};
+    const mlpt_transport_binding binding{MLPT_TRANSPORT_BINDING_STRUCT_SIZE, &api, &errors,
+                                         reinterpret_cast<mlpt_transport*>(this)};
+    const auto published = trainer.publish_weights(binding, 10000);
+    if (!error.empty()) throw mlpt::Error("publish: " + error);
+    out["published_version"] = published.version;
+    return out;
+  }
+};
+
 // The trainer's exported tensors, raw, into `file`; their names, shapes and boxes into out["tensors"].
 void export_weights(mlpt::components::Trainer& trainer, const std::string& file, json& out) {
   auto w = trainer.export_weights();
   std::ofstream weights(file, std::ios::binary);
   for (size_t i = 0; i < w.count; ++i) {
     const DLTensor& t = w.tensors[i].tensor;
-    int64_t n = 1;
-    for (int k = 0; k < t.ndim; ++k) n *= t.shape[k];
-    const size_t bytes = static_cast<size_t>(n) * (t.dtype.bits / 8);
-    std::vector<char> host;
-    const char* data = static_cast<const char*>(t.data) + t.byte_offset;
-    if (t.device.device_type == kDLCUDA) {  // qwen35_cuda's export of a whole model: device memory
-#ifdef DIST_PEER_CUDA
-      host.resize(bytes);
-      if (cudaMemcpy(host.data(), data, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-        throw mlpt::Error("export: copying a CUDA tensor to the host failed");
-      data = host.data();
-#else
-      throw mlpt::Error("export: a CUDA tensor, and dist_peer was built without CUDA");
-#endif
-    }
-    weights.write(data, static_cast<std::streamsize>(bytes));
+    write_tensor(t, weights);
     const std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
     json entry = {{"name", std::string(w.tensors[i].name.data, w.tensors[i].name.size)}, {"shape", shape},
                   {"global_shape", shape}, {"offsets", std::vector<int64_t>(shape.size(), 0)}};
@@ -160,8 +231,17 @@ json train(mlpt::plugin::HostServices& host, const std::string& plugin_path, con
           .write(reinterpret_cast<const char*>(logprobs.data()), std::streamsize(logprobs.size() * 4));
     } else if (action == "export") {
       export_weights(trainer, out_dir + "/rank" + std::to_string(rank) + ".weights", out);
+    } else if (action.rfind("export=", 0) == 0) {  // to rank<r>.NAME.weights
+      json listed;
+      export_weights(trainer, out_dir + "/rank" + std::to_string(rank) + "." + action.substr(7) + ".weights",
+                     listed);
+    } else if (action.rfind("publish=", 0) == 0) {
+      const std::string name = action.substr(8), file = out_dir + "/rank" + std::to_string(rank) + "." + name;
+      RecordingSender sender{file + ".weights", file + ".masks", json::object(), ""};
+      out["published"][name] = sender.publish(trainer);
     } else {
-      throw mlpt::Error("unknown action '" + action + "' (step, save=DIR, load=DIR, score, export)");
+      throw mlpt::Error("unknown action '" + action +
+                        "' (step, save=DIR, load=DIR, score, export, export=NAME, publish=NAME)");
     }
   }
   return out;

@@ -203,6 +203,15 @@ TEST_CASE(
   check_split_masters(2, "qwen35_bf16");
 }
 
+// The sparse refit's change list (mlpt/sdk/changed_elements.hpp): with its masters split the device
+// trainer marks, at each step's write of the working weights, the elements whose bits changed, and
+// hands the masks to the transport at publish (trainer_runs.hpp derives what they must be).
+TEST_CASE(
+    "the device trainer's change list: qwen35_bf16 as DP=2 marks exactly the exported elements its steps "
+    "changed") {
+  check_change_masks("qwen35_bf16");
+}
+
 // qwen35_bf16 is qwen35_cuda's trainer code on the CPU, bf16 emulated: its groups run the device
 // model's tensor and expert parallelism (host-staged dispatch) and the device trainer's gradient
 // agreement here, against qwen35_cpu on one rank and against itself on one rank. Tolerances those

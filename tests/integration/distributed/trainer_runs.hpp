@@ -4,25 +4,25 @@
 #pragma once
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
-
 #include "core/components/instances.hpp"
 #include "core/plugin/host_services.hpp"
 #include "core/plugin/plugin.hpp"
 #include "model_fixtures.hpp"
-#include "ops/bf16.hpp"
 #include "mpirun.hpp"
+#include "ops/bf16.hpp"
 #include "tests/support/test_util.hpp"
 
 namespace dist_test {
@@ -363,6 +363,110 @@ inline void check_split_masters(int tp, const std::string& trainer) {
     CHECK(differing == 0);
     CHECK(rounded > whole[rank].size() / 2);  // the export is the working copy, not the masters
   }
+}
+
+// The change list the device trainer attaches to a publish (mlpt/sdk/changed_elements.hpp) on DP=2
+// ranks of `trainer` (qwen35_bf16, qwen35_cuda) with the masters split, recorded by dist_peer's
+// publish=NAME sender, against the exported weights themselves: the first publish has none (no
+// version to count from); after two steps the masks are exactly the elements whose bits changed in
+// either step (the op marks exactly, so no extra bit: the promise and more), counted from the
+// first publish; a publish with no step between has all-zero masks (published() cleared them); one
+// step later exactly that step's changes; after load_state none again. Bits past each tensor's
+// last element are zero and both replicas send the same masks. lr 1e-6 (the trainer's default) with
+// Adam's first steps (updates of about lr) moves only the weights near a bf16 rounding boundary or
+// near zero across one: a mix of changed and unchanged elements, so all-ones masks would fail.
+inline void check_change_masks(const std::string& trainer) {
+  INFO("DP=2, " << trainer);
+  TempDir dir("dist_change_masks"), state("dist_change_masks_state");
+  const OneRankStep one = one_rank_step(dir, splittable_micro_config());
+  json settings = one.settings;
+  settings["optimizer"] = {{"lr", 1e-6}};
+  const Launch run = train_group(
+      dir, 2, settings, trainer,
+      "save=" + state.str() + ",publish=a,step,export=mid,step,publish=b,publish=c,step,publish=d,load=" +
+          state.str() + ",publish=e");
+  INFO(run.output);
+  REQUIRE(run.status == 0);
+  std::vector<int64_t> numel;
+  for (const std::string& name : one.names) numel.push_back(int64_t(one.weights.at(name).size()));
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> u(v.size());
+    std::memcpy(u.data(), v.data(), v.size() * 4);
+    return u;
+  };
+  auto read_words = [&](int rank, const std::string& name) {
+    const std::string bytes =
+        mlpt_test::read_bytes(dir / ("rank" + std::to_string(rank) + "." + name + ".masks"));
+    std::vector<uint64_t> w(bytes.size() / 8);
+    std::memcpy(w.data(), bytes.data(), w.size() * 8);
+    return w;
+  };
+  // Mask words (each tensor's ceil(numel / 64), in export order) with a bit for every element whose
+  // bits differ between consecutive `versions` of the concatenated export: what the masks must be.
+  auto expected = [&](const std::vector<std::vector<uint32_t>>& versions) {
+    std::vector<uint64_t> words;
+    int64_t first = 0;
+    for (int64_t n : numel) {
+      const size_t at = words.size();
+      words.resize(at + size_t((n + 63) / 64), 0);
+      for (int64_t e = 0; e < n; ++e)
+        for (size_t v = 0; v + 1 < versions.size(); ++v)
+          if (versions[v][size_t(first + e)] != versions[v + 1][size_t(first + e)])
+            words[at + size_t(e / 64)] |= uint64_t{1} << (e % 64);
+      first += n;
+    }
+    return words;
+  };
+  auto count = [](const std::vector<uint64_t>& w) {
+    int64_t c = 0;
+    for (uint64_t x : w) c += __builtin_popcountll(x);
+    return c;
+  };
+  const int64_t total = std::accumulate(numel.begin(), numel.end(), int64_t{0});
+  std::vector<std::vector<uint64_t>> replica_masks;
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    const json report = rank_report(dir, rank);
+    const json& published = report["published"];
+    auto weights = [&](const std::string& name) {
+      return bits(read_floats(dir / ("rank" + std::to_string(rank) + "." + name + ".weights")));
+    };
+    const auto a = weights("a"), mid = weights("mid"), b = weights("b"), c = weights("c"), d = weights("d");
+    REQUIRE(a.size() == size_t(total));
+    CHECK(published["a"]["changes"] == false);
+    CHECK(published["e"]["changes"] == false);  // the state loaded replaced the weights
+    for (const char* name : {"b", "c", "d"}) {
+      INFO("publish " << name);
+      REQUIRE(published[name]["changes"] == true);
+      CHECK(published[name]["mask_tensors"] == numel.size());
+    }
+    CHECK(published["b"]["since_version"] == published["a"]["version"]);
+    CHECK(published["c"]["since_version"] == published["b"]["version"]);
+    CHECK(published["d"]["since_version"] == published["c"]["version"]);
+    CHECK(published["b"]["version"].get<uint64_t>() == published["a"]["version"].get<uint64_t>() + 2);
+
+    const auto mb = read_words(rank, "b"), mc = read_words(rank, "c"), md = read_words(rank, "d");
+    const auto want_b = expected({a, mid, b}), want_d = expected({c, d});
+    REQUIRE(mb.size() == want_b.size());
+    CHECK(mb == want_b);                // the OR of both steps' changes, no more
+    CHECK(expected({a, b}) == want_b);  // (and so every element that differs between a and b)
+    CHECK(c == b);
+    CHECK(count(mc) == 0);
+    CHECK(md == want_d);
+    size_t at = 0;  // no bit past a tensor's last element
+    for (int64_t n : numel) {
+      at += size_t((n + 63) / 64);
+      if (n % 64) CHECK((mb[at - 1] >> (n % 64)) == 0);
+    }
+    const int64_t marked = count(mb), changed_ab = count(expected({a, b}));
+    WARN(trainer << " rank " << rank << ": " << marked << " of " << total
+                 << " elements marked over two steps (" << changed_ab << " differ between the publishes), "
+                 << count(md) << " after one; masks " << mb.size() * 8 << " bytes");
+    CHECK(marked > 0);
+    CHECK(marked < total);
+    replica_masks.push_back(mb);
+  }
+  CHECK(replica_masks[0] == replica_masks[1]);
 }
 
 // compute_logprobs of `trainer` on (PP=pp x) TP=2 x EP=2 groups of `ranks` (4 · pp or 8) with MoE parallel

@@ -128,6 +128,19 @@ void Bf16Ops::add_inplace(int64_t n, const bf16* x, bf16* y) {
 void Bf16Ops::add_inplace(int64_t n, const float* x, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
+void Bf16Ops::to_bf16_marking(int64_t n, const float* x, bf16* y, uint32_t* changed) {
+  for (int64_t i = 0; i < n; ++i) {
+    const bf16 b = ref::to_bf16(x[i]);
+    if (b.bits != y[i].bits) changed[i / 32] |= uint32_t{1} << (i % 32);
+    y[i] = b;
+  }
+}
+void Bf16Ops::copy_marking(int64_t n, const float* x, float* y, uint32_t* changed) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0) changed[i / 32] |= uint32_t{1} << (i % 32);
+    y[i] = x[i];
+  }
+}
 
 // ---- Dense products --------------------------------------------------------------------------
 

@@ -40,6 +40,8 @@ class Bf16Ops final : public Ops {
   void to_float(int64_t n, const bf16* x, float* y) override;
   void add_inplace(int64_t n, const bf16* x, bf16* y) override;
   void add_inplace(int64_t n, const float* x, float* y) override;
+  void to_bf16_marking(int64_t n, const float* x, bf16* y, uint32_t* changed) override;
+  void copy_marking(int64_t n, const float* x, float* y, uint32_t* changed) override;
 
   void linear_forward(int64_t M, int64_t N, int64_t K, const bf16* x, const bf16* W, bf16* y,
                       bool accumulate = false) override;

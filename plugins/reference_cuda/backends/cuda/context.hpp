@@ -79,5 +79,9 @@ void to_float(const Context& ctx, int64_t n, const bf16* x, float* y);
 // y += x (fp32), e.g. residual connections and gradient sums.
 void add_inplace(const Context& ctx, int64_t n, const bf16* x, bf16* y);
 void add_inplace(const Context& ctx, int64_t n, const float* x, float* y);
+// y = x (rounded to bf16 / copied), ORing bit i % 32 of changed[i / 32] where y[i]'s bits changed
+// (ops/ops.hpp, to_bf16_marking): a warp per 32 elements, its ballot one word.
+void to_bf16_marking(const Context& ctx, int64_t n, const float* x, bf16* y, uint32_t* changed);
+void copy_marking(const Context& ctx, int64_t n, const float* x, float* y, uint32_t* changed);
 
 }  // namespace mlpt::ref::cuda

@@ -71,6 +71,12 @@ void CudaOps::add_inplace(int64_t n, const ref::bf16* x, ref::bf16* y) {
 void CudaOps::add_inplace(int64_t n, const float* x, float* y) {
   cuda::add_inplace(ctx_, n, x, y);
 }
+void CudaOps::to_bf16_marking(int64_t n, const float* x, ref::bf16* y, uint32_t* changed) {
+  cuda::to_bf16_marking(ctx_, n, x, as_cuda(y), changed);
+}
+void CudaOps::copy_marking(int64_t n, const float* x, float* y, uint32_t* changed) {
+  cuda::copy_marking(ctx_, n, x, y, changed);
+}
 void CudaOps::linear_forward(int64_t M, int64_t N, int64_t K, const ref::bf16* x, const ref::bf16* W,
                              ref::bf16* y, bool accumulate) {
   cuda::linear_forward(ctx_, M, N, K, as_cuda(x), as_cuda(W), as_cuda(y), accumulate);

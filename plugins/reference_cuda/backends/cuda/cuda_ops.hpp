@@ -45,6 +45,8 @@ class CudaOps final : public Ops {
   void to_float(int64_t n, const ref::bf16* x, float* y) override;
   void add_inplace(int64_t n, const ref::bf16* x, ref::bf16* y) override;
   void add_inplace(int64_t n, const float* x, float* y) override;
+  void to_bf16_marking(int64_t n, const float* x, ref::bf16* y, uint32_t* changed) override;
+  void copy_marking(int64_t n, const float* x, float* y, uint32_t* changed) override;
 
   void linear_forward(int64_t M, int64_t N, int64_t K, const ref::bf16* x, const ref::bf16* W, ref::bf16* y,
                       bool accumulate = false) override;

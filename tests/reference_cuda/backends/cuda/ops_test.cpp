@@ -14,13 +14,12 @@
 //   model/sampling, logprobs 1e-4
 //   optimizer and GRPO loss: 1e-5 relative (fp32 vs the double reference)
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <numeric>
 
 #include "backends/cpu/activations.hpp"
-#include "backends/cpu/bf16_ops.hpp"
 #include "backends/cpu/attention.hpp"
+#include "backends/cpu/bf16_ops.hpp"
 #include "backends/cpu/conv.hpp"
 #include "backends/cpu/gdn.hpp"
 #include "backends/cpu/linear.hpp"
@@ -38,6 +37,7 @@
 #include "backends/cuda/norms.hpp"
 #include "backends/cuda/optimizer.hpp"
 #include "backends/cuda/rope.hpp"
+#include "change_marks.hpp"
 #include "cuda_testing.hpp"
 #include "device_model/vocab_head.hpp"
 #include "model/sampling.hpp"
@@ -672,6 +672,59 @@ TEST_CASE("sampling on the device: the CPU sampler's ids and logprobs, with and 
         CHECK(lp[r] >= std::log(pt) - 1e-4);  // renormalised over a set of mass <= 1
       }
     }
+  }
+}
+
+// The conversions that mark what they changed: the values to_bf16 / a copy write on this GPU, and
+// marks that are exactly the elements whose bits differ before and after (independent of the
+// kernel's ballot: tests/support/change_marks.hpp), ORed over two writes into words already set,
+// nothing past the last element's word touched. The GPU's NaN conversion may differ from the CPU's
+// (payloads), which is why the reference is the GPU's own before and after.
+TEST_CASE("elementwise: to_bf16_marking and copy_marking mark exactly the elements whose bits changed") {
+  REQUIRE(have_gpu());
+  Ctx ctx;
+  constexpr uint32_t kGuard = 0xa5a5a5a5u;
+  auto check_op = [&](int64_t n, const auto& first, const auto& second, auto mark, auto plain) {
+    using T = typename std::decay_t<decltype(first.before)>::value_type;
+    std::vector<uint32_t> prior(change_marks::words(n), 0);
+    prior[0] = 1u;  // a mark from before stays
+    std::vector<uint32_t> words_host = prior;
+    words_host.push_back(kGuard);
+    DeviceVec<uint32_t> words(words_host);
+    DeviceVec<T> y(first.before), want(first.before);
+    DeviceVec<float> x1(first.x), x2(second.x);
+    mark(n, x1.get(), y.get(), words.get());
+    plain(n, x1.get(), want.get());
+    const std::vector<T> after_first = y.download(), want_first = want.download();
+    for (int64_t i = 0; i < n; ++i)
+      REQUIRE(change_marks::bits_of(after_first[i]) == change_marks::bits_of(want_first[i]));
+    mark(n, x2.get(), y.get(), words.get());
+    std::vector<uint32_t> got = words.download();
+    CHECK(got.back() == kGuard);
+    got.pop_back();
+    const auto expect = change_marks::expected(after_first, y.download(),
+                                               change_marks::expected(first.before, after_first, prior));
+    CHECK(got == expect);
+    if (n % 32) CHECK((got.back() >> (n % 32)) == 0);
+  };
+  for (int64_t n : {1, 31, 32, 33, 65, 1001, 100003}) {
+    INFO("n " << n);
+    using Stored = mlpt::ref::bf16;  // the bits the CUDA kernels store as __nv_bfloat16
+    auto as_gpu = [](Stored* p) { return reinterpret_cast<gpu::bf16*>(p); };
+    const auto b1 = change_marks::bf16_case(n, 1), b2 = change_marks::bf16_case(n, 2);
+    check_op(
+        n, b1, b2,
+        [&](int64_t k, const float* x, Stored* y, uint32_t* w) {
+          gpu::to_bf16_marking(ctx, k, x, as_gpu(y), w);
+        },
+        [&](int64_t k, const float* x, Stored* y) { gpu::to_bf16(ctx, k, x, as_gpu(y)); });
+    const auto f1 = change_marks::fp32_case(n, 3), f2 = change_marks::fp32_case(n, 4);
+    check_op(
+        n, f1, f2,
+        [&](int64_t k, const float* x, float* y, uint32_t* w) { gpu::copy_marking(ctx, k, x, y, w); },
+        [&](int64_t k, const float* x, float* y) {
+          check(cudaMemcpy(y, x, size_t(k) * 4, cudaMemcpyDeviceToDevice), "test: copy");
+        });
   }
 }
 

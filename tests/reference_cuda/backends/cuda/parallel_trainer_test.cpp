@@ -98,6 +98,12 @@ TEST_CASE("cuda trainer: DP=2 and DP=2 x TP=2 split the fp32 masters and export 
   dist_test::check_split_masters(2, "qwen35_cuda");
 }
 
+// The change list at publish (mlpt/sdk/changed_elements.hpp): the CUDA marking kernel under the
+// device trainer, held to the same exact masks as qwen35_bf16 (test_distributed).
+TEST_CASE("cuda trainer: DP=2 on one GPU marks exactly the exported elements its steps changed") {
+  dist_test::check_change_masks("qwen35_cuda");
+}
+
 // compute_logprobs under MoE parallel folding: each expert-parallel rank scores its own part of the
 // share, padding forwards keeping the dispatches met (one token a micro-batch). cuBLAS may choose
 // another algorithm for another row count, so the group's logprobs equal the unfolded group's
