@@ -58,3 +58,49 @@ TEST_CASE("sparse refit in a distributed run: deltas reach both engines and rebu
   CHECK(modes[1] == "delta");  // the sender has measured no delta yet: the one due is sent
   CHECK(std::count(modes.begin(), modes.end(), "full") >= 2);  // full_refit_every_steps = 3, or by rates
 }
+
+// The device trainer (qwen35_bf16: bf16 emulated on the CPU) on two data-parallel ranks with its
+// masters split exports its working weights and marks what each step changed in them; the sparse
+// sender then sends only the marked elements, nothing compared. check_change_lists makes the sender
+// compare all the same and fail the refit (and the run) if a list left a change unmarked.
+TEST_CASE("sparse refit from the trainer's change list: qwen35_bf16 on two replicas marks its changes") {
+  require_tiny_model();
+  mlpt_test::TempDir dir("sparse_refit_marked");
+  const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / "marked.toml";
+  write_tiny_config(config, out,
+                    {{"checkpoint_every_steps = ",
+                      "checkpoint_every_steps = 0\nrefit = \"sparse\"\nfull_refit_every_steps = 0\n"
+                      "check_change_lists = true"},
+                     {"max_steps = ", "max_steps = 4"},
+                     {"learning_rate = ", "learning_rate = 1e-5"},
+                     {"first_eval_samples = ", "first_eval_samples = 64000"},
+                     {"trainer_ranks = ", "trainer_ranks = 2"},
+                     {"receivers = ", "receivers = 1"},
+                     {"name = \"qwen35_cpu\"\n[components.trainer.settings]",
+                      "name = \"qwen35_bf16\"\n[components.trainer.settings]"}});
+  int status = 0;
+  const std::string output =
+      mlpt_test::run_command(launch("sparse-refit-marked", 600, false) + config.string() + " 2>&1", &status);
+  INFO(output);
+  REQUIRE((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1));
+  std::ifstream metrics(out / "metrics.jsonl");
+  int rows = 0, marked = 0;
+  for (std::string line; std::getline(metrics, line); ++rows) {
+    const auto j = nlohmann::json::parse(line);
+    const auto& refit = j["refit"];
+    INFO("step " << j["step"] << ": " << refit.dump());
+    CHECK(j["lost_rollout_workers"] == 0);
+    if (rows == 0) {
+      CHECK(refit["mode"] == "full");  // nothing published before: no list yet
+      continue;
+    }
+    // Every later version from the trainer's list (checked against a comparison by the sender).
+    CHECK(refit["mode"] == "delta");
+    CHECK(refit.value("from_change_list", false));
+    CHECK(refit["changed_elements"].get<int64_t>() < refit["elements"].get<int64_t>());
+    CHECK(refit["bytes"].get<int64_t>() < refit["dense_bytes"].get<int64_t>());
+    marked += refit.value("from_change_list", false) ? 1 : 0;
+  }
+  REQUIRE(rows == 4);
+  CHECK(marked == 3);
+}
