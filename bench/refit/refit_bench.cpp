@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
           std::max(ratio, listed_ratio) >= 5
               ? ""
               : ("; the change list's refit spends " + std::to_string(touch) +
-                 " s gathering and scattering the changed elements (random access, " +
+                 " s encoding and applying, where each side touches each changed element (random access, " +
                  std::to_string(static_cast<int>(1e9 * touch / std::max<double>(1, double(listed.changed)))) +
                  " ns per change on both sides together), which alone caps it at dense/that = " +
                  std::to_string(dense.median / touch) + "x here")
