@@ -86,6 +86,11 @@ int64_t chunk_elements(int width) {
   return std::max<int64_t>(64, (int64_t{1} << 16) / width / 64 * 64);
 }
 
+// Past this many changes of n elements of w bytes the dense form is the smallest: no need to gather.
+size_t gather_limit(size_t n, size_t w) {
+  return n - std::min(n, (n + 7) / 8 / w);
+}
+
 // Writes the smallest form of an update of `numel` elements of `width` bytes to `out`: its `k`
 // changes are the set bits of `mask` (bits past numel 0), their values gathered in order in `values`
 // (nullptr: not gathered, only the dense form can be written). The prefix comes from the mask (LEB128
@@ -158,8 +163,7 @@ DeltaStats encode(SimdPath path, void* base, const void* next, int64_t numel, in
   ScratchLease<std::byte> values_lease;
   uint64_t* mask = mask_lease.reserve(static_cast<size_t>(words));
   const size_t n = static_cast<size_t>(numel), w = static_cast<size_t>(width);
-  // Past this many changes the dense form is the smallest: gathering stops.
-  const size_t dense_from = n - std::min(n, (n + 7) / 8 / w);
+  const size_t dense_from = gather_limit(n, w);  // gathering stops there
   const int64_t chunk = chunk_elements(width);
   size_t k = 0;
   bool gathering = true;
@@ -221,6 +225,8 @@ DeltaStats encode_marked(const uint64_t* changes, const void* next, int64_t nume
   const size_t head = k;
   k += static_cast<size_t>(__builtin_popcountll(tail));
   const size_t w = static_cast<size_t>(element_bytes);
+  if (k >= gather_limit(static_cast<size_t>(numel), w))  // nearly all marked: sent whole (dense form)
+    return write_delta(changes, numel, element_bytes, k, nullptr, next, out);
   ScratchLease<std::byte> values_lease;
   ScratchLease<uint64_t> mask_lease;
   std::byte* values = values_lease.reserve(std::max<size_t>(k * w, 1));
