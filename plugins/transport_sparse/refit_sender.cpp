@@ -33,9 +33,11 @@ bool RefitSender::list_fits(const sdk::ChangedElementsExtension* changes, const 
   if (!changes || prepared_ == 0 || changes->since_version != prepared_ || changes->num_tensors != count ||
       !changes->masks)
     return false;
+  // A list counts elements at the dtype's width: usable where the sender compares at that width too.
   for (size_t i = 0; i < count; ++i) {
-    const size_t width = sdk::element_bytes(weights[i].tensor.dtype);
-    if (!changes->masks[i] || (width != 1 && width != 2 && width != 4 && width != 8)) return false;
+    const DLDataType dtype = weights[i].tensor.dtype;
+    if (!changes->masks[i] || static_cast<size_t>(compare_width(dtype)) != sdk::element_bytes(dtype))
+      return false;
   }
   return true;
 }
