@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "mlpt/sdk/error.hpp"
 #include "ucx_common.hpp"
@@ -63,6 +64,36 @@ std::vector<Pull> decode_pulls(const uint8_t* p, size_t size, uint64_t* request)
   return out;
 }
 
+std::vector<WantedTensor> list_wanted(const std::vector<std::vector<OfferedTensor>>& offers, const sdk::TensorLayout& wanted) {
+  std::vector<WantedTensor> wants;
+  for (size_t i = 0; i < wanted.count; ++i) {
+    const auto& t = wanted.tensors[i];
+    const mlpt_tensor_shard* shard = wanted.shards ? &wanted.shards[i] : nullptr;
+    wants.push_back({sdk::to_string(t.name), t.tensor.dtype, sdk::global_shape_of(t.tensor, shard), sdk::shard_box(t.tensor, shard)});
+  }
+  if (wanted.count > 0) return wants;
+  std::set<std::string> listed;
+  for (const auto& rank : offers)
+    for (const auto& t : rank)
+      if (listed.insert(t.name).second)
+        wants.push_back({t.name, t.dtype, t.global_shape, sdk::Box{std::vector<int64_t>(t.global_shape.size(), 0), t.global_shape}});
+  return wants;
+}
+
+bool contiguous_in(const sdk::Box& box, const sdk::Box& piece) {
+  size_t d = piece.extent.size();
+  while (d > 0 && piece.extent[d - 1] == box.extent[d - 1]) --d;
+  for (size_t k = 0; k + 1 < d; ++k)
+    if (piece.extent[k] != 1) return false;
+  return true;
+}
+
+int64_t first_element_in(const sdk::Box& box, const sdk::Box& piece) {
+  int64_t at = 0, stride = 1;
+  for (size_t d = piece.extent.size(); d-- > 0;) at += (piece.offset[d] - box.offset[d]) * stride, stride *= box.extent[d];
+  return at;
+}
+
 std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedTensor>>& offers,
                                           const sdk::TensorLayout& wanted, const std::string& who, size_t spread) {
   using sdk::detail::shape_text;
@@ -72,11 +103,10 @@ std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedT
     std::vector<sdk::Shard> shards;
   };
   std::map<std::string, Held> held;
-  std::vector<std::string> order;  // first rank's order first: what "every tensor whole" lists
   for (size_t r = 0; r < offers.size(); ++r) {
     for (const auto& t : offers[r]) {
       auto [it, fresh] = held.try_emplace(t.name);
-      if (fresh) it->second.dtype = t.dtype, it->second.global_shape = t.global_shape, order.push_back(t.name);
+      if (fresh) it->second.dtype = t.dtype, it->second.global_shape = t.global_shape;
       if (!(it->second.dtype == t.dtype) || it->second.global_shape != t.global_shape)
         throw Error(MLPT_INVALID_ARGUMENT, who + ": sender rank " + std::to_string(r) + " has '" + t.name + "' as " +
                                                shape_text(t.global_shape) + " " + sdk::dtype_name(t.dtype) + ", another rank as " +
@@ -84,27 +114,10 @@ std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedT
       it->second.shards.push_back(sdk::Shard{static_cast<int32_t>(r), t.box});
     }
   }
-  struct Want {
-    std::string name;
-    DLDataType dtype{};
-    std::vector<int64_t> global_shape;
-    sdk::Box box;
-  };
-  std::vector<Want> wants;
-  if (wanted.count == 0) {
-    for (const auto& name : order) {
-      const Held& h = held.at(name);
-      wants.push_back({name, h.dtype, h.global_shape, sdk::Box{std::vector<int64_t>(h.global_shape.size(), 0), h.global_shape}});
-    }
-  }
-  for (size_t i = 0; i < wanted.count; ++i) {
-    const auto& t = wanted.tensors[i];
-    const mlpt_tensor_shard* shard = wanted.shards ? &wanted.shards[i] : nullptr;
-    wants.push_back({sdk::to_string(t.name), t.tensor.dtype, sdk::global_shape_of(t.tensor, shard), sdk::shard_box(t.tensor, shard)});
-  }
+  const std::vector<WantedTensor> wants = list_wanted(offers, wanted);
   std::vector<std::vector<Pull>> pulls(offers.size());
-  size_t wants_done = 0;
-  for (const Want& w : wants) {
+  for (size_t i = 0; i < wants.size(); ++i) {
+    const WantedTensor& w = wants[i];
     auto it = held.find(w.name);
     if (it == held.end())
       throw Error(MLPT_INVALID_ARGUMENT, who + " wants '" + w.name + "', which none of the " + std::to_string(offers.size()) +
@@ -118,7 +131,7 @@ std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedT
     // receiver) at another one, so the replicas share the sending. Not for every tensor whole: its
     // order is the ranks' (rank 0 first), which is the order its pieces arrive in.
     std::vector<sdk::Shard> sources = h.shards;
-    const size_t start = wanted.count > 0 ? (spread + wants_done++) % sources.size() : 0;
+    const size_t start = wanted.count > 0 ? (spread + i) % sources.size() : 0;
     std::rotate(sources.begin(), sources.begin() + static_cast<std::ptrdiff_t>(start), sources.end());
     std::vector<sdk::Move> moves;
     try {
@@ -128,7 +141,7 @@ std::vector<std::vector<Pull>> plan_pulls(const std::vector<std::vector<OfferedT
                                 w.name + "' (global " + shape_text(w.global_shape) + "), which the " + std::to_string(offers.size()) +
                                 " sender ranks' shards do not cover: " + e.what());
     }
-    for (auto& m : moves) pulls[static_cast<size_t>(m.from)].push_back(Pull{w.name, std::move(m.box)});
+    for (auto& m : moves) pulls[static_cast<size_t>(m.from)].push_back(Pull{w.name, std::move(m.box), i});
   }
   return pulls;
 }

@@ -3,13 +3,16 @@
 #include <unistd.h>
 
 #include <cinttypes>
+#include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
-#include <cstdio>
+#include <map>
 #include <optional>
 
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/types.hpp"
+#include "landing_plan.hpp"
 #include "receive_buffers.hpp"
 #include "transport_wire/weight_layout.hpp"
 #include "mlpt/sdk/xxhash64.hpp"
@@ -27,6 +30,10 @@ struct UcxReceiver::Landed {
   ReceiveBuffer buffer;
   Layout layout;
   std::vector<mlpt_named_tensor> tensors;
+  // Pieces pulled in a layout: the version's buffer in that layout, and each piece's place there
+  // (one that lands straight into it is not in `buffer`; the others are copied over once landed).
+  std::shared_ptr<LayoutBuffer> into;
+  std::vector<PiecePlace> places;
 
   Landed(std::shared_ptr<ReceiveBufferPool> p, Layout l) : pool(std::move(p)), layout(std::move(l)) {
     buffer = pool->take(layout.total_bytes);
@@ -58,6 +65,16 @@ struct UcxReceiver::Assembled {
   std::vector<mlpt_named_tensor> tensors;
   std::vector<mlpt_tensor_shard> shards;  // empty: whole tensors
 
+  std::shared_ptr<LayoutBuffer> into;  // the pulled layout the parts landed in (NULL: the parts as they are)
+
+  // The parts landed in a layout: its tensors and shard descriptors as they are.
+  explicit Assembled(std::shared_ptr<LayoutBuffer> buffer) : into(std::move(buffer)) {
+    version = into->version;
+    request = into->plan->request();
+    tensors = into->tensors;
+    shards = into->shards;
+  }
+
   explicit Assembled(std::vector<std::shared_ptr<Landed>> p) : parts(std::move(p)) {
     version = parts.front()->version();
     bool boxed = parts.size() > 1;
@@ -83,6 +100,7 @@ namespace {
 struct Incoming {
   std::shared_ptr<UcxReceiver::Landed> landed;
   uint32_t stream = 0;  // the sender's number for this stream (ucx_common.hpp, Wire vocabulary)
+  std::vector<uint8_t*> targets;  // where each bucket is received
   std::vector<void*> requests;  // NULL once complete
   size_t outstanding = 0;
   size_t done = 0;
@@ -129,7 +147,11 @@ struct Outgoing {
 class UcxReceiver::Engine {
  public:
   Engine(const Config& config, ucp_context_h context, const std::vector<std::string>& addresses)
-      : config_(config), context_(context), links_(addresses.size()) {
+      : config_(config),
+        context_(context),
+        links_(addresses.size()),
+        // Per version in flight: a part buffer per rank and the layout it is landed in.
+        pool_(std::make_shared<ReceiveBufferPool>(2 * (addresses.size() + 1))) {
     for (size_t r = 0; r < addresses.size(); ++r) links_[r].rank = static_cast<uint32_t>(r), links_[r].address = addresses[r];
     offers.resize(addresses.size());
   }
@@ -150,6 +172,7 @@ class UcxReceiver::Engine {
   std::vector<std::optional<std::vector<OfferedTensor>>> offers;  // each rank's shard boxes, once asked
   std::vector<Outgoing> outbox;
   uint64_t accepted_request = 0;  // parts answering other pulls (but 0) are not assembled
+  std::shared_ptr<const LandingPlan> landing;  // where parts answering accepted_request land
   std::atomic<bool> stop{false};
 
   void run() {
@@ -502,6 +525,9 @@ class UcxReceiver::Engine {
     size_t n = l.buckets.size();
     in->requests.assign(n, nullptr);
     in->hashes.assign(n, 0);
+    in->targets.resize(n);
+    for (size_t i = 0; i < n; ++i) in->targets[i] = in->landed->buffer.data + l.buckets[i].offset;
+    const std::string refused = land_in_layout(link, *in);
     link.incoming = std::move(in);
     Incoming* incoming = link.incoming.get();
     for (size_t i = 0; i < n; ++i) {
@@ -512,7 +538,7 @@ class UcxReceiver::Engine {
       rp.cb.recv = &Engine::on_recv;
       rp.user_data = op;
       ++incoming->outstanding;
-      ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, incoming->landed->buffer.data + l.buckets[i].offset, l.buckets[i].size,
+      ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, incoming->targets[i], l.buckets[i].size,
                                             make_tag(Kind::kData, stream, link.rank, static_cast<uint32_t>(i)), kFullMask, &rp);
       if (r == nullptr) {
         recv_done(op, UCS_OK, l.buckets[i].size);
@@ -522,6 +548,51 @@ class UcxReceiver::Engine {
         incoming->requests[i] = r;
       }
     }
+    if (!refused.empty()) fail_version(link, refused);
+  }
+
+  // A part answering the pulls in place lands in the version's buffer in the wanted layout: each
+  // bucket that lies in a piece contiguous there (in order, covering it) is received into its place.
+  // Returns why the part is refused (pieces other than the pulled ones), or "".
+  std::string land_in_layout(const Link& link, Incoming& in) {
+    std::shared_ptr<const LandingPlan> plan;
+    {
+      std::lock_guard lock(mutex);
+      plan = landing;
+    }
+    Landed& part = *in.landed;
+    const Layout& l = part.layout;
+    if (!plan || l.request == 0 || l.request != plan->request()) return "";
+    try {
+      part.places = plan->places(link.rank, l);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    auto& into = filling_[{l.version, l.request}];
+    if (!into || into->handed_out) into = std::make_shared<LayoutBuffer>(plan, pool_, l.version);
+    part.into = into;
+    while (filling_.size() > 4) filling_.erase(filling_.begin());  // versions that never completed
+    // Buckets ascend through the stream; each piece's own buckets must cover it in order.
+    std::vector<uint64_t> covered(l.tensors.size(), 0);
+    std::vector<size_t> piece_of(l.buckets.size(), SIZE_MAX);
+    size_t k = 0;
+    for (size_t i = 0; i < l.buckets.size(); ++i) {
+      const Bucket& b = l.buckets[i];
+      while (k + 1 < l.tensors.size() && l.tensors[k + 1].offset <= b.offset) ++k;
+      if (k >= l.tensors.size()) break;
+      const TensorMeta& m = l.tensors[k];
+      if (part.places[k].at < 0 || b.offset != m.offset + covered[k] || b.size > m.nbytes - covered[k]) continue;
+      covered[k] += b.size;
+      piece_of[i] = k;
+    }
+    for (size_t i = 0; i < l.buckets.size(); ++i) {
+      const size_t p = piece_of[i];
+      if (p == SIZE_MAX || covered[p] != l.tensors[p].nbytes) continue;
+      in.targets[i] = into->buffer.data + part.places[p].at + (l.buckets[i].offset - l.tensors[p].offset);
+    }
+    for (size_t p = 0; p < l.tensors.size(); ++p)
+      if (covered[p] != l.tensors[p].nbytes) part.places[p].at = -1;  // copied over once landed
+    return "";
   }
 
   struct RecvOp {
@@ -571,7 +642,7 @@ class UcxReceiver::Engine {
                                 bucket_contents(l, b.bucket) + ") did not arrive: " + why);
         continue;
       }
-      uint8_t* data = in.landed->buffer.data + bucket.offset;
+      uint8_t* data = in.targets[b.bucket];
       if (config_.test_only_corrupt_bucket == static_cast<int64_t>(b.bucket)) data[bucket.size / 2] ^= 0x5A;
       if (l.checksums && config_.verify_checksum) in.hashes[b.bucket] = xxhash64(data, bucket.size);
       ++in.done;
@@ -599,6 +670,11 @@ class UcxReceiver::Engine {
       }
     }
     const uint32_t stream = in.stream;
+    if (const auto& into = in.landed->into) {
+      for (size_t k = 0; k < l.tensors.size(); ++k)
+        if (in.landed->places[k].at < 0 && l.tensors[k].nbytes > 0)
+          into->copy_in(l.tensors[k], in.landed->places[k], in.landed->buffer.data + l.tensors[k].offset);
+    }
     link.complete = std::move(link.incoming->landed);
     link.incoming.reset();
     ack(link, link.complete->version(), stream, MLPT_OK, "");
@@ -613,14 +689,18 @@ class UcxReceiver::Engine {
     const uint64_t v = first->version();
     std::vector<std::shared_ptr<Landed>> parts;
     for (auto& l : links_) {
-      if (!l.complete || l.complete->version() != v) return;
+      if (!l.complete || l.complete->version() != v || l.complete->into != first->into) return;
       const uint64_t r = l.complete->layout.request;
       if (r != 0 && r != accepted_request) return;
       parts.push_back(l.complete);
     }
-    auto whole = std::make_shared<Assembled>(std::move(parts));
+    auto whole = first->into ? std::make_shared<Assembled>(first->into) : std::make_shared<Assembled>(std::move(parts));
     if (newest && (newest->version > v || (newest->version == v && newest->request == whole->request))) return;
     newest = std::move(whole);
+    if (first->into) {
+      first->into->handed_out = true;
+      filling_.erase(filling_.begin(), filling_.lower_bound({v + 1, 0}));
+    }
     if (loss && loss->version <= v) loss.reset();
     cv.notify_all();
   }
@@ -721,7 +801,10 @@ class UcxReceiver::Engine {
   std::vector<std::unique_ptr<ErrArg>> err_args_;
   bool finished_ = false;  // gone for good: no more connection attempts
   Clock::time_point connect_deadline_;
-  std::shared_ptr<ReceiveBufferPool> pool_ = std::make_shared<ReceiveBufferPool>();
+  std::shared_ptr<ReceiveBufferPool> pool_;
+  // The versions being landed in a pulled layout, by version and request: every rank's part of one
+  // lands in the same buffer.
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<LayoutBuffer>> filling_;
   std::vector<std::unique_ptr<Incoming>> draining_;
   std::vector<LandedBucket> landed_;
   std::vector<uint8_t> discard_;  // where superseded buckets land
@@ -803,6 +886,7 @@ void UcxReceiver::request_layout(const mlpt_transport_receive_args& args, std::u
   ++request_;
   for (size_t r = 0; r < ranks_; ++r) e.outbox.push_back(Outgoing{r, kAmPull, encode_pulls(request_, pulls[r])});
   e.accepted_request = request_;
+  e.landing = std::make_shared<LandingPlan>(request_, list_wanted(offers, wanted), std::move(pulls), has_want);
   requested_ = std::move(key);
 }
 

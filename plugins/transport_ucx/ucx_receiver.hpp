@@ -10,6 +10,8 @@
 // and a version is complete once every rank's part of it landed. A receiver that wants a layout, or
 // has several ranks to hear from, asks each rank for its shard boxes on its first receive, plans
 // which pieces to pull from which rank (shard_pulls.hpp) and tells the ranks; they send only those.
+// It lands those pieces straight into the layout it wants (landing_plan.hpp), which receive() then
+// returns as it is.
 #pragma once
 
 #include <atomic>

@@ -112,16 +112,6 @@ void finish_version(UcxSender::Version& v, const std::shared_ptr<ReceiveBufferPo
   }
 }
 
-// True when `piece` (inside `shard`, both global boxes) is one contiguous run of the shard's
-// row-major memory: full in every dimension after one, and one wide in every dimension before it.
-bool contiguous_in(const sdk::Box& shard, const sdk::Box& piece) {
-  size_t d = piece.extent.size();
-  while (d > 0 && piece.extent[d - 1] == shard.extent[d - 1]) --d;
-  for (size_t k = 0; k + 1 < d; ++k)
-    if (piece.extent[k] != 1) return false;
-  return true;
-}
-
 // The plan of the pieces one receiver pulls from this rank's version `own`: a piece contiguous in
 // its shard is streamed from the shard's memory, any other is cut into the scratch buffer.
 std::shared_ptr<const CutPlan> plan_cut(const UcxSender::Version& own, const std::vector<Pull>& pulls, uint64_t request,
@@ -165,9 +155,7 @@ std::shared_ptr<const CutPlan> plan_cut(const UcxSender::Version& own, const std
     t.tensor.strides = nullptr;
     t.tensor.byte_offset = 0;
     if (contiguous_in(shard, pull.box)) {
-      int64_t at = 0, stride = 1;
-      for (size_t d = pull.box.extent.size(); d-- > 0;) at += (pull.box.offset[d] - shard.offset[d]) * stride, stride *= shard.extent[d];
-      plan->source_bytes[k] = at * static_cast<int64_t>(sdk::element_bytes(src.dtype));
+      plan->source_bytes[k] = first_element_in(shard, pull.box) * static_cast<int64_t>(sdk::element_bytes(src.dtype));
     } else {
       cut[k] = true;
     }

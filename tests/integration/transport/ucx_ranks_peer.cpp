@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,12 @@ using nlohmann::json;
 namespace {
 
 constexpr int kSenders = 2;
+
+uint64_t dump_bytes(const mlpt_named_tensor* tensors, size_t count) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < count; ++i) n += mlpt::sdk::nbytes(tensors[i].tensor);
+  return n;
+}
 
 json failure(const mlpt::Error& e) { return {{"code", static_cast<int>(e.code())}, {"message", e.what()}}; }
 
@@ -47,6 +54,10 @@ json reshard(Loaded& ucx, mlpt::plugin::Rendezvous& rendezvous, int rank, const 
     }
     return {{"role", "sender"}, {"sent", sent}};
   }
+  // What the SDK reports of each receive: bytes it cut into the layout after the transport, bytes
+  // handed over as the transport returned them.
+  auto cut = std::make_shared<std::map<std::string, double>>();
+  ucx.host->set_metric_sink([cut](const std::string& name, double value) { (*cut)[name] += value; });
   Endpoint rx(ucx, MLPT_TRANSPORT_RECEIVER, R"({"timeout_ms": 60000, "name": "engine-)" + std::to_string(rank) + "\"}", "rows");
   const bool whole = rank == kSenders + 3;
   WantedColumns want(rank - kSenders, 3);
@@ -54,7 +65,12 @@ json reshard(Loaded& ucx, mlpt::plugin::Rendezvous& rendezvous, int rank, const 
   for (uint64_t v : {1, 2}) {
     Received r = whole ? rx.receive(v, 60000) : rx.receive(v, 60000, want.tensors, want.shards.data());
     write_dump(out + "/rank" + std::to_string(rank) + ".v" + std::to_string(r.version) + ".bin", r.tensors, r.count);
-    got.push_back({{"version", r.version}, {"shards", r.shards != nullptr}});
+    got.push_back({{"version", r.version},
+                   {"shards", r.shards != nullptr},
+                   {"bytes", dump_bytes(r.tensors, r.count)},
+                   {"cut", (*cut)["transport/receive_bytes_cut"]},
+                   {"handed_over", (*cut)["transport/receive_bytes_handed_over"]}});
+    cut->clear();
     rx.release(r.version);
     rendezvous.barrier("received " + std::to_string(v), 60000, std::atomic<bool>{false});
   }
