@@ -16,6 +16,12 @@
 // model (every element once, to the one receiver that wants it), layouts what every engine rank
 // holds (tensors every rank holds whole count once per rank). "vs perftest" is the achieved
 // rate (those bytes / time) over ucx_perftest's rate for one sender-receiver pair.
+// On loopback the wire is itself a copy (CMA, shared memory), so the cores' copies bound a refit:
+// "copies/B" counts, from the pieces each receiver pulls, the bytes copied per byte on the wire:
+// the wire's own copy, a sender's cut of a piece that is not one run of its shard or is packed
+// with others (below the packing threshold), and a receiver's copy of a piece that is not one run
+// of its wanted tensor or came packed. Per wire byte a refit can then reach at most dense's
+// copies/B over its own of dense's rate (its "copy bound", where the cores, not the wire, limit).
 //
 // Tensor sets, from the reference model's own tensor lists (as bench_refit_path), BF16:
 //   small       configs/models/small-100m.json whole (~100M parameters);
@@ -51,6 +57,8 @@
 #include "refit_sender.hpp"
 #include "mlpt/sdk/reshard.hpp"
 #include "mlpt/transport.h"
+#include "shard_pulls.hpp"
+#include "transport_wire/weight_layout.hpp"
 #include "model/config.hpp"
 #include "model/layout.hpp"
 #include "model/parallel/model_parallel.hpp"
@@ -483,6 +491,33 @@ Ranks ranks_of(const TensorList& list, const std::string& scenario, const std::s
   return r;
 }
 
+// Bytes copied per byte on the wire, from the moves of each receiver's pieces (see the top).
+double copies_per_wire_byte(const TensorList& list, const std::string& scenario, const std::string& layouts,
+                            const Ranks& ranks) {
+  using mlpt::transport::ucx::contiguous_in;
+  std::vector<std::vector<mlpt::sdk::Shard>> held(list.names.size());  // per tensor: every sender's boxes
+  for (int s = 0; s < ranks.senders; ++s)
+    for (const Piece& p : sender_pieces(list, scenario, layouts, s, ranks.senders)) held[p.tensor].push_back({s, p.box});
+  // Whole tensors from one rank (dense, sparse) are packed once per version for every receiver, and
+  // each receiver hands over what landed as it is.
+  const bool whole = scenario == "dense" || scenario == "sparse";
+  double wire = 0, copied = 0;
+  for (int j = 0; j < ranks.receivers; ++j) {
+    for (const Piece& w : receiver_pieces(list, scenario, layouts, j)) {
+      const auto& sources = held[w.tensor];
+      for (const auto& m : mlpt::sdk::plan_reshard(list.names[w.tensor], list.shapes[w.tensor], sources,
+                                                   {mlpt::sdk::Shard{0, w.box}})) {
+        const double bytes = static_cast<double>(m.box.elements()) * 2;
+        const bool packed = bytes < static_cast<double>(mlpt::transport::kPackBelow);
+        wire += bytes;
+        if ((packed || !contiguous_in(sources[m.from_shard].box, m.box)) && (!whole || j == 0)) copied += bytes;
+        if (!whole && (packed || !contiguous_in(w.box, m.box))) copied += bytes;
+      }
+    }
+  }
+  return wire > 0 ? (wire + copied) / wire : 0;
+}
+
 struct Result {
   double best = 0, median = 0, worst = 0;  // seconds until every receiver held the version
   uint64_t wire = 0;                       // bytes on the wire per version (the timed ones)
@@ -619,17 +654,23 @@ int main(int argc, char** argv) {
         "transport's error mode: %.2f GB/s (%.2f-%.2f)\n",
         model.c_str(), list.names.size(), static_cast<double>(list.bytes) / 1048576.0, pt.median, pt.low,
         pt.high, pe.median, pe.low, pe.high);
-    std::printf("  %-10s %-12s %12s %14s %10s %19s %9s %11s %9s %10s\n", "refit", "ranks", "wire MiB/v",
-                "MiB/receiver", "median s", "(spread)", "GB/s", "vs perftest", "vs -e", "vs dense");
-    double dense_median = 0;
+    std::printf("  %-10s %-12s %12s %14s %10s %19s %9s %11s %9s %10s %9s %12s\n", "refit", "ranks", "wire MiB/v",
+                "MiB/receiver", "median s", "(spread)", "GB/s", "vs perftest", "vs -e", "vs dense", "copies/B",
+                "per B: dense");
+    double dense_median = 0, dense_rate = 0, dense_copies = 0;
     for (const std::string& scenario : refits) {
       const Result r = measure(self, model, scenario, list, reps, checksum, fraction, layouts);
       if (!r.error.empty()) {
         std::printf("  %-10s failed: %s\n", scenario.c_str(), r.error.c_str());
         continue;
       }
-      if (scenario == "dense") dense_median = r.median;
       const double rate = static_cast<double>(r.wire) / r.median / 1e9;
+      const double copies = copies_per_wire_byte(list, scenario, layouts, r.ranks);
+      if (scenario == "dense") dense_median = r.median, dense_rate = rate, dense_copies = copies;
+      // Per wire byte against dense, and the copy bound beside it.
+      char per_byte[48] = "-";
+      if (dense_rate > 0 && scenario != "dense")
+        std::snprintf(per_byte, sizeof(per_byte), "%.2f (<=%.2f)", rate / dense_rate, dense_copies / copies);
       char vs_pt[32] = "-", vs_pe[32] = "-", vs_dense[32] = "-", spread[48];
       if (pt.median > 0) std::snprintf(vs_pt, sizeof(vs_pt), "%.2f", rate / pt.median);
       if (pe.median > 0) std::snprintf(vs_pe, sizeof(vs_pe), "%.2f", rate / pe.median);
@@ -641,9 +682,9 @@ int main(int argc, char** argv) {
       const std::string how = scenario == "layouts"
                                   ? layouts
                                   : std::to_string(ranks.senders) + " -> " + std::to_string(ranks.receivers);
-      std::printf("  %-10s %-12s %12.1f %14.1f %10.4f %19s %9.2f %11s %9s %10s\n", scenario.c_str(),
+      std::printf("  %-10s %-12s %12.1f %14.1f %10.4f %19s %9.2f %11s %9s %10s %9.2f %12s\n", scenario.c_str(),
                   how.c_str(), static_cast<double>(r.wire) / 1048576.0, held / 1048576.0, r.median, spread,
-                  rate, vs_pt, vs_pe, vs_dense);
+                  rate, vs_pt, vs_pe, vs_dense, copies, per_byte);
       std::fflush(stdout);
     }
   }
@@ -652,6 +693,8 @@ int main(int argc, char** argv) {
       "bytes / median "
       "time) over ucx_perftest's median rate for one pair; vs dense: median time over the dense refit's "
       "median time (same "
-      "tensors, same receivers, same run)\n");
+      "tensors, same receivers, same run); copies/B: bytes copied per wire byte, counted from the pieces "
+      "(the wire's own copy, sender cuts and packing, receiver copies); per B: dense: GB/s per wire byte over "
+      "dense's, and (<=) its copy bound, dense's copies/B over this refit's\n");
   return 0;
 }

@@ -89,6 +89,7 @@ void LayoutBuffer::copy_in(const TensorMeta& piece, const PiecePlace& place, con
   const sdk::Box box = box_of(piece);
   const WantedTensor& w = plan->wanted()[place.want];
   sdk::copy_box(from, box, tensors[place.want].tensor, w.box, box);
+  bytes_copied_in += piece.nbytes;
 }
 
 }  // namespace mlpt::transport::ucx

@@ -66,6 +66,8 @@ struct LayoutBuffer {
   ReceiveBuffer buffer;
   uint64_t version;
   bool handed_out = false;  // it completed once: parts of this version landing again start another
+  // Of the parts that completed: bytes received straight into place, and bytes copied in.
+  uint64_t bytes_in_place = 0, bytes_copied_in = 0;
   std::vector<mlpt_named_tensor> tensors;  // the wanted tensors, over the buffer
   std::vector<mlpt_tensor_shard> shards;   // their descriptors (empty: whole tensors)
 };

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -23,27 +24,48 @@ namespace mlpt::transport::ucx {
 using mlpt::sdk::Error;
 using mlpt::sdk::xxhash64;
 
-// One sender rank's complete part of a version in a buffer of ours. The buffer goes back to the
-// pool when the last reference (held, newest, or being filled) lets go.
+// Where a part's buckets land: pieces pulled in a layout go to the version's buffer in that layout
+// where they are contiguous there (landing_plan.hpp), the rest to the part's own buffer.
+struct PartPlacement {
+  std::shared_ptr<LayoutBuffer> into;  // NULL: the part is not pulled in a layout
+  std::vector<PiecePlace> places;      // per piece: its place in `into` (at -1: copied over once landed)
+  std::vector<int64_t> bucket_at;      // per bucket: its byte in `into` (-1: in the part's buffer)
+  std::string refused;                 // not the pieces pulled: why
+};
+
+// One sender rank's complete part of a version in a buffer of ours, which holds the part's stream
+// less the buckets received straight into the layout (`into`). The buffer goes back to the pool when
+// the last reference (held, newest, or being filled) lets go.
 struct UcxReceiver::Landed {
   std::shared_ptr<ReceiveBufferPool> pool;
   ReceiveBuffer buffer;
   Layout layout;
   std::vector<mlpt_named_tensor> tensors;
-  // Pieces pulled in a layout: the version's buffer in that layout, and each piece's place there
-  // (one that lands straight into it is not in `buffer`; the others are copied over once landed).
+  // Pieces pulled in a layout: the version's buffer in that layout, and each piece's place there.
   std::shared_ptr<LayoutBuffer> into;
   std::vector<PiecePlace> places;
+  // The stream's ranges left out of `buffer` (buckets landed in `into`), ascending, and before each
+  // how many bytes were left out.
+  std::vector<uint64_t> skip_start, skipped_before;
 
-  Landed(std::shared_ptr<ReceiveBufferPool> p, Layout l) : pool(std::move(p)), layout(std::move(l)) {
-    buffer = pool->take(layout.total_bytes);
+  Landed(std::shared_ptr<ReceiveBufferPool> p, Layout l, PartPlacement&& placement)
+      : pool(std::move(p)), layout(std::move(l)), into(std::move(placement.into)), places(std::move(placement.places)) {
+    uint64_t skipped = 0;
+    for (size_t i = 0; i < placement.bucket_at.size(); ++i) {
+      if (placement.bucket_at[i] < 0) continue;
+      skip_start.push_back(layout.buckets[i].offset);
+      skipped_before.push_back(skipped);
+      skipped += layout.buckets[i].size;
+    }
+    skipped_before.push_back(skipped);
+    buffer = pool->take(layout.total_bytes - skipped);
     tensors.resize(layout.tensors.size());
     for (size_t i = 0; i < tensors.size(); ++i) {
       const auto& m = layout.tensors[i];
       auto& t = tensors[i];
       t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
       t.name = mlpt::sdk::borrow(m.name);
-      t.tensor.data = buffer.data + m.offset;
+      t.tensor.data = at(m.offset);
       t.tensor.device = DLDevice{kDLCPU, 0};
       t.tensor.ndim = static_cast<int32_t>(m.shape.size());
       t.tensor.dtype = m.dtype;
@@ -54,6 +76,11 @@ struct UcxReceiver::Landed {
   }
   ~Landed() { pool->give_back(buffer); }
   uint64_t version() const { return layout.version; }
+  // Where byte `offset` of the stream is in `buffer` (one not left out).
+  uint8_t* at(uint64_t offset) {
+    const size_t k = static_cast<size_t>(std::upper_bound(skip_start.begin(), skip_start.end(), offset) - skip_start.begin());
+    return buffer.data + (offset - skipped_before[k]);
+  }
 };
 
 // One version from every sender rank, as receive() hands it out: the ranks' tensors in rank order
@@ -66,6 +93,7 @@ struct UcxReceiver::Assembled {
   std::vector<mlpt_tensor_shard> shards;  // empty: whole tensors
 
   std::shared_ptr<LayoutBuffer> into;  // the pulled layout the parts landed in (NULL: the parts as they are)
+  uint64_t bytes_in_place = 0, bytes_copied_in = 0;  // how they landed there
 
   // The parts landed in a layout: its tensors and shard descriptors as they are.
   explicit Assembled(std::shared_ptr<LayoutBuffer> buffer) : into(std::move(buffer)) {
@@ -73,6 +101,8 @@ struct UcxReceiver::Assembled {
     request = into->plan->request();
     tensors = into->tensors;
     shards = into->shards;
+    bytes_in_place = into->bytes_in_place;
+    bytes_copied_in = into->bytes_copied_in;
   }
 
   explicit Assembled(std::vector<std::shared_ptr<Landed>> p) : parts(std::move(p)) {
@@ -518,16 +548,19 @@ class UcxReceiver::Engine {
       return;
     }
     drain(link);  // an older version still landing is superseded
+    PartPlacement placement = place_in_layout(link, layout);
+    const std::string refused = placement.refused;
+    const std::vector<int64_t> bucket_at = placement.bucket_at;
     auto in = std::make_unique<Incoming>();
-    in->landed = std::make_shared<Landed>(pool_, std::move(layout));
+    in->landed = std::make_shared<Landed>(pool_, std::move(layout), std::move(placement));
     in->stream = stream;
     const Layout& l = in->landed->layout;
     size_t n = l.buckets.size();
     in->requests.assign(n, nullptr);
     in->hashes.assign(n, 0);
     in->targets.resize(n);
-    for (size_t i = 0; i < n; ++i) in->targets[i] = in->landed->buffer.data + l.buckets[i].offset;
-    const std::string refused = land_in_layout(link, *in);
+    for (size_t i = 0; i < n; ++i)
+      in->targets[i] = bucket_at[i] >= 0 ? in->landed->into->buffer.data + bucket_at[i] : in->landed->at(l.buckets[i].offset);
     link.incoming = std::move(in);
     Incoming* incoming = link.incoming.get();
     for (size_t i = 0; i < n; ++i) {
@@ -553,24 +586,24 @@ class UcxReceiver::Engine {
 
   // A part answering the pulls in place lands in the version's buffer in the wanted layout: each
   // bucket that lies in a piece contiguous there (in order, covering it) is received into its place.
-  // Returns why the part is refused (pieces other than the pulled ones), or "".
-  std::string land_in_layout(const Link& link, Incoming& in) {
+  PartPlacement place_in_layout(const Link& link, const Layout& l) {
+    PartPlacement out;
+    out.bucket_at.assign(l.buckets.size(), -1);
     std::shared_ptr<const LandingPlan> plan;
     {
       std::lock_guard lock(mutex);
       plan = landing;
     }
-    Landed& part = *in.landed;
-    const Layout& l = part.layout;
-    if (!plan || l.request == 0 || l.request != plan->request()) return "";
+    if (!plan || l.request == 0 || l.request != plan->request()) return out;
     try {
-      part.places = plan->places(link.rank, l);
+      out.places = plan->places(link.rank, l);
     } catch (const Error& e) {
-      return e.what();
+      out.refused = e.what();
+      return out;
     }
     auto& into = filling_[{l.version, l.request}];
     if (!into || into->handed_out) into = std::make_shared<LayoutBuffer>(plan, pool_, l.version);
-    part.into = into;
+    out.into = into;
     while (filling_.size() > 4) filling_.erase(filling_.begin());  // versions that never completed
     // Buckets ascend through the stream; each piece's own buckets must cover it in order.
     std::vector<uint64_t> covered(l.tensors.size(), 0);
@@ -581,18 +614,18 @@ class UcxReceiver::Engine {
       while (k + 1 < l.tensors.size() && l.tensors[k + 1].offset <= b.offset) ++k;
       if (k >= l.tensors.size()) break;
       const TensorMeta& m = l.tensors[k];
-      if (part.places[k].at < 0 || b.offset != m.offset + covered[k] || b.size > m.nbytes - covered[k]) continue;
+      if (out.places[k].at < 0 || b.offset != m.offset + covered[k] || b.size > m.nbytes - covered[k]) continue;
       covered[k] += b.size;
       piece_of[i] = k;
     }
     for (size_t i = 0; i < l.buckets.size(); ++i) {
       const size_t p = piece_of[i];
-      if (p == SIZE_MAX || covered[p] != l.tensors[p].nbytes) continue;
-      in.targets[i] = into->buffer.data + part.places[p].at + (l.buckets[i].offset - l.tensors[p].offset);
+      if (p != SIZE_MAX && covered[p] == l.tensors[p].nbytes)
+        out.bucket_at[i] = out.places[p].at + static_cast<int64_t>(l.buckets[i].offset - l.tensors[p].offset);
     }
     for (size_t p = 0; p < l.tensors.size(); ++p)
-      if (covered[p] != l.tensors[p].nbytes) part.places[p].at = -1;  // copied over once landed
-    return "";
+      if (covered[p] != l.tensors[p].nbytes) out.places[p].at = -1;  // copied over once landed
+    return out;
   }
 
   struct RecvOp {
@@ -671,9 +704,10 @@ class UcxReceiver::Engine {
     }
     const uint32_t stream = in.stream;
     if (const auto& into = in.landed->into) {
+      into->bytes_in_place += in.landed->skipped_before.back();
       for (size_t k = 0; k < l.tensors.size(); ++k)
         if (in.landed->places[k].at < 0 && l.tensors[k].nbytes > 0)
-          into->copy_in(l.tensors[k], in.landed->places[k], in.landed->buffer.data + l.tensors[k].offset);
+          into->copy_in(l.tensors[k], in.landed->places[k], in.landed->at(l.tensors[k].offset));
     }
     link.complete = std::move(link.incoming->landed);
     link.incoming.reset();
@@ -927,6 +961,10 @@ void UcxReceiver::receive(mlpt_transport_receive_args& args) {
     args.out_num_tensors = e.held->tensors.size();
     if (!e.held->shards.empty() && sdk::has_field(args, MLPT_STRUCT_SIZE(mlpt_transport_receive_args, out_shards)))
       args.out_shards = e.held->shards.data();
+    if (e.held->into) {  // how the pulled layout was landed: received in place, or copied in
+      sdk::metric("transport/receive_bytes_landed_in_place", static_cast<double>(e.held->bytes_in_place));
+      sdk::metric("transport/receive_bytes_copied_in", static_cast<double>(e.held->bytes_copied_in));
+    }
     return;
   }
   if (given_up())

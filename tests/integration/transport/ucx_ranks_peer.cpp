@@ -69,7 +69,9 @@ json reshard(Loaded& ucx, mlpt::plugin::Rendezvous& rendezvous, int rank, const 
                    {"shards", r.shards != nullptr},
                    {"bytes", dump_bytes(r.tensors, r.count)},
                    {"cut", (*cut)["transport/receive_bytes_cut"]},
-                   {"handed_over", (*cut)["transport/receive_bytes_handed_over"]}});
+                   {"handed_over", (*cut)["transport/receive_bytes_handed_over"]},
+                   {"in_place", (*cut)["transport/receive_bytes_landed_in_place"]},
+                   {"copied_in", (*cut)["transport/receive_bytes_copied_in"]}});
     cut->clear();
     rx.release(r.version);
     rendezvous.barrier("received " + std::to_string(v), 60000, std::atomic<bool>{false});

@@ -65,6 +65,11 @@ TEST_CASE("ucx sender ranks: 2 ranks of row shards -> 3 receivers of column shar
       CHECK(got["cut"] == 0);
       // Whole tensors without shard descriptors need no handing over: the SDK does nothing then.
       CHECK(got["handed_over"] == (r < 5 ? got["bytes"].get<double>() : 0.0));
+      // The transport received the large pieces (more than a 64 KiB bucket: up_proj's) straight into
+      // the layout and copied the small ones, packed in buckets, in: every byte one way or the other.
+      CHECK(got["in_place"].get<double>() >= (r < 5 ? 2 * 32 * 1000 * 4 : 64 * 3001 * 4));
+      CHECK(got["copied_in"].get<double>() > 0);
+      CHECK(got["in_place"].get<double>() + got["copied_in"].get<double>() == got["bytes"].get<double>());
     }
   }
   std::filesystem::remove_all(dir);
