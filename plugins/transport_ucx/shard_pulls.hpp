@@ -2,7 +2,8 @@
 // of the global tensors it holds (its shards), the receiver plans which box of which tensor to pull
 // from which rank (sdk/reshard.hpp: every wanted element from exactly one rank, replicas shared),
 // and tells each rank its pulls; from then on every version a rank sends that receiver is just those
-// pieces. Offers and pulls travel as small control messages; this file encodes them and plans.
+// pieces. Offers and pulls travel as small control messages; this file encodes them, plans them,
+// and says where a piece lies in a box (both sides use it to tell a piece they can move as it is).
 #pragma once
 
 #include <cstdint>
