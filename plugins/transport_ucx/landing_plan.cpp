@@ -36,8 +36,14 @@ std::vector<PiecePlace> LandingPlan::places(uint32_t rank, const Layout& part) c
     throw Error(MLPT_DATA_LOSS, from + " sent " + std::to_string(part.tensors.size()) + " pieces for request " +
                                     std::to_string(request_) + ", which pulled " + std::to_string(pulls.size()) + " from it");
   std::vector<PiecePlace> out(pulls.size());
+  uint64_t end = 0;  // of the previous piece in the stream: pieces follow each other, apart
   for (size_t k = 0; k < pulls.size(); ++k) {
     const TensorMeta& m = part.tensors[k];
+    if (m.offset < end)
+      throw Error(MLPT_DATA_LOSS, from + " sent piece " + std::to_string(k) + " at byte " + std::to_string(m.offset) +
+                                      " of its stream, before the end of piece " + std::to_string(k - 1) + " (byte " +
+                                      std::to_string(end) + ")");
+    end = m.offset + m.nbytes;
     const Pull& p = pulls[k];
     const WantedTensor& w = wanted_[p.want];
     const sdk::Box got = box_of(m);

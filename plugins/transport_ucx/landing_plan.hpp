@@ -38,7 +38,8 @@ class LandingPlan {
 
   // Where each piece of `part` (sender rank `rank`'s stream for this request) goes. Throws
   // MLPT_DATA_LOSS naming the first piece that is not what this receiver pulled from the rank (its
-  // name, box, dtype, global shape or size), or a part with another number of pieces.
+  // name, box, dtype, global shape or size) or that overlaps the one before it in the stream, or a
+  // part with another number of pieces.
   std::vector<PiecePlace> places(uint32_t rank, const Layout& part) const;
 
  private:

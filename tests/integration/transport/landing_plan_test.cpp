@@ -159,6 +159,12 @@ TEST_CASE("landing plan: a part whose pieces are not the ones pulled is refused 
     part.tensors[0].dtype = DLDataType{kDLBfloat, 16, 1};
     CHECK_THROWS_WITH(plan.places(0, part), Catch::Contains("bfloat16") && Catch::Contains("float32"));
   }
+  SECTION("a piece that starts inside the one before it in the stream") {
+    REQUIRE(part.tensors.size() == 2);
+    part.tensors[1].offset = part.tensors[0].offset + 8;
+    CHECK_THROWS_WITH(plan.places(0, part), Catch::Contains("sender rank 0 sent piece 1 at byte 8 of its stream, before the end "
+                                                            "of piece 0 (byte 24)"));
+  }
   SECTION("a piece too many, or a rank it did not pull from") {
     part.tensors.push_back(part.tensors.back());
     CHECK_THROWS_WITH(plan.places(0, part), Catch::Contains("sent " + std::to_string(part.tensors.size()) + " pieces for request 7"));
