@@ -65,7 +65,8 @@ struct UcxReceiver::Landed {
       auto& t = tensors[i];
       t.struct_size = MLPT_NAMED_TENSOR_STRUCT_SIZE;
       t.name = mlpt::sdk::borrow(m.name);
-      t.tensor.data = at(m.offset);
+      const bool in_place = i < places.size() && places[i].at >= 0;  // its bytes are in `into`, not here
+      t.tensor.data = in_place ? nullptr : at(m.offset);
       t.tensor.device = DLDevice{kDLCPU, 0};
       t.tensor.ndim = static_cast<int32_t>(m.shape.size());
       t.tensor.dtype = m.dtype;
