@@ -48,8 +48,8 @@ struct UcxReceiver::Landed {
   // how many bytes were left out.
   std::vector<uint64_t> skip_start, skipped_before;
 
-  Landed(std::shared_ptr<ReceiveBufferPool> p, Layout l, PartPlacement&& placement)
-      : pool(std::move(p)), layout(std::move(l)), into(std::move(placement.into)), places(std::move(placement.places)) {
+  Landed(std::shared_ptr<ReceiveBufferPool> p, Layout l, const PartPlacement& placement)
+      : pool(std::move(p)), layout(std::move(l)), into(placement.into), places(placement.places) {
     uint64_t skipped = 0;
     for (size_t i = 0; i < placement.bucket_at.size(); ++i) {
       if (placement.bucket_at[i] < 0) continue;
@@ -549,19 +549,19 @@ class UcxReceiver::Engine {
       return;
     }
     drain(link);  // an older version still landing is superseded
-    PartPlacement placement = place_in_layout(link, layout);
-    const std::string refused = placement.refused;
-    const std::vector<int64_t> bucket_at = placement.bucket_at;
+    const PartPlacement placement = place_in_layout(link, layout);
     auto in = std::make_unique<Incoming>();
-    in->landed = std::make_shared<Landed>(pool_, std::move(layout), std::move(placement));
+    in->landed = std::make_shared<Landed>(pool_, std::move(layout), placement);
     in->stream = stream;
     const Layout& l = in->landed->layout;
     size_t n = l.buckets.size();
     in->requests.assign(n, nullptr);
     in->hashes.assign(n, 0);
     in->targets.resize(n);
-    for (size_t i = 0; i < n; ++i)
-      in->targets[i] = bucket_at[i] >= 0 ? in->landed->into->buffer.data + bucket_at[i] : in->landed->at(l.buckets[i].offset);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t at = placement.bucket_at[i];
+      in->targets[i] = at >= 0 ? placement.into->buffer.data + at : in->landed->at(l.buckets[i].offset);
+    }
     link.incoming = std::move(in);
     Incoming* incoming = link.incoming.get();
     for (size_t i = 0; i < n; ++i) {
@@ -582,7 +582,7 @@ class UcxReceiver::Engine {
         incoming->requests[i] = r;
       }
     }
-    if (!refused.empty()) fail_version(link, refused);
+    if (!placement.refused.empty()) fail_version(link, placement.refused);
   }
 
   // A part answering the pulls in place lands in the version's buffer in the wanted layout: each
