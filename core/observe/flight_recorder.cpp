@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 namespace mlpt::observe {
 
@@ -17,6 +18,24 @@ struct FlightRecorder::Ring {
   struct Entry {
     std::atomic<uint64_t> stamp{0};  // 2·k+1 while call k is written into it, 2·k+2 once it is
     CallRecord call;
+
+    // Makes this thread the one writer of the entry for call k. False when a newer call (k plus a
+    // multiple of the ring's size) took it first: the ring has already dropped call k. A writer
+    // still inside (the ring came round while it was preempted) is waited for, so two calls never
+    // write one entry at once and the newest call is the one that stays.
+    bool claim(uint64_t k) {
+      uint64_t now = stamp.load(std::memory_order_relaxed);
+      for (int spins = 0;; ++spins) {
+        if (now >= 2 * k + 1) return false;
+        if (now % 2 == 1) {  // an older call is being written
+          if (spins > 64) std::this_thread::yield();
+          now = stamp.load(std::memory_order_relaxed);
+        } else if (stamp.compare_exchange_weak(now, 2 * k + 1, std::memory_order_acquire,
+                                               std::memory_order_relaxed)) {
+          return true;
+        }
+      }
+    }
   };
   const char* kind = "";
   const char* first_name = nullptr;  // the pointer it was created with: most lookups match it
@@ -204,10 +223,11 @@ void FlightRecorder::end(uint32_t token, bool failed) {
   Ring& ring = *rings_[slot.ring].load(std::memory_order_acquire);
   const uint64_t k = ring.count.fetch_add(1, std::memory_order_relaxed);
   Ring::Entry& entry = ring.calls[k % kCallsPerComponent];
-  entry.stamp.store(2 * k + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  entry.call = done;
-  entry.stamp.store(2 * k + 2, std::memory_order_release);
+  if (entry.claim(k)) {
+    std::atomic_thread_fence(std::memory_order_release);
+    entry.call = done;
+    entry.stamp.store(2 * k + 2, std::memory_order_release);
+  }
   slot.state.store(kFree, std::memory_order_release);
   if (listener_.load(std::memory_order_acquire)) {
     std::shared_lock lock(listener_mutex_);
