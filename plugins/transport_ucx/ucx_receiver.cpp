@@ -13,16 +13,15 @@
 
 #include "mlpt/sdk/plugin.hpp"
 #include "mlpt/sdk/types.hpp"
+#include "bucket_hasher.hpp"
 #include "landing_plan.hpp"
 #include "receive_buffers.hpp"
 #include "transport_wire/weight_layout.hpp"
-#include "mlpt/sdk/xxhash64.hpp"
 #include "shard_pulls.hpp"
 
 namespace mlpt::transport::ucx {
 
 using mlpt::sdk::Error;
-using mlpt::sdk::xxhash64;
 
 // Where a part's buckets land: pieces pulled in a layout go to the version's buffer in that layout
 // where they are contiguous there (landing_plan.hpp), the rest to the part's own buffer.
@@ -244,6 +243,7 @@ class UcxReceiver::Engine {
       }
       discard_superseded();
       handle_landed();
+      handle_hashed();
       for (auto& l : links_) try_complete(l);
       send_outbox();
       reap();
@@ -252,9 +252,12 @@ class UcxReceiver::Engine {
         if (!l.ep && !l.closed && !finished_ && Clock::now() >= l.retry_at) connect(l);
         landing = landing || l.incoming;
       }
-      if (progressed || landing || !draining_.empty()) {
-        idle = 0;
-      } else if (++idle > 256) {
+      idle = progressed ? 0 : idle + 1;
+      if (landing || !draining_.empty()) {
+        // Waiting on the sender: give the core up between polls, so that the hasher (and, on
+        // this machine, the sender) run meanwhile.
+        if (idle > 64) std::this_thread::yield();
+      } else if (idle > 256) {
         usleep(100);  // between steps: poll gently
       }
     }
@@ -678,13 +681,30 @@ class UcxReceiver::Engine {
       }
       uint8_t* data = in.targets[b.bucket];
       if (config_.test_only_corrupt_bucket == static_cast<int64_t>(b.bucket)) data[bucket.size / 2] ^= 0x5A;
-      if (l.checksums && config_.verify_checksum) in.hashes[b.bucket] = xxhash64(data, bucket.size);
-      ++in.done;
+      if (l.checksums && config_.verify_checksum) {
+        hasher_.submit({in.landed, in.landed.get(), b.bucket, data, bucket.size});  // done once hashed
+      } else {
+        ++in.done;
+      }
       if (config_.test_only_exit_after_buckets >= 0 && ++total_landed_ >= config_.test_only_exit_after_buckets) {
         std::fprintf(stderr, "ucx receiver '%s': test_only_exit_after_buckets reached, exiting\n", config_.name.c_str());
         _exit(77);
       }
     }
+  }
+
+  // The hashes of landed buckets: a bucket of a part still being landed is done with its hash.
+  void handle_hashed() {
+    hashed_.clear();
+    hasher_.take(hashed_);
+    for (const auto& h : hashed_) {
+      for (auto& l : links_) {
+        if (!l.incoming || l.incoming->landed.get() != h.owner) continue;  // else superseded or drained
+        l.incoming->hashes[h.bucket] = h.hash;
+        ++l.incoming->done;
+      }
+    }
+    hashed_.clear();  // lets go of the parts' buffers
   }
 
   void try_complete(Link& link) {
@@ -845,6 +865,9 @@ class UcxReceiver::Engine {
   std::vector<uint8_t> discard_;  // where superseded buckets land
   std::vector<void*> closing_;
   int64_t total_landed_ = 0;
+  std::vector<BucketHasher::Result> hashed_;
+  // Last: its thread stops first, before the buffers its jobs read are given back.
+  BucketHasher hasher_;
 };
 
 UcxReceiver::UcxReceiver(Config config, std::vector<std::string> addresses)

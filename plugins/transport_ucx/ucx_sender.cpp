@@ -372,9 +372,12 @@ class UcxSender::Engine {
       check_job();
       reap();
       bool busy = job_ || !conn_requests_.empty() || streaming();
-      if (progressed || busy) {
-        idle = 0;
-      } else if (++idle > 256) {
+      idle = progressed ? 0 : idle + 1;
+      if (busy) {
+        // Waiting on receivers: give the core up between polls, so that a receiver on this
+        // machine copies and checks meanwhile.
+        if (idle > 64) std::this_thread::yield();
+      } else if (idle > 256) {
         usleep(100);  // nothing in flight: do not burn a core between steps
       }
     }
