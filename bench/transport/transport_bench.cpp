@@ -1,5 +1,5 @@
 // bench_transport: GB/s of the UCX weight transport between two processes on this machine, for one
-// weight set (default 1 GiB: 64 tensors of 16 MiB) in 1, 4, 16 and 64 MiB buckets, per transport
+// weight set (default 1 GiB: 16 tensors of 64 MiB, the largest bucket; at least 16 MiB each) in 1, 4, 16 and 64 MiB buckets, per transport
 // class (UCX_TLS, set for both processes and for ucx_perftest):
 //   - sm:  UCX_TLS=sm,tcp: shared memory and CMA carry the data, TCP the connection endpoint;
 //   - tcp: UCX_TLS=tcp: everything over TCP loopback.
@@ -339,7 +339,11 @@ int main(int argc, char** argv) {
   // ucx_perftest's buffers on the same kind of memory as the weights (its default, SysV shared
   // memory, is neither: --perftest-default-buffers measures against that instead).
   const char* perftest_alloc = default_perftest_buffers ? nullptr : huge_pages ? "thp" : "mmap";
-  size_t tensor_bytes = std::min<size_t>(16, mib) << 20;
+  // Tensors at least as large as the largest bucket: a bucket is a slice of one tensor (or several
+  // small ones packed), so with smaller tensors a larger bucket setting would send messages of the
+  // tensor's size, not of the bucket's, against perftest at the bucket's.
+  const size_t largest = *std::max_element(buckets_mib.begin(), buckets_mib.end());
+  size_t tensor_bytes = std::min<size_t>(std::max<size_t>(16, largest), mib) << 20;
   Weights w(std::max<size_t>(1, (mib << 20) / tensor_bytes), tensor_bytes, huge_pages);
   std::printf(
       "bench_transport: %zu tensors x %zu MiB = %.2f GB on %s, %d timed sends per row after 3 warm-up "
