@@ -143,24 +143,6 @@ double memcpy_gbps(const Weights& w, int reps) {
   return median_gbps_of(times, w.total);
 }
 
-// memcpy of one buffer of `bytes`, again and again (about 1 GB in all), the median of `reps`: what a
-// copy costs when its working set is one message, as ucx_perftest's is (it sends every message
-// from the same buffer). Well above memcpy_gbps: that message size stays in cache here.
-double reused_memcpy_gbps(size_t bytes, int reps) {
-  std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
-  const size_t rounds = std::max<size_t>(1, (size_t(1) << 30) / bytes);
-  std::vector<double> times;
-  for (int r = 0; r < reps + 1; ++r) {
-    auto t0 = Clock::now();
-    for (size_t i = 0; i < rounds; ++i) {
-      std::memcpy(dst.data(), src.data(), bytes);
-      src[i % bytes] = dst[(i * 7) % bytes];  // keeps the copies from being folded together
-    }
-    if (r > 0) times.push_back(seconds_since(t0));
-  }
-  return median_gbps_of(times, rounds * bytes);
-}
-
 struct TransportResult {
   double best_gbps = 0, median_gbps = 0, worst_gbps = 0;
   bool ok = false;
@@ -406,8 +388,8 @@ int main(int argc, char** argv) {
     // copy of the weights (more than 1.25x), its figure is a cache-resident one and its ratio marked
     // "c": the transport moves the weights themselves, from memory, so the ratio understates it.
     // Both copies measured now, under the same load (the machine is shared).
-    const double reused = pt.median > 0 ? reused_memcpy_gbps(bucket, reps) : 0;
-    const bool in_cache = pt.median > 0 && reused > 1.25 * memcpy_gbps(w, reps);
+    const double reused = pt.median > 0 ? bench_ucx::reused_memcpy_gbps(bucket, reps) : 0;
+    const bool in_cache = pt.median > 0 && bench_ucx::perftest_in_cache(reused, memcpy_gbps(w, reps));
     cached += in_cache ? 1 : 0;
     const std::string pts = pt.median > 0 ? spread(pt.median, pt.low, pt.high) +
                                                 (row.stream_endpoint ? "" : " -e") + (in_cache ? " c" : "")
