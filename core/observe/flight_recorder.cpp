@@ -1,4 +1,5 @@
 #include "core/observe/flight_recorder.hpp"
+#include "core/observe/stamped_slot.hpp"
 
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -6,7 +7,6 @@
 
 #include <cstring>
 #include <ctime>
-#include <thread>
 
 namespace mlpt::observe {
 
@@ -15,33 +15,11 @@ constexpr uint32_t kFree = 0, kWriting = 1, kRunning = 2;
 }
 
 struct FlightRecorder::Ring {
-  struct Entry {
-    std::atomic<uint64_t> stamp{0};  // 2·k+1 while call k is written into it, 2·k+2 once it is
-    CallRecord call;
-
-    // Makes this thread the one writer of the entry for call k. False when a newer call (k plus a
-    // multiple of the ring's size) took it first: the ring has already dropped call k. A writer
-    // still inside (the ring came round while it was preempted) is waited for, so two calls never
-    // write one entry at once and the newest call is the one that stays.
-    bool claim(uint64_t k) {
-      uint64_t now = stamp.load(std::memory_order_relaxed);
-      for (int spins = 0;; ++spins) {
-        if (now >= 2 * k + 1) return false;
-        if (now % 2 == 1) {  // an older call is being written
-          if (spins > 64) std::this_thread::yield();
-          now = stamp.load(std::memory_order_relaxed);
-        } else if (stamp.compare_exchange_weak(now, 2 * k + 1, std::memory_order_acquire,
-                                               std::memory_order_relaxed)) {
-          return true;
-        }
-      }
-    }
-  };
   const char* kind = "";
   const char* first_name = nullptr;  // the pointer it was created with: most lookups match it
   char component[sizeof(CallRecord::component)] = {};
   std::atomic<uint64_t> count{0};  // places handed out; call k goes to calls[k % size]
-  Entry calls[kCallsPerComponent];
+  StampedSlot<CallRecord> calls[kCallsPerComponent];
 };
 
 namespace {
@@ -222,12 +200,8 @@ void FlightRecorder::end(uint32_t token, bool failed) {
   done.status = failed ? CallRecord::kFailed : CallRecord::kOk;
   Ring& ring = *rings_[slot.ring].load(std::memory_order_acquire);
   const uint64_t k = ring.count.fetch_add(1, std::memory_order_relaxed);
-  Ring::Entry& entry = ring.calls[k % kCallsPerComponent];
-  if (entry.claim(k)) {
-    std::atomic_thread_fence(std::memory_order_release);
-    entry.call = done;
-    entry.stamp.store(2 * k + 2, std::memory_order_release);
-  }
+  StampedSlot<CallRecord>& entry = ring.calls[k % kCallsPerComponent];
+  if (entry.claim(k)) entry.publish(k, done);
   slot.state.store(kFree, std::memory_order_release);
   if (listener_.load(std::memory_order_acquire)) {
     std::shared_lock lock(listener_mutex_);
@@ -247,11 +221,8 @@ void FlightRecorder::for_each_recent(const Ring& ring, Visit&& visit) const {
   const uint64_t count = ring.count.load(std::memory_order_acquire);
   const uint64_t kept = count < kCallsPerComponent ? count : kCallsPerComponent;
   for (uint64_t k = count - kept; k < count; ++k) {
-    const Ring::Entry& entry = ring.calls[k % kCallsPerComponent];
-    if (entry.stamp.load(std::memory_order_acquire) != 2 * k + 2) continue;  // being written, or lapped
-    CallRecord copy = entry.call;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (entry.stamp.load(std::memory_order_relaxed) == 2 * k + 2) visit(copy);
+    CallRecord copy;
+    if (ring.calls[k % kCallsPerComponent].read(k, copy)) visit(copy);  // else being written, or lapped
   }
 }
 

@@ -7,10 +7,10 @@
 //
 // Recording takes no lock: a call claims a free slot with one compare-and-swap and, when it
 // returns, a place in its component's ring with one fetch-add and the entry with one more; each
-// ring entry is a seqlock (an odd stamp while it is written), so a reader copies an entry and
-// keeps it only if the stamp did not move. Threads calling plugins at once wait for one another
-// only when a ring comes all the way round while one of them is writing an entry: the newer call
-// then waits for the older to finish, so no entry is written twice at once nor lost.
+// ring entry is a seqlock (stamped_slot.hpp: an odd stamp while it is written), so a reader copies
+// an entry and keeps it only if the stamp did not move. Threads calling plugins at once wait for
+// one another only when a ring comes all the way round while one of them is writing an entry: the
+// newer call then waits for the older to finish, so no entry is written twice at once nor lost.
 #pragma once
 
 #include <atomic>
