@@ -15,7 +15,8 @@
 // Bytes on the wire per version: dense 3 x the model, sparse 3 x the message, resharded 1 x the
 // model (every element once, to the one receiver that wants it), layouts what every engine rank
 // holds (tensors every rank holds whole count once per rank). "vs perftest" is the achieved
-// rate (those bytes / time) over ucx_perftest's rate for one sender-receiver pair.
+// rate (those bytes / time) over ucx_perftest's rate for one sender-receiver pair, marked c where
+// perftest's one 16 MiB buffer stays in cache (a copy of it runs over 1.25x a copy of the weights).
 // On loopback the wire is itself a copy (CMA, shared memory), so the cores' copies bound a refit:
 // "copies/B" counts, from the pieces each receiver pulls, the bytes copied per byte on the wire:
 // the wire's own copy, a sender's cut of a piece that is not one run of its shard or is packed

@@ -1,6 +1,7 @@
 // bench_transport: GB/s of the UCX weight transport between two processes on this machine, for one
-// weight set (default 1 GiB: 16 tensors of 64 MiB, the largest bucket; at least 16 MiB each) in 1, 4, 16 and 64 MiB buckets, per transport
-// class (UCX_TLS, set for both processes and for ucx_perftest):
+// weight set (default 1 GiB: 16 tensors of 64 MiB; tensors as large as the largest bucket, at least
+// 16 MiB) in 1, 4, 16 and 64 MiB buckets, per transport class (UCX_TLS, set for both processes and
+// for ucx_perftest):
 //   - sm:  UCX_TLS=sm,tcp: shared memory and CMA carry the data, TCP the connection endpoint;
 //   - tcp: UCX_TLS=tcp: everything over TCP loopback.
 // Each row is measured against two baselines from the same run on the same machine:

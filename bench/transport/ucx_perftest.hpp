@@ -1,6 +1,7 @@
 // What the UCX benchmarks share: the transport loaded as mlpt loads it, processes on loopback (a
 // free port, spawning and reaping children) and ucx_perftest's tag_bw bandwidth as the same-run
-// baseline (the data path the transport uses: tagged rendezvous messages between processes).
+// baseline (the data path the transport uses: tagged rendezvous messages between processes), with
+// the check that tells when perftest's one buffer stays in cache.
 // MLPT_PLUGIN_DIR is the built plugins' folder.
 #pragma once
 
