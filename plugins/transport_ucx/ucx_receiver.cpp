@@ -695,8 +695,7 @@ class UcxReceiver::Engine {
 
   // The hashes of landed buckets: a bucket of a part still being landed is done with its hash.
   void handle_hashed() {
-    hashed_.clear();
-    hasher_.take(hashed_);
+    hasher_.take(hashed_);  // empty before: cleared after every use
     for (const auto& h : hashed_) {
       for (auto& l : links_) {
         if (!l.incoming || l.incoming->landed.get() != h.owner) continue;  // else superseded or drained

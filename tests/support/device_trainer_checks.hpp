@@ -9,8 +9,9 @@
 // perturbations of 2^-9 with each run routing itself (6 sampled the tail too thinly: a token at
 // 4.5 s_t on a machine whose BLAS sums in another order, at 1.2 s_t with 16); on-policy losses
 // equal to 1e-5 (both −Σ A·n/N_tok); the gradient norm within the range the CPU trainer itself
-// gives under 2^-9 perturbations (widened 2x either way). This model's norm is ill-conditioned: the CPU trainer's own ranges 36–374 (374 unperturbed)
-// under them, which is why a fixed 10% failed on the first GPU run (74 vs 374) without a defect.
+// gives under 2^-9 perturbations (widened 2x either way). This model's norm is ill-conditioned: the
+// CPU trainer's own ranges 36–374 (374 unperturbed) under them, which is why a fixed 10% failed on
+// the first GPU run (74 vs 374) without a defect.
 // Routing is discrete: after the learning steps (lr 0.003) a token whose router near-ties may pick
 // other experts under another summation order, and its logprob then jumps by far more than any
 // rounding (token 114, by 0.47, with OpenBLAS's AVX-512 sgemm; not with its Haswell kernels). So
