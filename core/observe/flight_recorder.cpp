@@ -256,7 +256,8 @@ std::vector<CallRecord> FlightRecorder::recent() const {
   return out;
 }
 
-void FlightRecorder::write_dump(int fd, const char* reason, int64_t now) const {
+void FlightRecorder::write_dump(int fd, const char* reason, int64_t now, std::span<const CallRecord> hung,
+                                int64_t seen_at_ns) const {
   FdWriter w(fd);
   const int rank = rank_.load();
   w.raw("{\"reason\":").string(reason).raw(",\"pid\":").integer(::getpid()).raw(",\"rank\":").integer(rank);
@@ -266,6 +267,14 @@ void FlightRecorder::write_dump(int fd, const char* reason, int64_t now) const {
       .raw(",\"calls_recorded\":")
       .integer(static_cast<int64_t>(next_seq_.load() - 1));
   w.raw(",\"calls_kept_per_component\":").integer(static_cast<int64_t>(kCallsPerComponent));
+  if (!hung.empty()) {  // as they were when judged hung: "running" is read now, when they may have returned
+    w.raw(",\n\"hung_calls\":[");
+    for (size_t i = 0; i < hung.size(); ++i) {
+      w.raw(i ? ",\n" : "\n");
+      write_record(w, hung[i], rank, seen_at_ns);
+    }
+    w.raw("]");
+  }
   w.raw(",\n\"running\":[");  // the calls that have not returned: what a hung run waits on
   bool first = true;
   CallRecord r;
@@ -295,7 +304,8 @@ void FlightRecorder::write_dump(int fd, const char* reason, int64_t now) const {
   w.raw("]}\n");
 }
 
-std::filesystem::path FlightRecorder::dump(const std::string& why, const std::string& reason) {
+std::filesystem::path FlightRecorder::dump(const std::string& why, const std::string& reason,
+                                           std::span<const CallRecord> hung, int64_t seen_at_ns) {
   std::lock_guard lock(mutex_);
   if (!dump_folder_[0]) return {};
   std::error_code ec;
@@ -304,7 +314,7 @@ std::filesystem::path FlightRecorder::dump(const std::string& why, const std::st
       std::filesystem::path(dump_folder_) / ("dump-" + std::to_string(++dumps_) + "-" + why + ".json");
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return {};
-  write_dump(fd, reason.c_str(), now_ns());
+  write_dump(fd, reason.c_str(), now_ns(), hung, seen_at_ns);
   ::close(fd);
   return path;
 }

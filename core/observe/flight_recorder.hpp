@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,11 @@ class FlightRecorder {
   void set_dump_folder(const std::filesystem::path& folder);
 
   // Writes a dump saying `reason`; returns its path (empty when no folder is set or it failed).
-  std::filesystem::path dump(const std::string& why, const std::string& reason);
+  // `hung`: the calls the dump is about, as they were seen at `seen_at_ns` (now_ns()'s clock). They
+  // are written as "hung_calls" whether or not they have returned since, so the dump names them
+  // even when they end between the look and the write.
+  std::filesystem::path dump(const std::string& why, const std::string& reason,
+                             std::span<const CallRecord> hung = {}, int64_t seen_at_ns = 0);
   // The same from a signal handler: takes no lock, allocates nothing, calls only write/open/close
   // and clock_gettime; the calls it reads may be changing meanwhile (a crash dump is best effort).
   // Returns the dump's path (a buffer of the recorder's), or null when none was written.
@@ -88,7 +93,8 @@ class FlightRecorder {
   bool read_running(const Slot& slot, CallRecord& out) const;  // false: not a running call
   template <class Visit>
   void for_each_recent(const Ring& ring, Visit&& visit) const;  // the kept calls, oldest first
-  void write_dump(int fd, const char* reason, int64_t now) const;
+  void write_dump(int fd, const char* reason, int64_t now, std::span<const CallRecord> hung = {},
+                  int64_t seen_at_ns = 0) const;
 
   std::mutex mutex_;  // only to add a ring and to number dumps
   std::atomic<uint64_t> next_seq_{1};

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace mlpt::observe {
 namespace {
@@ -42,22 +43,27 @@ int HangWatch::check() {
   auto& recorder = FlightRecorder::instance();
   const int64_t now = recorder.now_ns();
   std::set<uint64_t> still_running;
-  int reported = 0;
+  std::vector<CallRecord> hung;  // past the threshold, not reported before
   for (const CallRecord& call : recorder.running()) {
     still_running.insert(call.seq);
-    if (now - call.start_ns < after_ns_ || reported_.count(call.seq)) continue;
-    const double running_s = static_cast<double>(now - call.start_ns) * 1e-9;
-    const auto dump =
-        recorder.dump("hang", std::string(call.kind) + " '" + call.component + "' call " + call.call +
-                                  " has not returned after " + seconds(running_s) + " s");
-    reported_.insert(call.seq);
-    ++reported;
-    if (report_) report_(call, running_s, dump);
+    if (now - call.start_ns >= after_ns_ && !reported_.count(call.seq)) hung.push_back(call);
   }
   // Forget calls that returned, so the set stays as small as the calls in flight.
   for (auto it = reported_.begin(); it != reported_.end();)
     it = still_running.count(*it) ? std::next(it) : reported_.erase(it);
-  return reported;
+  if (hung.empty()) return 0;
+  // One dump for all of them: an engine that stalls stalls its many requests at once.
+  std::string reason;
+  for (const CallRecord& call : hung)
+    reason += (reason.empty() ? "" : "; ") + std::string(call.kind) + " '" + call.component + "' call " +
+              call.call + " has not returned after " +
+              seconds(static_cast<double>(now - call.start_ns) * 1e-9) + " s";
+  const auto dump = recorder.dump("hang", reason, hung, now);
+  for (const CallRecord& call : hung) {
+    reported_.insert(call.seq);
+    if (report_) report_(call, static_cast<double>(now - call.start_ns) * 1e-9, dump);
+  }
+  return static_cast<int>(hung.size());
 }
 
 std::string HangWatch::message(const std::string& where, const CallRecord& call, double running_s,

@@ -1,7 +1,8 @@
 // Hang detection over the flight recorder: a thread looks at the calls into plugins that have not
 // returned, and the first time one has run longer than a threshold it writes a dump (why "hang")
-// and tells its owner, who prints which call it is. It only reports; deciding that a run is lost
-// stays with the timeouts that already bound each kind of call.
+// and tells its owner, who prints which call it is. The calls one look finds share one dump, which
+// holds them as they were seen ("hung_calls"), even if they return before the write. It only
+// reports; deciding that a run is lost stays with the timeouts that already bound each kind of call.
 #pragma once
 
 #include <condition_variable>
@@ -29,7 +30,8 @@ class HangWatch {
   HangWatch(const HangWatch&) = delete;
   HangWatch& operator=(const HangWatch&) = delete;
 
-  // One look, now: reports the calls past the threshold not reported before; returns how many.
+  // One look, now: reports the calls past the threshold not reported before, all in one dump;
+  // returns how many.
   int check();
 
   // What a person is told of a hung call: "[mlpt] <where>: engine 'x' call fetch (request 3,

@@ -66,7 +66,8 @@ const std::vector<ConfigKey>& config_keys() {
          "under mpirun each rank's part is capped so too, and trace.json holds them all"},
         {"run", "hang_dump_after_s", "number", text(r.hang_dump_after_s),
          "a call into a plugin that has not returned after this many seconds is named on stderr and in a "
-         "flight-recorder dump (flight_recorder/dump-N-hang.json); the run goes on (0: never)"},
+         "flight-recorder dump (flight_recorder/dump-N-hang.json, under \"hung_calls\" as it was seen; the calls one "
+         "look finds share a dump); the run goes on (0: never)"},
         {"benchmark", "num_prompts_per_step", "integer", kRequired, "prompts per training step"},
         {"benchmark", "num_generations_per_prompt", "integer", text(b.num_generations_per_prompt), "rollouts per prompt (a GRPO group; >= 2)"},
         {"benchmark", "global_batch_size", "integer", "prompts × generations", "sequences per step; must equal num_prompts_per_step × num_generations_per_prompt"},

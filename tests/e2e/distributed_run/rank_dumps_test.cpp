@@ -28,6 +28,8 @@ std::vector<json> dumps(const fs::path& folder, const std::string& why) {
   return out;
 }
 
+constexpr double kHangAfterS = 0.02;
+
 bool holds_call(const json& dump, const std::string& kind) {
   for (const auto& ring : dump["recent"])
     if (ring["kind"] == kind && !ring["calls"].empty()) return true;
@@ -43,9 +45,13 @@ TEST_CASE(
   mlpt_test::TempDir dir("rank_dumps");
   const fs::path out = fs::path(dir.str()) / "run";
   const fs::path config = fs::path(dir.str()) / "rank-dumps.toml";
-  // A threshold every train step passes: each rank's slowest calls are reported as hung.
+  // A threshold every train step passes, and on each rollout worker its longer generation requests:
+  // with 8 tokens a turn, more than a hundred of each worker's requests in this run, measured. So each
+  // rank's slowest calls are reported as hung.
   write_tiny_config(config, out,
-                    {{"checkpoint_every_steps = ", "checkpoint_every_steps = 1\nhang_dump_after_s = 0.05"},
+                    {{"checkpoint_every_steps = ", "checkpoint_every_steps = 1\nhang_dump_after_s = " +
+                                                       std::to_string(kHangAfterS)},
+                     {"max_new_tokens_per_turn = ", "max_new_tokens_per_turn = 8"},
                      {"max_steps = ", "max_steps = 30"},
                      {"first_eval_samples = ", "first_eval_samples = 64000"}});
   const fs::path step_2 = out / "checkpoints" / "step_2" / "loop_state.json";
@@ -70,8 +76,20 @@ TEST_CASE(
     INFO("rank " << rank);
     REQUIRE_FALSE(hung.empty());
     CHECK(hung[0]["rank"] == rank);
-    CHECK_THAT(hung[0]["reason"].get<std::string>(), Catch::Contains("has not returned after"));
-    CHECK_FALSE(hung[0]["running"].empty());
+    for (const json& dump : hung) {
+      const std::string reason = dump["reason"];
+      CHECK_THAT(reason, Catch::Contains("has not returned after"));
+      // The calls it is about, as they were when judged hung: a call here passes the threshold by
+      // little, so it may have returned by the time the dump was written ("running" may be empty).
+      REQUIRE_FALSE(dump["hung_calls"].empty());
+      for (const json& call : dump["hung_calls"]) {
+        CHECK(call["rank"] == rank);
+        CHECK(call["status"] == "running");
+        CHECK(call["running_for_s"].get<double>() >= kHangAfterS);
+        CHECK_THAT(reason, Catch::Contains(call["component"].get<std::string>() + "' call " +
+                                           call["call"].get<std::string>()));
+      }
+    }
   }
   CHECK_THAT(run.output, Catch::Contains("(rank 1): trainer 'qwen35_cpu' call") &&
                              Catch::Contains("has not returned after"));

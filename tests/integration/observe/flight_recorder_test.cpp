@@ -1,6 +1,7 @@
 // The flight recorder at the ABI boundary: a call that has not returned stays named however many
 // calls come after it, each component keeps its last calls in order, plugin calls marked with
-// CallScope are recorded with their status, and a dump written from a signal handler is whole JSON.
+// CallScope are recorded with their status, a hang dump names its call even if it returned meanwhile,
+// and a dump written from a signal handler is whole JSON.
 #include "core/observe/flight_recorder.hpp"
 
 #include <sys/wait.h>
@@ -88,6 +89,43 @@ TEST_CASE("flight recorder: a call that did not return is named while thousands 
   CHECK((*engine)["calls"].back()["status"] == "failed");
   CHECK(std::none_of(after["running"].begin(), after["running"].end(),
                      [](const json& c) { return c["component"] == "hung-engine"; }));
+  recorder.set_dump_folder({});
+}
+
+TEST_CASE("flight recorder: a hang dump names its call even when the call returns before the dump is written",
+          "[observe]") {
+  auto& recorder = observe::FlightRecorder::instance();
+  mlpt_test::TempDir dir("flight_hung_call");
+  recorder.set_dump_folder(dir.str());
+  // What a hang watch sees: the call running, at a moment of its own...
+  const uint32_t token = recorder.begin("trainer", "slow-trainer", "train_step", 9);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  observe::CallRecord seen;
+  for (const auto& call : recorder.running())
+    if (std::string(call.component) == "slow-trainer") seen = call;
+  REQUIRE(seen.seq != 0);
+  const int64_t seen_at = recorder.now_ns();
+  // ...then the call returns before the dump is written.
+  recorder.end(token, false);
+  const json dump = read_json(
+      recorder.dump("hang", "slow-trainer's train_step has not returned", std::span(&seen, 1), seen_at));
+  REQUIRE(dump["hung_calls"].size() == 1);
+  const json& hung = dump["hung_calls"][0];
+  CHECK(hung["seq"] == seen.seq);
+  CHECK(hung["component"] == "slow-trainer");
+  CHECK(hung["call"] == "train_step");
+  CHECK(hung["request_id"] == 9);
+  CHECK(hung["status"] == "running");  // as it was when judged hung
+  CHECK(hung["running_for_s"].get<double>() >= 0.02);
+  CHECK(hung["running_for_s"].get<double>() <= static_cast<double>(seen_at - seen.start_ns) * 1e-9 + 1e-9);
+  CHECK(std::none_of(dump["running"].begin(), dump["running"].end(),
+                     [](const json& c) { return c["component"] == "slow-trainer"; }));
+  const json* ring = ring_of(dump, "slow-trainer");  // and its return is in its component's ring
+  REQUIRE(ring);
+  CHECK((*ring)["calls"].back()["seq"] == seen.seq);
+  CHECK((*ring)["calls"].back()["status"] == "ok");
+  // A dump about no call in particular has no hung_calls.
+  CHECK_FALSE(read_json(recorder.dump("test", "a test asked")).contains("hung_calls"));
   recorder.set_dump_folder({});
 }
 

@@ -65,6 +65,54 @@ TEST_CASE("hang watch: a call past the threshold is reported once with a dump na
   for (const auto& c : dump["running"])
     named = named || (c["component"] == "stuck-transport" && c["request_id"] == 42);
   CHECK(named);
+  // The call the dump is about, as the watch saw it (it was still running here, so also above).
+  REQUIRE(dump["hung_calls"].size() == 1);
+  CHECK(dump["hung_calls"][0]["component"] == "stuck-transport");
+  CHECK(dump["hung_calls"][0]["request_id"] == 42);
+  CHECK(dump["hung_calls"][0]["status"] == "running");
+  CHECK(dump["hung_calls"][0]["running_for_s"].get<double>() >= 0.2);
+  recorder.set_dump_folder({});
+}
+
+TEST_CASE("hang watch: the calls one look finds past the threshold share one dump, each named", "[observe]") {
+  auto& recorder = observe::FlightRecorder::instance();
+  mlpt_test::TempDir dir("hang_watch_many");
+  recorder.set_dump_folder(dir.str());
+  std::vector<std::pair<uint64_t, fs::path>> seen;  // request, dump
+  // Its own thread looks only after 1000 s: here only check() looks.
+  const auto report = [&](const observe::CallRecord& c, double, const fs::path& dump) {
+    seen.push_back({c.request_id, dump});
+  };
+  observe::HangWatch watch(0.05, report, 1000);
+  std::vector<uint32_t> stalled;  // an engine's requests, stalled together
+  for (uint64_t request = 1; request <= 3; ++request)
+    stalled.push_back(recorder.begin("engine", "stalled-engine", "request (submit to ready)", request));
+  CHECK(watch.check() == 0);  // none past the threshold yet
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  const uint32_t late = recorder.begin("engine", "stalled-engine", "request (submit to ready)", 4);
+  CHECK(watch.check() == 3);
+  REQUIRE(seen.size() == 3);
+  for (const auto& [request, dump] : seen) CHECK(dump == seen[0].second);
+  const json first = json::parse(std::ifstream(seen[0].second));
+  REQUIRE(first["hung_calls"].size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(first["hung_calls"][i]["request_id"] == seen[i].first);
+    CHECK_THAT(first["reason"].get<std::string>(),
+               Catch::Contains("call request (submit to ready) has not returned after"));
+  }
+  // The late call is found by a later look, in a dump of its own; the others are not told again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  CHECK(watch.check() == 1);
+  REQUIRE(seen.size() == 4);
+  CHECK(seen[3].first == 4);
+  CHECK(seen[3].second != seen[0].second);
+  const json second = json::parse(std::ifstream(seen[3].second));
+  REQUIRE(second["hung_calls"].size() == 1);
+  CHECK(second["hung_calls"][0]["request_id"] == 4);
+  CHECK(second["running"].size() >= 4);  // all four still running
+  for (uint32_t token : stalled) recorder.end(token, false);
+  recorder.end(late, false);
+  CHECK(watch.check() == 0);
   recorder.set_dump_folder({});
 }
 
