@@ -38,10 +38,11 @@ HangWatch::~HangWatch() {
   thread_.join();
 }
 
-int HangWatch::check() {
+int HangWatch::check() { return check(FlightRecorder::instance().now_ns()); }
+
+int HangWatch::check(int64_t now) {
   std::lock_guard guard(check_mutex_);
   auto& recorder = FlightRecorder::instance();
-  const int64_t now = recorder.now_ns();
   std::set<uint64_t> still_running;
   std::vector<CallRecord> hung;  // past the threshold, not reported before
   for (const CallRecord& call : recorder.running()) {

@@ -33,6 +33,8 @@ class HangWatch {
   // One look, now: reports the calls past the threshold not reported before, all in one dump;
   // returns how many.
   int check();
+  // The same look as of `now_ns` (the recorder's clock, FlightRecorder::now_ns()): a test steps time.
+  int check(int64_t now_ns);
 
   // What a person is told of a hung call: "[mlpt] <where>: engine 'x' call fetch (request 3,
   // thread 123) has not returned after 1801 s; ... are in <dump>".

@@ -45,13 +45,15 @@ TEST_CASE(
   mlpt_test::TempDir dir("rank_dumps");
   const fs::path out = fs::path(dir.str()) / "run";
   const fs::path config = fs::path(dir.str()) / "rank-dumps.toml";
-  // A threshold every train step passes, and on each rollout worker its longer generation requests:
-  // with 8 tokens a turn, more than a hundred of each worker's requests in this run, measured. So each
-  // rank's slowest calls are reported as hung.
+  // A threshold every train step passes (each takes 0.1 s or more here), and on the rollout workers
+  // every episode step: the letters harness is told to take 50 ms a step, so each worker has calls
+  // past it by design, however fast the machine. One prompt a step keeps the dumps few.
   write_tiny_config(config, out,
                     {{"checkpoint_every_steps = ", "checkpoint_every_steps = 1\nhang_dump_after_s = " +
                                                        std::to_string(kHangAfterS)},
-                     {"max_new_tokens_per_turn = ", "max_new_tokens_per_turn = 8"},
+                     {"num_prompts_per_step = ", "num_prompts_per_step = 1"},
+                     {"[components.reward]",
+                      "[components.harness.settings]\nstep_delay_ms = 50\n\n[components.reward]"},
                      {"max_steps = ", "max_steps = 30"},
                      {"first_eval_samples = ", "first_eval_samples = 64000"}});
   const fs::path step_2 = out / "checkpoints" / "step_2" / "loop_state.json";
@@ -76,6 +78,7 @@ TEST_CASE(
     INFO("rank " << rank);
     REQUIRE_FALSE(hung.empty());
     CHECK(hung[0]["rank"] == rank);
+    bool stalled_step = false;  // the harness's slow episode step, on a rollout worker
     for (const json& dump : hung) {
       const std::string reason = dump["reason"];
       CHECK_THAT(reason, Catch::Contains("has not returned after"));
@@ -88,8 +91,10 @@ TEST_CASE(
         CHECK(call["running_for_s"].get<double>() >= kHangAfterS);
         CHECK_THAT(reason, Catch::Contains(call["component"].get<std::string>() + "' call " +
                                            call["call"].get<std::string>()));
+        stalled_step |= call["kind"] == "harness" && call["call"] == "episode_step";
       }
     }
+    if (rank > 1) CHECK(stalled_step);
   }
   CHECK_THAT(run.output, Catch::Contains("(rank 1): trainer 'qwen35_cpu' call") &&
                              Catch::Contains("has not returned after"));

@@ -17,8 +17,11 @@ namespace {
 
 constexpr int kSteps = 6, kCheckpointEvery = 2, kPrompts = 4;
 
+// Each episode step takes 50 ms: a step's 64 rollouts on 16 slots then take 0.2 s or more however
+// fast the machine, so a run is still going when a test's signal lands.
 fs::path write_config(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& replacements = {}) {
-  return write_tiny_config(dir, {kSteps, kCheckpointEvery, kPrompts}, "", replacements);
+  return write_tiny_config(dir, {kSteps, kCheckpointEvery, kPrompts},
+                           "\n[components.harness.settings]\nstep_delay_ms = 50\n", replacements);
 }
 
 mlpt::mllog::Record run_stop(const fs::path& log) { return last_record(log, "run_stop"); }

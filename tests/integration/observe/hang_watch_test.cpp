@@ -29,7 +29,8 @@ TEST_CASE("hang watch: a call past the threshold is reported once with a dump na
   };
   std::mutex mutex;
   std::vector<Seen> seen;
-  observe::HangWatch watch(0.2, [&](const observe::CallRecord& c, double running_s, const fs::path& dump) {
+  // 1 s: far past what a quick call below could be preempted for on a loaded machine.
+  observe::HangWatch watch(1.0, [&](const observe::CallRecord& c, double running_s, const fs::path& dump) {
     std::lock_guard lock(mutex);
     seen.push_back({c.component, c.call, c.request_id, running_s, dump});
   });
@@ -54,7 +55,7 @@ TEST_CASE("hang watch: a call past the threshold is reported once with a dump na
   CHECK(seen[0].component == "stuck-transport");
   CHECK(seen[0].call == "fetch");
   CHECK(seen[0].request == 42);
-  CHECK(seen[0].running_s >= 0.2);
+  CHECK(seen[0].running_s >= 1.0);
   REQUIRE(fs::exists(seen[0].dump));
   CHECK(seen[0].dump.filename().string().find("hang") != std::string::npos);
   std::ifstream in(seen[0].dump);
@@ -70,7 +71,7 @@ TEST_CASE("hang watch: a call past the threshold is reported once with a dump na
   CHECK(dump["hung_calls"][0]["component"] == "stuck-transport");
   CHECK(dump["hung_calls"][0]["request_id"] == 42);
   CHECK(dump["hung_calls"][0]["status"] == "running");
-  CHECK(dump["hung_calls"][0]["running_for_s"].get<double>() >= 0.2);
+  CHECK(dump["hung_calls"][0]["running_for_s"].get<double>() >= 1.0);
   recorder.set_dump_folder({});
 }
 
@@ -79,40 +80,49 @@ TEST_CASE("hang watch: the calls one look finds past the threshold share one dum
   mlpt_test::TempDir dir("hang_watch_many");
   recorder.set_dump_folder(dir.str());
   std::vector<std::pair<uint64_t, fs::path>> seen;  // request, dump
-  // Its own thread looks only after 1000 s: here only check() looks.
   const auto report = [&](const observe::CallRecord& c, double, const fs::path& dump) {
     seen.push_back({c.request_id, dump});
   };
-  observe::HangWatch watch(0.05, report, 1000);
+  // Its own thread looks only after 1000 s: here the test looks, stepping the clock itself.
+  constexpr int64_t kAfterNs = 50'000'000;
+  observe::HangWatch watch(kAfterNs * 1e-9, report, 1000);
+  const auto start_of = [&](uint64_t request) {
+    for (const auto& c : recorder.running())
+      if (std::string(c.component) == "stalled-engine" && c.request_id == request) return c.start_ns;
+    FAIL("request " << request << " is not running");
+    return int64_t{0};
+  };
   std::vector<uint32_t> stalled;  // an engine's requests, stalled together
   for (uint64_t request = 1; request <= 3; ++request)
     stalled.push_back(recorder.begin("engine", "stalled-engine", "request (submit to ready)", request));
-  CHECK(watch.check() == 0);  // none past the threshold yet
-  std::this_thread::sleep_for(std::chrono::milliseconds(80));
-  const uint32_t late = recorder.begin("engine", "stalled-engine", "request (submit to ready)", 4);
-  CHECK(watch.check() == 3);
+  const int64_t first = start_of(1), last = start_of(3);
+  CHECK(watch.check(first + kAfterNs - 1) == 0);  // none past the threshold yet
+  CHECK(watch.check(last + kAfterNs) == 3);
   REQUIRE(seen.size() == 3);
   for (const auto& [request, dump] : seen) CHECK(dump == seen[0].second);
-  const json first = json::parse(std::ifstream(seen[0].second));
-  REQUIRE(first["hung_calls"].size() == 3);
+  const json one = json::parse(std::ifstream(seen[0].second));
+  REQUIRE(one["hung_calls"].size() == 3);
   for (size_t i = 0; i < 3; ++i) {
-    CHECK(first["hung_calls"][i]["request_id"] == seen[i].first);
-    CHECK_THAT(first["reason"].get<std::string>(),
-               Catch::Contains("call request (submit to ready) has not returned after"));
+    CHECK(one["hung_calls"][i]["request_id"] == seen[i].first);
+    CHECK(one["hung_calls"][i]["running_for_s"].get<double>() >= kAfterNs * 1e-9);
   }
-  // The late call is found by a later look, in a dump of its own; the others are not told again.
-  std::this_thread::sleep_for(std::chrono::milliseconds(80));
-  CHECK(watch.check() == 1);
+  CHECK_THAT(one["reason"].get<std::string>(),
+             Catch::Contains("call request (submit to ready) has not returned after"));
+  // A later call is found by a later look, in a dump of its own; the others are not told again.
+  const uint32_t late = recorder.begin("engine", "stalled-engine", "request (submit to ready)", 4);
+  const int64_t late_start = start_of(4);
+  CHECK(watch.check(late_start + kAfterNs - 1) == 0);
+  CHECK(watch.check(late_start + kAfterNs) == 1);
   REQUIRE(seen.size() == 4);
   CHECK(seen[3].first == 4);
   CHECK(seen[3].second != seen[0].second);
-  const json second = json::parse(std::ifstream(seen[3].second));
-  REQUIRE(second["hung_calls"].size() == 1);
-  CHECK(second["hung_calls"][0]["request_id"] == 4);
-  CHECK(second["running"].size() >= 4);  // all four still running
+  const json two = json::parse(std::ifstream(seen[3].second));
+  REQUIRE(two["hung_calls"].size() == 1);
+  CHECK(two["hung_calls"][0]["request_id"] == 4);
+  CHECK(two["running"].size() >= 4);  // all four still running
   for (uint32_t token : stalled) recorder.end(token, false);
   recorder.end(late, false);
-  CHECK(watch.check() == 0);
+  CHECK(watch.check(late_start + 100 * kAfterNs) == 0);
   recorder.set_dump_folder({});
 }
 
