@@ -28,6 +28,8 @@ Config parse_config(std::string_view text, bool sender) {
   c.test_only_corrupt_bucket = s.integer_or("test_only_corrupt_bucket", c.test_only_corrupt_bucket, 0);
   c.test_only_exit_after_buckets =
       s.integer_or("test_only_exit_after_buckets", c.test_only_exit_after_buckets, 0);
+  c.test_only_sender_exit_after_buckets =
+      s.integer_or("test_only_sender_exit_after_buckets", c.test_only_sender_exit_after_buckets, 0);
   s.reject_unknown();
   if (!sender && c.name.empty()) {
     char host[256] = {};

@@ -39,6 +39,7 @@ struct Config {
   // Test-only fault injection, named so nobody sets them by accident:
   int64_t test_only_corrupt_bucket = -1;     // receiver flips a byte of this bucket after it lands
   int64_t test_only_exit_after_buckets = -1; // receiver process _exit()s after this many buckets landed
+  int64_t test_only_sender_exit_after_buckets = -1;  // sender process _exit()s after this many bucket sends
 };
 Config parse_config(std::string_view json, bool sender);
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -764,6 +765,11 @@ class UcxSender::Engine {
     Peer* p = find(op->peer);
     if (!p) return;
     if (op->counted && p->stream && p->stream_id == op->stream && p->outstanding > 0) --p->outstanding;
+    if (op->counted && status == UCS_OK && config_.test_only_sender_exit_after_buckets >= 0 &&
+        ++buckets_sent_ >= config_.test_only_sender_exit_after_buckets) {
+      std::fprintf(stderr, "ucx sender: test_only_sender_exit_after_buckets reached, exiting\n");
+      _exit(77);  // a trainer lost in the middle of a refit, its receivers part way through
+    }
     if (status != UCS_OK && status != UCS_ERR_CANCELED && p->state != Peer::kFailed)
       fail_peer(*p, MLPT_UNAVAILABLE, "sending to it failed (" + status_text(status) + ")");
   }
@@ -944,6 +950,7 @@ class UcxSender::Engine {
   size_t abandoned_streams_ = 0;         // failed receivers whose stream endpoint was closed
   const std::string machine_ = machine_identity();
   size_t ops_in_flight_ = 0;
+  int64_t buckets_sent_ = 0;  // bucket sends completed, to every receiver (test_only_sender_exit_after_buckets)
   size_t lost_ = 0;                       // receivers dropped because their connection broke
   std::vector<std::string> lost_labels_;  // and who they were
   std::shared_ptr<Job> job_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "core/dist/run_messages.hpp"
 #include "core/error.hpp"
@@ -166,6 +167,10 @@ void Coordinator::lose(int rank, const std::string& why) {
       return;
     }
     if (lost_[static_cast<size_t>(w)]) return;
+    if (senders_answering_) {  // decided once the refit's senders have answered (deliver_weights)
+      held_losses_.emplace_back(rank, why);
+      return;
+    }
     lost_[static_cast<size_t>(w)] = true;
     capacity_[static_cast<size_t>(w)] = 0;
     for (auto it = episodes_.begin(); it != episodes_.end();)
@@ -366,6 +371,21 @@ refit::RefitStats Coordinator::deliver_weights(uint64_t version) {
   // The transport's sender drops a receiver whose process is gone, so a lost worker holds up
   // neither the publishing trainer ranks' sends nor this wait. The ranks of replica 0 publish
   // together, each its own shards.
+  // A worker that fails meanwhile is dropped only once every sender has answered (lose): if a
+  // sender failed, that is the run's failure.
+  struct HoldLosses {
+    Coordinator& c;
+    explicit HoldLosses(Coordinator& coordinator) : c(coordinator) {
+      std::lock_guard l(c.mutex_);
+      c.senders_answering_ = true;
+    }
+    std::vector<std::pair<int, std::string>> release() {
+      std::lock_guard l(c.mutex_);
+      c.senders_answering_ = false;
+      return std::exchange(c.held_losses_, {});
+    }
+    ~HoldLosses() { release(); }  // a sender failed: the run fails naming it, the held losses with it
+  } hold(*this);
   for (int g : replicas_->publishers()) send_to_trainer(g, "publish", {{"version", version}});
   for (int w = 0; w < placement_.rollout_workers(); ++w)  // every rank of an engine group loads it
     for (int g = 0; g < placement_.engine_ranks(); ++g)
@@ -380,6 +400,7 @@ refit::RefitStats Coordinator::deliver_weights(uint64_t version) {
       stats.dense_bytes += sent.dense_bytes;
     }
   }
+  for (const auto& [rank, why] : hold.release()) lose(rank, why);
   for (int w = 0; w < placement_.rollout_workers(); ++w)
     answer(placement_.rollout_worker_rank(w), "refitted");
   return stats;

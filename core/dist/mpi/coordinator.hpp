@@ -103,6 +103,11 @@ class Coordinator final : public run::ComponentPlacement {
       last_heard_;     // per rank, read by the reader thread only
   int reporting_ = 0;  // episodes whose `done` is running
   std::optional<std::string> failure_;
+  // While a refit's senders have not answered, a rollout worker's loss is held here: a trainer rank
+  // that dies mid-refit fails its receivers' fetches at once but shows only at its heartbeat's
+  // timeout, and the run must name the trainer rank, not the workers it took down.
+  bool senders_answering_ = false;
+  std::vector<std::pair<int, std::string>> held_losses_;  // rank, why
   bool can_save_state_ = true, record_routed_experts_ = false, stopped_ = false;
   std::optional<TrainerReplicas> replicas_;  // which share each trainer rank trains, who publishes
   mlpt_engine_model_info model_{};

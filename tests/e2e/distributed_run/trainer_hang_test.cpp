@@ -88,3 +88,30 @@ TEST_CASE("a trainer rank killed with kill -9 stops the run naming it and --resu
   CHECK_THAT(o.output, Catch::Contains("exit status 3"));
   CHECK(o.seconds < 300);
 }
+
+// The trainer rank dies in the middle of a refit (the test-only UCX setting ends the sender's process
+// after 700 bucket sends: version 3 here, its receivers part way through). Both rollout workers'
+// fetches fail at once, the trainer's loss shows only at its heartbeat's timeout: the run names the
+// trainer rank, not the workers its refit took down.
+TEST_CASE("a trainer rank lost mid-refit is named, not the rollout workers whose fetch it broke") {
+  require_tiny_model();
+  mlpt_test::TempDir dir("trainer_lost_mid_refit");
+  const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / "lost-mid-refit.toml";
+  write_tiny_config(config, out,
+                    {{"checkpoint_every_steps = ", "checkpoint_every_steps = 1"},
+                     {"max_steps = ", "max_steps = " + std::to_string(kSteps)},
+                     {"first_eval_samples = ", "first_eval_samples = 64000"},
+                     {"trainer_ranks = 1", "trainer_ranks = 1\nheartbeat_timeout_s = 10"},
+                     {"receivers = 2",
+                      "receivers = 2\nbucket_bytes = 65536\ntest_only_sender_exit_after_buckets = 700"}});
+  int status = 0;
+  const std::string line = launch("trainer-lost-mid-refit", 600, true);
+  const std::string output = mlpt_test::run_command(line + config.string() + " 2>&1", &status);
+  INFO(output);
+  REQUIRE_THAT(output, Catch::Contains("test_only_sender_exit_after_buckets reached"));
+  CHECK_THAT(output, Catch::Contains("fetch_weights"));  // a worker's fetch did fail
+  CHECK_THAT(output, Catch::Contains("(trainer rank 0 (rank 1): no heartbeat for 10 s"));
+  CHECK_THAT(output, !Catch::Contains("every rollout worker is lost"));
+  CHECK_THAT(output, Catch::Contains("exit status 3"));
+  CHECK(last_checkpoint(out) >= 1);
+}
