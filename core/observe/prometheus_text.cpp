@@ -63,16 +63,24 @@ PrometheusMetrics::Family& PrometheusMetrics::family(const std::string& name, Ty
 
 void PrometheusMetrics::set(const std::string& name, Type type, const std::string& help, double value,
                             const Labels& labels) {
-  const std::string labelled = label_set(name, labels);
   std::lock_guard lock(mutex_);
-  family(name, type, help).samples[labelled] = value;
+  set_locked(name, type, help, value, labels);
 }
 
 void PrometheusMetrics::add(const std::string& name, const std::string& help, double delta,
                             const Labels& labels) {
-  const std::string labelled = label_set(name, labels);
   std::lock_guard lock(mutex_);
-  family(name, Type::kCounter, help).samples[labelled] += delta;
+  add_locked(name, help, delta, labels);
+}
+
+void PrometheusMetrics::set_locked(const std::string& name, Type type, const std::string& help, double value,
+                                   const Labels& labels) {
+  family(name, type, help).samples[label_set(name, labels)] = value;
+}
+
+void PrometheusMetrics::add_locked(const std::string& name, const std::string& help, double delta,
+                                   const Labels& labels) {
+  family(name, Type::kCounter, help).samples[label_set(name, labels)] += delta;
 }
 
 std::string PrometheusMetrics::text() const {

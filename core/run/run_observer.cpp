@@ -225,29 +225,30 @@ void RunObserver::step_finished(const StepRecord& r, int64_t max_steps, int64_t 
   for (const auto& [name, value] : r.plugins) scalars.emplace_back("plugin/" + name, value);
   events_->scalars(r.step, scalars);
 
-  metrics_.set("mlpt_step", kGauge, "training steps done", static_cast<double>(r.step));
-  metrics_.set("mlpt_max_steps", kGauge, "training steps the run may take", static_cast<double>(max_steps));
-  metrics_.set("mlpt_samples", kGauge, "samples trained (the result log's samples_count)",
-               static_cast<double>(r.samples));
-  metrics_.set("mlpt_reward_mean", kGauge, "the last step's mean training reward", r.reward_mean);
-  metrics_.set("mlpt_staleness_max", kGauge, "the last step's largest staleness (weight versions)",
-               static_cast<double>(r.max_staleness));
-  metrics_.set("mlpt_rollouts_in_flight", kGauge, "rollouts running when the last step ended",
-               static_cast<double>(rollouts_in_flight));
-  metrics_.set("mlpt_generated_tokens_per_second", kGauge, "tokens generated per second over the last step",
-               tokens_per_s);
-  metrics_.set("mlpt_train_step_seconds", kGauge, "the last step's trainer time", r.train_s);
-  metrics_.set("mlpt_wait_for_rollouts_seconds", kGauge, "how long the last step waited for its rollouts",
-               r.wait_s);
-  metrics_.set("mlpt_refit_bytes", kGauge, "bytes the last refit moved", static_cast<double>(r.refit.bytes));
-  metrics_.set("mlpt_refit_seconds", kGauge, "the last refit's time (drain, pause, move, resume)",
-               r.transfer_s);
-  metrics_.add("mlpt_refit_bytes_total", "bytes every refit moved", static_cast<double>(r.refit.bytes));
-  metrics_.set("mlpt_lost_rollout_workers", kGauge, "rollout workers dropped so far (distributed runs)",
-               static_cast<double>(r.lost_rollout_workers));
+  auto step = metrics_.batch();  // a scrape sees all of the step or none of it
+  step.set("mlpt_step", kGauge, "training steps done", static_cast<double>(r.step));
+  step.set("mlpt_max_steps", kGauge, "training steps the run may take", static_cast<double>(max_steps));
+  step.set("mlpt_samples", kGauge, "samples trained (the result log's samples_count)",
+           static_cast<double>(r.samples));
+  step.set("mlpt_reward_mean", kGauge, "the last step's mean training reward", r.reward_mean);
+  step.set("mlpt_staleness_max", kGauge, "the last step's largest staleness (weight versions)",
+           static_cast<double>(r.max_staleness));
+  step.set("mlpt_rollouts_in_flight", kGauge, "rollouts running when the last step ended",
+           static_cast<double>(rollouts_in_flight));
+  step.set("mlpt_generated_tokens_per_second", kGauge, "tokens generated per second over the last step",
+           tokens_per_s);
+  step.set("mlpt_train_step_seconds", kGauge, "the last step's trainer time", r.train_s);
+  step.set("mlpt_wait_for_rollouts_seconds", kGauge, "how long the last step waited for its rollouts",
+           r.wait_s);
+  step.set("mlpt_refit_bytes", kGauge, "bytes the last refit moved", static_cast<double>(r.refit.bytes));
+  step.set("mlpt_refit_seconds", kGauge, "the last refit's time (drain, pause, move, resume)",
+           r.transfer_s);
+  step.add("mlpt_refit_bytes_total", "bytes every refit moved", static_cast<double>(r.refit.bytes));
+  step.set("mlpt_lost_rollout_workers", kGauge, "rollout workers dropped so far (distributed runs)",
+           static_cast<double>(r.lost_rollout_workers));
   for (const auto& [name, value] : r.trainer)
-    metrics_.set("mlpt_trainer_metric", kGauge, "the trainer's metrics of the last step (label: name)", value,
-                 {{"name", name}});
+    step.set("mlpt_trainer_metric", kGauge, "the trainer's metrics of the last step (label: name)", value,
+             {{"name", name}});
 }
 
 void RunObserver::evaluated(int64_t step, const EvalRecord& e) {

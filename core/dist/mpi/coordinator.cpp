@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <utility>
 
 #include "core/dist/run_messages.hpp"
 #include "core/error.hpp"
@@ -122,7 +121,7 @@ void Coordinator::read_messages() {
       continue;
     }
     if (m->kind == "failed") {
-      lose(m->from, m->body.at("message").get<std::string>());
+      lose(m->from, m->body.at("message").get<std::string>(), /*by_report=*/true);
       continue;
     }
     std::lock_guard l(mutex_);
@@ -135,15 +134,25 @@ void Coordinator::read_messages() {
 void Coordinator::check_heartbeats() {
   const auto now = Clock::now();
   const auto limit = std::chrono::milliseconds(static_cast<int64_t>(heartbeat_timeout_s_ * 1000));
+  {
+    std::lock_guard l(mutex_);
+    // A trainer rank's report of a broken refit: no other rank went silent meanwhile, so it is the
+    // run's failure.
+    if (sender_report_ && !failure_ && now - sender_report_->at > limit + std::chrono::seconds(1)) {
+      failure_ = sender_report_->message;
+      changed_.notify_all();
+    }
+  }
   for (auto& [rank, heard] : last_heard_) {
     if (now - heard <= limit) continue;
     {
       std::lock_guard l(mutex_);
       if (stopped_) return;  // ranks end once told to stop
-      if (lost(rank) || failure_) continue;
+      if (lost(rank) || failure_ || (sender_report_ && sender_report_->rank == rank)) continue;
     }
     lose(rank, "no heartbeat for " + std::to_string(static_cast<int64_t>(heartbeat_timeout_s_)) +
-                   " s ([placement] heartbeat_timeout_s): it died, lost its node, or hangs");
+                   " s ([placement] heartbeat_timeout_s): it died, lost its node, or hangs",
+         /*by_report=*/false);
   }
 }
 
@@ -152,7 +161,7 @@ bool Coordinator::lost(int rank) const {
   return w >= 0 && lost_[static_cast<size_t>(w)];
 }
 
-void Coordinator::lose(int rank, const std::string& why) {
+void Coordinator::lose(int rank, const std::string& why, bool by_report) {
   const int w = placement_.rollout_worker_index(rank);
   const std::string name = placement_.describe(rank);
   // A rank's own failure report names it already.
@@ -162,15 +171,19 @@ void Coordinator::lose(int rank, const std::string& why) {
   {
     std::lock_guard l(mutex_);
     if (w < 0 || !serving_[static_cast<size_t>(w)]) {  // a trainer rank, or a worker that never started
-      if (!failure_) failure_ = message;
+      if (failure_) return;
+      if (w < 0 && by_report && senders_answering_) {  // a broken refit: caused here, or by the workers?
+        if (last_worker_lost_)
+          failure_ = "every rollout worker is lost; the last: " + *last_worker_lost_;
+        else if (!sender_report_)
+          sender_report_ = SenderReport{rank, message, Clock::now()};
+      } else {
+        failure_ = message;
+      }
       changed_.notify_all();
       return;
     }
     if (lost_[static_cast<size_t>(w)]) return;
-    if (senders_answering_) {  // decided once the refit's senders have answered (deliver_weights)
-      held_losses_.emplace_back(rank, why);
-      return;
-    }
     lost_[static_cast<size_t>(w)] = true;
     capacity_[static_cast<size_t>(w)] = 0;
     for (auto it = episodes_.begin(); it != episodes_.end();)
@@ -185,7 +198,12 @@ void Coordinator::lose(int rank, const std::string& why) {
     answers_.erase(placement_.rollout_worker_rank(w));
     lost_workers_.push_back(message);
     left = static_cast<int>(std::count(lost_.begin(), lost_.end(), false));
-    if (left == 0 && !failure_) failure_ = "every rollout worker is lost; the last: " + message;
+    if (left == 0 && !failure_) {
+      if (senders_answering_ && by_report && !sender_report_)
+        last_worker_lost_ = message;  // the run's failure once the senders have answered (deliver_weights)
+      else
+        failure_ = "every rollout worker is lost; the last: " + message;
+    }
     changed_.notify_all();
   }
   // The benchmark's rule for a rollout lost to an infrastructure failure (spec section 1): back-fill
@@ -371,21 +389,30 @@ refit::RefitStats Coordinator::deliver_weights(uint64_t version) {
   // The transport's sender drops a receiver whose process is gone, so a lost worker holds up
   // neither the publishing trainer ranks' sends nor this wait. The ranks of replica 0 publish
   // together, each its own shards.
-  // A worker that fails meanwhile is dropped only once every sender has answered (lose): if a
-  // sender failed, that is the run's failure.
-  struct HoldLosses {
+  // Meanwhile reports of a broken transfer wait for the ranks' heartbeats to say who caused it
+  // (lose, check_heartbeats); losing every worker by their reports fails the run once every sender
+  // has answered.
+  struct SendersAnswering {
     Coordinator& c;
-    explicit HoldLosses(Coordinator& coordinator) : c(coordinator) {
+    explicit SendersAnswering(Coordinator& coordinator) : c(coordinator) {
       std::lock_guard l(c.mutex_);
       c.senders_answering_ = true;
     }
-    std::vector<std::pair<int, std::string>> release() {
+    void answered() {
       std::lock_guard l(c.mutex_);
       c.senders_answering_ = false;
-      return std::exchange(c.held_losses_, {});
+      if (c.last_worker_lost_ && !c.failure_)
+        c.failure_ = "every rollout worker is lost; the last: " + *c.last_worker_lost_;
+      c.changed_.notify_all();
+      c.throw_if_failed();
     }
-    ~HoldLosses() { release(); }  // a sender failed: the run fails naming it, the held losses with it
-  } hold(*this);
+    ~SendersAnswering() {  // answered (above), or the run failed: what was held is moot
+      std::lock_guard l(c.mutex_);
+      c.senders_answering_ = false;
+      c.last_worker_lost_.reset();
+      c.sender_report_.reset();
+    }
+  } senders(*this);
   for (int g : replicas_->publishers()) send_to_trainer(g, "publish", {{"version", version}});
   for (int w = 0; w < placement_.rollout_workers(); ++w)  // every rank of an engine group loads it
     for (int g = 0; g < placement_.engine_ranks(); ++g)
@@ -400,7 +427,7 @@ refit::RefitStats Coordinator::deliver_weights(uint64_t version) {
       stats.dense_bytes += sent.dense_bytes;
     }
   }
-  for (const auto& [rank, why] : hold.release()) lose(rank, why);
+  senders.answered();
   for (int w = 0; w < placement_.rollout_workers(); ++w)
     answer(placement_.rollout_worker_rank(w), "refitted");
   return stats;

@@ -3,13 +3,14 @@
 // the step's batch with the global token count (one share per data-parallel replica of the trainer,
 // the same bytes to every rank of a replica), and runs the refit: the trainer ranks of replica 0
 // stream the new version through the transport, each its own shards, while every worker receives it
-// into its paused engine (the bytes never pass through here). One thread reads every message and watches the heartbeats: a trainer
-// rank that reports a failure, sends no heartbeat for `heartbeat_timeout_s` or does not answer
-// within `answer_timeout_s` fails the run with a message naming the rank. A rollout worker that
-// does so once serving is lost instead: its episodes in flight are back-filled (done with an
-// MLPT_UNAVAILABLE error naming it), nothing is sent to it again, and the run goes on with the
-// others until none is left. A worker that is an engine group ([placement] engine_ranks) is lost
-// with any of its ranks; its ranks are then told to leave at once (heartbeat.hpp).
+// into its paused engine (the bytes never pass through here). One thread reads every message and
+// watches the heartbeats: a trainer rank that reports a failure, sends no heartbeat for
+// `heartbeat_timeout_s` or does not answer within `answer_timeout_s` fails the run with a message
+// naming the rank. A rollout worker that does so once serving is lost instead: its episodes in
+// flight are back-filled (done with an MLPT_UNAVAILABLE error naming it), nothing is sent to it
+// again, and the run goes on with the others until none is left. A worker that is an engine group
+// ([placement] engine_ranks) is lost with any of its ranks; its ranks are then told to leave at
+// once (heartbeat.hpp). A refit broken mid-way names the end whose heartbeat stopped (below).
 #pragma once
 
 #include <chrono>
@@ -80,9 +81,9 @@ class Coordinator final : public run::ComponentPlacement {
   void reported(int episodes);  // their `done` has returned
   // Any message is a sign of life; ranks silent for longer than the heartbeat timeout are lost.
   void check_heartbeats();
-  // A rank that failed or went silent: a rollout worker that has served is dropped, anything else
-  // fails the run.
-  void lose(int rank, const std::string& why);
+  // A rank that failed (`by_report`: it said so) or went silent: a rollout worker that has served is
+  // dropped, anything else fails the run.
+  void lose(int rank, const std::string& why, bool by_report);
   bool lost(int rank) const;  // callers hold mutex_
   void send_unless_lost(int rank, const std::string& kind,
                         const nlohmann::json& body = nlohmann::json::object());
@@ -103,11 +104,20 @@ class Coordinator final : public run::ComponentPlacement {
       last_heard_;     // per rank, read by the reader thread only
   int reporting_ = 0;  // episodes whose `done` is running
   std::optional<std::string> failure_;
-  // While a refit's senders have not answered, a rollout worker's loss is held here: a trainer rank
-  // that dies mid-refit fails its receivers' fetches at once but shows only at its heartbeat's
-  // timeout, and the run must name the trainer rank, not the workers it took down.
+  // A refit's failure shows on both ends, and the run must name the end that caused it: a rank that
+  // died or hangs (its heartbeat stops), not the ranks that report their transfer broke. So while a
+  // refit's senders have not answered, reports do not fail the run at once. Losing the last rollout
+  // worker by their reports waits for the senders' answers (a trainer rank that died mid-refit is
+  // named at its heartbeat's timeout); a trainer rank's report waits a heartbeat timeout (workers
+  // that died mid-refit are named at theirs), then fails the run.
   bool senders_answering_ = false;
-  std::vector<std::pair<int, std::string>> held_losses_;  // rank, why
+  std::optional<std::string> last_worker_lost_;  // by reports, while the senders have not answered
+  struct SenderReport {
+    int rank;
+    std::string message;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::optional<SenderReport> sender_report_;  // a trainer rank's, while the senders have not answered
   bool can_save_state_ = true, record_routed_experts_ = false, stopped_ = false;
   std::optional<TrainerReplicas> replicas_;  // which share each trainer rank trains, who publishes
   mlpt_engine_model_info model_{};

@@ -105,7 +105,7 @@ inline int process_of_rank(const std::string& tag, int rank) {
 }
 
 // A command (a job tagged `tag`) during which rank `rank` of the job is sent `signal` once
-// `reached()` holds (polled every 50 ms, for at most `wait_s`).
+// `reached()` holds (polled every 50 ms, for at most `wait_s`; never reached: no signal).
 struct SignalledRun {
   std::string output;
   int status = 0;
@@ -118,7 +118,7 @@ inline SignalledRun run_signalling_rank(const std::string& command, const std::s
   std::atomic<bool> ended{false};
   std::thread signaller([&] {
     for (int i = 0; i < wait_s * 20 && !ended && !reached(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (ended) return;
+    if (ended || !reached()) return;  // never at the point: no signal, and the test says so
     r.signalled = process_of_rank(tag, rank);
     if (r.signalled > 0) ::kill(r.signalled, signal);
   });

@@ -2,7 +2,8 @@
 // stops the run within its timeout with a message naming the rank: a hung one after [placement]
 // answer_timeout_s, a dead one after heartbeat_timeout_s (launched with mpirun --enable-recovery,
 // as docs/distributed.md says, so that mlpt and not mpirun reports it). The last checkpoint is
-// whole, and `mpirun ... mlpt run --resume DIR` continues from it to the end.
+// whole, and `mpirun ... mlpt run --resume DIR` continues from it to the end. A refit broken by
+// either end's death names that end, not the ranks on the other end whose transfer broke.
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -89,29 +90,56 @@ TEST_CASE("a trainer rank killed with kill -9 stops the run naming it and --resu
   CHECK(o.seconds < 300);
 }
 
-// The trainer rank dies in the middle of a refit (the test-only UCX setting ends the sender's process
-// after 700 bucket sends: version 3 here, its receivers part way through). Both rollout workers'
-// fetches fail at once, the trainer's loss shows only at its heartbeat's timeout: the run names the
-// trainer rank, not the workers its refit took down.
-TEST_CASE("a trainer rank lost mid-refit is named, not the rollout workers whose fetch it broke") {
+namespace {
+
+// A run whose refit breaks in version 3 (bucket_bytes 64 KiB: some 140 buckets a version here): the
+// test-only UCX `fault` ends the sender's or the receivers' processes part way through it. Returns
+// the output; the run's folder is `out`.
+std::string run_with_refit_fault(const std::string& tag, const std::string& fault, const fs::path& dir,
+                                 fs::path& out) {
   require_tiny_model();
-  mlpt_test::TempDir dir("trainer_lost_mid_refit");
-  const fs::path out = fs::path(dir.str()) / "run", config = fs::path(dir.str()) / "lost-mid-refit.toml";
+  out = dir / "run";
+  const fs::path config = dir / (tag + ".toml");
   write_tiny_config(config, out,
                     {{"checkpoint_every_steps = ", "checkpoint_every_steps = 1"},
                      {"max_steps = ", "max_steps = " + std::to_string(kSteps)},
                      {"first_eval_samples = ", "first_eval_samples = 64000"},
                      {"trainer_ranks = 1", "trainer_ranks = 1\nheartbeat_timeout_s = 10"},
-                     {"receivers = 2",
-                      "receivers = 2\nbucket_bytes = 65536\ntest_only_sender_exit_after_buckets = 700"}});
+                     {"receivers = 2", "receivers = 2\nbucket_bytes = 65536\n" + fault}});
   int status = 0;
-  const std::string line = launch("trainer-lost-mid-refit", 600, true);
-  const std::string output = mlpt_test::run_command(line + config.string() + " 2>&1", &status);
+  return mlpt_test::run_command(launch(tag, 600, true) + config.string() + " 2>&1", &status);
+}
+
+}  // namespace
+
+// A refit's failure shows on both ends; the run names the end that caused it (the one whose
+// heartbeat stopped), not the ranks whose transfer it broke.
+TEST_CASE("a trainer rank lost mid-refit is named, not the rollout workers whose fetch it broke") {
+  mlpt_test::TempDir dir("trainer_lost_mid_refit");
+  fs::path out;
+  // The sender's process ends after 700 bucket sends (both receivers): version 3, part way through.
+  const std::string fault = "test_only_sender_exit_after_buckets = 700";
+  const std::string output = run_with_refit_fault("trainer-lost-mid-refit", fault, dir.str(), out);
   INFO(output);
   REQUIRE_THAT(output, Catch::Contains("test_only_sender_exit_after_buckets reached"));
-  CHECK_THAT(output, Catch::Contains("fetch_weights"));  // a worker's fetch did fail
+  CHECK_THAT(output, Catch::Contains("fetch_weights"));  // the workers' fetches did break
   CHECK_THAT(output, Catch::Contains("(trainer rank 0 (rank 1): no heartbeat for 10 s"));
   CHECK_THAT(output, !Catch::Contains("every rollout worker is lost"));
+  CHECK_THAT(output, Catch::Contains("exit status 3"));
+  CHECK(last_checkpoint(out) >= 1);
+}
+
+TEST_CASE("rollout workers lost mid-refit are named, not the trainer rank whose send they broke") {
+  mlpt_test::TempDir dir("workers_lost_mid_refit");
+  fs::path out;
+  // Each receiver's process ends after 350 buckets landed: version 3, part way through.
+  const std::string output =
+      run_with_refit_fault("workers-lost-mid-refit", "test_only_exit_after_buckets = 350", dir.str(), out);
+  INFO(output);
+  REQUIRE_THAT(output, Catch::Contains("test_only_exit_after_buckets reached"));
+  CHECK_THAT(output, Catch::Contains("trainer rank 0 (rank 1): ") && Catch::Contains("publish_weights"));
+  CHECK_THAT(output, Catch::Contains("(every rollout worker is lost; the last: rollout worker"));
+  CHECK_THAT(output, Catch::Contains("no heartbeat for 10 s"));
   CHECK_THAT(output, Catch::Contains("exit status 3"));
   CHECK(last_checkpoint(out) >= 1);
 }

@@ -1,6 +1,6 @@
 // The Prometheus endpoint: the text it serves parsed by a reader of the exposition format written
 // here (HELP and TYPE before a family's samples, escaped label values), scraped over real HTTP on
-// loopback, and a port already taken refused by name.
+// loopback, one step's samples seen all together, and a port already taken refused by name.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <future>
 #include <map>
 #include <sstream>
 
@@ -103,6 +104,27 @@ TEST_CASE("metrics: the exposition text reads back, labels escaped, types and he
                     Catch::Contains("'mlpt step'"));
   CHECK_THROWS_WITH(m.set("ok", observe::PrometheusMetrics::Type::kGauge, "", 1, {{"0bad", "x"}}),
                     Catch::Contains("'0bad'"));
+}
+
+TEST_CASE("metrics: a scrape sees a batch's samples all together or not at all", "[observe]") {
+  using Type = observe::PrometheusMetrics::Type;
+  observe::PrometheusMetrics m;
+  m.set("mlpt_step", Type::kGauge, "steps done", 1);
+  m.set("mlpt_samples", Type::kGauge, "samples", 64);
+  std::future<std::string> scrape;
+  {
+    auto step = m.batch();
+    step.set("mlpt_step", Type::kGauge, "steps done", 2);
+    scrape = std::async(std::launch::async, [&] { return m.text(); });
+    // The scrape waits for the batch (were it not locked out, it would be done long before).
+    CHECK(scrape.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+    step.set("mlpt_samples", Type::kGauge, "samples", 128);
+    step.add("mlpt_refit_bytes_total", "bytes", 10);
+  }
+  const auto parsed = parse(scrape.get());
+  CHECK(parsed.find("mlpt_step")->second.value == 2);
+  CHECK(parsed.find("mlpt_samples")->second.value == 128);
+  CHECK(parsed.find("mlpt_refit_bytes_total")->second.value == 10);
 }
 
 TEST_CASE("metrics: /metrics is scraped over HTTP and follows the values", "[observe]") {
