@@ -1,10 +1,11 @@
 // The sparse transport plugin as the host composes it (core/refit/sparse_refit_transport.hpp): its
 // endpoints wrap the in-process transport's, both real plugins loaded through the host's loader. A
 // sequence of versions reaches the receiver bit for bit; the first is full, the rest deltas smaller
-// than the weights (or whole where the measured rates chose it, saying so), each reported to the host; the receiver's tensors are the plugin's copy (not
-// the sender's memory, which the in-process transport would have handed over); a dense sender's
-// version is handed over as it came; a wrapper without an inner endpoint, and a version that does
-// not increase, are refused with errors that say so.
+// than the weights (or whole where the measured rates chose it, saying so), each reported to the
+// host; the receiver's tensors are the plugin's copy (not the sender's memory, which the in-process
+// transport would have handed over); a dense sender's version is handed over as it came; a wrapper
+// without an inner endpoint, and a version that does not increase, are refused with errors that say
+// so.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
