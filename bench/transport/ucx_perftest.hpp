@@ -185,45 +185,49 @@ inline PerftestRate perftest_median(size_t bucket, size_t total, bool error_hand
   return out;
 }
 
+// The median GB/s of `reps` runs of `copy(run)`, each moving `bytes`, after one warm-up run.
+template <class Copy>
+double median_copy_gbps(int reps, size_t bytes, Copy&& copy) {
+  std::vector<double> rates;
+  for (int r = 0; r < reps + 1; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    copy(r);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) rates.push_back(static_cast<double>(bytes) / s / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
 // memcpy of one buffer of `bytes`, again and again (about 1 GB in all), in GB/s, the median of
 // `reps`: what a copy costs when its working set is one message, as ucx_perftest's is (it sends
 // every message from the same buffer).
 inline double reused_memcpy_gbps(size_t bytes, int reps) {
   std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
   const size_t rounds = std::max<size_t>(1, (size_t(1) << 30) / bytes);
-  std::vector<double> rates;
-  for (int r = 0; r < reps + 1; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+  return median_copy_gbps(reps, rounds * bytes, [&](int) {
     for (size_t i = 0; i < rounds; ++i) {
       std::memcpy(dst.data(), src.data(), bytes);
       src[i % bytes] = dst[(i * 7) % bytes];  // keeps the copies from being folded together
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) rates.push_back(static_cast<double>(rounds * bytes) / s / 1e9);
-  }
-  std::sort(rates.begin(), rates.end());
-  return rates[rates.size() / 2];
+  });
 }
 
 // memcpy through `total` bytes (a source and a pre-faulted destination of that size) in GB/s, the
 // median of `reps`: a copy whose working set is a weight set of that size.
 inline double streaming_memcpy_gbps(size_t total, int reps) {
   std::vector<uint8_t> src(total, 1), dst(total, 0);
-  std::vector<double> rates;
-  for (int r = 0; r < reps + 1; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+  return median_copy_gbps(reps, total, [&](int r) {
     std::memcpy(dst.data(), src.data(), total);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) rates.push_back(static_cast<double>(total) / s / 1e9);
-    src[r % total] = dst[(r * 7) % total];
-  }
-  std::sort(rates.begin(), rates.end());
-  return rates[rates.size() / 2];
+    src[r % total] = dst[(r * 7) % total];  // keeps the copies from being folded together
+  });
 }
 
 // ucx_perftest's rate at one message size is a cache-resident figure next to a weight set when a
 // copy of one message runs above 1.25x a copy of the weight set: perftest then moves a buffer that
 // stays in cache, where the transport moves every byte of the weights from memory.
-inline bool perftest_in_cache(double reused_gbps, double weights_gbps) { return reused_gbps > 1.25 * weights_gbps; }
+inline bool perftest_in_cache(double reused_gbps, double weights_gbps) {
+  return reused_gbps > 1.25 * weights_gbps;
+}
 
 }  // namespace bench_ucx

@@ -1,5 +1,4 @@
 #include "core/observe/flight_recorder.hpp"
-#include "core/observe/stamped_slot.hpp"
 
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -7,6 +6,8 @@
 
 #include <cstring>
 #include <ctime>
+
+#include "core/observe/stamped_slot.hpp"
 
 namespace mlpt::observe {
 

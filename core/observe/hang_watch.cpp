@@ -54,15 +54,17 @@ int HangWatch::check(int64_t now) {
     it = still_running.count(*it) ? std::next(it) : reported_.erase(it);
   if (hung.empty()) return 0;
   // One dump for all of them: an engine that stalls stalls its many requests at once.
+  const auto running_s = [now](const CallRecord& call) {
+    return static_cast<double>(now - call.start_ns) * 1e-9;
+  };
   std::string reason;
   for (const CallRecord& call : hung)
     reason += (reason.empty() ? "" : "; ") + std::string(call.kind) + " '" + call.component + "' call " +
-              call.call + " has not returned after " +
-              seconds(static_cast<double>(now - call.start_ns) * 1e-9) + " s";
+              call.call + " has not returned after " + seconds(running_s(call)) + " s";
   const auto dump = recorder.dump("hang", reason, hung, now);
   for (const CallRecord& call : hung) {
     reported_.insert(call.seq);
-    if (report_) report_(call, static_cast<double>(now - call.start_ns) * 1e-9, dump);
+    if (report_) report_(call, running_s(call), dump);
   }
   return static_cast<int>(hung.size());
 }

@@ -701,6 +701,7 @@ class UcxReceiver::Engine {
         if (!l.incoming || l.incoming->landed.get() != h.owner) continue;  // else superseded or drained
         l.incoming->hashes[h.bucket] = h.hash;
         ++l.incoming->done;
+        break;  // a part is one link's
       }
     }
     hashed_.clear();  // lets go of the parts' buffers
